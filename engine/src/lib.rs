@@ -1,0 +1,8 @@
+//! Chess knowledge for lakefish, independent of storage and async runtimes.
+//!
+//! Today it holds the rules checks the lake's ingest jobs need. Feature sets, NNUE inference,
+//! search and UCI land here next (see ARCHITECTURE.md).
+//!
+//! Architecture invariant: no tokio, no object_store, no job or HTTP types in this crate.
+
+pub mod rules;

@@ -1,0 +1,83 @@
+//! Legality checks on positions and moves given as text (FEN, UCI).
+
+use shakmaty::fen::Fen;
+use shakmaty::uci::UciMove;
+use shakmaty::{CastlingMode, Chess};
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RulesError {
+    #[error("unreadable FEN {fen:?}: {reason}")]
+    Fen { fen: String, reason: String },
+    #[error("illegal position {fen:?}: {reason}")]
+    Position { fen: String, reason: String },
+    #[error("unreadable UCI move {uci:?}")]
+    Uci { uci: String },
+    #[error("move {uci} is illegal in {fen}")]
+    IllegalMove { fen: String, uci: String },
+}
+
+/// Parses a FEN into a legal standard-chess position.
+///
+/// Lenient where real data is sloppy but harmless (an en-passant square nobody can capture
+/// on, castling rights without the rook), strict on what makes a position impossible (kings,
+/// pawns on the back rank, the side not to move in check).
+pub fn parse_position(fen: &str) -> Result<Chess, RulesError> {
+    let parsed = Fen::from_ascii(fen.as_bytes()).map_err(|e| RulesError::Fen {
+        fen: fen.to_string(),
+        reason: e.to_string(),
+    })?;
+    parsed
+        .into_position::<Chess>(CastlingMode::Standard)
+        .or_else(|e| e.ignore_invalid_ep_square())
+        .or_else(|e| e.ignore_invalid_castling_rights())
+        .map_err(|e| RulesError::Position {
+            fen: fen.to_string(),
+            reason: e.to_string(),
+        })
+}
+
+/// Checks that `uci` (standard UCI, castling as king two squares) is legal in `fen`.
+pub fn check_move(fen: &str, uci: &str) -> Result<(), RulesError> {
+    let pos = parse_position(fen)?;
+    let m: UciMove = uci.parse().map_err(|_| RulesError::Uci {
+        uci: uci.to_string(),
+    })?;
+    m.to_move(&pos).map_err(|_| RulesError::IllegalMove {
+        fen: fen.to_string(),
+        uci: uci.to_string(),
+    })?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const START: &str = "rnbqkbnr/pppppppp/8/8/8/8/PPPPPPPP/RNBQKBNR w KQkq - 0 1";
+
+    #[test]
+    fn legal_and_illegal_moves() {
+        assert!(check_move(START, "e2e4").is_ok());
+        assert!(matches!(
+            check_move(START, "e2e5"),
+            Err(RulesError::IllegalMove { .. })
+        ));
+        assert!(matches!(check_move(START, "zz"), Err(RulesError::Uci { .. })));
+        let castle = "r3k2r/8/8/8/8/8/8/R3K2R w KQkq - 0 1";
+        assert!(check_move(castle, "e1g1").is_ok());
+        assert!(check_move(castle, "e1c1").is_ok());
+    }
+
+    #[test]
+    fn impossible_positions_are_rejected() {
+        // No white king.
+        let e = parse_position("8/8/8/8/8/8/8/k7 w - - 0 1").unwrap_err();
+        assert!(matches!(e, RulesError::Position { .. }), "{e}");
+        assert!(matches!(
+            parse_position("not a fen"),
+            Err(RulesError::Fen { .. })
+        ));
+        // Stale en-passant square is tolerated.
+        assert!(parse_position("4k3/8/8/8/8/8/8/4K3 w - e6 0 1").is_ok());
+    }
+}

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# One-time, idempotent set-up of everything lakefish needs on a fresh Debian machine with Rust:
+#   - redis-server (apt)            for the Redis queue and its tests
+#   - .venv with torch==2.11.0      libtorch for the trainer (tch 0.24), CPU-only and lean
+#   - pyarrow, duckdb, moto[server] interop checks and an S3-compatible server for tests
+# Re-running it only installs what is missing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+log() { printf '\033[1m[setup]\033[0m %s\n' "$*"; }
+
+if ! command -v redis-server >/dev/null 2>&1; then
+  log "installing redis-server (apt)"
+  if [ "$(id -u)" -eq 0 ]; then SUDO=""; else SUDO="sudo"; fi
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq redis-server >/dev/null
+fi
+
+PY=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  log "creating the project venv in .venv"
+  "$PY" -m venv .venv
+fi
+
+# torch: --no-deps keeps the CUDA wheels (2.7 GB) out; libtorch_cpu needs only these two.
+if ! .venv/bin/python -c 'import importlib.util,sys; sys.exit(0 if importlib.util.find_spec("torch") else 1)' 2>/dev/null; then
+  log "installing torch==2.11.0 (CPU libraries, about 550 MB)"
+  .venv/bin/pip install -q --disable-pip-version-check --no-deps \
+    torch==2.11.0 nvidia-cuda-runtime==13.0.96 nvidia-cuda-cupti==13.0.85
+fi
+
+need=()
+.venv/bin/python -c 'import pyarrow' 2>/dev/null || need+=(pyarrow)
+.venv/bin/python -c 'import duckdb' 2>/dev/null || need+=(duckdb)
+[ -x .venv/bin/moto_server ] || need+=("moto[server]")
+if [ ${#need[@]} -gt 0 ]; then
+  log "installing ${need[*]} into .venv"
+  .venv/bin/pip install -q --disable-pip-version-check "${need[@]}"
+fi
+log "ready: redis-server $(redis-server --version | awk '{print $3}'), torch $(.venv/bin/python -c 'import importlib.metadata as m;print(m.version("torch"))')"

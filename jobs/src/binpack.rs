@@ -1,0 +1,436 @@
+//! Stockfish `.binpack` reading: a chunk scanner that survives damaged files, and a chunk
+//! decoder that turns one chunk into column vectors.
+//!
+//! A binpack is a sequence of chunks, each `"BINP"` + u32 LE payload size + payload; a move
+//! chain never crosses a chunk, so chunks decode independently (and in parallel). The
+//! scanner reads one chunk at a time (constant memory) and, when a header is damaged, skips
+//! to the next plausible header, reporting the skipped byte range. The decoder runs
+//! `sfbinpack` under `catch_unwind` (it panics on some malformed payloads) and checks each
+//! chain's first position and move with the engine's rules, so garbage is refused per chunk.
+
+use crate::input::Input;
+use crate::JobError;
+use lakefish_schemas::positions::BINPACK_NO_SCORE;
+use lakefish_schemas::SkippedRange;
+use sfbinpack::chess::coords::Square;
+use sfbinpack::chess::piece::Piece;
+use sfbinpack::chess::piecetype::PieceType;
+use sfbinpack::chess::position::Position;
+use sfbinpack::chess::r#move::{Move, MoveType};
+use sfbinpack::chess::color::Color;
+use sfbinpack::{ChunkReader, TrainingDataEntry};
+use std::cell::Cell;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Once;
+
+pub const MAGIC: &[u8; 4] = b"BINP";
+const HEADER: u64 = 8;
+/// Stockfish writes chunks of about 1 MiB; anything past this is a damaged header.
+pub const MAX_CHUNK_BYTES: u32 = 128 << 20;
+/// How far ahead the scanner looks at once when resynchronising after damage.
+const SCAN_WINDOW: usize = 1 << 20;
+
+/// One step of a scan: a chunk payload, or a byte range that could not be used.
+#[derive(Debug)]
+pub enum ScanItem {
+    Chunk { offset: u64, data: Vec<u8> },
+    Skipped(SkippedRange),
+}
+
+/// Walks the chunks of one input, one at a time.
+pub struct ChunkScanner<'a> {
+    input: &'a Input,
+    offset: u64,
+}
+
+impl<'a> ChunkScanner<'a> {
+    pub fn new(input: &'a Input) -> Self {
+        ChunkScanner { input, offset: 0 }
+    }
+
+    /// Bytes consumed so far.
+    pub fn offset(&self) -> u64 {
+        self.offset
+    }
+
+    fn plausible_header(&self, at: u64, header: &[u8]) -> Option<u32> {
+        if &header[..4] != MAGIC {
+            return None;
+        }
+        let size = u32::from_le_bytes(header[4..8].try_into().unwrap());
+        (size > 0 && size <= MAX_CHUNK_BYTES && at + HEADER + size as u64 <= self.input.len())
+            .then_some(size)
+    }
+
+    /// Finds the next plausible chunk header after `from`, or the end of the input.
+    fn resync(&self, from: u64) -> Result<u64, JobError> {
+        let len = self.input.len();
+        let mut pos = from;
+        while pos + HEADER <= len {
+            let n = (SCAN_WINDOW as u64).min(len - pos) as usize;
+            let window = self.input.read_at(pos, n)?;
+            for i in 0..window.len().saturating_sub(HEADER as usize - 1) {
+                if window[i] == b'B' && self.plausible_header(pos + i as u64, &window[i..i + 8]).is_some() {
+                    return Ok(pos + i as u64);
+                }
+            }
+            if n < SCAN_WINDOW {
+                break;
+            }
+            pos += (n - (HEADER as usize - 1)) as u64;
+        }
+        Ok(len)
+    }
+
+    fn skip_to(&mut self, to: u64, reason: String) -> ScanItem {
+        let item = ScanItem::Skipped(SkippedRange {
+            offset: self.offset,
+            len: to - self.offset,
+            reason,
+        });
+        self.offset = to;
+        item
+    }
+
+    fn step(&mut self) -> Result<Option<ScanItem>, JobError> {
+        let len = self.input.len();
+        let at = self.offset;
+        if at >= len {
+            return Ok(None);
+        }
+        let remaining = len - at;
+        if remaining < HEADER {
+            return Ok(Some(self.skip_to(
+                len,
+                format!("truncated chunk header at byte offset {at}: only {remaining} bytes left"),
+            )));
+        }
+        let header = self.input.read_at(at, HEADER as usize)?;
+        if let Some(size) = self.plausible_header(at, &header) {
+            let data = self.input.read_at(at + HEADER, size as usize)?;
+            self.offset = at + HEADER + size as u64;
+            return Ok(Some(ScanItem::Chunk { offset: at, data }));
+        }
+        let reason = if &header[..4] == MAGIC {
+            let size = u32::from_le_bytes(header[4..8].try_into().unwrap()) as u64;
+            if size > MAX_CHUNK_BYTES as u64 {
+                format!("chunk header at byte offset {at} announces {size} bytes, more than a binpack chunk can hold")
+            } else if size == 0 {
+                format!("empty chunk at byte offset {at}")
+            } else {
+                format!(
+                    "truncated chunk at byte offset {at}: header announces {size} bytes, only {} remain",
+                    remaining - HEADER
+                )
+            }
+        } else {
+            format!("no \"BINP\" chunk header at byte offset {at} (not a binpack file, or damaged)")
+        };
+        let next = self.resync(at + 1)?;
+        Ok(Some(self.skip_to(next, reason)))
+    }
+}
+
+impl Iterator for ChunkScanner<'_> {
+    type Item = Result<ScanItem, JobError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        self.step().transpose()
+    }
+}
+
+/// The rows of one chunk, column by column.
+#[derive(Debug, Default, Clone)]
+pub struct DecodedChunk {
+    pub fen_bytes: Vec<u8>,
+    /// End offset of each FEN in `fen_bytes`.
+    pub fen_ends: Vec<u32>,
+    pub move_bytes: Vec<u8>,
+    pub move_ends: Vec<u32>,
+    /// `BINPACK_NO_SCORE` marks "no score" (stored as null).
+    pub score: Vec<i16>,
+    pub result: Vec<i8>,
+    pub ply: Vec<u16>,
+    pub game_id: Vec<u64>,
+}
+
+impl DecodedChunk {
+    pub fn rows(&self) -> usize {
+        self.ply.len()
+    }
+
+    fn push(&mut self, e: &TrainingDataEntry, game_id: u64) {
+        write_fen(&e.pos, &mut self.fen_bytes);
+        self.fen_ends.push(self.fen_bytes.len() as u32);
+        write_uci(e.mv, &mut self.move_bytes);
+        self.move_ends.push(self.move_bytes.len() as u32);
+        self.score.push(e.score);
+        self.result.push(e.result as i8);
+        self.ply.push(e.ply);
+        self.game_id.push(game_id);
+    }
+
+    pub fn fen(&self, i: usize) -> &str {
+        let start = if i == 0 { 0 } else { self.fen_ends[i - 1] as usize };
+        std::str::from_utf8(&self.fen_bytes[start..self.fen_ends[i] as usize]).unwrap()
+    }
+
+    pub fn uci(&self, i: usize) -> &str {
+        let start = if i == 0 { 0 } else { self.move_ends[i - 1] as usize };
+        std::str::from_utf8(&self.move_bytes[start..self.move_ends[i] as usize]).unwrap()
+    }
+
+    pub fn score_or_none(&self, i: usize) -> Option<i16> {
+        (self.score[i] != BINPACK_NO_SCORE).then_some(self.score[i])
+    }
+}
+
+/// A stable 64-bit id for a move chain: the same file, chunk and chain always give the same
+/// id, so a re-run writes identical rows.
+pub fn game_id(input_key: u64, chunk_offset: u64, chain: u64) -> u64 {
+    splitmix64(input_key ^ splitmix64(chunk_offset.wrapping_mul(0x9E37_79B9) ^ (chain << 40)))
+}
+
+/// Identifies an input by file name and size, so the same file read from another directory
+/// or uploaded into the lake yields the same game ids.
+pub fn input_key(name: &str, len: u64) -> u64 {
+    let base = name.rsplit('/').next().unwrap_or(name);
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in base.bytes() {
+        h = (h ^ b as u64).wrapping_mul(0x100_0000_01b3);
+    }
+    splitmix64(h ^ len)
+}
+
+fn splitmix64(mut x: u64) -> u64 {
+    x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    x ^ (x >> 31)
+}
+
+thread_local! {
+    static DECODING: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Keeps panics from the binpack decoder (caught and reported as skipped chunks) off stderr.
+fn install_quiet_panic_hook() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        let default = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if !DECODING.with(|d| d.get()) {
+                default(info);
+            }
+        }));
+    });
+}
+
+/// Decodes one chunk payload. `Err` says why the whole chunk is unusable.
+pub fn decode_chunk(data: &[u8], input_key: u64, chunk_offset: u64) -> Result<DecodedChunk, String> {
+    install_quiet_panic_hook();
+    DECODING.with(|d| d.set(true));
+    let outcome = catch_unwind(AssertUnwindSafe(|| decode_entries(data, input_key, chunk_offset)));
+    DECODING.with(|d| d.set(false));
+    match outcome {
+        Ok(r) => r,
+        Err(panic) => {
+            let msg = panic
+                .downcast_ref::<String>()
+                .map(String::as_str)
+                .or_else(|| panic.downcast_ref::<&str>().copied())
+                .unwrap_or("unknown");
+            Err(format!("malformed chunk payload (decoder failed: {msg})"))
+        }
+    }
+}
+
+fn decode_entries(data: &[u8], input_key: u64, chunk_offset: u64) -> Result<DecodedChunk, String> {
+    let mut out = DecodedChunk::default();
+    let mut reader = ChunkReader::default();
+    let mut prev: Option<TrainingDataEntry> = None;
+    let mut chain = 0u64;
+    let mut id = 0u64;
+    let mut index = 0usize;
+    while reader.has_next(data) {
+        let e = reader.next(data);
+        if !(-1..=1).contains(&e.result) {
+            return Err(format!("entry {index}: result {} is not -1, 0 or 1", e.result));
+        }
+        let continues = prev.is_some_and(|p| p.is_continuation(&e));
+        if !continues {
+            if prev.is_some() {
+                chain += 1;
+            }
+            id = game_id(input_key, chunk_offset, chain);
+            check_stem(&e).map_err(|why| format!("entry {index} (move chain {chain}): {why}"))?;
+        }
+        out.push(&e, id);
+        prev = Some(e);
+        index += 1;
+    }
+    if out.rows() == 0 {
+        return Err("chunk holds no complete entry".into());
+    }
+    Ok(out)
+}
+
+/// The first entry of a chain comes straight from 32 stored bytes: check it is a legal
+/// position with a legal move. Later entries are generated from it by the decoder.
+fn check_stem(e: &TrainingDataEntry) -> Result<(), String> {
+    let mut fen = Vec::with_capacity(96);
+    write_fen(&e.pos, &mut fen);
+    let mut uci = Vec::with_capacity(5);
+    write_uci(e.mv, &mut uci);
+    let fen = String::from_utf8(fen).map_err(|_| "position is not text".to_string())?;
+    let uci = String::from_utf8(uci).map_err(|_| "move is not text".to_string())?;
+    lakefish_engine::rules::check_move(&fen, &uci).map_err(|e| e.to_string())
+}
+
+const PIECE_CHARS: [[u8; 6]; 2] = [*b"PNBRQK", *b"pnbrqk"];
+
+fn piece_char(p: Piece) -> u8 {
+    let t = p.piece_type().ordinal() as usize;
+    let c = if p.color() == Color::White { 0 } else { 1 };
+    PIECE_CHARS[c][t.min(5)]
+}
+
+fn push_square(sq: Square, out: &mut Vec<u8>) {
+    let i = sq.index() as u8;
+    out.push(b'a' + (i & 7));
+    out.push(b'1' + (i >> 3));
+}
+
+fn push_u32(mut n: u32, out: &mut Vec<u8>) {
+    let mut buf = [0u8; 10];
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&buf[i..]);
+}
+
+/// Appends the FEN of `pos`, byte for byte what `Position::fen` returns, without allocating.
+pub fn write_fen(pos: &Position, out: &mut Vec<u8>) {
+    for rank in (0..8u32).rev() {
+        let mut empty = 0u8;
+        for file in 0..8u32 {
+            let p = pos.piece_at(Square::new(rank * 8 + file));
+            if p == Piece::none() || p.piece_type() == PieceType::None {
+                empty += 1;
+            } else {
+                if empty > 0 {
+                    out.push(b'0' + empty);
+                    empty = 0;
+                }
+                out.push(piece_char(p));
+            }
+        }
+        if empty > 0 {
+            out.push(b'0' + empty);
+        }
+        if rank > 0 {
+            out.push(b'/');
+        }
+    }
+    let white = pos.side_to_move() == Color::White;
+    out.extend_from_slice(if white { b" w " } else { b" b " });
+    let cr = pos.castling_rights();
+    use sfbinpack::chess::castling_rights::CastlingRights as CR;
+    if cr == CR::NONE {
+        out.push(b'-');
+    } else {
+        for (right, c) in [
+            (CR::WHITE_KING_SIDE, b'K'),
+            (CR::WHITE_QUEEN_SIDE, b'Q'),
+            (CR::BLACK_KING_SIDE, b'k'),
+            (CR::BLACK_QUEEN_SIDE, b'q'),
+        ] {
+            if cr.contains(right) {
+                out.push(c);
+            }
+        }
+    }
+    out.push(b' ');
+    let ep = pos.ep_square();
+    if ep == Square::NONE {
+        out.push(b'-');
+    } else {
+        push_square(ep, out);
+    }
+    out.push(b' ');
+    push_u32(pos.rule50_counter() as u32, out);
+    out.push(b' ');
+    let stm = if white { 0 } else { 1 };
+    push_u32((pos.ply() as u32).saturating_sub(stm) / 2 + 1, out);
+}
+
+/// Appends the move in standard UCI (castling as the king's two-square move).
+pub fn write_uci(mv: Move, out: &mut Vec<u8>) {
+    let from = mv.from();
+    push_square(from, out);
+    match mv.mtype() {
+        MoveType::Castle => {
+            // binpack stores castling as king-takes-rook; UCI wants the king's destination.
+            let rank = from.index() & !7;
+            let file = if (mv.to().index() & 7) > (from.index() & 7) { 6 } else { 2 };
+            push_square(Square::new(rank | file), out);
+        }
+        MoveType::Promotion => {
+            push_square(mv.to(), out);
+            let p = piece_char(mv.promoted_piece()).to_ascii_lowercase();
+            out.push(p);
+        }
+        MoveType::Normal | MoveType::EnPassant => push_square(mv.to(), out),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fen_writer_matches_the_reference() {
+        for fen in [
+            "rnbqkbnr/pppppppp/8/8/8/8/PPPPPPPP/RNBQKBNR w KQkq - 0 1",
+            "1q5b/1r5k/4p2p/1b2P1pN/3p4/6PP/1nP3B1/1Q2B1K1 w - - 0 35",
+            "r3k2r/8/8/3pP3/8/8/8/R3K2R w Kq d6 12 40",
+            "4k3/8/8/8/8/8/8/4K3 b - - 99 120",
+        ] {
+            let pos = Position::from_fen(fen).unwrap();
+            let mut out = Vec::new();
+            write_fen(&pos, &mut out);
+            assert_eq!(String::from_utf8(out).unwrap(), pos.fen().unwrap());
+        }
+    }
+
+    #[test]
+    fn uci_writer_converts_castling_and_promotions() {
+        let cases = [
+            (Move::castle(Square::E1, Square::H1), "e1g1"),
+            (Move::castle(Square::E1, Square::A1), "e1c1"),
+            (Move::castle(Square::E8, Square::A8), "e8c8"),
+            (Move::promotion(Square::new(52), Square::new(60), Piece::WHITE_KNIGHT), "e7e8n"),
+            (Move::normal(Square::new(12), Square::new(28)), "e2e4"),
+        ];
+        for (mv, want) in cases {
+            let mut out = Vec::new();
+            write_uci(mv, &mut out);
+            assert_eq!(std::str::from_utf8(&out).unwrap(), want);
+            assert_eq!(mv.as_uci(), want);
+        }
+    }
+
+    #[test]
+    fn garbage_chunks_are_refused_not_panicking() {
+        assert!(decode_chunk(&[], 1, 0).unwrap_err().contains("no complete entry"));
+        let noise: Vec<u8> = (0..4096u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
+        let err = decode_chunk(&noise, 1, 0).unwrap_err();
+        assert!(!err.is_empty());
+    }
+}

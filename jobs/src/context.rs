@@ -1,0 +1,57 @@
+use crate::Lake;
+use lakefish_schemas::Progress;
+use std::sync::Arc;
+
+/// Where a job reports how far it got. The CLI draws a bar; workers copy it into the job
+/// record. Implementations must be cheap: jobs call this often, from any thread.
+pub trait ProgressSink: Send + Sync {
+    fn report(&self, progress: &Progress);
+}
+
+/// Discards progress.
+pub struct NoProgress;
+
+impl ProgressSink for NoProgress {
+    fn report(&self, _: &Progress) {}
+}
+
+/// Everything a job needs from the outside world, passed explicitly.
+///
+/// Jobs are synchronous, CPU-heavy code run on their own threads; they reach the (async)
+/// lake through `rt`, never blocking an async worker thread.
+#[derive(Clone)]
+pub struct JobContext {
+    pub lake: Lake,
+    pub rt: tokio::runtime::Handle,
+    pub progress: Arc<dyn ProgressSink>,
+    /// CPU threads the job may use.
+    pub threads: usize,
+}
+
+impl JobContext {
+    pub fn new(lake: Lake, rt: tokio::runtime::Handle) -> Self {
+        JobContext {
+            lake,
+            rt,
+            progress: Arc::new(NoProgress),
+            threads: std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(1),
+        }
+    }
+
+    pub fn with_progress(mut self, progress: Arc<dyn ProgressSink>) -> Self {
+        self.progress = progress;
+        self
+    }
+
+    pub fn with_threads(mut self, threads: usize) -> Self {
+        self.threads = threads.max(1);
+        self
+    }
+
+    /// Runs a lake operation from job (non-async) code.
+    pub fn block_on<F: std::future::Future>(&self, f: F) -> F::Output {
+        self.rt.block_on(f)
+    }
+}

@@ -1,0 +1,80 @@
+//! Committed datasets of the `positions` table, found through their manifests.
+
+use crate::{JobError, Lake};
+use lakefish_schemas::dataset::MANIFEST_FILE;
+use lakefish_schemas::positions::dataset_prefix;
+use lakefish_schemas::{DatasetManifest, DatasetName, Source};
+use serde::Serialize;
+
+pub fn manifest_key(source: Source, dataset: &DatasetName) -> String {
+    format!("{}/{MANIFEST_FILE}", dataset_prefix(source, dataset))
+}
+
+pub async fn read_manifest(
+    lake: &Lake,
+    source: Source,
+    dataset: &DatasetName,
+) -> Result<Option<DatasetManifest>, JobError> {
+    let key = manifest_key(source, dataset);
+    let Some(bytes) = lake.get(&key).await? else {
+        return Ok(None);
+    };
+    serde_json::from_slice(&bytes)
+        .map(Some)
+        .map_err(|e| JobError::Corrupt {
+            what: "dataset manifest",
+            key,
+            reason: e.to_string(),
+        })
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct DatasetSummary {
+    pub name: DatasetName,
+    pub source: Source,
+    pub rows: u64,
+    pub bytes: u64,
+    pub partitions: usize,
+    pub created: String,
+    pub job_id: String,
+    /// Byte ranges of the inputs that could not be read.
+    pub skipped_ranges: usize,
+}
+
+/// Every committed dataset, by source then name.
+pub async fn list_datasets(lake: &Lake) -> Result<Vec<DatasetSummary>, JobError> {
+    let mut out = Vec::new();
+    for source_dir in lake.list_dirs("positions").await? {
+        let Some(source) = source_dir
+            .rsplit('/')
+            .next()
+            .and_then(|s| s.strip_prefix("source="))
+            .and_then(Source::parse)
+        else {
+            continue;
+        };
+        for ds_dir in lake.list_dirs(&source_dir).await? {
+            let Some(name) = ds_dir
+                .rsplit('/')
+                .next()
+                .and_then(|s| s.strip_prefix("dataset="))
+                .and_then(|s| DatasetName::new(s).ok())
+            else {
+                continue;
+            };
+            if let Some(m) = read_manifest(lake, source, &name).await? {
+                out.push(DatasetSummary {
+                    name,
+                    source,
+                    rows: m.rows,
+                    bytes: m.bytes,
+                    partitions: m.parts.len(),
+                    created: m.created,
+                    job_id: m.job_id.to_string(),
+                    skipped_ranges: m.inputs.iter().map(|i| i.skipped.len()).sum(),
+                });
+            }
+        }
+    }
+    Ok(out)
+}

@@ -1,0 +1,48 @@
+use lakefish_schemas::NameError;
+
+/// Why a job (or a lake operation) failed. Messages are lowercase and name the object,
+/// file or byte offset involved.
+#[derive(Debug, thiserror::Error)]
+pub enum JobError {
+    #[error("lake {op} {key}: {source}")]
+    Lake {
+        op: &'static str,
+        key: String,
+        #[source]
+        source: object_store::Error,
+    },
+    #[error("cannot open the lake {spec:?}: {reason}")]
+    LakeConfig { spec: String, reason: String },
+    #[error("input {input}: {reason}")]
+    Input { input: String, reason: String },
+    #[error("{0}")]
+    Name(#[from] NameError),
+    #[error("dataset {dataset} already exists with other inputs ({existing}); pick a new dataset name")]
+    DatasetExists { dataset: String, existing: String },
+    #[error("corrupt {what} {key}: {reason}")]
+    Corrupt {
+        what: &'static str,
+        key: String,
+        reason: String,
+    },
+    #[error("nothing could be ingested: {0}")]
+    NothingIngested(String),
+    #[error("writing parquet part {key}: {reason}")]
+    Parquet { key: String, reason: String },
+    #[error("job {0} not found")]
+    NotFound(String),
+    #[error("job payload version {0} is newer than this worker understands")]
+    PayloadVersion(u32),
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+impl JobError {
+    pub fn lake(op: &'static str, key: impl Into<String>, source: object_store::Error) -> Self {
+        JobError::Lake {
+            op,
+            key: key.into(),
+            source,
+        }
+    }
+}

@@ -1,0 +1,199 @@
+//! The lake: object storage behind one small API.
+//!
+//! A local directory by default (`./lake`), any S3-compatible store with `s3://bucket/prefix`
+//! (credentials, endpoint and `AWS_ALLOW_HTTP` come from the usual `AWS_*` variables).
+//!
+//! Architecture invariant: every write is a single `put` of a whole object, so an object is
+//! visible whole or not at all (S3 PUT semantics; the local store writes a staging file and
+//! renames it).
+
+use crate::JobError;
+use bytes::Bytes;
+use futures::TryStreamExt;
+use object_store::aws::AmazonS3Builder;
+use object_store::local::LocalFileSystem;
+use object_store::path::Path;
+use object_store::prefix::PrefixStore;
+use object_store::{ObjectMeta, ObjectStore, ObjectStoreExt, PutPayload};
+use std::collections::HashMap;
+use std::ops::Range;
+use std::sync::Arc;
+
+#[derive(Clone, Debug)]
+pub struct Lake {
+    store: Arc<dyn ObjectStore>,
+    description: String,
+}
+
+impl Lake {
+    /// Opens `spec`: a directory path (created if missing) or `s3://bucket[/prefix]`.
+    /// `env` supplies the `AWS_*` settings for S3 (pass `std::env::vars()` at the edge).
+    pub fn open(spec: &str, env: &HashMap<String, String>) -> Result<Lake, JobError> {
+        let err = |reason: String| JobError::LakeConfig {
+            spec: spec.to_string(),
+            reason,
+        };
+        if let Some(rest) = spec.strip_prefix("s3://") {
+            let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
+            if bucket.is_empty() {
+                return Err(err("no bucket name after s3://".into()));
+            }
+            let mut builder = AmazonS3Builder::new().with_bucket_name(bucket);
+            for (k, v) in env {
+                if let Ok(key) = k.to_ascii_lowercase().parse() {
+                    builder = builder.with_config(key, v);
+                }
+            }
+            let s3 = builder.build().map_err(|e| err(e.to_string()))?;
+            let prefix = prefix.trim_matches('/');
+            let store: Arc<dyn ObjectStore> = if prefix.is_empty() {
+                Arc::new(s3)
+            } else {
+                Arc::new(PrefixStore::new(s3, prefix))
+            };
+            return Ok(Lake {
+                store,
+                description: spec.to_string(),
+            });
+        }
+        if spec.contains("://") {
+            return Err(err(
+                "unsupported scheme: use a directory path or s3://bucket/prefix".into(),
+            ));
+        }
+        std::fs::create_dir_all(spec).map_err(|e| err(e.to_string()))?;
+        let dir = std::fs::canonicalize(spec).map_err(|e| err(e.to_string()))?;
+        let local = LocalFileSystem::new_with_prefix(&dir).map_err(|e| err(e.to_string()))?;
+        Ok(Lake {
+            store: Arc::new(local),
+            description: dir.display().to_string(),
+        })
+    }
+
+    /// An in-memory lake, for tests and dry runs.
+    pub fn in_memory() -> Lake {
+        Lake {
+            store: Arc::new(object_store::memory::InMemory::new()),
+            description: "memory".into(),
+        }
+    }
+
+    pub fn describe(&self) -> &str {
+        &self.description
+    }
+
+    pub async fn put(&self, key: &str, bytes: impl Into<Bytes>) -> Result<(), JobError> {
+        let payload = PutPayload::from_bytes(bytes.into());
+        self.store
+            .put(&Path::from(key), payload)
+            .await
+            .map_err(|e| JobError::lake("put", key, e))?;
+        Ok(())
+    }
+
+    /// The whole object, or `None` when it does not exist.
+    pub async fn get(&self, key: &str) -> Result<Option<Bytes>, JobError> {
+        match self.store.get(&Path::from(key)).await {
+            Ok(r) => Ok(Some(
+                r.bytes().await.map_err(|e| JobError::lake("get", key, e))?,
+            )),
+            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(e) => Err(JobError::lake("get", key, e)),
+        }
+    }
+
+    pub async fn get_range(&self, key: &str, range: Range<u64>) -> Result<Bytes, JobError> {
+        self.store
+            .get_range(&Path::from(key), range)
+            .await
+            .map_err(|e| JobError::lake("get", key, e))
+    }
+
+    /// Size of an object, or `None` when it does not exist.
+    pub async fn size(&self, key: &str) -> Result<Option<u64>, JobError> {
+        match self.store.head(&Path::from(key)).await {
+            Ok(m) => Ok(Some(m.size)),
+            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(e) => Err(JobError::lake("head", key, e)),
+        }
+    }
+
+    /// Every object under `prefix` (recursively), sorted by key.
+    pub async fn list(&self, prefix: &str) -> Result<Vec<ObjectMeta>, JobError> {
+        let p = Path::from(prefix);
+        let mut all: Vec<ObjectMeta> = self
+            .store
+            .list(Some(&p))
+            .try_collect()
+            .await
+            .map_err(|e| JobError::lake("list", prefix, e))?;
+        all.sort_by(|a, b| a.location.cmp(&b.location));
+        Ok(all)
+    }
+
+    /// The immediate "sub-directories" of `prefix`, as full keys.
+    pub async fn list_dirs(&self, prefix: &str) -> Result<Vec<String>, JobError> {
+        let p = Path::from(prefix);
+        let r = self
+            .store
+            .list_with_delimiter(Some(&p))
+            .await
+            .map_err(|e| JobError::lake("list", prefix, e))?;
+        let mut dirs: Vec<String> = r.common_prefixes.iter().map(|p| p.to_string()).collect();
+        dirs.sort();
+        Ok(dirs)
+    }
+
+    pub async fn delete(&self, key: &str) -> Result<(), JobError> {
+        match self.store.delete(&Path::from(key)).await {
+            Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+            Err(e) => Err(JobError::lake("delete", key, e)),
+        }
+    }
+
+    pub fn store(&self) -> &Arc<dyn ObjectStore> {
+        &self.store
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn conformance(lake: &Lake) {
+        assert_eq!(lake.get("a/b.json").await.unwrap(), None);
+        lake.put("a/b.json", Bytes::from_static(b"hello")).await.unwrap();
+        lake.put("a/c/d.json", Bytes::from_static(b"x")).await.unwrap();
+        assert_eq!(lake.get("a/b.json").await.unwrap().unwrap(), "hello");
+        assert_eq!(lake.size("a/b.json").await.unwrap(), Some(5));
+        assert_eq!(lake.get_range("a/b.json", 1..3).await.unwrap(), "el");
+        let keys: Vec<String> = lake
+            .list("a")
+            .await
+            .unwrap()
+            .iter()
+            .map(|m| m.location.to_string())
+            .collect();
+        assert_eq!(keys, ["a/b.json", "a/c/d.json"]);
+        assert_eq!(lake.list_dirs("a").await.unwrap(), ["a/c"]);
+        lake.delete("a/b.json").await.unwrap();
+        lake.delete("a/b.json").await.unwrap();
+        assert_eq!(lake.size("a/b.json").await.unwrap(), None);
+    }
+
+    #[tokio::test]
+    async fn memory_and_local_lakes_behave_alike() {
+        conformance(&Lake::in_memory()).await;
+        let dir = tempfile::tempdir().unwrap();
+        let lake = Lake::open(dir.path().join("lake").to_str().unwrap(), &HashMap::new()).unwrap();
+        conformance(&lake).await;
+    }
+
+    #[test]
+    fn bad_specs_are_named() {
+        let e = Lake::open("gs://x", &HashMap::new()).unwrap_err().to_string();
+        assert!(e.contains("unsupported scheme"), "{e}");
+        let e = Lake::open("s3://", &HashMap::new()).unwrap_err().to_string();
+        assert!(e.contains("no bucket"), "{e}");
+    }
+}

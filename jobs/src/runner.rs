@@ -1,0 +1,108 @@
+//! Runs a queued job and keeps its record: the one place that turns a [`QueuedJob`] into
+//! calls of the job functions. Workers (any queue backend) call [`run_queued_job`].
+
+use crate::records::{now, JobStore};
+use crate::{JobContext, JobError, Lake, ProgressSink};
+use lakefish_schemas::{JobId, JobRecord, JobSpec, JobState, Progress, QueuedJob, JOB_PAYLOAD_VERSION};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// How often a running job's progress is copied into its record.
+pub const PROGRESS_INTERVAL: Duration = Duration::from_millis(500);
+
+/// Runs a job spec in-process and returns its result as JSON. Blocking: call it from a
+/// thread of its own (`spawn_blocking`), never from an async task.
+pub fn run_spec(ctx: &JobContext, id: &JobId, spec: &JobSpec) -> Result<serde_json::Value, JobError> {
+    match spec {
+        JobSpec::IngestBinpack(s) => {
+            let summary = crate::ingest_binpack::ingest_binpack(ctx, id, s)?;
+            serde_json::to_value(summary).map_err(|e| JobError::Internal(e.to_string()))
+        }
+    }
+}
+
+#[derive(Default)]
+struct Latest(Mutex<Option<Progress>>);
+
+impl ProgressSink for Latest {
+    fn report(&self, p: &Progress) {
+        *self.0.lock().unwrap() = Some(p.clone());
+    }
+}
+
+/// Runs a job delivered by the queue. Safe to call more than once for the same job (the queue
+/// re-delivers jobs of dead workers): a job that already succeeded is not run again, and a
+/// re-run writes the same objects.
+///
+/// Returns `Err` when the job failed, after recording why, so the queue may retry it.
+pub async fn run_queued_job(lake: Lake, job: QueuedJob, worker: &str, threads: usize) -> Result<(), JobError> {
+    let store = JobStore::new(lake.clone());
+    let mut rec: JobRecord = match store.get(&job.id).await? {
+        Some(rec) => rec,
+        None => JobStore::new_record(job.id.clone(), job.spec.clone()),
+    };
+    if job.version > JOB_PAYLOAD_VERSION {
+        let e = JobError::PayloadVersion(job.version);
+        finish(&store, &mut rec, Err(e.to_string())).await?;
+        return Err(e);
+    }
+    if rec.state == JobState::Succeeded {
+        tracing::info!(job = %job.id, "already succeeded; re-delivery ignored");
+        return Ok(());
+    }
+    rec.state = JobState::Running;
+    rec.attempts += 1;
+    rec.worker = Some(worker.to_string());
+    rec.started = Some(now());
+    rec.error = None;
+    store.put(&rec).await?;
+    tracing::info!(job = %job.id, kind = rec.kind, attempt = rec.attempts, "job started");
+
+    let latest = Arc::new(Latest::default());
+    let ctx = JobContext::new(lake, tokio::runtime::Handle::current())
+        .with_progress(latest.clone())
+        .with_threads(threads);
+    let (id, spec) = (job.id.clone(), job.spec.clone());
+    let mut work = tokio::task::spawn_blocking(move || run_spec(&ctx, &id, &spec));
+    let outcome = loop {
+        tokio::select! {
+            done = &mut work => break done.map_err(|e| JobError::Internal(format!("job thread: {e}"))).and_then(|r| r),
+            _ = tokio::time::sleep(PROGRESS_INTERVAL) => {
+                if let Some(p) = latest.0.lock().unwrap().take() {
+                    rec.progress = p;
+                    if let Err(e) = store.put(&rec).await {
+                        tracing::warn!(job = %job.id, "progress not recorded: {e}");
+                    }
+                }
+            }
+        }
+    };
+    if let Some(p) = latest.0.lock().unwrap().take() {
+        rec.progress = p;
+    }
+    match outcome {
+        Ok(result) => {
+            rec.result = Some(result);
+            finish(&store, &mut rec, Ok(())).await?;
+            tracing::info!(job = %job.id, "job succeeded");
+            Ok(())
+        }
+        Err(e) => {
+            tracing::warn!(job = %job.id, "job failed: {e}");
+            finish(&store, &mut rec, Err(e.to_string())).await?;
+            Err(e)
+        }
+    }
+}
+
+async fn finish(store: &JobStore, rec: &mut JobRecord, outcome: Result<(), String>) -> Result<(), JobError> {
+    match outcome {
+        Ok(()) => rec.state = JobState::Succeeded,
+        Err(e) => {
+            rec.state = JobState::Failed;
+            rec.error = Some(e);
+        }
+    }
+    rec.finished = Some(now());
+    store.put(rec).await
+}

@@ -1,0 +1,70 @@
+//! The manifest written beside a dataset's parts (`<dataset prefix>/_manifest.json`).
+//!
+//! Writing it is the commit point of an ingest: lakefish readers trust the parts it lists and
+//! nothing else. Tools that glob the tree skip it (pyarrow ignores names starting with `_`).
+
+use crate::{DatasetName, JobId, Source};
+use serde::{Deserialize, Serialize};
+
+pub const MANIFEST_FILE: &str = "_manifest.json";
+pub const MANIFEST_VERSION: u32 = 1;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DatasetManifest {
+    pub version: u32,
+    pub source: Source,
+    pub dataset: DatasetName,
+    /// The job that wrote this dataset.
+    pub job_id: JobId,
+    pub schema_version: u32,
+    pub score_unit: String,
+    pub rows: u64,
+    pub bytes: u64,
+    pub parts: Vec<PartInfo>,
+    pub inputs: Vec<InputReport>,
+    /// RFC 3339.
+    pub created: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PartInfo {
+    /// File name inside the dataset prefix, `part-NNNNN.parquet`.
+    pub name: String,
+    pub rows: u64,
+    pub bytes: u64,
+}
+
+/// What one input file contributed, and what of it could not be read.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InputReport {
+    /// The input as given in the job spec.
+    pub input: String,
+    pub bytes: u64,
+    pub rows: u64,
+    pub chunks: u64,
+    pub skipped: Vec<SkippedRange>,
+}
+
+/// A byte range of an input that was not ingested, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SkippedRange {
+    pub offset: u64,
+    pub len: u64,
+    pub reason: String,
+}
+
+impl std::fmt::Display for SkippedRange {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "bytes {}..{} skipped: {}",
+            self.offset,
+            self.offset + self.len,
+            self.reason
+        )
+    }
+}

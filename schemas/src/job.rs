@@ -1,0 +1,276 @@
+//! Job payloads and job records.
+//!
+//! A client sends a [`SubmitRequest`]-shaped JSON body (`{"kind": ..., "spec": {...}}`); it is
+//! validated into a [`JobSpec`] by [`JobSpec::from_request`], which names the offending field.
+//! The queue carries a [`QueuedJob`] (id + spec + payload version); the job's life is kept in a
+//! [`JobRecord`].
+
+use crate::DatasetName;
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// Version of the queued payload format. A worker refuses payloads from the future.
+pub const JOB_PAYLOAD_VERSION: u32 = 1;
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SpecError {
+    #[error("request body is not valid JSON: {0}")]
+    Json(String),
+    #[error("request body must be a JSON object with \"kind\" and \"spec\"")]
+    NotAnObject,
+    #[error("unknown field {0:?} in the request (expected version, kind, spec)")]
+    UnknownField(String),
+    #[error("missing field {0:?}")]
+    Missing(&'static str),
+    #[error("unsupported payload version {0} (this build understands up to {JOB_PAYLOAD_VERSION})")]
+    Version(u64),
+    #[error("unknown job kind {0:?} (known: {known})", known = JobSpec::KINDS.join(", "))]
+    UnknownKind(String),
+    #[error("invalid spec for {kind}: {message}")]
+    Invalid { kind: &'static str, message: String },
+}
+
+/// Ids are UUIDv7: unique across machines and sortable by creation time.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct JobId(String);
+
+impl JobId {
+    pub fn new() -> Self {
+        Self(uuid::Uuid::now_v7().to_string())
+    }
+
+    /// Accepts only canonical UUID strings, so an id can never smuggle a path into a key.
+    pub fn parse(s: &str) -> Option<Self> {
+        let u = uuid::Uuid::parse_str(s).ok()?;
+        (u.to_string() == s).then(|| Self(s.to_string()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl Default for JobId {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl fmt::Display for JobId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// A validated job. Serialized as `{"kind": "...", "spec": {...}}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", content = "spec", rename_all = "snake_case")]
+pub enum JobSpec {
+    IngestBinpack(IngestBinpackSpec),
+}
+
+/// Ingest Stockfish `.binpack` files into `positions/source=binpack/dataset=<dataset>/`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IngestBinpackSpec {
+    /// Local paths readable by the worker, or lake keys written as `lake:raw/...`.
+    pub inputs: Vec<String>,
+    pub dataset: DatasetName,
+    /// Target rows per Parquet part; a part closes at the first binpack chunk boundary after
+    /// it, so move chains never straddle parts.
+    #[serde(default = "default_rows_per_part")]
+    pub rows_per_part: u64,
+}
+
+pub fn default_rows_per_part() -> u64 {
+    1_000_000
+}
+
+impl IngestBinpackSpec {
+    pub fn validate(&self) -> Result<(), String> {
+        if self.inputs.is_empty() {
+            return Err("inputs is empty: name at least one .binpack file".into());
+        }
+        if let Some(bad) = self.inputs.iter().find(|i| i.trim().is_empty()) {
+            return Err(format!("input {bad:?} is empty"));
+        }
+        if self.rows_per_part == 0 {
+            return Err("rows_per_part must be at least 1".into());
+        }
+        Ok(())
+    }
+}
+
+impl JobSpec {
+    pub const KINDS: &'static [&'static str] = &["ingest_binpack"];
+
+    pub fn kind(&self) -> &'static str {
+        match self {
+            JobSpec::IngestBinpack(_) => "ingest_binpack",
+        }
+    }
+
+    /// Validates a raw submission body. Every error names what is wrong.
+    pub fn from_request(body: &[u8]) -> Result<JobSpec, SpecError> {
+        let value: serde_json::Value =
+            serde_json::from_slice(body).map_err(|e| SpecError::Json(e.to_string()))?;
+        let serde_json::Value::Object(mut map) = value else {
+            return Err(SpecError::NotAnObject);
+        };
+        if let Some(k) = map
+            .keys()
+            .find(|k| !matches!(k.as_str(), "version" | "kind" | "spec"))
+        {
+            return Err(SpecError::UnknownField(k.clone()));
+        }
+        if let Some(v) = map.remove("version") {
+            let n = v.as_u64().ok_or(SpecError::Missing("version"))?;
+            if n == 0 || n > JOB_PAYLOAD_VERSION as u64 {
+                return Err(SpecError::Version(n));
+            }
+        }
+        let kind = match map.remove("kind") {
+            Some(serde_json::Value::String(k)) => k,
+            _ => return Err(SpecError::Missing("kind")),
+        };
+        let spec = map.remove("spec").ok_or(SpecError::Missing("spec"))?;
+        match kind.as_str() {
+            "ingest_binpack" => {
+                let s: IngestBinpackSpec =
+                    serde_json::from_value(spec).map_err(|e| SpecError::Invalid {
+                        kind: "ingest_binpack",
+                        message: e.to_string(),
+                    })?;
+                s.validate().map_err(|message| SpecError::Invalid {
+                    kind: "ingest_binpack",
+                    message,
+                })?;
+                Ok(JobSpec::IngestBinpack(s))
+            }
+            _ => Err(SpecError::UnknownKind(kind)),
+        }
+    }
+}
+
+/// What travels through the queue.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct QueuedJob {
+    pub version: u32,
+    pub id: JobId,
+    pub spec: JobSpec,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum JobState {
+    Queued,
+    Running,
+    Succeeded,
+    Failed,
+}
+
+impl JobState {
+    pub const ALL: [JobState; 4] = [
+        JobState::Queued,
+        JobState::Running,
+        JobState::Succeeded,
+        JobState::Failed,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobState::Queued => "queued",
+            JobState::Running => "running",
+            JobState::Succeeded => "succeeded",
+            JobState::Failed => "failed",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<JobState> {
+        JobState::ALL.into_iter().find(|st| st.as_str() == s)
+    }
+
+    pub fn is_final(self) -> bool {
+        matches!(self, JobState::Succeeded | JobState::Failed)
+    }
+}
+
+/// Progress reported as data: a stage, how far, out of how much.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Progress {
+    pub stage: String,
+    pub done: u64,
+    pub total: Option<u64>,
+    /// What `done` and `total` count: "bytes", "rows", ...
+    pub unit: String,
+    /// Rows written so far, when the job writes rows.
+    #[serde(default)]
+    pub rows: u64,
+}
+
+/// The life of one job, as the API shows it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JobRecord {
+    pub id: JobId,
+    pub kind: String,
+    pub spec: JobSpec,
+    pub state: JobState,
+    pub progress: Progress,
+    pub error: Option<String>,
+    /// Job-specific outcome (for ingest: rows, parts, skipped ranges).
+    pub result: Option<serde_json::Value>,
+    /// How many times a worker started it (re-deliveries count).
+    pub attempts: u32,
+    pub worker: Option<String>,
+    pub created: String,
+    pub started: Option<String>,
+    pub finished: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn err(body: &str) -> String {
+        JobSpec::from_request(body.as_bytes())
+            .unwrap_err()
+            .to_string()
+    }
+
+    #[test]
+    fn accepts_a_valid_ingest() {
+        let spec = JobSpec::from_request(
+            br#"{"version":1,"kind":"ingest_binpack","spec":{"inputs":["a.binpack"],"dataset":"d1"}}"#,
+        )
+        .unwrap();
+        let JobSpec::IngestBinpack(s) = &spec;
+        assert_eq!(s.rows_per_part, 1_000_000);
+        let round: JobSpec = serde_json::from_str(&serde_json::to_string(&spec).unwrap()).unwrap();
+        assert_eq!(round, spec);
+    }
+
+    #[test]
+    fn rejects_bad_requests_with_reasons() {
+        assert!(err("{").contains("not valid JSON"));
+        assert!(err("[1]").contains("JSON object"));
+        assert!(err(r#"{"kind":"ingest_binpack"}"#).contains("\"spec\""));
+        assert!(err(r#"{"kind":"nope","spec":{}}"#).contains("unknown job kind \"nope\""));
+        assert!(err(r#"{"kind":"ingest_binpack","spec":{},"x":1}"#).contains("\"x\""));
+        assert!(err(r#"{"version":7,"kind":"ingest_binpack","spec":{}}"#).contains("version 7"));
+        let e = err(r#"{"kind":"ingest_binpack","spec":{"inputs":["a"],"dataset":"../x"}}"#);
+        assert!(e.contains("may only contain"), "{e}");
+        let e = err(r#"{"kind":"ingest_binpack","spec":{"inputs":[],"dataset":"x"}}"#);
+        assert!(e.contains("inputs is empty"), "{e}");
+        let e = err(r#"{"kind":"ingest_binpack","spec":{"inputs":["a"],"dataset":"x","bogus":1}}"#);
+        assert!(e.contains("bogus"), "{e}");
+    }
+
+    #[test]
+    fn job_ids_are_canonical_uuids() {
+        let id = JobId::new();
+        assert_eq!(JobId::parse(id.as_str()), Some(id));
+        assert_eq!(JobId::parse("../jobs"), None);
+        assert_eq!(JobId::parse("A1A2A3A4-0000-7000-8000-000000000000"), None);
+    }
+}

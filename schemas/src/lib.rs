@@ -1,0 +1,17 @@
+//! The vocabulary every other lakefish crate shares: lake table schemas (Arrow), job payloads
+//! (versioned serde types), validated names and the manifests written next to the data.
+//!
+//! Architecture invariant: this crate does no I/O and knows nothing about tokio, object
+//! storage or chess rules. Anything here can be used from a browser, a test or a worker.
+
+pub mod dataset;
+pub mod job;
+pub mod names;
+pub mod positions;
+
+pub use dataset::{DatasetManifest, InputReport, PartInfo, SkippedRange};
+pub use job::{
+    IngestBinpackSpec, JobId, JobRecord, JobSpec, JobState, Progress, QueuedJob, SpecError,
+    JOB_PAYLOAD_VERSION,
+};
+pub use names::{DatasetName, NameError, Source};

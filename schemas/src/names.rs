@@ -1,0 +1,134 @@
+//! Names that end up in object keys. Validated once, at the edge, so no path traversal or
+//! ambiguous hive partition value can reach the lake.
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NameError {
+    #[error("{what} name is empty")]
+    Empty { what: &'static str },
+    #[error("{what} name {name:?} is longer than {max} characters")]
+    TooLong {
+        what: &'static str,
+        name: String,
+        max: usize,
+    },
+    #[error(
+        "{what} name {name:?} may only contain a-z, A-Z, 0-9, '.', '_' and '-', must start with a letter or digit and must not contain '..'"
+    )]
+    BadCharacters { what: &'static str, name: String },
+}
+
+/// Checks a name that becomes one path segment of an object key.
+pub fn check_segment(what: &'static str, name: &str, max: usize) -> Result<(), NameError> {
+    if name.is_empty() {
+        return Err(NameError::Empty { what });
+    }
+    if name.len() > max {
+        return Err(NameError::TooLong {
+            what,
+            name: name.to_string(),
+            max,
+        });
+    }
+    let first_ok = name.as_bytes()[0].is_ascii_alphanumeric();
+    let chars_ok = name
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
+    if !first_ok || !chars_ok || name.contains("..") {
+        return Err(NameError::BadCharacters {
+            what,
+            name: name.to_string(),
+        });
+    }
+    Ok(())
+}
+
+/// A dataset name: one hive partition value, `dataset=<name>`.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(transparent)]
+pub struct DatasetName(String);
+
+impl DatasetName {
+    pub const MAX_LEN: usize = 64;
+
+    pub fn new(name: &str) -> Result<Self, NameError> {
+        check_segment("dataset", name, Self::MAX_LEN)?;
+        Ok(Self(name.to_string()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl<'de> Deserialize<'de> for DatasetName {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        DatasetName::new(&s).map_err(serde::de::Error::custom)
+    }
+}
+
+impl fmt::Display for DatasetName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::str::FromStr for DatasetName {
+    type Err = NameError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        DatasetName::new(s)
+    }
+}
+
+/// Where the rows of a `positions` partition came from: `source=<...>`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, PartialOrd, Ord)]
+#[serde(rename_all = "lowercase")]
+pub enum Source {
+    Binpack,
+    Lichess,
+    Selfplay,
+}
+
+impl Source {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Source::Binpack => "binpack",
+            Source::Lichess => "lichess",
+            Source::Selfplay => "selfplay",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Source> {
+        match s {
+            "binpack" => Some(Source::Binpack),
+            "lichess" => Some(Source::Lichess),
+            "selfplay" => Some(Source::Selfplay),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for Source {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dataset_names() {
+        assert!(DatasetName::new("small-2024.v1_a").is_ok());
+        for bad in ["", "a/b", "..", "a..b", ".hidden", "-x", "x y", "é", "a\\b", "a=b"] {
+            assert!(DatasetName::new(bad).is_err(), "{bad:?} accepted");
+        }
+        assert!(DatasetName::new(&"a".repeat(65)).is_err());
+        let err = serde_json::from_str::<DatasetName>("\"../etc\"").unwrap_err();
+        assert!(err.to_string().contains("may only contain"), "{err}");
+    }
+}
