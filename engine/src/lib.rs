@@ -5,4 +5,5 @@
 //!
 //! Architecture invariant: no tokio, no object_store, no job or HTTP types in this crate.
 
+pub mod random_games;
 pub mod rules;

@@ -390,6 +390,49 @@ pub fn write_uci(mv: Move, out: &mut Vec<u8>) {
     }
 }
 
+/// Writes a real binpack of `games` random legal games (scores and results made up,
+/// a few "no score" entries), for tests and demos that must not depend on sample files.
+pub fn synthetic_binpack(games: usize, seed: u64) -> Vec<u8> {
+    use lakefish_engine::random_games::{random_game, MoveKind, SplitMix};
+    use sfbinpack::CompressedTrainingDataEntryWriter;
+    let mut rng = SplitMix(seed ^ 0x5eed);
+    let mut writer = CompressedTrainingDataEntryWriter::new_in_memory().expect("in-memory writer");
+    for g in 0..games {
+        let game = random_game(seed.wrapping_mul(1_000_003).wrapping_add(g as u64), 160);
+        let white_result = rng.below(3) as i16 - 1;
+        for (ply, m) in game.iter().enumerate() {
+            let pos = Position::from_fen(&m.fen).expect("shakmaty writes valid FEN");
+            let (from, to) = (Square::new(m.from as u32), Square::new(m.to as u32));
+            let mv = match m.kind {
+                MoveKind::Normal => Move::normal(from, to),
+                MoveKind::EnPassant => Move::en_passant(from, to),
+                MoveKind::Castle => Move::castle(from, to),
+                MoveKind::Promotion(p) => {
+                    let color = pos.side_to_move();
+                    let t = match p {
+                        'n' => PieceType::Knight,
+                        'b' => PieceType::Bishop,
+                        'r' => PieceType::Rook,
+                        _ => PieceType::Queen,
+                    };
+                    Move::promotion(from, to, Piece::new(t, color))
+                }
+            };
+            let white = pos.side_to_move() == Color::White;
+            let score = if rng.below(20) == 0 { BINPACK_NO_SCORE } else { rng.below(801) as i16 - 400 };
+            let entry = TrainingDataEntry {
+                pos,
+                mv,
+                score,
+                ply: ply as u16,
+                result: if white { white_result } else { -white_result },
+            };
+            writer.write_entry(&entry).expect("in-memory write");
+        }
+    }
+    writer.into_bytes().expect("in-memory writer")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -423,6 +466,31 @@ mod tests {
             write_uci(mv, &mut out);
             assert_eq!(std::str::from_utf8(&out).unwrap(), want);
             assert_eq!(mv.as_uci(), want);
+        }
+    }
+
+    #[test]
+    fn synthetic_binpacks_decode_to_what_was_written() {
+        let bytes = synthetic_binpack(30, 1);
+        let expected: Vec<TrainingDataEntry> = {
+            let mut r = sfbinpack::CompressedTrainingDataEntryReader::from_slice(&bytes).unwrap();
+            let mut v = Vec::new();
+            while r.has_next() {
+                v.push(r.next());
+            }
+            v
+        };
+        assert!(expected.len() > 300);
+        assert_eq!(&bytes[..4], MAGIC);
+        let size = u32::from_le_bytes(bytes[4..8].try_into().unwrap()) as usize;
+        let chunk = decode_chunk(&bytes[8..8 + size], 9, 0).unwrap();
+        assert_eq!(chunk.rows(), expected.len());
+        let games: std::collections::HashSet<u64> = chunk.game_id.iter().copied().collect();
+        assert_eq!(games.len(), 30, "one game id per game");
+        for (i, e) in expected.iter().enumerate() {
+            assert_eq!(chunk.fen(i), e.pos.fen().unwrap());
+            assert_eq!(chunk.uci(i), e.mv.as_uci());
+            assert_eq!(chunk.score[i], e.score);
         }
     }
 

@@ -7,6 +7,7 @@ use arrow_buffer::OffsetBuffer;
 use lakefish_schemas::positions::{self, BINPACK_NO_SCORE, COL_FEN, COL_MOVE};
 use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression, ZstdLevel};
+use parquet::file::metadata::KeyValue;
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
 use parquet::schema::types::ColumnPath;
 use std::sync::Arc;
@@ -23,6 +24,12 @@ pub fn writer_properties() -> WriterProperties {
         .set_column_statistics_enabled(fen, EnabledStatistics::None)
         .set_column_statistics_enabled(mv, EnabledStatistics::None)
         .set_created_by(format!("lakefish {}", env!("CARGO_PKG_VERSION")))
+        .set_key_value_metadata(Some(
+            positions::file_metadata()
+                .into_iter()
+                .map(|(k, v)| KeyValue::new(k, v))
+                .collect(),
+        ))
         .build()
 }
 

@@ -1,0 +1,268 @@
+//! Binpack ingest, in-process, against a local lake: real sample data when `../shared` is
+//! there, and generated binpacks always.
+
+use arrow_array::{Array, Int16Array, Int8Array, RecordBatch, StringArray, UInt16Array, UInt64Array};
+use lakefish_jobs::binpack::synthetic_binpack;
+use lakefish_jobs::ingest_binpack::{ingest_binpack, IngestSummary};
+use lakefish_jobs::{JobContext, JobError, Lake};
+use lakefish_schemas::{DatasetName, IngestBinpackSpec, JobId};
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+fn shared(rel: &str) -> Option<PathBuf> {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/data").join(rel);
+    p.exists().then_some(p)
+}
+
+struct Fixture {
+    dir: tempfile::TempDir,
+    lake: Lake,
+    rt: tokio::runtime::Runtime,
+}
+
+impl Fixture {
+    fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let lake = Lake::open(dir.path().join("lake").to_str().unwrap(), &HashMap::new()).unwrap();
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        Fixture { dir, lake, rt }
+    }
+
+    fn file(&self, name: &str, bytes: &[u8]) -> String {
+        let p = self.dir.path().join(name);
+        std::fs::write(&p, bytes).unwrap();
+        p.to_str().unwrap().to_string()
+    }
+
+    fn ingest(&self, inputs: &[String], dataset: &str, rows_per_part: u64) -> Result<IngestSummary, JobError> {
+        let ctx = JobContext::new(self.lake.clone(), self.rt.handle().clone());
+        let spec = IngestBinpackSpec {
+            inputs: inputs.to_vec(),
+            dataset: DatasetName::new(dataset).unwrap(),
+            rows_per_part,
+        };
+        ingest_binpack(&ctx, &JobId::new(), &spec)
+    }
+
+    fn dataset_dir(&self, dataset: &str) -> PathBuf {
+        self.dir.path().join(format!("lake/positions/source=binpack/dataset={dataset}"))
+    }
+
+    /// All files of the lake with their bytes.
+    fn snapshot(&self) -> Vec<(PathBuf, Vec<u8>)> {
+        let mut out = Vec::new();
+        let mut stack = vec![self.dir.path().join("lake")];
+        while let Some(d) = stack.pop() {
+            for e in std::fs::read_dir(&d).unwrap() {
+                let p = e.unwrap().path();
+                if p.is_dir() {
+                    stack.push(p);
+                } else if !p.to_string_lossy().contains("/jobs/") {
+                    out.push((p.clone(), std::fs::read(&p).unwrap()));
+                }
+            }
+        }
+        out.sort();
+        out
+    }
+
+    fn read_rows(&self, dataset: &str) -> Vec<Row> {
+        let mut parts: Vec<PathBuf> = std::fs::read_dir(self.dataset_dir(dataset))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|x| x == "parquet"))
+            .collect();
+        parts.sort();
+        let mut rows = Vec::new();
+        for p in parts {
+            let builder = ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(&p).unwrap()).unwrap();
+            let kv = builder.metadata().file_metadata().key_value_metadata().cloned().unwrap_or_default();
+            let get = |k: &str| kv.iter().find(|e| e.key == k).and_then(|e| e.value.clone());
+            assert_eq!(get("lakefish.schema_version").as_deref(), Some("1"));
+            assert_eq!(get("lakefish.score_unit").as_deref(), Some("stockfish_internal"));
+            for batch in builder.build().unwrap() {
+                rows.extend(Row::all(&batch.unwrap()));
+            }
+        }
+        rows
+    }
+}
+
+#[derive(Debug, PartialEq)]
+struct Row {
+    fen: String,
+    score: Option<i16>,
+    mv: String,
+    result: i8,
+    ply: u16,
+    game_id: u64,
+}
+
+impl Row {
+    fn all(b: &RecordBatch) -> Vec<Row> {
+        let col = |n: &str| b.column_by_name(n).unwrap().clone();
+        let fen = col("fen");
+        let fen = fen.as_any().downcast_ref::<StringArray>().unwrap();
+        let score = col("score");
+        let score = score.as_any().downcast_ref::<Int16Array>().unwrap();
+        let mv = col("move");
+        let mv = mv.as_any().downcast_ref::<StringArray>().unwrap();
+        let result = col("result");
+        let result = result.as_any().downcast_ref::<Int8Array>().unwrap();
+        let ply = col("ply");
+        let ply = ply.as_any().downcast_ref::<UInt16Array>().unwrap();
+        let gid = col("game_id");
+        let gid = gid.as_any().downcast_ref::<UInt64Array>().unwrap();
+        (0..b.num_rows())
+            .map(|i| Row {
+                fen: fen.value(i).to_string(),
+                score: score.is_valid(i).then(|| score.value(i)),
+                mv: mv.value(i).to_string(),
+                result: result.value(i),
+                ply: ply.value(i),
+                game_id: gid.value(i),
+            })
+            .collect()
+    }
+}
+
+/// The rows the `sfbinpack` crate's own reader yields, and whether each entry continues the
+/// previous one's move chain.
+fn reference(bytes: &[u8]) -> Vec<(sfbinpack::TrainingDataEntry, bool)> {
+    let mut r = sfbinpack::CompressedTrainingDataEntryReader::from_slice(bytes).unwrap();
+    let mut out: Vec<(sfbinpack::TrainingDataEntry, bool)> = Vec::new();
+    while r.has_next() {
+        let e = r.next();
+        let cont = out.last().is_some_and(|(p, _)| p.is_continuation(&e));
+        out.push((e, cont));
+    }
+    out
+}
+
+fn assert_matches_reference(rows: &[Row], bytes: &[u8]) {
+    let want = reference(bytes);
+    assert_eq!(rows.len(), want.len());
+    for (i, (row, (e, cont))) in rows.iter().zip(&want).enumerate() {
+        assert_eq!(row.fen, e.pos.fen().unwrap(), "row {i}");
+        assert_eq!(row.mv, e.mv.as_uci(), "row {i}");
+        assert_eq!(row.score, (e.score != 32002).then_some(e.score), "row {i}");
+        assert_eq!(row.ply, e.ply, "row {i}");
+        assert_eq!(row.result as i16, e.result, "row {i}");
+        if *cont {
+            assert_eq!(row.game_id, rows[i - 1].game_id, "row {i} continues a chain");
+        }
+    }
+}
+
+#[test]
+fn small_binpack_matches_the_sfbinpack_reader_row_by_row() {
+    let Some(path) = shared("binpack/small.binpack") else {
+        eprintln!("../shared/data missing: skipping the sample-file check");
+        return;
+    };
+    let f = Fixture::new();
+    let s = f.ingest(&[path.to_str().unwrap().to_string()], "small", 200_000).unwrap();
+    assert_eq!(s.rows, 434_921);
+    assert_eq!(s.null_scores, Some(10_200));
+    assert!(s.skipped.is_empty(), "{:?}", s.skipped);
+    let rows = f.read_rows("small");
+    assert_eq!(rows.iter().filter(|r| r.score.is_none()).count(), 10_200);
+    assert_matches_reference(&rows, &std::fs::read(&path).unwrap());
+}
+
+#[test]
+fn generated_binpacks_round_trip_in_several_parts_and_reruns_change_nothing() {
+    let f = Fixture::new();
+    let a = synthetic_binpack(40, 1);
+    let b = synthetic_binpack(25, 2);
+    let inputs = [f.file("a.binpack", &a), f.file("b.binpack", &b)];
+    let s = f.ingest(&inputs, "gen", 1_000).unwrap();
+    let all: Vec<u8> = [a.clone(), b.clone()].concat();
+    assert_eq!(s.rows as usize, reference(&all).len());
+    assert!(s.parts >= 2, "{s:?}");
+    assert!(!s.already_present);
+    let rows = f.read_rows("gen");
+    assert_matches_reference(&rows, &all);
+
+    let before = f.snapshot();
+    let again = f.ingest(&inputs, "gen", 1_000).unwrap();
+    assert!(again.already_present);
+    assert_eq!(f.snapshot(), before, "a second run leaves the lake byte-identical");
+
+    let err = f.ingest(&inputs[..1], "gen", 1_000).unwrap_err().to_string();
+    assert!(err.contains("already exists"), "{err}");
+    assert_eq!(f.snapshot(), before);
+}
+
+/// Three chunks: the files of three generated binpacks, back to back.
+fn three_chunks() -> (Vec<u8>, Vec<usize>) {
+    let mut bytes = Vec::new();
+    let mut starts = Vec::new();
+    for seed in 10..13 {
+        starts.push(bytes.len());
+        bytes.extend(synthetic_binpack(12, seed));
+    }
+    (bytes, starts)
+}
+
+#[test]
+fn truncated_file_keeps_the_whole_chunks_and_names_the_offset() {
+    let f = Fixture::new();
+    let (bytes, starts) = three_chunks();
+    let cut = starts[2] + 100;
+    let s = f.ingest(&[f.file("t.binpack", &bytes[..cut])], "trunc", 1_000_000).unwrap();
+    assert_eq!(s.rows as usize, reference(&bytes[..starts[2]]).len());
+    assert_eq!(s.skipped.len(), 1, "{:?}", s.skipped);
+    let why = &s.skipped[0];
+    assert!(why.contains("t.binpack") && why.contains(&format!("byte offset {}", starts[2])) && why.contains("truncated"), "{why}");
+}
+
+#[test]
+fn a_chunk_with_flipped_bytes_is_skipped_and_its_neighbours_kept() {
+    let f = Fixture::new();
+    let (mut bytes, starts) = three_chunks();
+    for b in &mut bytes[starts[1] + 8..starts[1] + 8 + 24] {
+        *b ^= 0xA5;
+    }
+    let s = f.ingest(&[f.file("flip.binpack", &bytes)], "flip", 1_000_000).unwrap();
+    let kept = reference(&bytes[..starts[1]]).len() + reference(&bytes[starts[2]..]).len();
+    assert_eq!(s.rows as usize, kept);
+    assert_eq!(s.skipped.len(), 1, "{:?}", s.skipped);
+    assert!(s.skipped[0].contains(&format!("chunk at byte offset {}", starts[1])), "{:?}", s.skipped);
+    let rows = f.read_rows("flip");
+    assert_matches_reference(&rows[..reference(&bytes[..starts[1]]).len()], &bytes[..starts[1]]);
+}
+
+#[test]
+fn damaged_header_resynchronises_on_the_next_chunk() {
+    let f = Fixture::new();
+    let (mut bytes, starts) = three_chunks();
+    bytes[starts[1]..starts[1] + 4].copy_from_slice(b"JUNK");
+    let s = f.ingest(&[f.file("h.binpack", &bytes)], "hdr", 1_000_000).unwrap();
+    let kept = reference(&bytes[..starts[1]]).len() + reference(&bytes[starts[2]..]).len();
+    assert_eq!(s.rows as usize, kept);
+    assert!(s.skipped[0].contains(&format!("no \"BINP\" chunk header at byte offset {}", starts[1])), "{:?}", s.skipped);
+}
+
+#[test]
+fn not_binpack_and_empty_files_fail_clearly_and_change_nothing() {
+    let f = Fixture::new();
+    let good = f.file("good.binpack", &synthetic_binpack(5, 3));
+    f.ingest(&[good], "keep", 1_000_000).unwrap();
+    let before = f.snapshot();
+
+    let text = f.file("notes.binpack", &b"[Event \"not a binpack\"]\n1. e4 e5\n".repeat(50));
+    let err = f.ingest(&[text], "bad1", 1_000_000).unwrap_err().to_string();
+    assert!(err.contains("notes.binpack") && err.contains("byte offset 0") && err.contains("not a binpack"), "{err}");
+
+    let empty = f.file("empty.binpack", b"");
+    let err = f.ingest(&[empty], "bad2", 1_000_000).unwrap_err().to_string();
+    assert!(err.contains("empty.binpack") && err.contains("empty file"), "{err}");
+
+    let err = f.ingest(&["/nonexistent/x.binpack".to_string()], "bad3", 1_000_000).unwrap_err().to_string();
+    assert!(err.contains("/nonexistent/x.binpack"), "{err}");
+
+    assert_eq!(f.snapshot(), before, "failed ingests leave the lake as it was");
+    assert!(!f.dataset_dir("bad1").exists());
+}
