@@ -38,6 +38,11 @@ pub enum JobError {
 }
 
 impl JobError {
+    /// Could the same job succeed if tried again later? (Storage hiccups, yes; bad input, no.)
+    pub fn is_transient(&self) -> bool {
+        matches!(self, JobError::Lake { .. } | JobError::Internal(_))
+    }
+
     pub fn lake(op: &'static str, key: impl Into<String>, source: object_store::Error) -> Self {
         JobError::Lake {
             op,

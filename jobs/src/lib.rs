@@ -6,6 +6,7 @@
 //!
 //! Architecture invariant: nothing here knows about HTTP or the queue implementation.
 
+pub mod bench;
 pub mod binpack;
 pub mod context;
 pub mod datasets;

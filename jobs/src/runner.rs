@@ -68,7 +68,8 @@ pub async fn run_queued_job(lake: Lake, job: QueuedJob, worker: &str, threads: u
         tokio::select! {
             done = &mut work => break done.map_err(|e| JobError::Internal(format!("job thread: {e}"))).and_then(|r| r),
             _ = tokio::time::sleep(PROGRESS_INTERVAL) => {
-                if let Some(p) = latest.0.lock().unwrap().take() {
+                let newest = latest.0.lock().unwrap().take();
+                if let Some(p) = newest {
                     rec.progress = p;
                     if let Err(e) = store.put(&rec).await {
                         tracing::warn!(job = %job.id, "progress not recorded: {e}");
@@ -77,7 +78,8 @@ pub async fn run_queued_job(lake: Lake, job: QueuedJob, worker: &str, threads: u
             }
         }
     };
-    if let Some(p) = latest.0.lock().unwrap().take() {
+    let newest = latest.0.lock().unwrap().take();
+    if let Some(p) = newest {
         rec.progress = p;
     }
     match outcome {

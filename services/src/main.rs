@@ -1,1 +1,366 @@
-fn main() {}
+//! `lakefish`: the one binary. Parses the command line, opens the lake and the queue once,
+//! and hands over to the API, the workers or a job run in-process.
+
+mod api;
+mod cli_progress;
+mod queue;
+
+use anyhow::{bail, Context};
+use clap::{Parser, Subcommand};
+use lakefish_jobs::records::JobStore;
+use lakefish_jobs::{JobContext, Lake};
+use lakefish_schemas::{DatasetName, IngestBinpackSpec, JobId, JobRecord, JobSpec, JobState};
+use queue::Queue;
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+#[derive(Parser)]
+#[command(name = "lakefish", version, about = "NNUE training data lake and job service", long_about = None)]
+struct Cli {
+    /// The lake: a directory, or s3://bucket/prefix (credentials and endpoint from AWS_*).
+    #[arg(long, global = true, env = "LAKEFISH_LAKE", default_value = "./lake")]
+    lake: String,
+    /// Log as JSON lines instead of text.
+    #[arg(long, global = true, env = "LAKEFISH_LOG_JSON")]
+    log_json: bool,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the REST API and workers in one process.
+    ///
+    /// Without --redis the queue is a SQLite file (the embedded default); with --redis, any
+    /// number of `lakefish worker` processes on other machines share the queue.
+    Serve {
+        #[arg(long, default_value = "127.0.0.1:8080", env = "LAKEFISH_LISTEN")]
+        listen: String,
+        #[command(flatten)]
+        queue: QueueArgs,
+        #[command(flatten)]
+        work: WorkArgs,
+        /// Serve the API only; leave the jobs to separate `lakefish worker` processes.
+        #[arg(long)]
+        no_workers: bool,
+    },
+    /// Run queued jobs from a shared Redis queue.
+    Worker {
+        #[arg(long, env = "LAKEFISH_REDIS", required = true)]
+        redis: String,
+        #[command(flatten)]
+        work: WorkArgs,
+        /// Name shown in job records (default: host name and process id).
+        #[arg(long)]
+        name: Option<String>,
+    },
+    /// Run an ingest job right here, in-process, with a progress bar.
+    Ingest {
+        #[command(subcommand)]
+        what: IngestCommand,
+    },
+    /// Send a job to a running `lakefish serve` instead of running it here.
+    Submit {
+        /// The API's base URL.
+        #[arg(long, env = "LAKEFISH_API", default_value = "http://127.0.0.1:8080")]
+        api: String,
+        /// Wait for the job to finish, showing its progress; exit non-zero if it fails.
+        #[arg(long)]
+        wait: bool,
+        #[command(subcommand)]
+        what: SubmitCommand,
+    },
+    /// Show jobs known to a running service: all of them, or one by id.
+    Jobs {
+        #[arg(long, env = "LAKEFISH_API", default_value = "http://127.0.0.1:8080")]
+        api: String,
+        /// Only jobs in this state: queued, running, succeeded, failed.
+        #[arg(long)]
+        state: Option<String>,
+        /// One job's full record.
+        id: Option<String>,
+    },
+    /// List the datasets committed to the lake.
+    Datasets,
+    /// Measure a hot path against its reference, in the same run.
+    Bench {
+        #[command(subcommand)]
+        what: BenchCommand,
+    },
+    /// Write test data: a binpack of random legal games.
+    Synth {
+        /// Output file.
+        out: String,
+        #[arg(long, default_value_t = 2000)]
+        games: usize,
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+    },
+}
+
+#[derive(clap::Args)]
+struct QueueArgs {
+    /// Use this Redis (redis://host:port) as the queue instead of the SQLite file.
+    #[arg(long, env = "LAKEFISH_REDIS")]
+    redis: Option<String>,
+    /// The SQLite queue file of the embedded default.
+    #[arg(long, env = "LAKEFISH_QUEUE_DB", default_value = "./lakefish-queue.sqlite")]
+    queue_db: String,
+}
+
+#[derive(clap::Args)]
+struct WorkArgs {
+    /// Jobs run at the same time by this process.
+    #[arg(long, default_value_t = 1)]
+    concurrency: usize,
+    /// CPU threads each job may use (default: all cores).
+    #[arg(long)]
+    threads: Option<usize>,
+}
+
+#[derive(Subcommand)]
+enum IngestCommand {
+    /// Stockfish .binpack files into positions/source=binpack/dataset=NAME/.
+    Binpack(BinpackArgs),
+}
+
+#[derive(Subcommand)]
+enum SubmitCommand {
+    /// Queue a job from its JSON ({"kind": ..., "spec": {...}}), as POST /v1/jobs takes it.
+    Json { file: String },
+    /// Queue a binpack ingest. Local paths must be readable by the workers (or use lake:KEY).
+    Ingest {
+        #[command(subcommand)]
+        what: IngestCommand,
+    },
+}
+
+#[derive(clap::Args)]
+struct BinpackArgs {
+    /// .binpack files (local paths, or lake:raw/... keys).
+    #[arg(required = true)]
+    files: Vec<String>,
+    /// Dataset name (letters, digits, '.', '_', '-').
+    #[arg(long)]
+    dataset: DatasetName,
+    /// Target rows per Parquet part.
+    #[arg(long, default_value_t = lakefish_schemas::job::default_rows_per_part())]
+    rows_per_part: u64,
+    /// CPU threads (default: all cores).
+    #[arg(long)]
+    threads: Option<usize>,
+}
+
+#[derive(Subcommand)]
+enum BenchCommand {
+    /// Full binpack ingest vs a bare sfbinpack decode loop over the same file.
+    IngestBinpack {
+        file: String,
+        #[arg(long)]
+        threads: Option<usize>,
+        /// Best of this many runs.
+        #[arg(long, default_value_t = 3)]
+        runs: usize,
+    },
+}
+
+fn cores() -> usize {
+    std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+}
+
+fn init_logging(json: bool) {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("LAKEFISH_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let b = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    if json {
+        b.json().init();
+    } else {
+        b.init();
+    }
+}
+
+fn open_lake(spec: &str) -> anyhow::Result<Lake> {
+    let env: HashMap<String, String> = std::env::vars().collect();
+    Ok(Lake::open(spec, &env)?)
+}
+
+fn binpack_spec(a: &BinpackArgs, absolute: bool) -> anyhow::Result<IngestBinpackSpec> {
+    let inputs = a
+        .files
+        .iter()
+        .map(|f| {
+            if absolute && !f.starts_with(lakefish_jobs::input::LAKE_PREFIX) {
+                let p = std::path::absolute(f).with_context(|| format!("input {f}"))?;
+                Ok(p.to_string_lossy().into_owned())
+            } else {
+                Ok(f.clone())
+            }
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let spec = IngestBinpackSpec {
+        inputs,
+        dataset: a.dataset.clone(),
+        rows_per_part: a.rows_per_part,
+    };
+    spec.validate().map_err(anyhow::Error::msg)?;
+    Ok(spec)
+}
+
+fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    init_logging(cli.log_json);
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    match cli.command {
+        Command::Serve { listen, queue, work, no_workers } => rt.block_on(serve(&cli.lake, &listen, queue, work, no_workers)),
+        Command::Worker { redis, work, name } => rt.block_on(async {
+            let lake = open_lake(&cli.lake)?;
+            let q = Queue::redis(&redis).await?;
+            let name = name.unwrap_or_else(default_worker_name);
+            tracing::info!(lake = lake.describe(), queue = q.describe(), %name, "worker ready");
+            q.run_workers(lake, name, work.concurrency.max(1), work.threads.unwrap_or_else(cores)).await
+        }),
+        Command::Ingest { what: IngestCommand::Binpack(a) } => {
+            let lake = open_lake(&cli.lake)?;
+            let spec = binpack_spec(&a, false)?;
+            let bar = Arc::new(cli_progress::Bar::new());
+            let ctx = JobContext::new(lake.clone(), rt.handle().clone())
+                .with_progress(bar.clone())
+                .with_threads(a.threads.unwrap_or_else(cores));
+            let id = JobId::new();
+            let out = lakefish_jobs::runner::run_spec(&ctx, &id, &JobSpec::IngestBinpack(spec));
+            bar.finish();
+            let out = out?;
+            println!("{}", serde_json::to_string_pretty(&out)?);
+            Ok(())
+        }
+        Command::Submit { api, wait, what } => rt.block_on(submit(&api, wait, what)),
+        Command::Jobs { api, state, id } => rt.block_on(show_jobs(&api, state, id)),
+        Command::Datasets => rt.block_on(async {
+            let lake = open_lake(&cli.lake)?;
+            let ds = lakefish_jobs::datasets::list_datasets(&lake).await?;
+            println!("{}", serde_json::to_string_pretty(&ds)?);
+            Ok(())
+        }),
+        Command::Bench { what: BenchCommand::IngestBinpack { file, threads, runs } } => {
+            let threads = threads.unwrap_or_else(cores);
+            let r = lakefish_jobs::bench::bench_ingest_binpack(rt.handle(), &file, threads, runs)?;
+            println!("file                         {}", r.file);
+            println!("positions                    {}", r.positions);
+            println!("bare sfbinpack decode        {:>12.0} positions/s (1 core)", r.decode_positions_per_s);
+            println!("full ingest                  {:>12.0} positions/s ({} threads)", r.ingest_positions_per_s, r.threads);
+            println!("full ingest per core         {:>12.0} positions/s", r.ingest_positions_per_s_per_core);
+            println!("ratio per core               {:>12.3} (target >= 0.5)", r.ratio_per_core);
+            println!("binpack bytes/position       {:>12.3}", r.binpack_bytes_per_position);
+            println!("parquet bytes/position       {:>12.3}", r.parquet_bytes_per_position);
+            println!("{}", serde_json::to_string(&r)?);
+            Ok(())
+        }
+        Command::Synth { out, games, seed } => {
+            let bytes = lakefish_jobs::binpack::synthetic_binpack(games, seed);
+            std::fs::write(&out, &bytes).with_context(|| format!("writing {out}"))?;
+            println!("wrote {out}: {games} games, {} bytes", bytes.len());
+            Ok(())
+        }
+    }
+}
+
+fn default_worker_name() -> String {
+    let host = std::fs::read_to_string("/etc/hostname").unwrap_or_default();
+    format!("{}-{}", host.trim(), std::process::id())
+}
+
+async fn serve(lake: &str, listen: &str, q: QueueArgs, work: WorkArgs, no_workers: bool) -> anyhow::Result<()> {
+    let lake = open_lake(lake)?;
+    let queue = match &q.redis {
+        Some(url) => Queue::redis(url).await?,
+        None => Queue::sqlite(&q.queue_db).await?,
+    };
+    let state = api::AppState {
+        lake: lake.clone(),
+        jobs: JobStore::new(lake.clone()),
+        queue: queue.clone(),
+    };
+    let listener = tokio::net::TcpListener::bind(listen)
+        .await
+        .with_context(|| format!("cannot listen on {listen}"))?;
+    let addr = listener.local_addr()?;
+    tracing::info!(lake = lake.describe(), queue = queue.describe(), "serving on http://{addr}");
+    // Machine-readable line for scripts and tests that pass port 0.
+    println!("listening on http://{addr}");
+    let server = axum::serve(listener, api::router(state)).with_graceful_shutdown(async {
+        let _ = tokio::signal::ctrl_c().await;
+    });
+    if no_workers {
+        server.await?;
+        return Ok(());
+    }
+    let name = default_worker_name();
+    let workers = queue.run_workers(lake, name, work.concurrency.max(1), work.threads.unwrap_or_else(cores));
+    tokio::select! {
+        r = server => r?,
+        r = workers => r?,
+    }
+    Ok(())
+}
+
+fn client() -> reqwest::Client {
+    reqwest::Client::builder().timeout(Duration::from_secs(30)).build().expect("http client")
+}
+
+async fn check(resp: reqwest::Response) -> anyhow::Result<serde_json::Value> {
+    let status = resp.status();
+    let body: serde_json::Value = resp.json().await.unwrap_or(serde_json::Value::Null);
+    if !status.is_success() {
+        let msg = body.get("error").and_then(|e| e.as_str()).unwrap_or("no message");
+        bail!("the API answered {status}: {msg}");
+    }
+    Ok(body)
+}
+
+async fn submit(api: &str, wait: bool, what: SubmitCommand) -> anyhow::Result<()> {
+    let body = match what {
+        SubmitCommand::Json { file } => std::fs::read(&file).with_context(|| format!("reading {file}"))?,
+        SubmitCommand::Ingest { what: IngestCommand::Binpack(a) } => {
+            serde_json::to_vec(&JobSpec::IngestBinpack(binpack_spec(&a, true)?))?
+        }
+    };
+    let resp = client()
+        .post(format!("{api}/v1/jobs"))
+        .header("content-type", "application/json")
+        .body(body)
+        .send()
+        .await
+        .with_context(|| format!("cannot reach the API at {api}"))?;
+    let accepted = check(resp).await?;
+    let id = accepted["id"].as_str().unwrap_or_default().to_string();
+    println!("queued job {id}");
+    if !wait {
+        return Ok(());
+    }
+    let bar = cli_progress::Bar::new();
+    loop {
+        let rec: JobRecord = serde_json::from_value(check(client().get(format!("{api}/v1/jobs/{id}")).send().await?).await?)?;
+        bar.show(&rec.progress);
+        if rec.state.is_final() {
+            bar.finish();
+            println!("{}", serde_json::to_string_pretty(&rec)?);
+            if rec.state == JobState::Failed {
+                bail!("job {id} failed: {}", rec.error.unwrap_or_default());
+            }
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+}
+
+async fn show_jobs(api: &str, state: Option<String>, id: Option<String>) -> anyhow::Result<()> {
+    let url = match (&id, &state) {
+        (Some(id), _) => format!("{api}/v1/jobs/{id}"),
+        (None, Some(s)) => format!("{api}/v1/jobs?state={s}"),
+        (None, None) => format!("{api}/v1/jobs"),
+    };
+    let body = check(client().get(url).send().await.with_context(|| format!("cannot reach the API at {api}"))?).await?;
+    println!("{}", serde_json::to_string_pretty(&body)?);
+    Ok(())
+}

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# `make demo`: start `lakefish serve` on the embedded default (SQLite queue + local lake),
+# submit a binpack ingest over REST, follow it to the end, then read the lake with DuckDB.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BIN=target/release/lakefish
+RUN=demo-run
+rm -rf "$RUN" && mkdir -p "$RUN"
+
+INPUT=../shared/data/binpack/small.binpack
+if [ ! -f "$INPUT" ]; then
+  INPUT="$RUN/synthetic.binpack"
+  "$BIN" synth "$INPUT" --games 3000 --seed 1
+fi
+
+"$BIN" --lake "$RUN/lake" serve --listen 127.0.0.1:0 --queue-db "$RUN/queue.sqlite" >"$RUN/serve.out" 2>"$RUN/serve.log" &
+SERVER=$!
+trap 'kill $SERVER 2>/dev/null || true' EXIT
+for _ in $(seq 100); do grep -q '^listening on' "$RUN/serve.out" 2>/dev/null && break; sleep 0.1; done
+API=$(sed -n 's/^listening on //p' "$RUN/serve.out")
+[ -n "$API" ] || { cat "$RUN/serve.log"; echo "the server did not start" >&2; exit 1; }
+echo "lakefish API at $API (lake: $RUN/lake, log: $RUN/serve.log)"
+
+"$BIN" submit --api "$API" --wait ingest binpack "$INPUT" --dataset demo >"$RUN/job.json"
+echo "job record: $RUN/job.json"
+echo "datasets:"; curl -s "$API/v1/datasets"; echo
+
+.venv/bin/python - "$RUN/lake" <<'PY'
+import sys, duckdb
+lake = sys.argv[1]
+q = f"select source, dataset, count(*) as rows, count(score) as scored, round(avg(ply), 1) as avg_ply, count(distinct game_id) as games from read_parquet('{lake}/positions/*/*/*.parquet', hive_partitioning=true) group by all"
+print("DuckDB reads the lake:")
+print(duckdb.sql(q))
+PY
+echo "demo finished: the ingest ran through REST -> SQLite queue -> worker -> Parquet lake"

@@ -1,0 +1,139 @@
+//! The REST API: `fn router(state) -> Router`, no domain logic. Errors map to HTTP in
+//! exactly one place, [`ApiError`].
+
+use crate::queue::Queue;
+use axum::body::Bytes;
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use lakefish_jobs::datasets::list_datasets;
+use lakefish_jobs::records::JobStore;
+use lakefish_jobs::{JobError, Lake};
+use lakefish_schemas::{JobId, JobSpec, JobState, QueuedJob, JOB_PAYLOAD_VERSION};
+use serde::Deserialize;
+use serde_json::json;
+
+#[derive(Clone)]
+pub struct AppState {
+    pub lake: Lake,
+    pub jobs: JobStore,
+    pub queue: Queue,
+}
+
+/// Largest accepted JSON body.
+pub const MAX_BODY_BYTES: usize = 1 << 20;
+
+pub fn router(state: AppState) -> Router {
+    Router::new()
+        .route("/healthz", get(healthz))
+        .route("/v1/jobs", post(submit_job).get(list_jobs))
+        .route("/v1/jobs/{id}", get(get_job))
+        .route("/v1/datasets", get(datasets))
+        .fallback(not_found)
+        .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .with_state(state)
+}
+
+#[derive(Debug)]
+pub enum ApiError {
+    BadRequest(String),
+    NotFound(String),
+    Unavailable(String),
+    Internal(String),
+}
+
+impl From<JobError> for ApiError {
+    fn from(e: JobError) -> Self {
+        match e {
+            JobError::Name(_) => ApiError::BadRequest(e.to_string()),
+            JobError::NotFound(_) => ApiError::NotFound(e.to_string()),
+            JobError::Lake { .. } => ApiError::Unavailable(e.to_string()),
+            _ => ApiError::Internal(e.to_string()),
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let (status, message) = match self {
+            ApiError::BadRequest(m) => (StatusCode::BAD_REQUEST, m),
+            ApiError::NotFound(m) => (StatusCode::NOT_FOUND, m),
+            ApiError::Unavailable(m) => (StatusCode::SERVICE_UNAVAILABLE, m),
+            ApiError::Internal(m) => (StatusCode::INTERNAL_SERVER_ERROR, m),
+        };
+        if status.is_server_error() {
+            tracing::error!(%status, "{message}");
+        }
+        (status, Json(json!({ "error": message }))).into_response()
+    }
+}
+
+async fn healthz(State(s): State<AppState>) -> Json<serde_json::Value> {
+    Json(json!({ "status": "ok", "lake": s.lake.describe(), "queue": s.queue.describe() }))
+}
+
+async fn not_found() -> ApiError {
+    ApiError::NotFound("no such route (see the README for the /v1 API)".into())
+}
+
+async fn submit_job(State(s): State<AppState>, body: Bytes) -> Result<Response, ApiError> {
+    let spec = JobSpec::from_request(&body).map_err(|e| ApiError::BadRequest(e.to_string()))?;
+    let id = JobId::new();
+    let record = JobStore::new_record(id.clone(), spec.clone());
+    s.jobs.put(&record).await?;
+    let job = QueuedJob {
+        version: JOB_PAYLOAD_VERSION,
+        id: id.clone(),
+        spec,
+    };
+    if let Err(e) = s.queue.push(job).await {
+        let mut failed = record.clone();
+        failed.state = JobState::Failed;
+        failed.error = Some(format!("could not enqueue: {e}"));
+        let _ = s.jobs.put(&failed).await;
+        return Err(ApiError::Unavailable(format!("queue unavailable: {e}")));
+    }
+    let body = json!({ "id": id, "state": "queued", "url": format!("/v1/jobs/{id}") });
+    Ok((StatusCode::ACCEPTED, Json(body)).into_response())
+}
+
+fn parse_id(id: &str) -> Result<JobId, ApiError> {
+    JobId::parse(id).ok_or_else(|| ApiError::NotFound(format!("job {id:?} not found (ids are UUIDs)")))
+}
+
+async fn get_job(State(s): State<AppState>, Path(id): Path<String>) -> Result<Response, ApiError> {
+    let id = parse_id(&id)?;
+    let rec = s.jobs.get(&id).await?.ok_or_else(|| ApiError::NotFound(format!("job {id} not found")))?;
+    Ok(Json(rec).into_response())
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ListJobs {
+    state: Option<String>,
+    limit: Option<usize>,
+}
+
+async fn list_jobs(
+    State(s): State<AppState>,
+    query: Result<Query<ListJobs>, axum::extract::rejection::QueryRejection>,
+) -> Result<Response, ApiError> {
+    let Query(q) = query.map_err(|e| ApiError::BadRequest(e.body_text()))?;
+    let state = match q.state.as_deref() {
+        None => None,
+        Some(st) => Some(JobState::parse(st).ok_or_else(|| {
+            ApiError::BadRequest(format!(
+                "unknown state {st:?} (use one of queued, running, succeeded, failed)"
+            ))
+        })?),
+    };
+    let limit = q.limit.unwrap_or(100).clamp(1, 10_000);
+    let jobs = s.jobs.list(state, limit).await?;
+    Ok(Json(json!({ "jobs": jobs })).into_response())
+}
+
+async fn datasets(State(s): State<AppState>) -> Result<Response, ApiError> {
+    Ok(Json(json!({ "datasets": list_datasets(&s.lake).await? })).into_response())
+}

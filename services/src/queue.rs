@@ -1,0 +1,164 @@
+//! The job queue: apalis over SQLite (embedded default, one process) or Redis (any number of
+//! workers on any number of machines). The queue only carries [`QueuedJob`]s; job records
+//! live in the lake (see `lakefish_jobs::records`).
+
+use apalis::prelude::*;
+use apalis_redis::{Config as RedisConfig, RedisStorage};
+use apalis_sqlite::{Config as SqliteConfig, SqliteConnectOptions, SqlitePool, SqliteStorage};
+use lakefish_jobs::Lake;
+use lakefish_schemas::QueuedJob;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::Mutex;
+
+/// The queue's name in both backends (apalis would default to the Rust type name).
+pub const QUEUE_NAME: &str = "lakefish:jobs";
+/// Deliveries of one job before it stays failed (a dead worker's job counts one).
+pub const MAX_ATTEMPTS: usize = 3;
+/// Workers beat this often; a worker silent for `MISSED_HEARTBEATS` beats is presumed dead
+/// and its jobs go back to the queue (apalis's orphan re-enqueue).
+pub const HEARTBEAT: Duration = Duration::from_secs(5);
+pub const MISSED_HEARTBEATS: usize = 3;
+/// An idle worker looks for new jobs this often (apalis otherwise waits a heartbeat).
+pub const POLL: Duration = Duration::from_millis(250);
+
+fn sqlite_config() -> SqliteConfig {
+    SqliteConfig::default()
+        .queue(QUEUE_NAME)
+        .heartbeat_interval(HEARTBEAT)
+        .missed_heartbeats(MISSED_HEARTBEATS)
+}
+
+fn redis_config() -> RedisConfig {
+    RedisConfig::default()
+        .queue(QUEUE_NAME)
+        .heartbeat_interval(HEARTBEAT)
+        .missed_heartbeats(MISSED_HEARTBEATS)
+}
+
+#[derive(Clone)]
+pub enum Queue {
+    Sqlite {
+        path: String,
+        pool: SqlitePool,
+        sink: Arc<Mutex<SqliteStorage<QueuedJob>>>,
+    },
+    Redis {
+        url: String,
+        sink: Arc<Mutex<RedisStorage<QueuedJob>>>,
+    },
+}
+
+impl Queue {
+    /// Opens (and creates, with its tables) a SQLite queue file.
+    pub async fn sqlite(path: &str) -> anyhow::Result<Queue> {
+        if let Some(dir) = std::path::Path::new(path).parent() {
+            if !dir.as_os_str().is_empty() {
+                std::fs::create_dir_all(dir)?;
+            }
+        }
+        let opts = SqliteConnectOptions::new().filename(path).create_if_missing(true);
+        let pool = SqlitePool::connect_with(opts)
+            .await
+            .map_err(|e| anyhow::anyhow!("cannot open the queue database {path}: {e}"))?;
+        SqliteStorage::setup(&pool)
+            .await
+            .map_err(|e| anyhow::anyhow!("cannot set up the queue database {path}: {e}"))?;
+        let sink = sqlite_storage(&pool);
+        Ok(Queue::Sqlite {
+            path: path.to_string(),
+            pool,
+            sink: Arc::new(Mutex::new(sink)),
+        })
+    }
+
+    pub async fn redis(url: &str) -> anyhow::Result<Queue> {
+        let conn = apalis_redis::connect(url)
+            .await
+            .map_err(|e| anyhow::anyhow!("cannot connect to redis at {url}: {e}"))?;
+        let sink = RedisStorage::<QueuedJob>::new(conn).with_config(redis_config());
+        Ok(Queue::Redis {
+            url: url.to_string(),
+            sink: Arc::new(Mutex::new(sink)),
+        })
+    }
+
+    pub fn describe(&self) -> String {
+        match self {
+            Queue::Sqlite { path, .. } => format!("sqlite:{path}"),
+            Queue::Redis { url, .. } => redact(url),
+        }
+    }
+
+    pub async fn push(&self, job: QueuedJob) -> anyhow::Result<()> {
+        let task = TaskBuilder::new(job).max_attempts(MAX_ATTEMPTS).build();
+        match self {
+            Queue::Sqlite { sink, .. } => sink.lock().await.push_task(task).await?,
+            Queue::Redis { sink, .. } => sink.lock().await.push_task(task).await?,
+        }
+        Ok(())
+    }
+
+    /// Runs `concurrency` jobs at a time until ctrl-c (or the process is killed).
+    pub async fn run_workers(&self, lake: Lake, name: String, concurrency: usize, threads: usize) -> anyhow::Result<()> {
+        let state = Arc::new(WorkerState {
+            lake,
+            name: name.clone(),
+            threads,
+        });
+        match self {
+            Queue::Sqlite { pool, .. } => {
+                let worker = WorkerBuilder::new(name)
+                    .backend(sqlite_storage(pool).poll_with_interval(POLL))
+                    .data(state)
+                    .concurrency(concurrency)
+                    .build(handle);
+                worker.run().await?;
+            }
+            Queue::Redis { url, .. } => {
+                let conn = apalis_redis::connect(url.as_str()).await?;
+                let storage = RedisStorage::<QueuedJob>::new(conn)
+                    .with_config(redis_config())
+                    .poll_with_interval(POLL);
+                let worker = WorkerBuilder::new(name)
+                    .backend(storage)
+                    .data(state)
+                    .concurrency(concurrency)
+                    .build(handle);
+                worker.run().await?;
+            }
+        }
+        Ok(())
+    }
+}
+
+fn sqlite_storage(pool: &SqlitePool) -> SqliteStorage<QueuedJob> {
+    SqliteStorage::<QueuedJob>::new(pool).with_config(sqlite_config())
+}
+
+/// Hides a password in a redis URL.
+fn redact(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(s), Some(at)) if at > s => format!("{}://***{}", &url[..s], &url[at..]),
+        _ => url.to_string(),
+    }
+}
+
+struct WorkerState {
+    lake: Lake,
+    name: String,
+    threads: usize,
+}
+
+/// Transient failures (the lake unreachable) go back to the queue for another attempt;
+/// anything else (bad input, a dataset that exists) would fail the same way again, so it is
+/// aborted. The Redis backend retries failed jobs up to 25 times whatever `max_attempts`
+/// says, so the attempt budget is also enforced here, from the job record.
+async fn handle(job: QueuedJob, state: Data<Arc<WorkerState>>, attempt: Attempt) -> Result<(), BoxDynError> {
+    let outcome = lakefish_jobs::runner::run_queued_job(state.lake.clone(), job, &state.name, state.threads).await;
+    match outcome {
+        Ok(()) => Ok(()),
+        Err(e) if e.is_transient() && attempt.current() < MAX_ATTEMPTS => Err(Box::new(e)),
+        Err(e) => Err(AbortError::new(e).into()),
+    }
+}
