@@ -1,1 +1,258 @@
-//! Helpers shared by the end-to-end tests.
+//! Helpers shared by the end-to-end tests: real servers on free loopback ports, the
+//! `lakefish` binary, and readers that check lake contents against the `sfbinpack` crate.
+
+use arrow_array::{Array, Int16Array, Int8Array, StringArray, UInt16Array, UInt64Array};
+use lakefish_jobs::Lake;
+use lakefish_schemas::JobRecord;
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use std::io::{BufRead, BufReader};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+}
+
+/// The debug `lakefish` binary (`make test` builds it before running the tests).
+pub fn lakefish_bin() -> PathBuf {
+    let target = std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| workspace_root().join("target"));
+    let bin = target.join("debug/lakefish");
+    assert!(bin.exists(), "{} missing: run `cargo build --bin lakefish` (make test does)", bin.display());
+    bin
+}
+
+/// The project venv's python (`make setup` creates it).
+pub fn venv_bin(name: &str) -> PathBuf {
+    let p = workspace_root().join(".venv/bin").join(name);
+    assert!(p.exists(), "{} missing: run `make setup`", p.display());
+    p
+}
+
+/// A sample file from `../shared/data`, when the checkout has it.
+pub fn shared_data(rel: &str) -> Option<PathBuf> {
+    let p = workspace_root().join("../shared/data").join(rel);
+    p.exists().then_some(p)
+}
+
+/// small.binpack when present, else a generated binpack in `dir`.
+pub fn binpack_input(dir: &Path) -> PathBuf {
+    if let Some(p) = shared_data("binpack/small.binpack") {
+        return p;
+    }
+    let p = dir.join("generated.binpack");
+    std::fs::write(&p, lakefish_jobs::binpack::synthetic_binpack(400, 5)).unwrap();
+    p
+}
+
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+fn wait_for_port(port: u16, what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "{what} did not open port {port}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// A child process killed when dropped.
+pub struct Proc {
+    pub child: Child,
+    pub name: String,
+}
+
+impl Proc {
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// `redis-server` on a free loopback port, no persistence, in a temp dir.
+pub struct Redis {
+    pub url: String,
+    _proc: Proc,
+    _dir: tempfile::TempDir,
+}
+
+impl Redis {
+    pub fn start() -> Redis {
+        let dir = tempfile::tempdir().unwrap();
+        let port = free_port();
+        let child = Command::new("redis-server")
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+            .current_dir(dir.path())
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("redis-server not found: run `make setup`");
+        let proc = Proc { child, name: "redis-server".into() };
+        wait_for_port(port, "redis-server");
+        Redis { url: format!("redis://127.0.0.1:{port}"), _proc: proc, _dir: dir }
+    }
+}
+
+/// moto's S3-compatible server on a free loopback port, with one bucket.
+pub struct S3 {
+    pub endpoint: String,
+    pub bucket: String,
+    _proc: Proc,
+}
+
+impl S3 {
+    pub fn start(bucket: &str) -> S3 {
+        let port = free_port();
+        let child = Command::new(venv_bin("moto_server"))
+            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("moto_server");
+        let proc = Proc { child, name: "moto_server".into() };
+        wait_for_port(port, "moto_server");
+        let endpoint = format!("http://127.0.0.1:{port}");
+        let status = reqwest::blocking_put(&format!("{endpoint}/{bucket}"));
+        assert!(status < 300, "creating bucket {bucket}: HTTP {status}");
+        S3 { endpoint, bucket: bucket.into(), _proc: proc }
+    }
+
+    /// The `AWS_*` variables a process needs to use this server.
+    pub fn env(&self) -> Vec<(String, String)> {
+        [
+            ("AWS_ENDPOINT", self.endpoint.as_str()),
+            ("AWS_ACCESS_KEY_ID", "test"),
+            ("AWS_SECRET_ACCESS_KEY", "test"),
+            ("AWS_REGION", "us-east-1"),
+            ("AWS_ALLOW_HTTP", "true"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+    }
+
+    pub fn lake(&self, prefix: &str) -> Lake {
+        Lake::open(&format!("s3://{}/{prefix}", self.bucket), &self.env().into_iter().collect()).unwrap()
+    }
+}
+
+mod reqwest {
+    use std::io::{Read, Write};
+
+    /// A bodiless HTTP PUT over a plain socket (usable inside or outside a runtime).
+    pub fn blocking_put(url: &str) -> u16 {
+        let rest = url.strip_prefix("http://").unwrap();
+        let (host, path) = rest.split_once('/').unwrap();
+        let mut s = std::net::TcpStream::connect(host).unwrap();
+        write!(s, "PUT /{path} HTTP/1.1\r\nHost: {host}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n").unwrap();
+        let mut resp = String::new();
+        s.read_to_string(&mut resp).unwrap();
+        resp.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0)
+    }
+}
+
+/// Starts `lakefish` with `args`; for `serve`, waits for its "listening on" line.
+pub fn lakefish(args: &[&str], env: &[(String, String)], cwd: &Path) -> (Proc, Option<String>) {
+    let mut cmd = Command::new(lakefish_bin());
+    cmd.args(args).current_dir(cwd).stdout(Stdio::piped()).stderr(Stdio::inherit());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let mut child = cmd.spawn().unwrap();
+    let mut api = None;
+    if args.contains(&"serve") {
+        let out = child.stdout.take().unwrap();
+        let mut lines = BufReader::new(out).lines();
+        for line in lines.by_ref() {
+            let line = line.unwrap();
+            if let Some(url) = line.strip_prefix("listening on ") {
+                api = Some(url.to_string());
+                break;
+            }
+        }
+        std::thread::spawn(move || for _ in lines {});
+        assert!(api.is_some(), "lakefish serve did not start");
+    }
+    (Proc { child, name: args.join(" ") }, api)
+}
+
+pub async fn wait_for_job(api: &str, id: &str, timeout: Duration) -> JobRecord {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let rec: JobRecord = ::reqwest::get(format!("{api}/v1/jobs/{id}")).await.unwrap().json().await.unwrap();
+        if rec.state.is_final() {
+            return rec;
+        }
+        assert!(Instant::now() < deadline, "job {id} still {:?} after {timeout:?}", rec.state);
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+#[derive(Debug, PartialEq)]
+pub struct Row {
+    pub fen: String,
+    pub score: Option<i16>,
+    pub mv: String,
+    pub result: i8,
+    pub ply: u16,
+    pub game_id: u64,
+}
+
+/// Every row of a binpack dataset, parts in name order, read through the lake.
+pub async fn read_dataset(lake: &Lake, dataset: &str) -> Vec<Row> {
+    let prefix = format!("positions/source=binpack/dataset={dataset}");
+    let mut rows = Vec::new();
+    for meta in lake.list(&prefix).await.unwrap() {
+        let key = meta.location.to_string();
+        if !key.ends_with(".parquet") {
+            continue;
+        }
+        let bytes = lake.get(&key).await.unwrap().unwrap();
+        for batch in ParquetRecordBatchReaderBuilder::try_new(bytes).unwrap().build().unwrap() {
+            let b = batch.unwrap();
+            let col = |n: &str| b.column_by_name(n).unwrap().clone();
+            let (fen, score, mv, res, ply, gid) = (col("fen"), col("score"), col("move"), col("result"), col("ply"), col("game_id"));
+            let fen = fen.as_any().downcast_ref::<StringArray>().unwrap();
+            let score = score.as_any().downcast_ref::<Int16Array>().unwrap();
+            let mv = mv.as_any().downcast_ref::<StringArray>().unwrap();
+            let res = res.as_any().downcast_ref::<Int8Array>().unwrap();
+            let ply = ply.as_any().downcast_ref::<UInt16Array>().unwrap();
+            let gid = gid.as_any().downcast_ref::<UInt64Array>().unwrap();
+            for i in 0..b.num_rows() {
+                rows.push(Row {
+                    fen: fen.value(i).into(),
+                    score: score.is_valid(i).then(|| score.value(i)),
+                    mv: mv.value(i).into(),
+                    result: res.value(i),
+                    ply: ply.value(i),
+                    game_id: gid.value(i),
+                });
+            }
+        }
+    }
+    rows
+}
+
+/// Asserts the rows equal what the `sfbinpack` crate reads from the same file.
+pub fn assert_rows_match_binpack(rows: &[Row], binpack: &Path) {
+    let bytes = std::fs::read(binpack).unwrap();
+    let mut r = sfbinpack::CompressedTrainingDataEntryReader::from_slice(&bytes).unwrap();
+    let mut i = 0;
+    while r.has_next() {
+        let e = r.next();
+        let row = rows.get(i).unwrap_or_else(|| panic!("only {} rows, the file has more", rows.len()));
+        assert_eq!(row.fen, e.pos.fen().unwrap(), "row {i}");
+        assert_eq!(row.mv, e.mv.as_uci(), "row {i}");
+        assert_eq!(row.score, (e.score != 32002).then_some(e.score), "row {i}");
+        assert_eq!((row.ply, row.result as i16), (e.ply, e.result), "row {i}");
+        i += 1;
+    }
+    assert_eq!(rows.len(), i, "row count");
+}
