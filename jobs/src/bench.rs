@@ -20,6 +20,10 @@ pub struct IngestBench {
     pub ingest_positions_per_s_per_core: f64,
     /// ingest per core / bare decode (target: at least 0.5).
     pub ratio_per_core: f64,
+    /// Phases on one core: chunk decode to text columns (with the rules checks), and Parquet
+    /// encoding of those columns.
+    pub decode_to_columns_ns_per_position: f64,
+    pub parquet_encode_ns_per_position: f64,
     pub binpack_bytes_per_position: f64,
     pub parquet_bytes_per_position: f64,
 }
@@ -39,6 +43,30 @@ fn bare_decode(bytes: &[u8]) -> Result<(u64, f64), JobError> {
     Ok((n, start.elapsed().as_secs_f64()))
 }
 
+/// Times the two halves of the ingest separately, on the calling thread.
+fn phases(bytes: &[u8]) -> (f64, f64, u64) {
+    let mut chunks = Vec::new();
+    let mut offset = 0usize;
+    let start = Instant::now();
+    while offset + 8 <= bytes.len() {
+        let size = u32::from_le_bytes(bytes[offset + 4..offset + 8].try_into().unwrap()) as usize;
+        if offset + 8 + size > bytes.len() {
+            break;
+        }
+        if let Ok(c) = crate::binpack::decode_chunk(&bytes[offset + 8..offset + 8 + size], 1, offset as u64) {
+            chunks.push(c);
+        }
+        offset += 8 + size;
+    }
+    let decode = start.elapsed().as_secs_f64();
+    let rows: u64 = chunks.iter().map(|c| c.rows() as u64).sum();
+    let start = Instant::now();
+    let batch = crate::parts::batch_from_chunks(&chunks);
+    let encoded = crate::parts::encode_parquet(&batch, "bench").map(|b| b.len()).unwrap_or(0);
+    std::hint::black_box(encoded);
+    (decode, start.elapsed().as_secs_f64(), rows)
+}
+
 /// Runs both measurements `runs` times and keeps the best of each.
 pub fn bench_ingest_binpack(
     rt: &tokio::runtime::Handle,
@@ -54,10 +82,14 @@ pub fn bench_ingest_binpack(
     let mut ingest_best = f64::MAX;
     let mut positions = 0;
     let mut parquet_bytes = 0;
+    let (mut decode_phase, mut encode_phase) = (f64::MAX, f64::MAX);
     for run in 0..runs.max(1) {
         let (n, secs) = bare_decode(&bytes)?;
         decode_best = decode_best.min(secs);
         positions = n;
+        let (d, e, _) = phases(&bytes);
+        decode_phase = decode_phase.min(d);
+        encode_phase = encode_phase.min(e);
 
         let dir = std::env::temp_dir().join(format!("lakefish-bench-{}-{run}", std::process::id()));
         let lake = Lake::open(dir.to_str().unwrap(), &HashMap::new())?;
@@ -92,6 +124,8 @@ pub fn bench_ingest_binpack(
         ingest_positions_per_s: ingest_rate,
         ingest_positions_per_s_per_core: per_core,
         ratio_per_core: per_core / decode_rate,
+        decode_to_columns_ns_per_position: decode_phase * 1e9 / positions as f64,
+        parquet_encode_ns_per_position: encode_phase * 1e9 / positions as f64,
         binpack_bytes_per_position: bytes.len() as f64 / positions as f64,
         parquet_bytes_per_position: parquet_bytes as f64 / positions as f64,
     })

@@ -18,7 +18,7 @@ pub fn writer_properties() -> WriterProperties {
     let fen = ColumnPath::from(COL_FEN);
     let mv = ColumnPath::from(COL_MOVE);
     WriterProperties::builder()
-        .set_compression(Compression::ZSTD(ZstdLevel::try_new(3).unwrap()))
+        .set_compression(Compression::ZSTD(ZstdLevel::try_new(1).unwrap()))
         .set_max_row_group_row_count(Some(256 * 1024))
         .set_column_dictionary_enabled(fen.clone(), false)
         .set_column_statistics_enabled(fen, EnabledStatistics::None)

@@ -251,6 +251,8 @@ fn main() -> anyhow::Result<()> {
             println!("full ingest                  {:>12.0} positions/s ({} threads)", r.ingest_positions_per_s, r.threads);
             println!("full ingest per core         {:>12.0} positions/s", r.ingest_positions_per_s_per_core);
             println!("ratio per core               {:>12.3} (target >= 0.5)", r.ratio_per_core);
+            println!("  phase: decode to columns   {:>12.1} ns/position (1 core)", r.decode_to_columns_ns_per_position);
+            println!("  phase: parquet encode      {:>12.1} ns/position (1 core)", r.parquet_encode_ns_per_position);
             println!("binpack bytes/position       {:>12.3}", r.binpack_bytes_per_position);
             println!("parquet bytes/position       {:>12.3}", r.parquet_bytes_per_position);
             println!("{}", serde_json::to_string(&r)?);
