@@ -58,13 +58,24 @@ pub fn random_game(seed: u64, max_plies: usize) -> Vec<PlayedMove> {
         let fen = Fen::from_position(&pos, EnPassantMode::Legal).to_string();
         let uci = UciMove::from_move(m, CastlingMode::Standard).to_string();
         let (from, to, kind) = match m {
-            Move::Normal { from, to, promotion: Some(p), .. } => (from, to, MoveKind::Promotion(p.char())),
+            Move::Normal {
+                from,
+                to,
+                promotion: Some(p),
+                ..
+            } => (from, to, MoveKind::Promotion(p.char())),
             Move::Normal { from, to, .. } => (from, to, MoveKind::Normal),
             Move::EnPassant { from, to } => (from, to, MoveKind::EnPassant),
             Move::Castle { king, rook } => (king, rook, MoveKind::Castle),
             Move::Put { .. } => unreachable!("no drops in standard chess"),
         };
-        out.push(PlayedMove { fen, uci, from: from as u8, to: to as u8, kind });
+        out.push(PlayedMove {
+            fen,
+            uci,
+            from: from as u8,
+            to: to as u8,
+            kind,
+        });
         pos.play_unchecked(m);
     }
     out

@@ -62,7 +62,10 @@ mod tests {
             check_move(START, "e2e5"),
             Err(RulesError::IllegalMove { .. })
         ));
-        assert!(matches!(check_move(START, "zz"), Err(RulesError::Uci { .. })));
+        assert!(matches!(
+            check_move(START, "zz"),
+            Err(RulesError::Uci { .. })
+        ));
         let castle = "r3k2r/8/8/8/8/8/8/R3K2R w KQkq - 0 1";
         assert!(check_move(castle, "e1g1").is_ok());
         assert!(check_move(castle, "e1c1").is_ok());

@@ -53,7 +53,9 @@ fn phases(bytes: &[u8]) -> (f64, f64, u64) {
         if offset + 8 + size > bytes.len() {
             break;
         }
-        if let Ok(c) = crate::binpack::decode_chunk(&bytes[offset + 8..offset + 8 + size], 1, offset as u64) {
+        if let Ok(c) =
+            crate::binpack::decode_chunk(&bytes[offset + 8..offset + 8 + size], 1, offset as u64)
+        {
             chunks.push(c);
         }
         offset += 8 + size;
@@ -62,7 +64,9 @@ fn phases(bytes: &[u8]) -> (f64, f64, u64) {
     let rows: u64 = chunks.iter().map(|c| c.rows() as u64).sum();
     let start = Instant::now();
     let batch = crate::parts::batch_from_chunks(&chunks);
-    let encoded = crate::parts::encode_parquet(&batch, "bench").map(|b| b.len()).unwrap_or(0);
+    let encoded = crate::parts::encode_parquet(&batch, "bench")
+        .map(|b| b.len())
+        .unwrap_or(0);
     std::hint::black_box(encoded);
     (decode, start.elapsed().as_secs_f64(), rows)
 }

@@ -8,19 +8,19 @@
 //! `sfbinpack` under `catch_unwind` (it panics on some malformed payloads) and checks each
 //! chain's first position and move with the engine's rules, so garbage is refused per chunk.
 
-use crate::input::Input;
 use crate::JobError;
-use lakefish_schemas::positions::BINPACK_NO_SCORE;
+use crate::input::Input;
 use lakefish_schemas::SkippedRange;
+use lakefish_schemas::positions::BINPACK_NO_SCORE;
+use sfbinpack::chess::color::Color;
 use sfbinpack::chess::coords::Square;
+use sfbinpack::chess::r#move::{Move, MoveType};
 use sfbinpack::chess::piece::Piece;
 use sfbinpack::chess::piecetype::PieceType;
 use sfbinpack::chess::position::Position;
-use sfbinpack::chess::r#move::{Move, MoveType};
-use sfbinpack::chess::color::Color;
 use sfbinpack::{ChunkReader, TrainingDataEntry};
 use std::cell::Cell;
-use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Once;
 
 pub const MAGIC: &[u8; 4] = b"BINP";
@@ -70,7 +70,11 @@ impl<'a> ChunkScanner<'a> {
             let n = (SCAN_WINDOW as u64).min(len - pos) as usize;
             let window = self.input.read_at(pos, n)?;
             for i in 0..window.len().saturating_sub(HEADER as usize - 1) {
-                if window[i] == b'B' && self.plausible_header(pos + i as u64, &window[i..i + 8]).is_some() {
+                if window[i] == b'B'
+                    && self
+                        .plausible_header(pos + i as u64, &window[i..i + 8])
+                        .is_some()
+                {
                     return Ok(pos + i as u64);
                 }
             }
@@ -114,7 +118,9 @@ impl<'a> ChunkScanner<'a> {
         let reason = if &header[..4] == MAGIC {
             let size = u32::from_le_bytes(header[4..8].try_into().unwrap()) as u64;
             if size > MAX_CHUNK_BYTES as u64 {
-                format!("chunk header at byte offset {at} announces {size} bytes, more than a binpack chunk can hold")
+                format!(
+                    "chunk header at byte offset {at} announces {size} bytes, more than a binpack chunk can hold"
+                )
             } else if size == 0 {
                 format!("empty chunk at byte offset {at}")
             } else {
@@ -171,12 +177,20 @@ impl DecodedChunk {
     }
 
     pub fn fen(&self, i: usize) -> &str {
-        let start = if i == 0 { 0 } else { self.fen_ends[i - 1] as usize };
+        let start = if i == 0 {
+            0
+        } else {
+            self.fen_ends[i - 1] as usize
+        };
         std::str::from_utf8(&self.fen_bytes[start..self.fen_ends[i] as usize]).unwrap()
     }
 
     pub fn uci(&self, i: usize) -> &str {
-        let start = if i == 0 { 0 } else { self.move_ends[i - 1] as usize };
+        let start = if i == 0 {
+            0
+        } else {
+            self.move_ends[i - 1] as usize
+        };
         std::str::from_utf8(&self.move_bytes[start..self.move_ends[i] as usize]).unwrap()
     }
 
@@ -227,10 +241,16 @@ fn install_quiet_panic_hook() {
 }
 
 /// Decodes one chunk payload. `Err` says why the whole chunk is unusable.
-pub fn decode_chunk(data: &[u8], input_key: u64, chunk_offset: u64) -> Result<DecodedChunk, String> {
+pub fn decode_chunk(
+    data: &[u8],
+    input_key: u64,
+    chunk_offset: u64,
+) -> Result<DecodedChunk, String> {
     install_quiet_panic_hook();
     DECODING.with(|d| d.set(true));
-    let outcome = catch_unwind(AssertUnwindSafe(|| decode_entries(data, input_key, chunk_offset)));
+    let outcome = catch_unwind(AssertUnwindSafe(|| {
+        decode_entries(data, input_key, chunk_offset)
+    }));
     DECODING.with(|d| d.set(false));
     match outcome {
         Ok(r) => r,
@@ -255,7 +275,10 @@ fn decode_entries(data: &[u8], input_key: u64, chunk_offset: u64) -> Result<Deco
     while reader.has_next(data) {
         let e = reader.next(data);
         if !(-1..=1).contains(&e.result) {
-            return Err(format!("entry {index}: result {} is not -1, 0 or 1", e.result));
+            return Err(format!(
+                "entry {index}: result {} is not -1, 0 or 1",
+                e.result
+            ));
         }
         let continues = prev.is_some_and(|p| continues_chain(&p, &e));
         if !continues {
@@ -408,7 +431,11 @@ pub fn write_uci(mv: Move, out: &mut Vec<u8>) {
         MoveType::Castle => {
             // binpack stores castling as king-takes-rook; UCI wants the king's destination.
             let rank = from.index() & !7;
-            let file = if (mv.to().index() & 7) > (from.index() & 7) { 6 } else { 2 };
+            let file = if (mv.to().index() & 7) > (from.index() & 7) {
+                6
+            } else {
+                2
+            };
             push_square(Square::new(rank | file), out);
         }
         MoveType::Promotion => {
@@ -423,7 +450,7 @@ pub fn write_uci(mv: Move, out: &mut Vec<u8>) {
 /// Writes a real binpack of `games` random legal games (scores and results made up,
 /// a few "no score" entries), for tests and demos that must not depend on sample files.
 pub fn synthetic_binpack(games: usize, seed: u64) -> Vec<u8> {
-    use lakefish_engine::random_games::{random_game, MoveKind, SplitMix};
+    use lakefish_engine::random_games::{MoveKind, SplitMix, random_game};
     use sfbinpack::CompressedTrainingDataEntryWriter;
     let mut rng = SplitMix(seed ^ 0x5eed);
     let mut writer = CompressedTrainingDataEntryWriter::new_in_memory().expect("in-memory writer");
@@ -449,7 +476,11 @@ pub fn synthetic_binpack(games: usize, seed: u64) -> Vec<u8> {
                 }
             };
             let white = pos.side_to_move() == Color::White;
-            let score = if rng.below(20) == 0 { BINPACK_NO_SCORE } else { rng.below(801) as i16 - 400 };
+            let score = if rng.below(20) == 0 {
+                BINPACK_NO_SCORE
+            } else {
+                rng.below(801) as i16 - 400
+            };
             let entry = TrainingDataEntry {
                 pos,
                 mv,
@@ -488,7 +519,10 @@ mod tests {
             (Move::castle(Square::E1, Square::H1), "e1g1"),
             (Move::castle(Square::E1, Square::A1), "e1c1"),
             (Move::castle(Square::E8, Square::A8), "e8c8"),
-            (Move::promotion(Square::new(52), Square::new(60), Piece::WHITE_KNIGHT), "e7e8n"),
+            (
+                Move::promotion(Square::new(52), Square::new(60), Piece::WHITE_KNIGHT),
+                "e7e8n",
+            ),
             (Move::normal(Square::new(12), Square::new(28)), "e2e4"),
         ];
         for (mv, want) in cases {
@@ -526,8 +560,14 @@ mod tests {
 
     #[test]
     fn garbage_chunks_are_refused_not_panicking() {
-        assert!(decode_chunk(&[], 1, 0).unwrap_err().contains("no complete entry"));
-        let noise: Vec<u8> = (0..4096u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
+        assert!(
+            decode_chunk(&[], 1, 0)
+                .unwrap_err()
+                .contains("no complete entry")
+        );
+        let noise: Vec<u8> = (0..4096u32)
+            .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+            .collect();
         let err = decode_chunk(&noise, 1, 0).unwrap_err();
         assert!(!err.is_empty());
     }

@@ -17,7 +17,9 @@ pub enum JobError {
     Input { input: String, reason: String },
     #[error("{0}")]
     Name(#[from] NameError),
-    #[error("dataset {dataset} already exists with other inputs ({existing}); pick a new dataset name")]
+    #[error(
+        "dataset {dataset} already exists with other inputs ({existing}); pick a new dataset name"
+    )]
     DatasetExists { dataset: String, existing: String },
     #[error("corrupt {what} {key}: {reason}")]
     Corrupt {

@@ -7,19 +7,24 @@
 //! is the commit point. Part names and contents depend only on the inputs, so a second run of
 //! the same job rewrites identical objects.
 
-use crate::binpack::{decode_chunk, input_key, ChunkScanner, DecodedChunk, ScanItem};
+use crate::binpack::{ChunkScanner, DecodedChunk, ScanItem, decode_chunk, input_key};
 use crate::datasets::{manifest_key, read_manifest};
 use crate::input::Input;
 use crate::parts::{batch_from_chunks, encode_parquet};
 use crate::records::now;
 use crate::{JobContext, JobError};
-use lakefish_schemas::positions::{dataset_prefix, part_file_name, BINPACK_NO_SCORE, SCHEMA_VERSION, SCORE_UNIT};
 use lakefish_schemas::dataset::MANIFEST_VERSION;
-use lakefish_schemas::{DatasetManifest, IngestBinpackSpec, InputReport, JobId, PartInfo, Progress, SkippedRange, Source};
+use lakefish_schemas::positions::{
+    BINPACK_NO_SCORE, SCHEMA_VERSION, SCORE_UNIT, dataset_prefix, part_file_name,
+};
+use lakefish_schemas::{
+    DatasetManifest, IngestBinpackSpec, InputReport, JobId, PartInfo, Progress, SkippedRange,
+    Source,
+};
 use rayon::prelude::*;
 use std::collections::HashSet;
-use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::sync::Mutex;
+use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 
 /// What the job returns (and the job record shows as `result`).
 #[derive(Debug, Clone, serde::Serialize)]
@@ -77,7 +82,11 @@ impl PartBuilder {
     fn push(&mut self, chunk: DecodedChunk) -> Result<(), JobError> {
         self.rows += chunk.rows() as u64;
         self.total_rows += chunk.rows() as u64;
-        self.null_scores += chunk.score.iter().filter(|&&s| s == BINPACK_NO_SCORE).count() as u64;
+        self.null_scores += chunk
+            .score
+            .iter()
+            .filter(|&&s| s == BINPACK_NO_SCORE)
+            .count() as u64;
         self.chunks.push(chunk);
         if self.rows >= self.target_rows {
             self.flush()?;
@@ -204,7 +213,11 @@ fn ingest_input(
     }
 }
 
-pub fn ingest_binpack(ctx: &JobContext, job_id: &JobId, spec: &IngestBinpackSpec) -> Result<IngestSummary, JobError> {
+pub fn ingest_binpack(
+    ctx: &JobContext,
+    job_id: &JobId,
+    spec: &IngestBinpackSpec,
+) -> Result<IngestSummary, JobError> {
     let prefix = dataset_prefix(Source::Binpack, &spec.dataset);
     if let Some(m) = ctx.block_on(read_manifest(&ctx.lake, Source::Binpack, &spec.dataset))? {
         if m.inputs.iter().map(|i| &i.input).eq(spec.inputs.iter()) {
@@ -216,7 +229,11 @@ pub fn ingest_binpack(ctx: &JobContext, job_id: &JobId, spec: &IngestBinpackSpec
             existing: existing.join(", "),
         });
     }
-    let inputs: Vec<Input> = spec.inputs.iter().map(|n| Input::open(ctx, n)).collect::<Result<_, _>>()?;
+    let inputs: Vec<Input> = spec
+        .inputs
+        .iter()
+        .map(|n| Input::open(ctx, n))
+        .collect::<Result<_, _>>()?;
     let total_bytes: u64 = inputs.iter().map(|i| i.len()).sum();
 
     let pool = rayon::ThreadPoolBuilder::new()
@@ -269,7 +286,11 @@ pub fn ingest_binpack(ctx: &JobContext, job_id: &JobId, spec: &IngestBinpackSpec
     let (reports, rows, null_scores) = driven?;
     if rows == 0 {
         let why = skipped_lines(&reports);
-        let why = if why.is_empty() { "the inputs hold no binpack chunks".to_string() } else { why.join("; ") };
+        let why = if why.is_empty() {
+            "the inputs hold no binpack chunks".to_string()
+        } else {
+            why.join("; ")
+        };
         return Err(JobError::NothingIngested(why));
     }
     let mut parts = shared.parts.into_inner().unwrap();
@@ -287,15 +308,27 @@ pub fn ingest_binpack(ctx: &JobContext, job_id: &JobId, spec: &IngestBinpackSpec
         inputs: reports,
         created: now(),
     };
-    let bytes = serde_json::to_vec_pretty(&manifest).map_err(|e| JobError::Internal(e.to_string()))?;
-    ctx.block_on(ctx.lake.put(&manifest_key(Source::Binpack, &spec.dataset), bytes))?;
+    let bytes =
+        serde_json::to_vec_pretty(&manifest).map_err(|e| JobError::Internal(e.to_string()))?;
+    ctx.block_on(
+        ctx.lake
+            .put(&manifest_key(Source::Binpack, &spec.dataset), bytes),
+    )?;
     // Parts an earlier, uncommitted attempt with other inputs may have left behind.
-    let keep: HashSet<String> = manifest.parts.iter().map(|p| format!("{prefix}/{}", p.name)).collect();
+    let keep: HashSet<String> = manifest
+        .parts
+        .iter()
+        .map(|p| format!("{prefix}/{}", p.name))
+        .collect();
     for meta in ctx.block_on(ctx.lake.list(&prefix))? {
         let key = meta.location.to_string();
         if key.ends_with(".parquet") && !keep.contains(&key) {
             ctx.block_on(ctx.lake.delete(&key))?;
         }
     }
-    Ok(IngestSummary::from_manifest(&manifest, Some(null_scores), false))
+    Ok(IngestSummary::from_manifest(
+        &manifest,
+        Some(null_scores),
+        false,
+    ))
 }

@@ -8,8 +8,18 @@ use std::os::unix::fs::FileExt;
 pub const LAKE_PREFIX: &str = "lake:";
 
 pub enum Input {
-    Local { name: String, file: File, len: u64 },
-    Lake { name: String, key: String, lake: Lake, rt: tokio::runtime::Handle, len: u64 },
+    Local {
+        name: String,
+        file: File,
+        len: u64,
+    },
+    Lake {
+        name: String,
+        key: String,
+        lake: Lake,
+        rt: tokio::runtime::Handle,
+        len: u64,
+    },
 }
 
 impl Input {

@@ -162,8 +162,12 @@ mod tests {
 
     async fn conformance(lake: &Lake) {
         assert_eq!(lake.get("a/b.json").await.unwrap(), None);
-        lake.put("a/b.json", Bytes::from_static(b"hello")).await.unwrap();
-        lake.put("a/c/d.json", Bytes::from_static(b"x")).await.unwrap();
+        lake.put("a/b.json", Bytes::from_static(b"hello"))
+            .await
+            .unwrap();
+        lake.put("a/c/d.json", Bytes::from_static(b"x"))
+            .await
+            .unwrap();
         assert_eq!(lake.get("a/b.json").await.unwrap().unwrap(), "hello");
         assert_eq!(lake.size("a/b.json").await.unwrap(), Some(5));
         assert_eq!(lake.get_range("a/b.json", 1..3).await.unwrap(), "el");
@@ -191,9 +195,13 @@ mod tests {
 
     #[test]
     fn bad_specs_are_named() {
-        let e = Lake::open("gs://x", &HashMap::new()).unwrap_err().to_string();
+        let e = Lake::open("gs://x", &HashMap::new())
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("unsupported scheme"), "{e}");
-        let e = Lake::open("s3://", &HashMap::new()).unwrap_err().to_string();
+        let e = Lake::open("s3://", &HashMap::new())
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("no bucket"), "{e}");
     }
 }

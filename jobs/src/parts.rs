@@ -1,8 +1,10 @@
 //! Encoding `positions` rows into Parquet parts (zstd, one file = one object).
 
-use crate::binpack::DecodedChunk;
 use crate::JobError;
-use arrow_array::{ArrayRef, Int16Array, Int8Array, RecordBatch, StringArray, UInt16Array, UInt64Array};
+use crate::binpack::DecodedChunk;
+use arrow_array::{
+    ArrayRef, Int8Array, Int16Array, RecordBatch, StringArray, UInt16Array, UInt64Array,
+};
 use arrow_buffer::OffsetBuffer;
 use lakefish_schemas::positions::{self, BINPACK_NO_SCORE, COL_FEN, COL_MOVE};
 use parquet::arrow::ArrowWriter;
@@ -33,7 +35,10 @@ pub fn writer_properties() -> WriterProperties {
         .build()
 }
 
-fn strings(chunks: &[DecodedChunk], pick: impl Fn(&DecodedChunk) -> (&[u8], &[u32])) -> StringArray {
+fn strings(
+    chunks: &[DecodedChunk],
+    pick: impl Fn(&DecodedChunk) -> (&[u8], &[u32]),
+) -> StringArray {
     let total_bytes: usize = chunks.iter().map(|c| pick(c).0.len()).sum();
     let total_rows: usize = chunks.iter().map(|c| c.rows()).sum();
     let mut values = Vec::with_capacity(total_bytes);
@@ -81,9 +86,9 @@ pub fn encode_parquet(batch: &RecordBatch, key: &str) -> Result<Vec<u8>, JobErro
         reason: e.to_string(),
     };
     let mut buf = Vec::with_capacity(batch.num_rows() * 16);
-    let mut w = ArrowWriter::try_new(&mut buf, batch.schema(), Some(writer_properties())).map_err(err)?;
+    let mut w =
+        ArrowWriter::try_new(&mut buf, batch.schema(), Some(writer_properties())).map_err(err)?;
     w.write(batch).map_err(err)?;
     w.close().map_err(err)?;
     Ok(buf)
 }
-

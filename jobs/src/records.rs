@@ -44,7 +44,8 @@ impl JobStore {
     }
 
     pub async fn put(&self, rec: &JobRecord) -> Result<(), JobError> {
-        let bytes = serde_json::to_vec_pretty(rec).map_err(|e| JobError::Internal(e.to_string()))?;
+        let bytes =
+            serde_json::to_vec_pretty(rec).map_err(|e| JobError::Internal(e.to_string()))?;
         self.lake.put(&Self::key(&rec.id), bytes).await
     }
 
@@ -63,7 +64,11 @@ impl JobStore {
     }
 
     /// Records, newest first, optionally only those in `state`.
-    pub async fn list(&self, state: Option<JobState>, limit: usize) -> Result<Vec<JobRecord>, JobError> {
+    pub async fn list(
+        &self,
+        state: Option<JobState>,
+        limit: usize,
+    ) -> Result<Vec<JobRecord>, JobError> {
         let mut metas = self.lake.list(JOBS_PREFIX).await?;
         metas.retain(|m| m.location.as_ref().ends_with(".json"));
         metas.reverse(); // UUIDv7 ids sort by creation time
@@ -73,7 +78,9 @@ impl JobStore {
                 let key = m.location.to_string();
                 async move {
                     let bytes = self.lake.get(&key).await?;
-                    Ok::<_, JobError>(bytes.and_then(|b| serde_json::from_slice::<JobRecord>(&b).ok()))
+                    Ok::<_, JobError>(
+                        bytes.and_then(|b| serde_json::from_slice::<JobRecord>(&b).ok()),
+                    )
                 }
             })
             .buffered(16);

@@ -1,9 +1,11 @@
 //! Runs a queued job and keeps its record: the one place that turns a [`QueuedJob`] into
 //! calls of the job functions. Workers (any queue backend) call [`run_queued_job`].
 
-use crate::records::{now, JobStore};
+use crate::records::{JobStore, now};
 use crate::{JobContext, JobError, Lake, ProgressSink};
-use lakefish_schemas::{JobId, JobRecord, JobSpec, JobState, Progress, QueuedJob, JOB_PAYLOAD_VERSION};
+use lakefish_schemas::{
+    JOB_PAYLOAD_VERSION, JobId, JobRecord, JobSpec, JobState, Progress, QueuedJob,
+};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -12,7 +14,11 @@ pub const PROGRESS_INTERVAL: Duration = Duration::from_millis(500);
 
 /// Runs a job spec in-process and returns its result as JSON. Blocking: call it from a
 /// thread of its own (`spawn_blocking`), never from an async task.
-pub fn run_spec(ctx: &JobContext, id: &JobId, spec: &JobSpec) -> Result<serde_json::Value, JobError> {
+pub fn run_spec(
+    ctx: &JobContext,
+    id: &JobId,
+    spec: &JobSpec,
+) -> Result<serde_json::Value, JobError> {
     match spec {
         JobSpec::IngestBinpack(s) => {
             let summary = crate::ingest_binpack::ingest_binpack(ctx, id, s)?;
@@ -35,7 +41,12 @@ impl ProgressSink for Latest {
 /// re-run writes the same objects.
 ///
 /// Returns `Err` when the job failed, after recording why, so the queue may retry it.
-pub async fn run_queued_job(lake: Lake, job: QueuedJob, worker: &str, threads: usize) -> Result<(), JobError> {
+pub async fn run_queued_job(
+    lake: Lake,
+    job: QueuedJob,
+    worker: &str,
+    threads: usize,
+) -> Result<(), JobError> {
     let store = JobStore::new(lake.clone());
     let mut rec: JobRecord = match store.get(&job.id).await? {
         Some(rec) => rec,
@@ -97,7 +108,11 @@ pub async fn run_queued_job(lake: Lake, job: QueuedJob, worker: &str, threads: u
     }
 }
 
-async fn finish(store: &JobStore, rec: &mut JobRecord, outcome: Result<(), String>) -> Result<(), JobError> {
+async fn finish(
+    store: &JobStore,
+    rec: &mut JobRecord,
+    outcome: Result<(), String>,
+) -> Result<(), JobError> {
     match outcome {
         Ok(()) => rec.state = JobState::Succeeded,
         Err(e) => {

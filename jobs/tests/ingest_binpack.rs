@@ -1,9 +1,11 @@
 //! Binpack ingest, in-process, against a local lake: real sample data when `../shared` is
 //! there, and generated binpacks always.
 
-use arrow_array::{Array, Int16Array, Int8Array, RecordBatch, StringArray, UInt16Array, UInt64Array};
+use arrow_array::{
+    Array, Int8Array, Int16Array, RecordBatch, StringArray, UInt16Array, UInt64Array,
+};
 use lakefish_jobs::binpack::synthetic_binpack;
-use lakefish_jobs::ingest_binpack::{ingest_binpack, IngestSummary};
+use lakefish_jobs::ingest_binpack::{IngestSummary, ingest_binpack};
 use lakefish_jobs::{JobContext, JobError, Lake};
 use lakefish_schemas::{DatasetName, IngestBinpackSpec, JobId};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
@@ -11,7 +13,9 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 fn shared(rel: &str) -> Option<PathBuf> {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/data").join(rel);
+    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../shared/data")
+        .join(rel);
     p.exists().then_some(p)
 }
 
@@ -35,7 +39,12 @@ impl Fixture {
         p.to_str().unwrap().to_string()
     }
 
-    fn ingest(&self, inputs: &[String], dataset: &str, rows_per_part: u64) -> Result<IngestSummary, JobError> {
+    fn ingest(
+        &self,
+        inputs: &[String],
+        dataset: &str,
+        rows_per_part: u64,
+    ) -> Result<IngestSummary, JobError> {
         let ctx = JobContext::new(self.lake.clone(), self.rt.handle().clone());
         let spec = IngestBinpackSpec {
             inputs: inputs.to_vec(),
@@ -46,7 +55,9 @@ impl Fixture {
     }
 
     fn dataset_dir(&self, dataset: &str) -> PathBuf {
-        self.dir.path().join(format!("lake/positions/source=binpack/dataset={dataset}"))
+        self.dir
+            .path()
+            .join(format!("lake/positions/source=binpack/dataset={dataset}"))
     }
 
     /// All files of the lake with their bytes.
@@ -76,11 +87,20 @@ impl Fixture {
         parts.sort();
         let mut rows = Vec::new();
         for p in parts {
-            let builder = ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(&p).unwrap()).unwrap();
-            let kv = builder.metadata().file_metadata().key_value_metadata().cloned().unwrap_or_default();
+            let builder =
+                ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(&p).unwrap()).unwrap();
+            let kv = builder
+                .metadata()
+                .file_metadata()
+                .key_value_metadata()
+                .cloned()
+                .unwrap_or_default();
             let get = |k: &str| kv.iter().find(|e| e.key == k).and_then(|e| e.value.clone());
             assert_eq!(get("lakefish.schema_version").as_deref(), Some("1"));
-            assert_eq!(get("lakefish.score_unit").as_deref(), Some("stockfish_internal"));
+            assert_eq!(
+                get("lakefish.score_unit").as_deref(),
+                Some("stockfish_internal")
+            );
             for batch in builder.build().unwrap() {
                 rows.extend(Row::all(&batch.unwrap()));
             }
@@ -150,7 +170,11 @@ fn assert_matches_reference(rows: &[Row], bytes: &[u8]) {
         assert_eq!(row.ply, e.ply, "row {i}");
         assert_eq!(row.result as i16, e.result, "row {i}");
         if *cont {
-            assert_eq!(row.game_id, rows[i - 1].game_id, "row {i} continues a chain");
+            assert_eq!(
+                row.game_id,
+                rows[i - 1].game_id,
+                "row {i} continues a chain"
+            );
         }
     }
 }
@@ -162,7 +186,9 @@ fn small_binpack_matches_the_sfbinpack_reader_row_by_row() {
         return;
     };
     let f = Fixture::new();
-    let s = f.ingest(&[path.to_str().unwrap().to_string()], "small", 200_000).unwrap();
+    let s = f
+        .ingest(&[path.to_str().unwrap().to_string()], "small", 200_000)
+        .unwrap();
     assert_eq!(s.rows, 434_921);
     assert_eq!(s.null_scores, Some(10_200));
     assert!(s.skipped.is_empty(), "{:?}", s.skipped);
@@ -188,9 +214,16 @@ fn generated_binpacks_round_trip_in_several_parts_and_reruns_change_nothing() {
     let before = f.snapshot();
     let again = f.ingest(&inputs, "gen", 1_000).unwrap();
     assert!(again.already_present);
-    assert_eq!(f.snapshot(), before, "a second run leaves the lake byte-identical");
+    assert_eq!(
+        f.snapshot(),
+        before,
+        "a second run leaves the lake byte-identical"
+    );
 
-    let err = f.ingest(&inputs[..1], "gen", 1_000).unwrap_err().to_string();
+    let err = f
+        .ingest(&inputs[..1], "gen", 1_000)
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("already exists"), "{err}");
     assert_eq!(f.snapshot(), before);
 }
@@ -211,11 +244,18 @@ fn truncated_file_keeps_the_whole_chunks_and_names_the_offset() {
     let f = Fixture::new();
     let (bytes, starts) = three_chunks();
     let cut = starts[2] + 100;
-    let s = f.ingest(&[f.file("t.binpack", &bytes[..cut])], "trunc", 1_000_000).unwrap();
+    let s = f
+        .ingest(&[f.file("t.binpack", &bytes[..cut])], "trunc", 1_000_000)
+        .unwrap();
     assert_eq!(s.rows as usize, reference(&bytes[..starts[2]]).len());
     assert_eq!(s.skipped.len(), 1, "{:?}", s.skipped);
     let why = &s.skipped[0];
-    assert!(why.contains("t.binpack") && why.contains(&format!("byte offset {}", starts[2])) && why.contains("truncated"), "{why}");
+    assert!(
+        why.contains("t.binpack")
+            && why.contains(&format!("byte offset {}", starts[2]))
+            && why.contains("truncated"),
+        "{why}"
+    );
 }
 
 #[test]
@@ -225,13 +265,22 @@ fn a_chunk_with_flipped_bytes_is_skipped_and_its_neighbours_kept() {
     for b in &mut bytes[starts[1] + 8..starts[1] + 8 + 24] {
         *b ^= 0xA5;
     }
-    let s = f.ingest(&[f.file("flip.binpack", &bytes)], "flip", 1_000_000).unwrap();
+    let s = f
+        .ingest(&[f.file("flip.binpack", &bytes)], "flip", 1_000_000)
+        .unwrap();
     let kept = reference(&bytes[..starts[1]]).len() + reference(&bytes[starts[2]..]).len();
     assert_eq!(s.rows as usize, kept);
     assert_eq!(s.skipped.len(), 1, "{:?}", s.skipped);
-    assert!(s.skipped[0].contains(&format!("chunk at byte offset {}", starts[1])), "{:?}", s.skipped);
+    assert!(
+        s.skipped[0].contains(&format!("chunk at byte offset {}", starts[1])),
+        "{:?}",
+        s.skipped
+    );
     let rows = f.read_rows("flip");
-    assert_matches_reference(&rows[..reference(&bytes[..starts[1]]).len()], &bytes[..starts[1]]);
+    assert_matches_reference(
+        &rows[..reference(&bytes[..starts[1]]).len()],
+        &bytes[..starts[1]],
+    );
 }
 
 #[test]
@@ -239,10 +288,19 @@ fn damaged_header_resynchronises_on_the_next_chunk() {
     let f = Fixture::new();
     let (mut bytes, starts) = three_chunks();
     bytes[starts[1]..starts[1] + 4].copy_from_slice(b"JUNK");
-    let s = f.ingest(&[f.file("h.binpack", &bytes)], "hdr", 1_000_000).unwrap();
+    let s = f
+        .ingest(&[f.file("h.binpack", &bytes)], "hdr", 1_000_000)
+        .unwrap();
     let kept = reference(&bytes[..starts[1]]).len() + reference(&bytes[starts[2]..]).len();
     assert_eq!(s.rows as usize, kept);
-    assert!(s.skipped[0].contains(&format!("no \"BINP\" chunk header at byte offset {}", starts[1])), "{:?}", s.skipped);
+    assert!(
+        s.skipped[0].contains(&format!(
+            "no \"BINP\" chunk header at byte offset {}",
+            starts[1]
+        )),
+        "{:?}",
+        s.skipped
+    );
 }
 
 #[test]
@@ -252,17 +310,41 @@ fn not_binpack_and_empty_files_fail_clearly_and_change_nothing() {
     f.ingest(&[good], "keep", 1_000_000).unwrap();
     let before = f.snapshot();
 
-    let text = f.file("notes.binpack", &b"[Event \"not a binpack\"]\n1. e4 e5\n".repeat(50));
-    let err = f.ingest(&[text], "bad1", 1_000_000).unwrap_err().to_string();
-    assert!(err.contains("notes.binpack") && err.contains("byte offset 0") && err.contains("not a binpack"), "{err}");
+    let text = f.file(
+        "notes.binpack",
+        &b"[Event \"not a binpack\"]\n1. e4 e5\n".repeat(50),
+    );
+    let err = f
+        .ingest(&[text], "bad1", 1_000_000)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("notes.binpack")
+            && err.contains("byte offset 0")
+            && err.contains("not a binpack"),
+        "{err}"
+    );
 
     let empty = f.file("empty.binpack", b"");
-    let err = f.ingest(&[empty], "bad2", 1_000_000).unwrap_err().to_string();
-    assert!(err.contains("empty.binpack") && err.contains("empty file"), "{err}");
+    let err = f
+        .ingest(&[empty], "bad2", 1_000_000)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("empty.binpack") && err.contains("empty file"),
+        "{err}"
+    );
 
-    let err = f.ingest(&["/nonexistent/x.binpack".to_string()], "bad3", 1_000_000).unwrap_err().to_string();
+    let err = f
+        .ingest(&["/nonexistent/x.binpack".to_string()], "bad3", 1_000_000)
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("/nonexistent/x.binpack"), "{err}");
 
-    assert_eq!(f.snapshot(), before, "failed ingests leave the lake as it was");
+    assert_eq!(
+        f.snapshot(),
+        before,
+        "failed ingests leave the lake as it was"
+    );
     assert!(!f.dataset_dir("bad1").exists());
 }

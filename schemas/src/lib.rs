@@ -11,7 +11,7 @@ pub mod positions;
 
 pub use dataset::{DatasetManifest, InputReport, PartInfo, SkippedRange};
 pub use job::{
-    IngestBinpackSpec, JobId, JobRecord, JobSpec, JobState, Progress, QueuedJob, SpecError,
-    JOB_PAYLOAD_VERSION,
+    IngestBinpackSpec, JOB_PAYLOAD_VERSION, JobId, JobRecord, JobSpec, JobState, Progress,
+    QueuedJob, SpecError,
 };
 pub use names::{DatasetName, NameError, Source};

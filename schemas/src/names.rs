@@ -124,7 +124,9 @@ mod tests {
     #[test]
     fn dataset_names() {
         assert!(DatasetName::new("small-2024.v1_a").is_ok());
-        for bad in ["", "a/b", "..", "a..b", ".hidden", "-x", "x y", "é", "a\\b", "a=b"] {
+        for bad in [
+            "", "a/b", "..", "a..b", ".hidden", "-x", "x y", "é", "a\\b", "a=b",
+        ] {
             assert!(DatasetName::new(bad).is_err(), "{bad:?} accepted");
         }
         assert!(DatasetName::new(&"a".repeat(65)).is_err());

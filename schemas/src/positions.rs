@@ -46,16 +46,17 @@ pub fn schema() -> Arc<Schema> {
         Field::new(COL_GAME_ID, DataType::UInt64, false)
             .with_metadata(doc("rows of one game share it and stay in order")),
     ];
-    Arc::new(Schema::new(fields).with_metadata(file_metadata()))
+    Arc::new(Schema::new(fields))
 }
 
-/// Key-value metadata every `positions` part carries.
-pub fn file_metadata() -> HashMap<String, String> {
-    HashMap::from([
+/// Key-value metadata every `positions` part carries, in a fixed order (parts must be
+/// byte-identical from run to run, so no hash-map iteration order may leak into them).
+pub fn file_metadata() -> Vec<(String, String)> {
+    vec![
         (META_TABLE.to_string(), "positions".to_string()),
         (META_SCHEMA_VERSION.to_string(), SCHEMA_VERSION.to_string()),
         (META_SCORE_UNIT.to_string(), SCORE_UNIT.to_string()),
-    ])
+    ]
 }
 
 fn doc(text: &str) -> HashMap<String, String> {

@@ -11,7 +11,7 @@ use axum::{Json, Router};
 use lakefish_jobs::datasets::list_datasets;
 use lakefish_jobs::records::JobStore;
 use lakefish_jobs::{JobError, Lake};
-use lakefish_schemas::{JobId, JobSpec, JobState, QueuedJob, JOB_PAYLOAD_VERSION};
+use lakefish_schemas::{JOB_PAYLOAD_VERSION, JobId, JobSpec, JobState, QueuedJob};
 use serde::Deserialize;
 use serde_json::json;
 
@@ -100,12 +100,17 @@ async fn submit_job(State(s): State<AppState>, body: Bytes) -> Result<Response, 
 }
 
 fn parse_id(id: &str) -> Result<JobId, ApiError> {
-    JobId::parse(id).ok_or_else(|| ApiError::NotFound(format!("job {id:?} not found (ids are UUIDs)")))
+    JobId::parse(id)
+        .ok_or_else(|| ApiError::NotFound(format!("job {id:?} not found (ids are UUIDs)")))
 }
 
 async fn get_job(State(s): State<AppState>, Path(id): Path<String>) -> Result<Response, ApiError> {
     let id = parse_id(&id)?;
-    let rec = s.jobs.get(&id).await?.ok_or_else(|| ApiError::NotFound(format!("job {id} not found")))?;
+    let rec = s
+        .jobs
+        .get(&id)
+        .await?
+        .ok_or_else(|| ApiError::NotFound(format!("job {id} not found")))?;
     Ok(Json(rec).into_response())
 }
 

@@ -10,9 +10,11 @@ impl Bar {
     pub fn new() -> Self {
         let bar = ProgressBar::new(0);
         bar.set_style(
-            ProgressStyle::with_template("{spinner} {msg:40!} [{bar:30}] {percent:>3}% {elapsed_precise} eta {eta}")
-                .expect("valid template")
-                .progress_chars("=> "),
+            ProgressStyle::with_template(
+                "{spinner} {msg:40!} [{bar:30}] {percent:>3}% {elapsed_precise} eta {eta}",
+            )
+            .expect("valid template")
+            .progress_chars("=> "),
         );
         Bar(bar)
     }
@@ -22,7 +24,11 @@ impl Bar {
             self.0.set_length(total);
         }
         self.0.set_position(p.done);
-        let msg = if p.rows > 0 { format!("{} ({} rows)", p.stage, p.rows) } else { p.stage.clone() };
+        let msg = if p.rows > 0 {
+            format!("{} ({} rows)", p.stage, p.rows)
+        } else {
+            p.stage.clone()
+        };
         self.0.set_message(msg);
     }
 

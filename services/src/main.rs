@@ -5,7 +5,7 @@ mod api;
 mod cli_progress;
 mod queue;
 
-use anyhow::{bail, Context};
+use anyhow::{Context, bail};
 use clap::{Parser, Subcommand};
 use lakefish_jobs::records::JobStore;
 use lakefish_jobs::{JobContext, Lake};
@@ -105,7 +105,11 @@ struct QueueArgs {
     #[arg(long, env = "LAKEFISH_REDIS")]
     redis: Option<String>,
     /// The SQLite queue file of the embedded default.
-    #[arg(long, env = "LAKEFISH_QUEUE_DB", default_value = "./lakefish-queue.sqlite")]
+    #[arg(
+        long,
+        env = "LAKEFISH_QUEUE_DB",
+        default_value = "./lakefish-queue.sqlite"
+    )]
     queue_db: String,
 }
 
@@ -166,13 +170,17 @@ enum BenchCommand {
 }
 
 fn cores() -> usize {
-    std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+    std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
 }
 
 fn init_logging(json: bool) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("LAKEFISH_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let b = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let b = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
     if json {
         b.json().init();
     } else {
@@ -210,17 +218,32 @@ fn binpack_spec(a: &BinpackArgs, absolute: bool) -> anyhow::Result<IngestBinpack
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     init_logging(cli.log_json);
-    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
     match cli.command {
-        Command::Serve { listen, queue, work, no_workers } => rt.block_on(serve(&cli.lake, &listen, queue, work, no_workers)),
+        Command::Serve {
+            listen,
+            queue,
+            work,
+            no_workers,
+        } => rt.block_on(serve(&cli.lake, &listen, queue, work, no_workers)),
         Command::Worker { redis, work, name } => rt.block_on(async {
             let lake = open_lake(&cli.lake)?;
             let q = Queue::redis(&redis).await?;
             let name = name.unwrap_or_else(default_worker_name);
             tracing::info!(lake = lake.describe(), queue = q.describe(), %name, "worker ready");
-            q.run_workers(lake, name, work.concurrency.max(1), work.threads.unwrap_or_else(cores)).await
+            q.run_workers(
+                lake,
+                name,
+                work.concurrency.max(1),
+                work.threads.unwrap_or_else(cores),
+            )
+            .await
         }),
-        Command::Ingest { what: IngestCommand::Binpack(a) } => {
+        Command::Ingest {
+            what: IngestCommand::Binpack(a),
+        } => {
             let lake = open_lake(&cli.lake)?;
             let spec = binpack_spec(&a, false)?;
             let bar = Arc::new(cli_progress::Bar::new());
@@ -242,19 +265,50 @@ fn main() -> anyhow::Result<()> {
             println!("{}", serde_json::to_string_pretty(&ds)?);
             Ok(())
         }),
-        Command::Bench { what: BenchCommand::IngestBinpack { file, threads, runs } } => {
+        Command::Bench {
+            what:
+                BenchCommand::IngestBinpack {
+                    file,
+                    threads,
+                    runs,
+                },
+        } => {
             let threads = threads.unwrap_or_else(cores);
             let r = lakefish_jobs::bench::bench_ingest_binpack(rt.handle(), &file, threads, runs)?;
             println!("file                         {}", r.file);
             println!("positions                    {}", r.positions);
-            println!("bare sfbinpack decode        {:>12.0} positions/s (1 core)", r.decode_positions_per_s);
-            println!("full ingest                  {:>12.0} positions/s ({} threads)", r.ingest_positions_per_s, r.threads);
-            println!("full ingest per core         {:>12.0} positions/s", r.ingest_positions_per_s_per_core);
-            println!("ratio per core               {:>12.3} (target >= 0.5)", r.ratio_per_core);
-            println!("  phase: decode to columns   {:>12.1} ns/position (1 core)", r.decode_to_columns_ns_per_position);
-            println!("  phase: parquet encode      {:>12.1} ns/position (1 core)", r.parquet_encode_ns_per_position);
-            println!("binpack bytes/position       {:>12.3}", r.binpack_bytes_per_position);
-            println!("parquet bytes/position       {:>12.3}", r.parquet_bytes_per_position);
+            println!(
+                "bare sfbinpack decode        {:>12.0} positions/s (1 core)",
+                r.decode_positions_per_s
+            );
+            println!(
+                "full ingest                  {:>12.0} positions/s ({} threads)",
+                r.ingest_positions_per_s, r.threads
+            );
+            println!(
+                "full ingest per core         {:>12.0} positions/s",
+                r.ingest_positions_per_s_per_core
+            );
+            println!(
+                "ratio per core               {:>12.3} (target >= 0.5)",
+                r.ratio_per_core
+            );
+            println!(
+                "  phase: decode to columns   {:>12.1} ns/position (1 core)",
+                r.decode_to_columns_ns_per_position
+            );
+            println!(
+                "  phase: parquet encode      {:>12.1} ns/position (1 core)",
+                r.parquet_encode_ns_per_position
+            );
+            println!(
+                "binpack bytes/position       {:>12.3}",
+                r.binpack_bytes_per_position
+            );
+            println!(
+                "parquet bytes/position       {:>12.3}",
+                r.parquet_bytes_per_position
+            );
             println!("{}", serde_json::to_string(&r)?);
             Ok(())
         }
@@ -272,7 +326,13 @@ fn default_worker_name() -> String {
     format!("{}-{}", host.trim(), std::process::id())
 }
 
-async fn serve(lake: &str, listen: &str, q: QueueArgs, work: WorkArgs, no_workers: bool) -> anyhow::Result<()> {
+async fn serve(
+    lake: &str,
+    listen: &str,
+    q: QueueArgs,
+    work: WorkArgs,
+    no_workers: bool,
+) -> anyhow::Result<()> {
     let lake = open_lake(lake)?;
     let queue = match &q.redis {
         Some(url) => Queue::redis(url).await?,
@@ -287,7 +347,11 @@ async fn serve(lake: &str, listen: &str, q: QueueArgs, work: WorkArgs, no_worker
         .await
         .with_context(|| format!("cannot listen on {listen}"))?;
     let addr = listener.local_addr()?;
-    tracing::info!(lake = lake.describe(), queue = queue.describe(), "serving on http://{addr}");
+    tracing::info!(
+        lake = lake.describe(),
+        queue = queue.describe(),
+        "serving on http://{addr}"
+    );
     // Machine-readable line for scripts and tests that pass port 0.
     println!("listening on http://{addr}");
     let server = axum::serve(listener, api::router(state)).with_graceful_shutdown(async {
@@ -298,7 +362,12 @@ async fn serve(lake: &str, listen: &str, q: QueueArgs, work: WorkArgs, no_worker
         return Ok(());
     }
     let name = default_worker_name();
-    let workers = queue.run_workers(lake, name, work.concurrency.max(1), work.threads.unwrap_or_else(cores));
+    let workers = queue.run_workers(
+        lake,
+        name,
+        work.concurrency.max(1),
+        work.threads.unwrap_or_else(cores),
+    );
     tokio::select! {
         r = server => r?,
         r = workers => r?,
@@ -307,14 +376,20 @@ async fn serve(lake: &str, listen: &str, q: QueueArgs, work: WorkArgs, no_worker
 }
 
 fn client() -> reqwest::Client {
-    reqwest::Client::builder().timeout(Duration::from_secs(30)).build().expect("http client")
+    reqwest::Client::builder()
+        .timeout(Duration::from_secs(30))
+        .build()
+        .expect("http client")
 }
 
 async fn check(resp: reqwest::Response) -> anyhow::Result<serde_json::Value> {
     let status = resp.status();
     let body: serde_json::Value = resp.json().await.unwrap_or(serde_json::Value::Null);
     if !status.is_success() {
-        let msg = body.get("error").and_then(|e| e.as_str()).unwrap_or("no message");
+        let msg = body
+            .get("error")
+            .and_then(|e| e.as_str())
+            .unwrap_or("no message");
         bail!("the API answered {status}: {msg}");
     }
     Ok(body)
@@ -322,10 +397,12 @@ async fn check(resp: reqwest::Response) -> anyhow::Result<serde_json::Value> {
 
 async fn submit(api: &str, wait: bool, what: SubmitCommand) -> anyhow::Result<()> {
     let body = match what {
-        SubmitCommand::Json { file } => std::fs::read(&file).with_context(|| format!("reading {file}"))?,
-        SubmitCommand::Ingest { what: IngestCommand::Binpack(a) } => {
-            serde_json::to_vec(&JobSpec::IngestBinpack(binpack_spec(&a, true)?))?
+        SubmitCommand::Json { file } => {
+            std::fs::read(&file).with_context(|| format!("reading {file}"))?
         }
+        SubmitCommand::Ingest {
+            what: IngestCommand::Binpack(a),
+        } => serde_json::to_vec(&JobSpec::IngestBinpack(binpack_spec(&a, true)?))?,
     };
     let resp = client()
         .post(format!("{api}/v1/jobs"))
@@ -342,7 +419,9 @@ async fn submit(api: &str, wait: bool, what: SubmitCommand) -> anyhow::Result<()
     }
     let bar = cli_progress::Bar::new();
     loop {
-        let rec: JobRecord = serde_json::from_value(check(client().get(format!("{api}/v1/jobs/{id}")).send().await?).await?)?;
+        let rec: JobRecord = serde_json::from_value(
+            check(client().get(format!("{api}/v1/jobs/{id}")).send().await?).await?,
+        )?;
         bar.show(&rec.progress);
         if rec.state.is_final() {
             bar.finish();
@@ -362,7 +441,14 @@ async fn show_jobs(api: &str, state: Option<String>, id: Option<String>) -> anyh
         (None, Some(s)) => format!("{api}/v1/jobs?state={s}"),
         (None, None) => format!("{api}/v1/jobs"),
     };
-    let body = check(client().get(url).send().await.with_context(|| format!("cannot reach the API at {api}"))?).await?;
+    let body = check(
+        client()
+            .get(url)
+            .send()
+            .await
+            .with_context(|| format!("cannot reach the API at {api}"))?,
+    )
+    .await?;
     println!("{}", serde_json::to_string_pretty(&body)?);
     Ok(())
 }

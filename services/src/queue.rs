@@ -57,7 +57,9 @@ impl Queue {
                 std::fs::create_dir_all(dir)?;
             }
         }
-        let opts = SqliteConnectOptions::new().filename(path).create_if_missing(true);
+        let opts = SqliteConnectOptions::new()
+            .filename(path)
+            .create_if_missing(true);
         let pool = SqlitePool::connect_with(opts)
             .await
             .map_err(|e| anyhow::anyhow!("cannot open the queue database {path}: {e}"))?;
@@ -100,7 +102,13 @@ impl Queue {
     }
 
     /// Runs `concurrency` jobs at a time until ctrl-c (or the process is killed).
-    pub async fn run_workers(&self, lake: Lake, name: String, concurrency: usize, threads: usize) -> anyhow::Result<()> {
+    pub async fn run_workers(
+        &self,
+        lake: Lake,
+        name: String,
+        concurrency: usize,
+        threads: usize,
+    ) -> anyhow::Result<()> {
         let state = Arc::new(WorkerState {
             lake,
             name: name.clone(),
@@ -154,8 +162,14 @@ struct WorkerState {
 /// anything else (bad input, a dataset that exists) would fail the same way again, so it is
 /// aborted. The Redis backend retries failed jobs up to 25 times whatever `max_attempts`
 /// says, so the attempt budget is also enforced here, from the job record.
-async fn handle(job: QueuedJob, state: Data<Arc<WorkerState>>, attempt: Attempt) -> Result<(), BoxDynError> {
-    let outcome = lakefish_jobs::runner::run_queued_job(state.lake.clone(), job, &state.name, state.threads).await;
+async fn handle(
+    job: QueuedJob,
+    state: Data<Arc<WorkerState>>,
+    attempt: Attempt,
+) -> Result<(), BoxDynError> {
+    let outcome =
+        lakefish_jobs::runner::run_queued_job(state.lake.clone(), job, &state.name, state.threads)
+            .await;
     match outcome {
         Ok(()) => Ok(()),
         Err(e) if e.is_transient() && attempt.current() < MAX_ATTEMPTS => Err(Box::new(e)),

@@ -1,7 +1,7 @@
 //! Helpers shared by the end-to-end tests: real servers on free loopback ports, the
 //! `lakefish` binary, and readers that check lake contents against the `sfbinpack` crate.
 
-use arrow_array::{Array, Int16Array, Int8Array, StringArray, UInt16Array, UInt64Array};
+use arrow_array::{Array, Int8Array, Int16Array, StringArray, UInt16Array, UInt64Array};
 use lakefish_jobs::Lake;
 use lakefish_schemas::JobRecord;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
@@ -12,14 +12,23 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 pub fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
 }
 
 /// The debug `lakefish` binary (`make test` builds it before running the tests).
 pub fn lakefish_bin() -> PathBuf {
-    let target = std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| workspace_root().join("target"));
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace_root().join("target"));
     let bin = target.join("debug/lakefish");
-    assert!(bin.exists(), "{} missing: run `cargo build --bin lakefish` (make test does)", bin.display());
+    assert!(
+        bin.exists(),
+        "{} missing: run `cargo build --bin lakefish` (make test does)",
+        bin.display()
+    );
     bin
 }
 
@@ -47,7 +56,11 @@ pub fn binpack_input(dir: &Path) -> PathBuf {
 }
 
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 fn wait_for_port(port: u16, what: &str) {
@@ -89,14 +102,30 @@ impl Redis {
         let dir = tempfile::tempdir().unwrap();
         let port = free_port();
         let child = Command::new("redis-server")
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+            .args([
+                "--port",
+                &port.to_string(),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+            ])
             .current_dir(dir.path())
             .stdout(Stdio::null())
             .spawn()
             .expect("redis-server not found: run `make setup`");
-        let proc = Proc { child, name: "redis-server".into() };
+        let proc = Proc {
+            child,
+            name: "redis-server".into(),
+        };
         wait_for_port(port, "redis-server");
-        Redis { url: format!("redis://127.0.0.1:{port}"), _proc: proc, _dir: dir }
+        Redis {
+            url: format!("redis://127.0.0.1:{port}"),
+            _proc: proc,
+            _dir: dir,
+        }
     }
 }
 
@@ -116,12 +145,19 @@ impl S3 {
             .stderr(Stdio::null())
             .spawn()
             .expect("moto_server");
-        let proc = Proc { child, name: "moto_server".into() };
+        let proc = Proc {
+            child,
+            name: "moto_server".into(),
+        };
         wait_for_port(port, "moto_server");
         let endpoint = format!("http://127.0.0.1:{port}");
         let status = reqwest::blocking_put(&format!("{endpoint}/{bucket}"));
         assert!(status < 300, "creating bucket {bucket}: HTTP {status}");
-        S3 { endpoint, bucket: bucket.into(), _proc: proc }
+        S3 {
+            endpoint,
+            bucket: bucket.into(),
+            _proc: proc,
+        }
     }
 
     /// The `AWS_*` variables a process needs to use this server.
@@ -139,7 +175,11 @@ impl S3 {
     }
 
     pub fn lake(&self, prefix: &str) -> Lake {
-        Lake::open(&format!("s3://{}/{prefix}", self.bucket), &self.env().into_iter().collect()).unwrap()
+        Lake::open(
+            &format!("s3://{}/{prefix}", self.bucket),
+            &self.env().into_iter().collect(),
+        )
+        .unwrap()
     }
 }
 
@@ -151,17 +191,27 @@ mod reqwest {
         let rest = url.strip_prefix("http://").unwrap();
         let (host, path) = rest.split_once('/').unwrap();
         let mut s = std::net::TcpStream::connect(host).unwrap();
-        write!(s, "PUT /{path} HTTP/1.1\r\nHost: {host}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n").unwrap();
+        write!(
+            s,
+            "PUT /{path} HTTP/1.1\r\nHost: {host}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+        )
+        .unwrap();
         let mut resp = String::new();
         s.read_to_string(&mut resp).unwrap();
-        resp.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0)
+        resp.split_whitespace()
+            .nth(1)
+            .and_then(|c| c.parse().ok())
+            .unwrap_or(0)
     }
 }
 
 /// Starts `lakefish` with `args`; for `serve`, waits for its "listening on" line.
 pub fn lakefish(args: &[&str], env: &[(String, String)], cwd: &Path) -> (Proc, Option<String>) {
     let mut cmd = Command::new(lakefish_bin());
-    cmd.args(args).current_dir(cwd).stdout(Stdio::piped()).stderr(Stdio::inherit());
+    cmd.args(args)
+        .current_dir(cwd)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit());
     for (k, v) in env {
         cmd.env(k, v);
     }
@@ -180,17 +230,32 @@ pub fn lakefish(args: &[&str], env: &[(String, String)], cwd: &Path) -> (Proc, O
         std::thread::spawn(move || for _ in lines {});
         assert!(api.is_some(), "lakefish serve did not start");
     }
-    (Proc { child, name: args.join(" ") }, api)
+    (
+        Proc {
+            child,
+            name: args.join(" "),
+        },
+        api,
+    )
 }
 
 pub async fn wait_for_job(api: &str, id: &str, timeout: Duration) -> JobRecord {
     let deadline = Instant::now() + timeout;
     loop {
-        let rec: JobRecord = ::reqwest::get(format!("{api}/v1/jobs/{id}")).await.unwrap().json().await.unwrap();
+        let rec: JobRecord = ::reqwest::get(format!("{api}/v1/jobs/{id}"))
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
         if rec.state.is_final() {
             return rec;
         }
-        assert!(Instant::now() < deadline, "job {id} still {:?} after {timeout:?}", rec.state);
+        assert!(
+            Instant::now() < deadline,
+            "job {id} still {:?} after {timeout:?}",
+            rec.state
+        );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
@@ -215,10 +280,21 @@ pub async fn read_dataset(lake: &Lake, dataset: &str) -> Vec<Row> {
             continue;
         }
         let bytes = lake.get(&key).await.unwrap().unwrap();
-        for batch in ParquetRecordBatchReaderBuilder::try_new(bytes).unwrap().build().unwrap() {
+        for batch in ParquetRecordBatchReaderBuilder::try_new(bytes)
+            .unwrap()
+            .build()
+            .unwrap()
+        {
             let b = batch.unwrap();
             let col = |n: &str| b.column_by_name(n).unwrap().clone();
-            let (fen, score, mv, res, ply, gid) = (col("fen"), col("score"), col("move"), col("result"), col("ply"), col("game_id"));
+            let (fen, score, mv, res, ply, gid) = (
+                col("fen"),
+                col("score"),
+                col("move"),
+                col("result"),
+                col("ply"),
+                col("game_id"),
+            );
             let fen = fen.as_any().downcast_ref::<StringArray>().unwrap();
             let score = score.as_any().downcast_ref::<Int16Array>().unwrap();
             let mv = mv.as_any().downcast_ref::<StringArray>().unwrap();
@@ -247,7 +323,9 @@ pub fn assert_rows_match_binpack(rows: &[Row], binpack: &Path) {
     let mut i = 0;
     while r.has_next() {
         let e = r.next();
-        let row = rows.get(i).unwrap_or_else(|| panic!("only {} rows, the file has more", rows.len()));
+        let row = rows
+            .get(i)
+            .unwrap_or_else(|| panic!("only {} rows, the file has more", rows.len()));
         assert_eq!(row.fen, e.pos.fen().unwrap(), "row {i}");
         assert_eq!(row.mv, e.mv.as_uci(), "row {i}");
         assert_eq!(row.score, (e.score != 32002).then_some(e.score), "row {i}");

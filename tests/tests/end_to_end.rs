@@ -13,7 +13,12 @@ fn ingest_body(input: &std::path::Path, dataset: &str) -> serde_json::Value {
 }
 
 async fn submit(api: &str, body: &serde_json::Value) -> String {
-    let resp = reqwest::Client::new().post(format!("{api}/v1/jobs")).json(body).send().await.unwrap();
+    let resp = reqwest::Client::new()
+        .post(format!("{api}/v1/jobs"))
+        .json(body)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(resp.status(), 202);
     let v: serde_json::Value = resp.json().await.unwrap();
     v["id"].as_str().unwrap().to_string()
@@ -23,10 +28,19 @@ async fn submit(api: &str, body: &serde_json::Value) -> String {
 async fn embedded_default_rest_queue_worker_lake() {
     let dir = tempfile::tempdir().unwrap();
     let input = binpack_input(dir.path());
-    let (_serve, api) = lakefish(&["--lake", "lake", "serve", "--listen", "127.0.0.1:0"], &[], dir.path());
+    let (_serve, api) = lakefish(
+        &["--lake", "lake", "serve", "--listen", "127.0.0.1:0"],
+        &[],
+        dir.path(),
+    );
     let api = api.unwrap();
 
-    let health: serde_json::Value = reqwest::get(format!("{api}/healthz")).await.unwrap().json().await.unwrap();
+    let health: serde_json::Value = reqwest::get(format!("{api}/healthz"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     assert_eq!(health["status"], "ok");
     assert!(health["queue"].as_str().unwrap().starts_with("sqlite:"));
 
@@ -40,48 +54,108 @@ async fn embedded_default_rest_queue_worker_lake() {
     assert_rows_match_binpack(&rows, &input);
     assert_eq!(rec.result.as_ref().unwrap()["rows"], rows.len());
 
-    let ds: serde_json::Value = reqwest::get(format!("{api}/v1/datasets")).await.unwrap().json().await.unwrap();
+    let ds: serde_json::Value = reqwest::get(format!("{api}/v1/datasets"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     let d = &ds["datasets"][0];
-    assert_eq!((d["name"].as_str(), d["source"].as_str()), (Some("embedded"), Some("binpack")));
+    assert_eq!(
+        (d["name"].as_str(), d["source"].as_str()),
+        (Some("embedded"), Some("binpack"))
+    );
     assert_eq!(d["rows"], rows.len());
     assert!(d["bytes"].as_u64().unwrap() > 0 && d["partitions"].as_u64().unwrap() >= 1);
 
-    let listed: serde_json::Value = reqwest::get(format!("{api}/v1/jobs?state=succeeded")).await.unwrap().json().await.unwrap();
+    let listed: serde_json::Value = reqwest::get(format!("{api}/v1/jobs?state=succeeded"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     assert_eq!(listed["jobs"][0]["id"], id);
-    let none: serde_json::Value = reqwest::get(format!("{api}/v1/jobs?state=failed")).await.unwrap().json().await.unwrap();
+    let none: serde_json::Value = reqwest::get(format!("{api}/v1/jobs?state=failed"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     assert_eq!(none["jobs"].as_array().unwrap().len(), 0);
 
     // A job whose input does not exist fails with the reason in its record.
-    let bad = submit(&api, &ingest_body(&dir.path().join("missing.binpack"), "nope")).await;
+    let bad = submit(
+        &api,
+        &ingest_body(&dir.path().join("missing.binpack"), "nope"),
+    )
+    .await;
     let rec = wait_for_job(&api, &bad, Duration::from_secs(60)).await;
     assert_eq!(rec.state, JobState::Failed);
-    assert!(rec.error.as_deref().unwrap().contains("missing.binpack"), "{rec:?}");
+    assert!(
+        rec.error.as_deref().unwrap().contains("missing.binpack"),
+        "{rec:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn malformed_requests_get_400_and_unknown_ids_404() {
     let dir = tempfile::tempdir().unwrap();
-    let (_serve, api) = lakefish(&["--lake", "lake", "serve", "--listen", "127.0.0.1:0", "--no-workers"], &[], dir.path());
+    let (_serve, api) = lakefish(
+        &[
+            "--lake",
+            "lake",
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--no-workers",
+        ],
+        &[],
+        dir.path(),
+    );
     let api = api.unwrap();
     let client = reqwest::Client::new();
     for (body, needle) in [
         ("{not json", "not valid JSON"),
         (r#"{"kind":"ingest_binpack"}"#, "spec"),
         (r#"{"kind":"launch_rockets","spec":{}}"#, "unknown job kind"),
-        (r#"{"kind":"ingest_binpack","spec":{"inputs":["a"],"dataset":"../../etc"}}"#, "dataset name"),
-        (r#"{"kind":"ingest_binpack","spec":{"inputs":[],"dataset":"x"}}"#, "inputs is empty"),
+        (
+            r#"{"kind":"ingest_binpack","spec":{"inputs":["a"],"dataset":"../../etc"}}"#,
+            "dataset name",
+        ),
+        (
+            r#"{"kind":"ingest_binpack","spec":{"inputs":[],"dataset":"x"}}"#,
+            "inputs is empty",
+        ),
     ] {
-        let resp = client.post(format!("{api}/v1/jobs")).body(body).send().await.unwrap();
+        let resp = client
+            .post(format!("{api}/v1/jobs"))
+            .body(body)
+            .send()
+            .await
+            .unwrap();
         assert_eq!(resp.status(), 400, "{body}");
         let v: serde_json::Value = resp.json().await.unwrap();
         assert!(v["error"].as_str().unwrap().contains(needle), "{body}: {v}");
     }
     let big = vec![b' '; 2 << 20];
-    let resp = client.post(format!("{api}/v1/jobs")).body(big).send().await.unwrap();
+    let resp = client
+        .post(format!("{api}/v1/jobs"))
+        .body(big)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(resp.status(), 413);
-    let resp = client.get(format!("{api}/v1/jobs?state=sleeping")).send().await.unwrap();
+    let resp = client
+        .get(format!("{api}/v1/jobs?state=sleeping"))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(resp.status(), 400);
-    for path in ["/v1/jobs/01a1fffc-350e-77ae-9ccc-edc08879c51e", "/v1/jobs/..%2F..%2Fetc", "/v1/nothing"] {
+    for path in [
+        "/v1/jobs/01a1fffc-350e-77ae-9ccc-edc08879c51e",
+        "/v1/jobs/..%2F..%2Fetc",
+        "/v1/nothing",
+    ] {
         let resp = client.get(format!("{api}{path}")).send().await.unwrap();
         assert_eq!(resp.status(), 404, "{path}");
     }
@@ -98,24 +172,57 @@ async fn redis_queue_separate_worker_and_s3_lake() {
     let lake_url = format!("s3://{}/lake", s3.bucket);
     let env = s3.env();
     let (_serve, api) = lakefish(
-        &["--lake", &lake_url, "serve", "--listen", "127.0.0.1:0", "--redis", &redis.url, "--no-workers"],
+        &[
+            "--lake",
+            &lake_url,
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--redis",
+            &redis.url,
+            "--no-workers",
+        ],
         &env,
         dir.path(),
     );
     let api = api.unwrap();
-    let (_worker, _) = lakefish(&["--lake", &lake_url, "worker", "--redis", &redis.url, "--name", "e2e-worker"], &env, dir.path());
+    let (_worker, _) = lakefish(
+        &[
+            "--lake",
+            &lake_url,
+            "worker",
+            "--redis",
+            &redis.url,
+            "--name",
+            "e2e-worker",
+        ],
+        &env,
+        dir.path(),
+    );
 
     let id = submit(&api, &ingest_body(&input, "s3set")).await;
     let rec = wait_for_job(&api, &id, Duration::from_secs(180)).await;
     assert_eq!(rec.state, JobState::Succeeded, "{rec:?}");
-    assert_eq!(rec.worker.as_deref(), Some("e2e-worker"), "the separate worker process ran it");
+    assert_eq!(
+        rec.worker.as_deref(),
+        Some("e2e-worker"),
+        "the separate worker process ran it"
+    );
 
     let lake = s3.lake("lake");
     let rows = read_dataset(&lake, "s3set").await;
     assert_rows_match_binpack(&rows, &input);
-    let manifest = lake.get("positions/source=binpack/dataset=s3set/_manifest.json").await.unwrap();
+    let manifest = lake
+        .get("positions/source=binpack/dataset=s3set/_manifest.json")
+        .await
+        .unwrap();
     assert!(manifest.is_some(), "the manifest commits the dataset");
-    let ds: serde_json::Value = reqwest::get(format!("{api}/v1/datasets")).await.unwrap().json().await.unwrap();
+    let ds: serde_json::Value = reqwest::get(format!("{api}/v1/datasets"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     assert_eq!(ds["datasets"][0]["rows"], rows.len());
 }
 
@@ -129,11 +236,25 @@ fn pyarrow_and_duckdb_read_the_partitioned_dataset() {
     let mut total = 0u64;
     for (file, name) in [(&a, "one"), (&b, "two")] {
         let out = std::process::Command::new(lakefish_bin())
-            .args(["--lake", "lake", "ingest", "binpack", file.to_str().unwrap(), "--dataset", name, "--rows-per-part", "2000"])
+            .args([
+                "--lake",
+                "lake",
+                "ingest",
+                "binpack",
+                file.to_str().unwrap(),
+                "--dataset",
+                name,
+                "--rows-per-part",
+                "2000",
+            ])
             .current_dir(dir.path())
             .output()
             .unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         let summary: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
         total += summary["rows"].as_u64().unwrap();
     }
@@ -152,15 +273,39 @@ print(json.dumps({"rows": t.num_rows, "types": types, "duckdb_rows": n, "duckdb_
         .args(["-c", script, dir.path().join("lake").to_str().unwrap()])
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["rows"], total);
     assert_eq!(v["duckdb_rows"], total);
     assert_eq!(v["duckdb_datasets"], 2);
     let t = &v["types"];
-    assert_eq!((t["fen"].as_str(), t["score"].as_str(), t["move"].as_str()), (Some("string"), Some("int16"), Some("string")));
-    assert_eq!((t["result"].as_str(), t["ply"].as_str(), t["game_id"].as_str()), (Some("int8"), Some("uint16"), Some("uint64")));
-    assert!(t["source"].is_string() && t["dataset"].is_string(), "hive partition columns: {t}");
+    assert_eq!(
+        (t["fen"].as_str(), t["score"].as_str(), t["move"].as_str()),
+        (Some("string"), Some("int16"), Some("string"))
+    );
+    assert_eq!(
+        (
+            t["result"].as_str(),
+            t["ply"].as_str(),
+            t["game_id"].as_str()
+        ),
+        (Some("int8"), Some("uint16"), Some("uint64"))
+    );
+    assert!(
+        t["source"].is_string() && t["dataset"].is_string(),
+        "hive partition columns: {t}"
+    );
     let d = &v["duckdb_types"];
-    assert_eq!((d["score"].as_str(), d["ply"].as_str(), d["game_id"].as_str()), (Some("SMALLINT"), Some("USMALLINT"), Some("UBIGINT")));
+    assert_eq!(
+        (
+            d["score"].as_str(),
+            d["ply"].as_str(),
+            d["game_id"].as_str()
+        ),
+        (Some("SMALLINT"), Some("USMALLINT"), Some("UBIGINT"))
+    );
 }

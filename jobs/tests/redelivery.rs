@@ -1,0 +1,144 @@
+//! A job delivered twice, or re-delivered after its worker died mid-way, leaves the lake
+//! exactly as one clean run does.
+
+use lakefish_jobs::Lake;
+use lakefish_jobs::binpack::synthetic_binpack;
+use lakefish_jobs::records::JobStore;
+use lakefish_jobs::runner::run_queued_job;
+use lakefish_schemas::{
+    DatasetName, IngestBinpackSpec, JOB_PAYLOAD_VERSION, JobId, JobSpec, JobState, QueuedJob,
+};
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+
+fn assert_same(a: &BTreeMap<String, Vec<u8>>, b: &BTreeMap<String, Vec<u8>>) {
+    assert_eq!(a.keys().collect::<Vec<_>>(), b.keys().collect::<Vec<_>>());
+    for (k, v) in a {
+        assert!(v == &b[k], "{k} differs");
+    }
+}
+
+fn files(root: &Path) -> BTreeMap<String, Vec<u8>> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+                continue;
+            }
+            let key = p.strip_prefix(root).unwrap().to_string_lossy().into_owned();
+            if key.starts_with("jobs/") {
+                continue;
+            }
+            let mut bytes = std::fs::read(&p).unwrap();
+            if key.ends_with("_manifest.json") {
+                // Only the commit time may differ between runs.
+                let mut v: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+                v["created"] = serde_json::Value::Null;
+                bytes = serde_json::to_vec(&v).unwrap();
+            }
+            out.insert(key, bytes);
+        }
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn redelivery_after_a_dead_worker_equals_one_clean_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in.binpack");
+    std::fs::write(
+        &input,
+        [synthetic_binpack(30, 1), synthetic_binpack(30, 2)].concat(),
+    )
+    .unwrap();
+    let job = QueuedJob {
+        version: JOB_PAYLOAD_VERSION,
+        id: JobId::new(),
+        spec: JobSpec::IngestBinpack(IngestBinpackSpec {
+            inputs: vec![input.to_str().unwrap().into()],
+            dataset: DatasetName::new("d").unwrap(),
+            rows_per_part: 500,
+        }),
+    };
+
+    // Reference: one clean run.
+    let clean_root = dir.path().join("clean");
+    let clean = Lake::open(clean_root.to_str().unwrap(), &HashMap::new()).unwrap();
+    run_queued_job(clean.clone(), job.clone(), "w1", 2)
+        .await
+        .unwrap();
+
+    // A worker died mid-job: its record says running, a part is half there (as a different,
+    // truncated object) and a part from some other attempt lingers; no manifest.
+    let crashed_root = dir.path().join("crashed");
+    let crashed = Lake::open(crashed_root.to_str().unwrap(), &HashMap::new()).unwrap();
+    let store = JobStore::new(crashed.clone());
+    let mut rec = JobStore::new_record(job.id.clone(), job.spec.clone());
+    rec.state = JobState::Running;
+    rec.attempts = 1;
+    store.put(&rec).await.unwrap();
+    let prefix = "positions/source=binpack/dataset=d";
+    let first_part = std::fs::read(clean_root.join(prefix).join("part-00000.parquet")).unwrap();
+    crashed
+        .put(
+            &format!("{prefix}/part-00000.parquet"),
+            first_part[..first_part.len() / 2].to_vec(),
+        )
+        .await
+        .unwrap();
+    crashed
+        .put(&format!("{prefix}/part-00099.parquet"), b"stale".to_vec())
+        .await
+        .unwrap();
+
+    run_queued_job(crashed.clone(), job.clone(), "w2", 2)
+        .await
+        .unwrap();
+    let rec = store.get(&job.id).await.unwrap().unwrap();
+    assert_eq!((rec.state, rec.attempts), (JobState::Succeeded, 2));
+    assert_same(&files(&crashed_root), &files(&clean_root));
+
+    // Delivered yet again after success: nothing runs, nothing changes.
+    let before = files(&crashed_root);
+    run_queued_job(crashed.clone(), job.clone(), "w3", 2)
+        .await
+        .unwrap();
+    assert_same(&files(&crashed_root), &before);
+    assert_eq!(store.get(&job.id).await.unwrap().unwrap().attempts, 2);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_failed_job_records_why_and_touches_no_data() {
+    let dir = tempfile::tempdir().unwrap();
+    let lake = Lake::open(dir.path().join("lake").to_str().unwrap(), &HashMap::new()).unwrap();
+    let garbage = dir.path().join("garbage.binpack");
+    std::fs::write(&garbage, vec![0xAB; 10_000]).unwrap();
+    let job = QueuedJob {
+        version: JOB_PAYLOAD_VERSION,
+        id: JobId::new(),
+        spec: JobSpec::IngestBinpack(IngestBinpackSpec {
+            inputs: vec![garbage.to_str().unwrap().into()],
+            dataset: DatasetName::new("g").unwrap(),
+            rows_per_part: 500,
+        }),
+    };
+    let err = run_queued_job(lake.clone(), job.clone(), "w", 1)
+        .await
+        .unwrap_err();
+    assert!(!err.is_transient(), "bad input is not retried: {err}");
+    let rec = JobStore::new(lake.clone())
+        .get(&job.id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(rec.state, JobState::Failed);
+    let why = rec.error.unwrap();
+    assert!(
+        why.contains("garbage.binpack") && why.contains("byte offset 0"),
+        "{why}"
+    );
+    assert!(lake.list("positions").await.unwrap().is_empty());
+}
