@@ -21,6 +21,8 @@ pub enum RulesError {
 /// Lenient where real data is sloppy but harmless (an en-passant square nobody can capture
 /// on, castling rights without the rook), strict on what makes a position impossible (kings,
 /// pawns on the back rank, the side not to move in check).
+// shakmaty hands the rejected position back inside its error; that is what makes it large.
+#[allow(clippy::result_large_err)]
 pub fn parse_position(fen: &str) -> Result<Chess, RulesError> {
     let parsed = Fen::from_ascii(fen.as_bytes()).map_err(|e| RulesError::Fen {
         fen: fen.to_string(),

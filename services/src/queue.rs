@@ -52,10 +52,10 @@ pub enum Queue {
 impl Queue {
     /// Opens (and creates, with its tables) a SQLite queue file.
     pub async fn sqlite(path: &str) -> anyhow::Result<Queue> {
-        if let Some(dir) = std::path::Path::new(path).parent() {
-            if !dir.as_os_str().is_empty() {
-                std::fs::create_dir_all(dir)?;
-            }
+        if let Some(dir) = std::path::Path::new(path).parent()
+            && !dir.as_os_str().is_empty()
+        {
+            std::fs::create_dir_all(dir)?;
         }
         let opts = SqliteConnectOptions::new()
             .filename(path)
