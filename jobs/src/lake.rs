@@ -91,6 +91,52 @@ impl Lake {
         Ok(())
     }
 
+    /// Writes a stream of bytes as one object (multipart above a few MiB), in constant memory.
+    /// The object appears only when the stream ended cleanly; on any error the upload is
+    /// aborted and nothing becomes visible. Returns the number of bytes written.
+    pub async fn put_stream<S, E>(&self, key: &str, mut stream: S) -> Result<u64, JobError>
+    where
+        S: futures::Stream<Item = Result<Bytes, E>> + Unpin,
+        E: std::fmt::Display,
+    {
+        use futures::StreamExt;
+        use tokio::io::AsyncWriteExt;
+        let mut w = object_store::buffered::BufWriter::new(self.store.clone(), Path::from(key));
+        let mut total = 0u64;
+        let mut failure = None;
+        while let Some(piece) = stream.next().await {
+            let outcome = match piece {
+                Ok(bytes) => {
+                    total += bytes.len() as u64;
+                    w.put(bytes)
+                        .await
+                        .map_err(|e| JobError::lake("put", key, e))
+                }
+                Err(e) => Err(JobError::Input {
+                    input: key.to_string(),
+                    reason: format!("upload interrupted after {total} bytes: {e}"),
+                }),
+            };
+            if let Err(e) = outcome {
+                failure = Some(e);
+                break;
+            }
+        }
+        if let Some(e) = failure {
+            let _ = w.abort().await;
+            return Err(e);
+        }
+        w.shutdown().await.map_err(|e| JobError::Lake {
+            op: "put",
+            key: key.to_string(),
+            source: object_store::Error::Generic {
+                store: "lake",
+                source: Box::new(e),
+            },
+        })?;
+        Ok(total)
+    }
+
     /// The whole object, or `None` when it does not exist.
     pub async fn get(&self, key: &str) -> Result<Option<Bytes>, JobError> {
         match self.store.get(&Path::from(key)).await {
@@ -180,6 +226,34 @@ mod tests {
             .collect();
         assert_eq!(keys, ["a/b.json", "a/c/d.json"]);
         assert_eq!(lake.list_dirs("a").await.unwrap(), ["a/c"]);
+        let pieces = (0..5).map(|i| Ok::<_, String>(Bytes::from(vec![i as u8; 3 << 20])));
+        let n = lake
+            .put_stream("big/obj", futures::stream::iter(pieces))
+            .await
+            .unwrap();
+        assert_eq!(n, 15 << 20);
+        assert_eq!(
+            lake.get_range("big/obj", (9 << 20)..(9 << 20) + 2)
+                .await
+                .unwrap(),
+            vec![3u8, 3]
+        );
+        let broken = futures::stream::iter([
+            Ok(Bytes::from(vec![1u8; 6 << 20])),
+            Err("client went away".to_string()),
+        ]);
+        let e = lake
+            .put_stream("big/broken", broken)
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("client went away"), "{e}");
+        assert_eq!(
+            lake.size("big/broken").await.unwrap(),
+            None,
+            "no partial object"
+        );
+        lake.delete("big/obj").await.unwrap();
         lake.delete("a/b.json").await.unwrap();
         lake.delete("a/b.json").await.unwrap();
         assert_eq!(lake.size("a/b.json").await.unwrap(), None);

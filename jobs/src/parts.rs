@@ -92,3 +92,51 @@ pub fn encode_parquet(batch: &RecordBatch, key: &str) -> Result<Vec<u8>, JobErro
     w.close().map_err(err)?;
     Ok(buf)
 }
+
+/// One `positions` row, as read back from a part.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PositionRow {
+    pub fen: String,
+    pub score: Option<i16>,
+    pub mv: String,
+    pub result: Option<i8>,
+    pub ply: u16,
+    pub game_id: u64,
+}
+
+/// Reads every row of one `positions` part (a whole Parquet file), checking its columns.
+pub fn read_positions(bytes: bytes::Bytes, key: &str) -> Result<Vec<PositionRow>, JobError> {
+    use arrow_array::Array;
+    let corrupt = |reason: String| JobError::Corrupt {
+        what: "positions part",
+        key: key.to_string(),
+        reason,
+    };
+    let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(bytes)
+        .and_then(|b| b.build())
+        .map_err(|e| corrupt(e.to_string()))?;
+    let mut rows = Vec::new();
+    for batch in reader {
+        let b = batch.map_err(|e| corrupt(e.to_string()))?;
+        fn col<'a, T: 'static>(b: &'a RecordBatch, name: &str) -> Result<&'a T, String> {
+            b.column_by_name(name)
+                .and_then(|c| c.as_any().downcast_ref::<T>())
+                .ok_or_else(|| format!("column {name} missing or of the wrong type"))
+        }
+        let fen = col::<StringArray>(&b, COL_FEN).map_err(corrupt)?;
+        let score = col::<Int16Array>(&b, positions::COL_SCORE).map_err(corrupt)?;
+        let mv = col::<StringArray>(&b, COL_MOVE).map_err(corrupt)?;
+        let result = col::<Int8Array>(&b, positions::COL_RESULT).map_err(corrupt)?;
+        let ply = col::<UInt16Array>(&b, positions::COL_PLY).map_err(corrupt)?;
+        let game = col::<UInt64Array>(&b, positions::COL_GAME_ID).map_err(corrupt)?;
+        rows.extend((0..b.num_rows()).map(|i| PositionRow {
+            fen: fen.value(i).to_string(),
+            score: score.is_valid(i).then(|| score.value(i)),
+            mv: mv.value(i).to_string(),
+            result: result.is_valid(i).then(|| result.value(i)),
+            ply: ply.value(i),
+            game_id: game.value(i),
+        }));
+    }
+    Ok(rows)
+}

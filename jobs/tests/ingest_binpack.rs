@@ -6,9 +6,9 @@ use arrow_array::{
 };
 use lakefish_jobs::binpack::synthetic_binpack;
 use lakefish_jobs::ingest_binpack::{IngestSummary, ingest_binpack};
+use lakefish_jobs::parts::{PositionRow, read_positions};
 use lakefish_jobs::{JobContext, JobError, Lake};
 use lakefish_schemas::{DatasetName, IngestBinpackSpec, JobId};
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
@@ -87,10 +87,13 @@ impl Fixture {
         parts.sort();
         let mut rows = Vec::new();
         for p in parts {
-            let builder =
-                ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(&p).unwrap()).unwrap();
-            let kv = builder
-                .metadata()
+            let bytes = bytes::Bytes::from(std::fs::read(&p).unwrap());
+            let meta = parquet::file::reader::FileReader::metadata(
+                &parquet::file::serialized_reader::SerializedFileReader::new(bytes.clone())
+                    .unwrap(),
+            )
+            .clone();
+            let kv = meta
                 .file_metadata()
                 .key_value_metadata()
                 .cloned()
@@ -101,51 +104,13 @@ impl Fixture {
                 get("lakefish.score_unit").as_deref(),
                 Some("stockfish_internal")
             );
-            for batch in builder.build().unwrap() {
-                rows.extend(Row::all(&batch.unwrap()));
-            }
+            rows.extend(read_positions(bytes, &p.display().to_string()).unwrap());
         }
         rows
     }
 }
 
-#[derive(Debug, PartialEq)]
-struct Row {
-    fen: String,
-    score: Option<i16>,
-    mv: String,
-    result: i8,
-    ply: u16,
-    game_id: u64,
-}
-
-impl Row {
-    fn all(b: &RecordBatch) -> Vec<Row> {
-        let col = |n: &str| b.column_by_name(n).unwrap().clone();
-        let fen = col("fen");
-        let fen = fen.as_any().downcast_ref::<StringArray>().unwrap();
-        let score = col("score");
-        let score = score.as_any().downcast_ref::<Int16Array>().unwrap();
-        let mv = col("move");
-        let mv = mv.as_any().downcast_ref::<StringArray>().unwrap();
-        let result = col("result");
-        let result = result.as_any().downcast_ref::<Int8Array>().unwrap();
-        let ply = col("ply");
-        let ply = ply.as_any().downcast_ref::<UInt16Array>().unwrap();
-        let gid = col("game_id");
-        let gid = gid.as_any().downcast_ref::<UInt64Array>().unwrap();
-        (0..b.num_rows())
-            .map(|i| Row {
-                fen: fen.value(i).to_string(),
-                score: score.is_valid(i).then(|| score.value(i)),
-                mv: mv.value(i).to_string(),
-                result: result.value(i),
-                ply: ply.value(i),
-                game_id: gid.value(i),
-            })
-            .collect()
-    }
-}
+type Row = PositionRow;
 
 /// The rows the `sfbinpack` crate's own reader yields, and whether each entry continues the
 /// previous one's move chain.
@@ -168,7 +133,7 @@ fn assert_matches_reference(rows: &[Row], bytes: &[u8]) {
         assert_eq!(row.mv, e.mv.as_uci(), "row {i}");
         assert_eq!(row.score, (e.score != 32002).then_some(e.score), "row {i}");
         assert_eq!(row.ply, e.ply, "row {i}");
-        assert_eq!(row.result as i16, e.result, "row {i}");
+        assert_eq!(row.result, Some(e.result as i8), "row {i}");
         if *cont {
             assert_eq!(
                 row.game_id,

@@ -14,4 +14,4 @@ pub use job::{
     IngestBinpackSpec, JOB_PAYLOAD_VERSION, JobId, JobRecord, JobSpec, JobState, Progress,
     QueuedJob, SpecError,
 };
-pub use names::{DatasetName, NameError, Source};
+pub use names::{DatasetName, NameError, Source, raw_key};

@@ -117,6 +117,12 @@ impl fmt::Display for Source {
     }
 }
 
+/// `raw/<source>/<file name>`: where uploaded inputs are kept as given.
+pub fn raw_key(source: Source, file_name: &str) -> Result<String, NameError> {
+    check_segment("file", file_name, 200)?;
+    Ok(format!("raw/{source}/{file_name}"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -132,5 +138,10 @@ mod tests {
         assert!(DatasetName::new(&"a".repeat(65)).is_err());
         let err = serde_json::from_str::<DatasetName>("\"../etc\"").unwrap_err();
         assert!(err.to_string().contains("may only contain"), "{err}");
+        assert_eq!(
+            raw_key(Source::Binpack, "a.binpack").unwrap(),
+            "raw/binpack/a.binpack"
+        );
+        assert!(raw_key(Source::Binpack, "../x").is_err());
     }
 }

@@ -6,12 +6,12 @@ use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{get, post, put};
 use axum::{Json, Router};
 use lakefish_jobs::datasets::list_datasets;
 use lakefish_jobs::records::JobStore;
 use lakefish_jobs::{JobError, Lake};
-use lakefish_schemas::{JOB_PAYLOAD_VERSION, JobId, JobSpec, JobState, QueuedJob};
+use lakefish_schemas::{JOB_PAYLOAD_VERSION, JobId, JobSpec, JobState, QueuedJob, Source, raw_key};
 use serde::Deserialize;
 use serde_json::json;
 
@@ -31,6 +31,7 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/jobs", post(submit_job).get(list_jobs))
         .route("/v1/jobs/{id}", get(get_job))
         .route("/v1/datasets", get(datasets))
+        .route("/v1/raw/{source}/{name}", put(upload_raw))
         .fallback(not_found)
         .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(state)
@@ -47,7 +48,7 @@ pub enum ApiError {
 impl From<JobError> for ApiError {
     fn from(e: JobError) -> Self {
         match e {
-            JobError::Name(_) => ApiError::BadRequest(e.to_string()),
+            JobError::Name(_) | JobError::Input { .. } => ApiError::BadRequest(e.to_string()),
             JobError::NotFound(_) => ApiError::NotFound(e.to_string()),
             JobError::Lake { .. } => ApiError::Unavailable(e.to_string()),
             _ => ApiError::Internal(e.to_string()),
@@ -141,4 +142,22 @@ async fn list_jobs(
 
 async fn datasets(State(s): State<AppState>) -> Result<Response, ApiError> {
     Ok(Json(json!({ "datasets": list_datasets(&s.lake).await? })).into_response())
+}
+
+/// Streams an input file into `raw/<source>/<name>` (constant memory, any size), so workers on
+/// other machines can read it as `lake:raw/<source>/<name>`.
+async fn upload_raw(
+    State(s): State<AppState>,
+    Path((source, name)): Path<(String, String)>,
+    body: axum::body::Body,
+) -> Result<Response, ApiError> {
+    let src = Source::parse(&source).ok_or_else(|| {
+        ApiError::BadRequest(format!(
+            "unknown source {source:?} (binpack, lichess, selfplay)"
+        ))
+    })?;
+    let key = raw_key(src, &name).map_err(|e| ApiError::BadRequest(e.to_string()))?;
+    let bytes = s.lake.put_stream(&key, body.into_data_stream()).await?;
+    let body = json!({ "key": key, "input": format!("{}{key}", lakefish_jobs::input::LAKE_PREFIX), "bytes": bytes });
+    Ok((StatusCode::CREATED, Json(body)).into_response())
 }

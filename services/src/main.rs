@@ -9,7 +9,9 @@ use anyhow::{Context, bail};
 use clap::{Parser, Subcommand};
 use lakefish_jobs::records::JobStore;
 use lakefish_jobs::{JobContext, Lake};
-use lakefish_schemas::{DatasetName, IngestBinpackSpec, JobId, JobRecord, JobSpec, JobState};
+use lakefish_schemas::{
+    DatasetName, IngestBinpackSpec, JobId, JobRecord, JobSpec, JobState, Source, raw_key,
+};
 use queue::Queue;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -68,6 +70,10 @@ enum Command {
         /// Wait for the job to finish, showing its progress; exit non-zero if it fails.
         #[arg(long)]
         wait: bool,
+        /// Upload local input files through the API into the lake's raw/ first, so workers on
+        /// any machine can read them.
+        #[arg(long)]
+        upload: bool,
         #[command(subcommand)]
         what: SubmitCommand,
     },
@@ -83,6 +89,14 @@ enum Command {
     },
     /// List the datasets committed to the lake.
     Datasets,
+    /// Copy local files into the lake as raw/<source>/<file name> (prints the lake: keys).
+    Upload {
+        #[arg(required = true)]
+        files: Vec<String>,
+        /// binpack, lichess or selfplay.
+        #[arg(long, default_value = "binpack")]
+        source: String,
+    },
     /// Measure a hot path against its reference, in the same run.
     Bench {
         #[command(subcommand)]
@@ -257,7 +271,23 @@ fn main() -> anyhow::Result<()> {
             println!("{}", serde_json::to_string_pretty(&out)?);
             Ok(())
         }
-        Command::Submit { api, wait, what } => rt.block_on(submit(&api, wait, what)),
+        Command::Submit {
+            api,
+            wait,
+            upload,
+            what,
+        } => rt.block_on(submit(&api, wait, upload, what)),
+        Command::Upload { files, source } => rt.block_on(async {
+            let lake = open_lake(&cli.lake)?;
+            let src =
+                Source::parse(&source).with_context(|| format!("unknown source {source:?}"))?;
+            for f in &files {
+                let key = raw_key(src, file_name(f)?)?;
+                let n = lake.put_stream(&key, file_stream(f).await?).await?;
+                println!("{}{key}\t{n} bytes", lakefish_jobs::input::LAKE_PREFIX);
+            }
+            Ok(())
+        }),
         Command::Jobs { api, state, id } => rt.block_on(show_jobs(&api, state, id)),
         Command::Datasets => rt.block_on(async {
             let lake = open_lake(&cli.lake)?;
@@ -395,14 +425,67 @@ async fn check(resp: reqwest::Response) -> anyhow::Result<serde_json::Value> {
     Ok(body)
 }
 
-async fn submit(api: &str, wait: bool, what: SubmitCommand) -> anyhow::Result<()> {
+fn file_name(path: &str) -> anyhow::Result<&str> {
+    std::path::Path::new(path)
+        .file_name()
+        .and_then(|n| n.to_str())
+        .with_context(|| format!("{path} has no file name"))
+}
+
+/// A local file as a stream of 1 MiB pieces.
+async fn file_stream(
+    path: &str,
+) -> anyhow::Result<
+    impl futures::Stream<Item = std::io::Result<bytes::Bytes>> + Unpin + Send + 'static,
+> {
+    use tokio::io::AsyncReadExt;
+    let file = tokio::fs::File::open(path)
+        .await
+        .with_context(|| format!("opening {path}"))?;
+    Ok(Box::pin(futures::stream::try_unfold(
+        file,
+        |mut f| async move {
+            let mut buf = vec![0u8; 1 << 20];
+            let n = f.read(&mut buf).await?;
+            buf.truncate(n);
+            Ok((n > 0).then(|| (bytes::Bytes::from(buf), f)))
+        },
+    )))
+}
+
+async fn upload_via_api(api: &str, source: Source, path: &str) -> anyhow::Result<String> {
+    let name = file_name(path)?;
+    raw_key(source, name)?;
+    let body = reqwest::Body::wrap_stream(file_stream(path).await?);
+    let resp = reqwest::Client::new()
+        .put(format!("{api}/v1/raw/{source}/{name}"))
+        .body(body)
+        .send()
+        .await
+        .with_context(|| format!("cannot reach the API at {api}"))?;
+    let v = check(resp).await?;
+    let input = v["input"].as_str().unwrap_or_default().to_string();
+    eprintln!("uploaded {path} as {input} ({} bytes)", v["bytes"]);
+    Ok(input)
+}
+
+async fn submit(api: &str, wait: bool, upload: bool, what: SubmitCommand) -> anyhow::Result<()> {
     let body = match what {
         SubmitCommand::Json { file } => {
             std::fs::read(&file).with_context(|| format!("reading {file}"))?
         }
         SubmitCommand::Ingest {
-            what: IngestCommand::Binpack(a),
-        } => serde_json::to_vec(&JobSpec::IngestBinpack(binpack_spec(&a, true)?))?,
+            what: IngestCommand::Binpack(mut a),
+        } => {
+            if upload {
+                for f in a.files.iter_mut() {
+                    if !f.starts_with(lakefish_jobs::input::LAKE_PREFIX) {
+                        *f = upload_via_api(api, Source::Binpack, f).await?;
+                    }
+                }
+            }
+            serde_json::to_vec(&JobSpec::IngestBinpack(binpack_spec(&a, true)?))?
+        }
     };
     let resp = client()
         .post(format!("{api}/v1/jobs"))
@@ -413,7 +496,7 @@ async fn submit(api: &str, wait: bool, what: SubmitCommand) -> anyhow::Result<()
         .with_context(|| format!("cannot reach the API at {api}"))?;
     let accepted = check(resp).await?;
     let id = accepted["id"].as_str().unwrap_or_default().to_string();
-    println!("queued job {id}");
+    eprintln!("queued job {id}");
     if !wait {
         return Ok(());
     }

@@ -1,10 +1,8 @@
 //! Helpers shared by the end-to-end tests: real servers on free loopback ports, the
 //! `lakefish` binary, and readers that check lake contents against the `sfbinpack` crate.
 
-use arrow_array::{Array, Int8Array, Int16Array, StringArray, UInt16Array, UInt64Array};
 use lakefish_jobs::Lake;
 use lakefish_schemas::JobRecord;
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use std::io::{BufRead, BufReader};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
@@ -260,15 +258,7 @@ pub async fn wait_for_job(api: &str, id: &str, timeout: Duration) -> JobRecord {
     }
 }
 
-#[derive(Debug, PartialEq)]
-pub struct Row {
-    pub fen: String,
-    pub score: Option<i16>,
-    pub mv: String,
-    pub result: i8,
-    pub ply: u16,
-    pub game_id: u64,
-}
+pub use lakefish_jobs::parts::PositionRow as Row;
 
 /// Every row of a binpack dataset, parts in name order, read through the lake.
 pub async fn read_dataset(lake: &Lake, dataset: &str) -> Vec<Row> {
@@ -276,41 +266,9 @@ pub async fn read_dataset(lake: &Lake, dataset: &str) -> Vec<Row> {
     let mut rows = Vec::new();
     for meta in lake.list(&prefix).await.unwrap() {
         let key = meta.location.to_string();
-        if !key.ends_with(".parquet") {
-            continue;
-        }
-        let bytes = lake.get(&key).await.unwrap().unwrap();
-        for batch in ParquetRecordBatchReaderBuilder::try_new(bytes)
-            .unwrap()
-            .build()
-            .unwrap()
-        {
-            let b = batch.unwrap();
-            let col = |n: &str| b.column_by_name(n).unwrap().clone();
-            let (fen, score, mv, res, ply, gid) = (
-                col("fen"),
-                col("score"),
-                col("move"),
-                col("result"),
-                col("ply"),
-                col("game_id"),
-            );
-            let fen = fen.as_any().downcast_ref::<StringArray>().unwrap();
-            let score = score.as_any().downcast_ref::<Int16Array>().unwrap();
-            let mv = mv.as_any().downcast_ref::<StringArray>().unwrap();
-            let res = res.as_any().downcast_ref::<Int8Array>().unwrap();
-            let ply = ply.as_any().downcast_ref::<UInt16Array>().unwrap();
-            let gid = gid.as_any().downcast_ref::<UInt64Array>().unwrap();
-            for i in 0..b.num_rows() {
-                rows.push(Row {
-                    fen: fen.value(i).into(),
-                    score: score.is_valid(i).then(|| score.value(i)),
-                    mv: mv.value(i).into(),
-                    result: res.value(i),
-                    ply: ply.value(i),
-                    game_id: gid.value(i),
-                });
-            }
+        if key.ends_with(".parquet") {
+            let bytes = lake.get(&key).await.unwrap().unwrap();
+            rows.extend(lakefish_jobs::parts::read_positions(bytes, &key).unwrap());
         }
     }
     rows
@@ -329,7 +287,11 @@ pub fn assert_rows_match_binpack(rows: &[Row], binpack: &Path) {
         assert_eq!(row.fen, e.pos.fen().unwrap(), "row {i}");
         assert_eq!(row.mv, e.mv.as_uci(), "row {i}");
         assert_eq!(row.score, (e.score != 32002).then_some(e.score), "row {i}");
-        assert_eq!((row.ply, row.result as i16), (e.ply, e.result), "row {i}");
+        assert_eq!(
+            (row.ply, row.result),
+            (e.ply, Some(e.result as i8)),
+            "row {i}"
+        );
         i += 1;
     }
     assert_eq!(rows.len(), i, "row count");

@@ -2,7 +2,7 @@
 //! redis-server, a real S3-compatible server (moto), the real sample binpack.
 
 use lakefish_jobs::Lake;
-use lakefish_schemas::JobState;
+use lakefish_schemas::{JobSpec, JobState};
 use lakefish_tests::*;
 use serde_json::json;
 use std::collections::HashMap;
@@ -82,6 +82,25 @@ async fn embedded_default_rest_queue_worker_lake() {
         .await
         .unwrap();
     assert_eq!(none["jobs"].as_array().unwrap().len(), 0);
+
+    // The file followed by a truncated copy of itself: the whole part is ingested, and the
+    // record's result names what was skipped, and where.
+    let whole = std::fs::read(&input).unwrap();
+    let cut = dir.path().join("cut.binpack");
+    std::fs::write(&cut, [&whole[..], &whole[..whole.len() - 1000]].concat()).unwrap();
+    let id = submit(&api, &ingest_body(&cut, "cut")).await;
+    let rec = wait_for_job(&api, &id, Duration::from_secs(120)).await;
+    assert_eq!(rec.state, JobState::Succeeded, "{rec:?}");
+    let skipped = rec.result.as_ref().unwrap()["skipped"]
+        .as_array()
+        .unwrap()
+        .clone();
+    assert!(!skipped.is_empty(), "{rec:?}");
+    let why = skipped.last().unwrap().as_str().unwrap();
+    assert!(
+        why.contains("cut.binpack") && why.contains("truncated chunk at byte offset"),
+        "{why}"
+    );
 
     // A job whose input does not exist fails with the reason in its record.
     let bad = submit(
@@ -224,6 +243,38 @@ async fn redis_queue_separate_worker_and_s3_lake() {
         .await
         .unwrap();
     assert_eq!(ds["datasets"][0]["rows"], rows.len());
+
+    // A client on another machine: upload through the API into raw/, the worker reads the
+    // input from the S3 lake by ranged GETs.
+    let out = std::process::Command::new(lakefish_bin())
+        .args([
+            "submit",
+            "--api",
+            &api,
+            "--upload",
+            "--wait",
+            "ingest",
+            "binpack",
+            input.to_str().unwrap(),
+            "--dataset",
+            "uploaded",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rec: lakefish_schemas::JobRecord = serde_json::from_slice(&out.stdout).unwrap();
+    let name = input.file_name().unwrap().to_str().unwrap();
+    let JobSpec::IngestBinpack(spec) = &rec.spec;
+    assert_eq!(spec.inputs, [format!("lake:raw/binpack/{name}")]);
+    assert_eq!(
+        lake.size(&format!("raw/binpack/{name}")).await.unwrap(),
+        Some(std::fs::metadata(&input).unwrap().len())
+    );
+    assert_rows_match_binpack(&read_dataset(&lake, "uploaded").await, &input);
 }
 
 #[test]
