@@ -1,9 +1,6 @@
 //! Binpack ingest, in-process, against a local lake: real sample data when `../shared` is
 //! there, and generated binpacks always.
 
-use arrow_array::{
-    Array, Int8Array, Int16Array, RecordBatch, StringArray, UInt16Array, UInt64Array,
-};
 use lakefish_jobs::binpack::synthetic_binpack;
 use lakefish_jobs::ingest_binpack::{IngestSummary, ingest_binpack};
 use lakefish_jobs::parts::{PositionRow, read_positions};
