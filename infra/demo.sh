@@ -23,7 +23,8 @@ echo "lakefish API at $API (lake: $RUN/lake, log: $RUN/serve.log)"
 
 "$BIN" submit --api "$API" --wait ingest binpack "$INPUT" --dataset demo >"$RUN/job.json"
 echo "job record: $RUN/job.json"
-echo "datasets:"; curl -s "$API/v1/datasets"; echo
+echo "datasets (GET $API/v1/datasets):"
+.venv/bin/python -c 'import json,sys,urllib.request; print(json.dumps(json.load(urllib.request.urlopen(sys.argv[1] + "/v1/datasets")), indent=2))' "$API"
 
 .venv/bin/python - "$RUN/lake" <<'PY'
 import sys, duckdb

@@ -9,16 +9,30 @@ cd "$(dirname "$0")/.."
 
 log() { printf '\033[1m[setup]\033[0m %s\n' "$*"; }
 
-if ! command -v redis-server >/dev/null 2>&1; then
-  log "installing redis-server (apt)"
-  if [ "$(id -u)" -eq 0 ]; then SUDO=""; else SUDO="sudo"; fi
+PY=${PYTHON:-python3}
+apt_missing=()
+command -v redis-server >/dev/null 2>&1 || apt_missing+=(redis-server)
+# Debian's python3 needs python3-venv for `python3 -m venv` (pip bootstrap).
+if [ ! -x .venv/bin/pip ] && ! "$PY" -c 'import ensurepip' >/dev/null 2>&1; then
+  apt_missing+=(python3-venv)
+fi
+if [ ${#apt_missing[@]} -gt 0 ]; then
+  log "installing ${apt_missing[*]} (apt)"
+  if [ "$(id -u)" -eq 0 ]; then
+    SUDO=""
+  elif command -v sudo >/dev/null 2>&1; then
+    SUDO="sudo"
+  else
+    echo "setup: need root (or sudo) to apt-get install ${apt_missing[*]}" >&2
+    exit 1
+  fi
   $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq redis-server >/dev/null
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${apt_missing[@]}" >/dev/null
 fi
 
-PY=${PYTHON:-python3}
-if [ ! -x .venv/bin/python ]; then
+if [ ! -x .venv/bin/pip ]; then
   log "creating the project venv in .venv"
+  rm -rf .venv
   "$PY" -m venv .venv
 fi
 

@@ -53,6 +53,7 @@ impl<'a> ChunkScanner<'a> {
         self.offset
     }
 
+    /// A header is plausible when it says "BINP" and its size fits in the file.
     fn plausible_header(&self, at: u64, header: &[u8]) -> Option<u32> {
         if &header[..4] != MAGIC {
             return None;
@@ -60,6 +61,21 @@ impl<'a> ChunkScanner<'a> {
         let size = u32::from_le_bytes(header[4..8].try_into().unwrap());
         (size > 0 && size <= MAX_CHUNK_BYTES && at + HEADER + size as u64 <= self.input.len())
             .then_some(size)
+    }
+
+    /// When the bytes after a chunk are neither the end of the file nor another "BINP", either
+    /// this chunk's size field or the next header is damaged. A plausible header inside the
+    /// payload means the size is wrong (it swallowed the next chunk): returns its offset.
+    fn swallowed_header(&self, at: u64, data: &[u8]) -> Result<Option<u64>, JobError> {
+        let end = at + HEADER + data.len() as u64;
+        if end + 4 > self.input.len() || self.input.read_at(end, 4)? == MAGIC {
+            return Ok(None);
+        }
+        let found = data.windows(8).enumerate().find_map(|(i, w)| {
+            let pos = at + HEADER + i as u64;
+            (w[0] == b'B' && self.plausible_header(pos, w).is_some()).then_some(pos)
+        });
+        Ok(found)
     }
 
     /// Finds the next plausible chunk header after `from`, or the end of the input.
@@ -112,6 +128,14 @@ impl<'a> ChunkScanner<'a> {
         let header = self.input.read_at(at, HEADER as usize)?;
         if let Some(size) = self.plausible_header(at, &header) {
             let data = self.input.read_at(at + HEADER, size as usize)?;
+            if let Some(next) = self.swallowed_header(at, &data)? {
+                return Ok(Some(self.skip_to(
+                    next,
+                    format!(
+                        "chunk header at byte offset {at} announces {size} bytes, but another chunk starts at byte offset {next} (damaged size field)"
+                    ),
+                )));
+            }
             self.offset = at + HEADER + size as u64;
             return Ok(Some(ScanItem::Chunk { offset: at, data }));
         }
@@ -300,14 +324,25 @@ fn decode_entries(data: &[u8], input_key: u64, chunk_offset: u64) -> Result<Deco
 
 /// Does `next` continue `prev`'s move chain? The decoder yields a chain's entries one after
 /// another, each the position after the previous move: the next ply, the result seen from the
-/// other side, the moved piece's square emptied. A new chain's stem matching all three by
-/// chance is not a practical concern, and this avoids replaying every move
+/// other side, the moved piece's square emptied and its destination taken by the mover. (A
+/// new chain starts where the game went on with another move than the stored one; that
+/// move lands elsewhere.) A stem matching all of this by chance is not a practical concern, and this avoids replaying every move
 /// (`TrainingDataEntry::is_continuation`), which cost a fifth of the decode time.
 fn continues_chain(prev: &TrainingDataEntry, next: &TrainingDataEntry) -> bool {
+    let mover = prev.pos.side_to_move();
+    let landed = match prev.mv.mtype() {
+        // Castling is stored king-takes-rook: the king lands beside its start square.
+        MoveType::Castle => true,
+        _ => {
+            let p = next.pos.piece_at(prev.mv.to());
+            p != Piece::none() && p.color() == mover
+        }
+    };
     prev.ply + 1 == next.ply
         && prev.result == -next.result
-        && prev.pos.side_to_move() != next.pos.side_to_move()
+        && next.pos.side_to_move() != mover
         && next.pos.piece_at(prev.mv.from()) == Piece::none()
+        && landed
 }
 
 /// The first entry of a chain comes straight from 32 stored bytes: check it is a legal
@@ -360,6 +395,15 @@ fn push_u32(mut n: u32, out: &mut Vec<u8>) {
 
 /// Appends the FEN of `pos`, byte for byte what `Position::fen` returns, without allocating.
 pub fn write_fen(pos: &Position, out: &mut Vec<u8>) {
+    // Built in a stack buffer and appended once: per-byte `Vec::push` was most of the cost.
+    let mut buf = [0u8; 128];
+    let mut n = 0usize;
+    macro_rules! put {
+        ($b:expr) => {{
+            buf[n] = $b;
+            n += 1;
+        }};
+    }
     // Fill a square table from the twelve piece bitboards: far cheaper than 64 piece lookups.
     let mut board = [0u8; 64];
     for (c, color) in [Color::White, Color::Black].into_iter().enumerate() {
@@ -378,25 +422,27 @@ pub fn write_fen(pos: &Position, out: &mut Vec<u8>) {
                 empty += 1;
             } else {
                 if empty > 0 {
-                    out.push(b'0' + empty);
+                    put!(b'0' + empty);
                     empty = 0;
                 }
-                out.push(ch);
+                put!(ch);
             }
         }
         if empty > 0 {
-            out.push(b'0' + empty);
+            put!(b'0' + empty);
         }
         if rank > 0 {
-            out.push(b'/');
+            put!(b'/');
         }
     }
     let white = pos.side_to_move() == Color::White;
-    out.extend_from_slice(if white { b" w " } else { b" b " });
+    put!(b' ');
+    put!(if white { b'w' } else { b'b' });
+    put!(b' ');
     let cr = pos.castling_rights();
     use sfbinpack::chess::castling_rights::CastlingRights as CR;
     if cr == CR::NONE {
-        out.push(b'-');
+        put!(b'-');
     } else {
         for (right, c) in [
             (CR::WHITE_KING_SIDE, b'K'),
@@ -405,18 +451,21 @@ pub fn write_fen(pos: &Position, out: &mut Vec<u8>) {
             (CR::BLACK_QUEEN_SIDE, b'q'),
         ] {
             if cr.contains(right) {
-                out.push(c);
+                put!(c);
             }
         }
     }
-    out.push(b' ');
+    put!(b' ');
     let ep = pos.ep_square();
     if ep == Square::NONE {
-        out.push(b'-');
+        put!(b'-');
     } else {
-        push_square(ep, out);
+        let i = ep.index() as u8;
+        put!(b'a' + (i & 7));
+        put!(b'1' + (i >> 3));
     }
-    out.push(b' ');
+    put!(b' ');
+    out.extend_from_slice(&buf[..n]);
     push_u32(pos.rule50_counter() as u32, out);
     out.push(b' ');
     let stm = if white { 0 } else { 1 };

@@ -27,14 +27,24 @@ pub enum JobError {
         key: String,
         reason: String,
     },
+    #[error(
+        "dataset {dataset} is being written by job {job}; if that job is gone for good, delete {claim} from the lake"
+    )]
+    DatasetBusy {
+        dataset: String,
+        job: String,
+        claim: String,
+    },
+    #[error("a bug stopped the job ({0}); please report it")]
+    Panic(String),
     #[error("nothing could be ingested: {0}")]
     NothingIngested(String),
     #[error("writing parquet part {key}: {reason}")]
     Parquet { key: String, reason: String },
     #[error("job {0} not found")]
     NotFound(String),
-    #[error("job payload version {0} is newer than this worker understands")]
-    PayloadVersion(u32),
+    #[error("unusable job payload: {0}")]
+    Payload(String),
     #[error("internal error: {0}")]
     Internal(String),
 }

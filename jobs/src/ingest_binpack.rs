@@ -23,7 +23,12 @@ use lakefish_schemas::{
 };
 use rayon::prelude::*;
 use std::collections::HashSet;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
+
+/// Names the job that may write a dataset until it commits (see `ingest_binpack`).
+pub const WRITER_FILE: &str = "_writer";
+/// A decode window holds at most this many bytes of chunk payload (or `2 × threads` chunks).
+const WINDOW_BYTES: usize = 64 << 20;
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 
 /// What the job returns (and the job record shows as `result`).
@@ -123,19 +128,21 @@ fn encode_parts(ctx: &JobContext, prefix: &str, rx: &Mutex<Receiver<PartJob>>, s
         };
         let name = part_file_name(job.index);
         let key = format!("{prefix}/{name}");
-        let batch = batch_from_chunks(&job.chunks);
-        drop(job.chunks);
-        let written = encode_parquet(&batch, &key).and_then(|bytes| {
+        // A panic here must not kill the encoder: the driver would block on a full queue.
+        let written = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let batch = batch_from_chunks(&job.chunks);
+            let bytes = encode_parquet(&batch, &key)?;
             let len = bytes.len() as u64;
             ctx.block_on(ctx.lake.put(&key, bytes))?;
-            Ok(len)
-        });
+            Ok::<_, JobError>((batch.num_rows() as u64, len))
+        }))
+        .unwrap_or_else(|_| Err(JobError::Panic(format!("encoding {key}"))));
         match written {
-            Ok(bytes) => shared.parts.lock().unwrap().push(PartInfo {
-                name,
-                rows: batch.num_rows() as u64,
-                bytes,
-            }),
+            Ok((rows, bytes)) => shared
+                .parts
+                .lock()
+                .unwrap()
+                .push(PartInfo { name, rows, bytes }),
             Err(e) => {
                 shared.failure.lock().unwrap().get_or_insert(e);
                 // Keep draining so the driver never blocks on a full queue.
@@ -170,19 +177,24 @@ fn ingest_input(
         return Ok(report);
     }
     let window_len = (ctx.threads * 2).max(2);
+    let mut window_bytes = 0usize;
     let mut scanner = ChunkScanner::new(input);
     let mut window: Vec<(u64, Vec<u8>)> = Vec::with_capacity(window_len);
     loop {
         let item = scanner.next().transpose()?;
         let at_end = item.is_none();
         match item {
-            Some(ScanItem::Chunk { offset, data }) => window.push((offset, data)),
+            Some(ScanItem::Chunk { offset, data }) => {
+                window_bytes += data.len();
+                window.push((offset, data));
+            }
             Some(ScanItem::Skipped(range)) => report.skipped.push(range),
             None => {}
         }
-        if window.len() < window_len && !at_end {
+        if window.len() < window_len && window_bytes < WINDOW_BYTES && !at_end {
             continue;
         }
+        window_bytes = 0;
         let decoded: Vec<Result<DecodedChunk, String>> = pool.install(|| {
             window
                 .par_iter()
@@ -208,6 +220,8 @@ fn ingest_input(
         }
         progress(scanner.offset(), part.total_rows);
         if at_end {
+            // Scan skips are found before decode skips of earlier chunks: report by offset.
+            report.skipped.sort_by_key(|s| s.offset);
             return Ok(report);
         }
     }
@@ -219,9 +233,63 @@ pub fn ingest_binpack(
     spec: &IngestBinpackSpec,
 ) -> Result<IngestSummary, JobError> {
     let prefix = dataset_prefix(Source::Binpack, &spec.dataset);
+    // One writer per dataset: the claim is created atomically and names the job, so only the
+    // same job (re-delivered) may write here until it commits or fails.
+    if let Some(done) = committed(ctx, spec)? {
+        return Ok(done);
+    }
+    let claim = format!("{prefix}/{WRITER_FILE}");
+    if !ctx.block_on(ctx.lake.put_if_absent(&claim, job_id.to_string()))? {
+        let holder = ctx.block_on(ctx.lake.get(&claim))?.unwrap_or_default();
+        let holder = String::from_utf8_lossy(&holder).to_string();
+        if holder != job_id.as_str() {
+            return Err(JobError::DatasetBusy {
+                dataset: spec.dataset.to_string(),
+                job: holder,
+                claim,
+            });
+        }
+    }
+    // Another job may have committed between the first look and the claim.
+    match committed(ctx, spec) {
+        Ok(None) => {}
+        done => {
+            ctx.block_on(ctx.lake.delete(&claim))?;
+            return done.map(|d| d.expect("matched Some"));
+        }
+    }
+    let outcome = write_dataset(ctx, job_id, spec, &prefix);
+    let is_committed = || {
+        ctx.block_on(read_manifest(&ctx.lake, Source::Binpack, &spec.dataset))
+            .map_or(true, |m| m.is_some())
+    };
+    match &outcome {
+        Err(e) if e.is_transient() => {} // the retry (same job) overwrites what is there
+        Err(_) if is_committed() => {}
+        Err(_) => {
+            // Nothing is committed and we hold the claim: every part here is ours.
+            for meta in ctx.block_on(ctx.lake.list(&prefix)).unwrap_or_default() {
+                let key = meta.location.to_string();
+                if key.ends_with(".parquet") {
+                    let _ = ctx.block_on(ctx.lake.delete(&key));
+                }
+            }
+            let _ = ctx.block_on(ctx.lake.delete(&claim));
+        }
+        Ok(_) => ctx.block_on(ctx.lake.delete(&claim))?,
+    }
+    outcome
+}
+
+/// The summary of an identical, already committed ingest; an error when the dataset was
+/// committed from other inputs (datasets are immutable).
+fn committed(
+    ctx: &JobContext,
+    spec: &IngestBinpackSpec,
+) -> Result<Option<IngestSummary>, JobError> {
     if let Some(m) = ctx.block_on(read_manifest(&ctx.lake, Source::Binpack, &spec.dataset))? {
         if m.inputs.iter().map(|i| &i.input).eq(spec.inputs.iter()) {
-            return Ok(IngestSummary::from_manifest(&m, None, true));
+            return Ok(Some(IngestSummary::from_manifest(&m, None, true)));
         }
         let existing: Vec<&str> = m.inputs.iter().map(|i| i.input.as_str()).collect();
         return Err(JobError::DatasetExists {
@@ -229,6 +297,15 @@ pub fn ingest_binpack(
             existing: existing.join(", "),
         });
     }
+    Ok(None)
+}
+
+fn write_dataset(
+    ctx: &JobContext,
+    job_id: &JobId,
+    spec: &IngestBinpackSpec,
+    prefix: &str,
+) -> Result<IngestSummary, JobError> {
     let inputs: Vec<Input> = spec
         .inputs
         .iter()
@@ -246,12 +323,16 @@ pub fn ingest_binpack(
         failure: Mutex::new(None),
     };
     let (part_tx, part_rx) = sync_channel::<PartJob>(1);
-    let part_rx = Mutex::new(part_rx);
+    // Only the encoders hold the receiver: if they all stopped, the driver's send fails.
+    let part_rx = Arc::new(Mutex::new(part_rx));
 
     let driven = std::thread::scope(|s| {
         for _ in 0..ctx.threads {
-            s.spawn(|| encode_parts(ctx, &prefix, &part_rx, &shared));
+            let rx = part_rx.clone();
+            let shared = &shared;
+            s.spawn(move || encode_parts(ctx, prefix, &rx, shared));
         }
+        drop(part_rx);
         let mut part = PartBuilder {
             target_rows: spec.rows_per_part,
             next_index: 0,
@@ -294,7 +375,7 @@ pub fn ingest_binpack(
         return Err(JobError::NothingIngested(why));
     }
     let mut parts = shared.parts.into_inner().unwrap();
-    parts.sort_by(|a, b| a.name.cmp(&b.name));
+    parts.sort_by(|a, b| (a.name.len(), &a.name).cmp(&(b.name.len(), &b.name)));
     let manifest = DatasetManifest {
         version: MANIFEST_VERSION,
         source: Source::Binpack,
@@ -320,7 +401,7 @@ pub fn ingest_binpack(
         .iter()
         .map(|p| format!("{prefix}/{}", p.name))
         .collect();
-    for meta in ctx.block_on(ctx.lake.list(&prefix))? {
+    for meta in ctx.block_on(ctx.lake.list(prefix))? {
         let key = meta.location.to_string();
         if key.ends_with(".parquet") && !keep.contains(&key) {
             ctx.block_on(ctx.lake.delete(&key))?;

@@ -40,11 +40,12 @@ impl Input {
                 len,
             });
         }
-        let file = File::open(name).map_err(|e| input_err(e.to_string()))?;
-        let meta = file.metadata().map_err(|e| input_err(e.to_string()))?;
+        // Look before opening: opening a FIFO would block the worker.
+        let meta = std::fs::metadata(name).map_err(|e| input_err(e.to_string()))?;
         if !meta.is_file() {
             return Err(input_err("not a regular file".into()));
         }
+        let file = File::open(name).map_err(|e| input_err(e.to_string()))?;
         Ok(Input::Local {
             name: name.to_string(),
             file,

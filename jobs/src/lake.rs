@@ -63,7 +63,10 @@ impl Lake {
         }
         std::fs::create_dir_all(spec).map_err(|e| err(e.to_string()))?;
         let dir = std::fs::canonicalize(spec).map_err(|e| err(e.to_string()))?;
-        let local = LocalFileSystem::new_with_prefix(&dir).map_err(|e| err(e.to_string()))?;
+        // Automatic cleanup removes directories emptied by deletes, as on a real object store.
+        let local = LocalFileSystem::new_with_prefix(&dir)
+            .map_err(|e| err(e.to_string()))?
+            .with_automatic_cleanup(true);
         Ok(Lake {
             store: Arc::new(local),
             description: dir.display().to_string(),
@@ -89,6 +92,22 @@ impl Lake {
             .await
             .map_err(|e| JobError::lake("put", key, e))?;
         Ok(())
+    }
+
+    /// Writes `key` only if it does not exist yet (atomically, also on S3). `Ok(false)` when
+    /// another writer got there first.
+    pub async fn put_if_absent(
+        &self,
+        key: &str,
+        bytes: impl Into<Bytes>,
+    ) -> Result<bool, JobError> {
+        let payload = PutPayload::from_bytes(bytes.into());
+        let opts = object_store::PutOptions::from(object_store::PutMode::Create);
+        match self.store.put_opts(&Path::from(key), payload, opts).await {
+            Ok(_) => Ok(true),
+            Err(object_store::Error::AlreadyExists { .. }) => Ok(false),
+            Err(e) => Err(JobError::lake("put", key, e)),
+        }
     }
 
     /// Writes a stream of bytes as one object (multipart above a few MiB), in constant memory.
@@ -254,6 +273,19 @@ mod tests {
             "no partial object"
         );
         lake.delete("big/obj").await.unwrap();
+        assert!(
+            lake.put_if_absent("lock", Bytes::from_static(b"1"))
+                .await
+                .unwrap()
+        );
+        assert!(
+            !lake
+                .put_if_absent("lock", Bytes::from_static(b"2"))
+                .await
+                .unwrap()
+        );
+        assert_eq!(lake.get("lock").await.unwrap().unwrap(), "1");
+        lake.delete("lock").await.unwrap();
         lake.delete("a/b.json").await.unwrap();
         lake.delete("a/b.json").await.unwrap();
         assert_eq!(lake.size("a/b.json").await.unwrap(), None);

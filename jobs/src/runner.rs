@@ -3,9 +3,7 @@
 
 use crate::records::{JobStore, now};
 use crate::{JobContext, JobError, Lake, ProgressSink};
-use lakefish_schemas::{
-    JOB_PAYLOAD_VERSION, JobId, JobRecord, JobSpec, JobState, Progress, QueuedJob,
-};
+use lakefish_schemas::{JobId, JobRecord, JobSpec, JobState, Progress, QueuedJob};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -40,23 +38,29 @@ impl ProgressSink for Latest {
 /// re-delivers jobs of dead workers): a job that already succeeded is not run again, and a
 /// re-run writes the same objects.
 ///
-/// Returns `Err` when the job failed, after recording why, so the queue may retry it.
+/// `may_retry` says whether the queue will deliver the job again after a transient failure;
+/// the record then goes back to `queued` (keeping the error) instead of `failed`.
+/// Returns `Err` when the job failed, after recording why.
 pub async fn run_queued_job(
     lake: Lake,
     job: QueuedJob,
     worker: &str,
     threads: usize,
+    may_retry: bool,
 ) -> Result<(), JobError> {
     let store = JobStore::new(lake.clone());
-    let mut rec: JobRecord = match store.get(&job.id).await? {
-        Some(rec) => rec,
-        None => JobStore::new_record(job.id.clone(), job.spec.clone()),
+    let existing = store.get(&job.id).await?;
+    let spec = match job.spec() {
+        Ok(spec) => spec,
+        Err(e) => {
+            let err = JobError::Payload(e.to_string());
+            if let Some(mut rec) = existing {
+                finish(&store, &mut rec, Err(err.to_string())).await?;
+            }
+            return Err(err);
+        }
     };
-    if job.version > JOB_PAYLOAD_VERSION {
-        let e = JobError::PayloadVersion(job.version);
-        finish(&store, &mut rec, Err(e.to_string())).await?;
-        return Err(e);
-    }
+    let mut rec = existing.unwrap_or_else(|| JobStore::new_record(job.id.clone(), spec.clone()));
     if rec.state == JobState::Succeeded {
         tracing::info!(job = %job.id, "already succeeded; re-delivery ignored");
         return Ok(());
@@ -73,16 +77,20 @@ pub async fn run_queued_job(
     let ctx = JobContext::new(lake, tokio::runtime::Handle::current())
         .with_progress(latest.clone())
         .with_threads(threads);
-    let (id, spec) = (job.id.clone(), job.spec.clone());
+    let id = job.id.clone();
     let mut work = tokio::task::spawn_blocking(move || run_spec(&ctx, &id, &spec));
     let outcome = loop {
         tokio::select! {
-            done = &mut work => break done.map_err(|e| JobError::Internal(format!("job thread: {e}"))).and_then(|r| r),
+            done = &mut work => break match done {
+                Ok(r) => r,
+                Err(e) if e.is_panic() => Err(JobError::Panic(format!("job thread panicked: {e}"))),
+                Err(e) => Err(JobError::Internal(format!("job thread: {e}"))),
+            },
             _ = tokio::time::sleep(PROGRESS_INTERVAL) => {
                 let newest = latest.0.lock().unwrap().take();
                 if let Some(p) = newest {
                     rec.progress = p;
-                    if let Err(e) = store.put(&rec).await {
+                    if let Err(e) = put_unless_done(&store, &rec).await {
                         tracing::warn!(job = %job.id, "progress not recorded: {e}");
                     }
                 }
@@ -100,12 +108,31 @@ pub async fn run_queued_job(
             tracing::info!(job = %job.id, "job succeeded");
             Ok(())
         }
+        Err(e) if e.is_transient() && may_retry => {
+            tracing::warn!(job = %job.id, "attempt {} failed, will retry: {e}", rec.attempts);
+            rec.state = JobState::Queued;
+            rec.error = Some(format!("attempt {} failed, will retry: {e}", rec.attempts));
+            put_unless_done(&store, &rec).await?;
+            Err(e)
+        }
         Err(e) => {
             tracing::warn!(job = %job.id, "job failed: {e}");
             finish(&store, &mut rec, Err(e.to_string())).await?;
             Err(e)
         }
     }
+}
+
+/// Writes the record unless another delivery of the same job already finished it
+/// successfully (a worker presumed dead may still be running).
+async fn put_unless_done(store: &JobStore, rec: &JobRecord) -> Result<(), JobError> {
+    if let Some(stored) = store.get(&rec.id).await?
+        && stored.state == JobState::Succeeded
+        && rec.state != JobState::Succeeded
+    {
+        return Ok(());
+    }
+    store.put(rec).await
 }
 
 async fn finish(
@@ -121,5 +148,5 @@ async fn finish(
         }
     }
     rec.finished = Some(now());
-    store.put(rec).await
+    put_unless_done(store, rec).await
 }

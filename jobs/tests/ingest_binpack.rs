@@ -266,6 +266,47 @@ fn damaged_header_resynchronises_on_the_next_chunk() {
 }
 
 #[test]
+fn a_damaged_size_field_costs_one_chunk_not_its_neighbours() {
+    let f = Fixture::new();
+    let (mut bytes, starts) = three_chunks();
+    // Chunk 2 claims 100 bytes more than it has: its payload would swallow chunk 3's header.
+    let claimed = (starts[2] - starts[1] - 8 + 100) as u32;
+    bytes[starts[1] + 4..starts[1] + 8].copy_from_slice(&claimed.to_le_bytes());
+    let s = f
+        .ingest(&[f.file("size.binpack", &bytes)], "size", 1_000_000)
+        .unwrap();
+    let kept = reference(&bytes[..starts[1]]).len() + reference(&bytes[starts[2]..]).len();
+    assert_eq!(s.rows as usize, kept, "{:?}", s.skipped);
+    assert_eq!(s.skipped.len(), 1, "{:?}", s.skipped);
+    assert!(
+        s.skipped[0].contains(&format!("byte offset {}", starts[1]))
+            && s.skipped[0].contains("damaged size field"),
+        "{:?}",
+        s.skipped
+    );
+}
+
+#[test]
+fn a_dataset_claimed_by_another_job_is_refused_untouched() {
+    let f = Fixture::new();
+    let prefix = "positions/source=binpack/dataset=busy";
+    let other = JobId::new();
+    f.rt.block_on(f.lake.put(&format!("{prefix}/_writer"), other.to_string()))
+        .unwrap();
+    let before = f.snapshot();
+    let input = f.file("a.binpack", &synthetic_binpack(5, 1));
+    let err = f
+        .ingest(&[input], "busy", 1_000_000)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("being written by job") && err.contains(other.as_str()),
+        "{err}"
+    );
+    assert_eq!(f.snapshot(), before);
+}
+
+#[test]
 fn not_binpack_and_empty_files_fail_clearly_and_change_nothing() {
     let f = Fixture::new();
     let good = f.file("good.binpack", &synthetic_binpack(5, 3));

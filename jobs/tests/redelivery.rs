@@ -5,9 +5,7 @@ use lakefish_jobs::Lake;
 use lakefish_jobs::binpack::synthetic_binpack;
 use lakefish_jobs::records::JobStore;
 use lakefish_jobs::runner::run_queued_job;
-use lakefish_schemas::{
-    DatasetName, IngestBinpackSpec, JOB_PAYLOAD_VERSION, JobId, JobSpec, JobState, QueuedJob,
-};
+use lakefish_schemas::{DatasetName, IngestBinpackSpec, JobId, JobSpec, JobState, QueuedJob};
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 
@@ -54,20 +52,19 @@ async fn redelivery_after_a_dead_worker_equals_one_clean_run() {
         [synthetic_binpack(30, 1), synthetic_binpack(30, 2)].concat(),
     )
     .unwrap();
-    let job = QueuedJob {
-        version: JOB_PAYLOAD_VERSION,
-        id: JobId::new(),
-        spec: JobSpec::IngestBinpack(IngestBinpackSpec {
+    let job = QueuedJob::new(
+        JobId::new(),
+        &JobSpec::IngestBinpack(IngestBinpackSpec {
             inputs: vec![input.to_str().unwrap().into()],
             dataset: DatasetName::new("d").unwrap(),
             rows_per_part: 500,
         }),
-    };
+    );
 
     // Reference: one clean run.
     let clean_root = dir.path().join("clean");
     let clean = Lake::open(clean_root.to_str().unwrap(), &HashMap::new()).unwrap();
-    run_queued_job(clean.clone(), job.clone(), "w1", 2)
+    run_queued_job(clean.clone(), job.clone(), "w1", 2, false)
         .await
         .unwrap();
 
@@ -76,7 +73,7 @@ async fn redelivery_after_a_dead_worker_equals_one_clean_run() {
     let crashed_root = dir.path().join("crashed");
     let crashed = Lake::open(crashed_root.to_str().unwrap(), &HashMap::new()).unwrap();
     let store = JobStore::new(crashed.clone());
-    let mut rec = JobStore::new_record(job.id.clone(), job.spec.clone());
+    let mut rec = JobStore::new_record(job.id.clone(), job.spec().unwrap());
     rec.state = JobState::Running;
     rec.attempts = 1;
     store.put(&rec).await.unwrap();
@@ -94,7 +91,7 @@ async fn redelivery_after_a_dead_worker_equals_one_clean_run() {
         .await
         .unwrap();
 
-    run_queued_job(crashed.clone(), job.clone(), "w2", 2)
+    run_queued_job(crashed.clone(), job.clone(), "w2", 2, false)
         .await
         .unwrap();
     let rec = store.get(&job.id).await.unwrap().unwrap();
@@ -103,7 +100,7 @@ async fn redelivery_after_a_dead_worker_equals_one_clean_run() {
 
     // Delivered yet again after success: nothing runs, nothing changes.
     let before = files(&crashed_root);
-    run_queued_job(crashed.clone(), job.clone(), "w3", 2)
+    run_queued_job(crashed.clone(), job.clone(), "w3", 2, false)
         .await
         .unwrap();
     assert_same(&files(&crashed_root), &before);
@@ -116,16 +113,15 @@ async fn a_failed_job_records_why_and_touches_no_data() {
     let lake = Lake::open(dir.path().join("lake").to_str().unwrap(), &HashMap::new()).unwrap();
     let garbage = dir.path().join("garbage.binpack");
     std::fs::write(&garbage, vec![0xAB; 10_000]).unwrap();
-    let job = QueuedJob {
-        version: JOB_PAYLOAD_VERSION,
-        id: JobId::new(),
-        spec: JobSpec::IngestBinpack(IngestBinpackSpec {
+    let job = QueuedJob::new(
+        JobId::new(),
+        &JobSpec::IngestBinpack(IngestBinpackSpec {
             inputs: vec![garbage.to_str().unwrap().into()],
             dataset: DatasetName::new("g").unwrap(),
             rows_per_part: 500,
         }),
-    };
-    let err = run_queued_job(lake.clone(), job.clone(), "w", 1)
+    );
+    let err = run_queued_job(lake.clone(), job.clone(), "w", 1, true)
         .await
         .unwrap_err();
     assert!(!err.is_transient(), "bad input is not retried: {err}");

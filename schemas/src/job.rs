@@ -83,6 +83,9 @@ pub struct IngestBinpackSpec {
     pub rows_per_part: u64,
 }
 
+/// Keeps a part's FEN column well inside Arrow's 2 GiB string offsets.
+pub const MAX_ROWS_PER_PART: u64 = 10_000_000;
+
 pub fn default_rows_per_part() -> u64 {
     1_000_000
 }
@@ -95,8 +98,10 @@ impl IngestBinpackSpec {
         if let Some(bad) = self.inputs.iter().find(|i| i.trim().is_empty()) {
             return Err(format!("input {bad:?} is empty"));
         }
-        if self.rows_per_part == 0 {
-            return Err("rows_per_part must be at least 1".into());
+        if !(1..=MAX_ROWS_PER_PART).contains(&self.rows_per_part) {
+            return Err(format!(
+                "rows_per_part must be between 1 and {MAX_ROWS_PER_PART}"
+            ));
         }
         Ok(())
     }
@@ -153,12 +158,33 @@ impl JobSpec {
     }
 }
 
-/// What travels through the queue.
+/// What travels through the queue. The spec stays raw JSON until the worker has checked the
+/// payload version, so a payload from a newer lakefish is refused with a reason instead of
+/// failing to decode inside the queue.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct QueuedJob {
     pub version: u32,
     pub id: JobId,
-    pub spec: JobSpec,
+    /// A serialized [`JobSpec`]: `{"kind": ..., "spec": {...}}`.
+    pub spec: serde_json::Value,
+}
+
+impl QueuedJob {
+    pub fn new(id: JobId, spec: &JobSpec) -> Self {
+        QueuedJob {
+            version: JOB_PAYLOAD_VERSION,
+            id,
+            spec: serde_json::to_value(spec).expect("specs serialize"),
+        }
+    }
+
+    /// The validated spec (checks the payload version first).
+    pub fn spec(&self) -> Result<JobSpec, SpecError> {
+        if self.version == 0 || self.version > JOB_PAYLOAD_VERSION {
+            return Err(SpecError::Version(self.version as u64));
+        }
+        JobSpec::from_request(self.spec.to_string().as_bytes())
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -264,6 +290,27 @@ mod tests {
         assert!(e.contains("inputs is empty"), "{e}");
         let e = err(r#"{"kind":"ingest_binpack","spec":{"inputs":["a"],"dataset":"x","bogus":1}}"#);
         assert!(e.contains("bogus"), "{e}");
+        let e = err(
+            r#"{"kind":"ingest_binpack","spec":{"inputs":["a"],"dataset":"x","rows_per_part":0}}"#,
+        );
+        assert!(e.contains("rows_per_part must be between"), "{e}");
+        let e = err(
+            r#"{"kind":"ingest_binpack","spec":{"inputs":["a"],"dataset":"x","rows_per_part":99999999}}"#,
+        );
+        assert!(e.contains("rows_per_part must be between"), "{e}");
+    }
+
+    #[test]
+    fn queued_payloads_from_the_future_are_refused_with_a_reason() {
+        let spec = JobSpec::from_request(
+            br#"{"kind":"ingest_binpack","spec":{"inputs":["a"],"dataset":"d"}}"#,
+        )
+        .unwrap();
+        let mut q = QueuedJob::new(JobId::new(), &spec);
+        assert_eq!(q.spec().unwrap(), spec);
+        q.version = 2;
+        q.spec = serde_json::json!({"kind": "train_the_net", "spec": {"new": true}});
+        assert!(q.spec().unwrap_err().to_string().contains("version 2"));
     }
 
     #[test]

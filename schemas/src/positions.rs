@@ -43,8 +43,9 @@ pub fn schema() -> Arc<Schema> {
             .with_metadata(doc("game result, side to move: -1 loss, 0 draw, 1 win")),
         Field::new(COL_PLY, DataType::UInt16, false)
             .with_metadata(doc("half-move number from the game start")),
-        Field::new(COL_GAME_ID, DataType::UInt64, false)
-            .with_metadata(doc("rows of one game share it and stay in order")),
+        Field::new(COL_GAME_ID, DataType::UInt64, false).with_metadata(doc(
+            "rows of one game (binpack: one move chain) share it and stay in order",
+        )),
     ];
     Arc::new(Schema::new(fields))
 }

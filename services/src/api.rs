@@ -11,7 +11,7 @@ use axum::{Json, Router};
 use lakefish_jobs::datasets::list_datasets;
 use lakefish_jobs::records::JobStore;
 use lakefish_jobs::{JobError, Lake};
-use lakefish_schemas::{JOB_PAYLOAD_VERSION, JobId, JobSpec, JobState, QueuedJob, Source, raw_key};
+use lakefish_schemas::{JobId, JobSpec, JobState, QueuedJob, Source, raw_key};
 use serde::Deserialize;
 use serde_json::json;
 
@@ -40,6 +40,7 @@ pub fn router(state: AppState) -> Router {
 #[derive(Debug)]
 pub enum ApiError {
     BadRequest(String),
+    TooLarge(String),
     NotFound(String),
     Unavailable(String),
     Internal(String),
@@ -60,6 +61,7 @@ impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let (status, message) = match self {
             ApiError::BadRequest(m) => (StatusCode::BAD_REQUEST, m),
+            ApiError::TooLarge(m) => (StatusCode::PAYLOAD_TOO_LARGE, m),
             ApiError::NotFound(m) => (StatusCode::NOT_FOUND, m),
             ApiError::Unavailable(m) => (StatusCode::SERVICE_UNAVAILABLE, m),
             ApiError::Internal(m) => (StatusCode::INTERNAL_SERVER_ERROR, m),
@@ -79,16 +81,21 @@ async fn not_found() -> ApiError {
     ApiError::NotFound("no such route (see the README for the /v1 API)".into())
 }
 
-async fn submit_job(State(s): State<AppState>, body: Bytes) -> Result<Response, ApiError> {
+async fn submit_job(
+    State(s): State<AppState>,
+    body: Result<Bytes, axum::extract::rejection::BytesRejection>,
+) -> Result<Response, ApiError> {
+    let body = body.map_err(|e| match e.status() {
+        StatusCode::PAYLOAD_TOO_LARGE => {
+            ApiError::TooLarge(format!("request body larger than {MAX_BODY_BYTES} bytes"))
+        }
+        _ => ApiError::BadRequest(e.body_text()),
+    })?;
     let spec = JobSpec::from_request(&body).map_err(|e| ApiError::BadRequest(e.to_string()))?;
     let id = JobId::new();
     let record = JobStore::new_record(id.clone(), spec.clone());
     s.jobs.put(&record).await?;
-    let job = QueuedJob {
-        version: JOB_PAYLOAD_VERSION,
-        id: id.clone(),
-        spec,
-    };
+    let job = QueuedJob::new(id.clone(), &spec);
     if let Err(e) = s.queue.push(job).await {
         let mut failed = record.clone();
         failed.state = JobState::Failed;

@@ -351,9 +351,17 @@ fn main() -> anyhow::Result<()> {
     }
 }
 
+/// `<host>-<pid>-<random>`: apalis refuses a worker name it still believes alive, and a
+/// restarted container can get the same pid.
 fn default_worker_name() -> String {
     let host = std::fs::read_to_string("/etc/hostname").unwrap_or_default();
-    format!("{}-{}", host.trim(), std::process::id())
+    let host = if host.trim().is_empty() {
+        "worker"
+    } else {
+        host.trim()
+    };
+    let suffix = &JobId::new().to_string()[24..];
+    format!("{host}-{}-{suffix}", std::process::id())
 }
 
 async fn serve(
@@ -363,6 +371,11 @@ async fn serve(
     work: WorkArgs,
     no_workers: bool,
 ) -> anyhow::Result<()> {
+    if no_workers && q.redis.is_none() {
+        bail!(
+            "--no-workers needs --redis: only a Redis queue can be served by separate `lakefish worker` processes"
+        );
+    }
     let lake = open_lake(lake)?;
     let queue = match &q.redis {
         Some(url) => Queue::redis(url).await?,

@@ -167,12 +167,18 @@ async fn handle(
     state: Data<Arc<WorkerState>>,
     attempt: Attempt,
 ) -> Result<(), BoxDynError> {
-    let outcome =
-        lakefish_jobs::runner::run_queued_job(state.lake.clone(), job, &state.name, state.threads)
-            .await;
+    let may_retry = attempt.current() < MAX_ATTEMPTS;
+    let outcome = lakefish_jobs::runner::run_queued_job(
+        state.lake.clone(),
+        job,
+        &state.name,
+        state.threads,
+        may_retry,
+    )
+    .await;
     match outcome {
         Ok(()) => Ok(()),
-        Err(e) if e.is_transient() && attempt.current() < MAX_ATTEMPTS => Err(Box::new(e)),
+        Err(e) if e.is_transient() && may_retry => Err(Box::new(e)),
         Err(e) => Err(AbortError::new(e).into()),
     }
 }

@@ -120,14 +120,7 @@ async fn embedded_default_rest_queue_worker_lake() {
 async fn malformed_requests_get_400_and_unknown_ids_404() {
     let dir = tempfile::tempdir().unwrap();
     let (_serve, api) = lakefish(
-        &[
-            "--lake",
-            "lake",
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--no-workers",
-        ],
+        &["--lake", "lake", "serve", "--listen", "127.0.0.1:0"],
         &[],
         dir.path(),
     );
@@ -164,6 +157,8 @@ async fn malformed_requests_get_400_and_unknown_ids_404() {
         .await
         .unwrap();
     assert_eq!(resp.status(), 413);
+    let v: serde_json::Value = resp.json().await.unwrap();
+    assert!(v["error"].as_str().unwrap().contains("larger than"), "{v}");
     let resp = client
         .get(format!("{api}/v1/jobs?state=sleeping"))
         .send()
@@ -178,6 +173,14 @@ async fn malformed_requests_get_400_and_unknown_ids_404() {
         let resp = client.get(format!("{api}{path}")).send().await.unwrap();
         assert_eq!(resp.status(), 404, "{path}");
     }
+    // --no-workers only makes sense with a shared (Redis) queue.
+    let out = std::process::Command::new(lakefish_bin())
+        .args(["--lake", "lake", "serve", "--no-workers"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--no-workers needs --redis"));
     // Nothing was written for the rejected requests.
     assert!(!dir.path().join("lake/jobs").exists());
 }
