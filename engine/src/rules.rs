@@ -86,3 +86,67 @@ mod tests {
         assert!(parse_position("4k3/8/8/8/8/8/8/4K3 w - e6 0 1").is_ok());
     }
 }
+
+/// What the quiet-position filters need to know about a position and its move.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MoveFacts {
+    /// The side to move is in check.
+    pub in_check: bool,
+    /// The move takes a piece (en passant included).
+    pub capture: bool,
+    pub promotion: bool,
+}
+
+/// Facts about `uci` played in `fen`; errors when either is unreadable or the move illegal.
+pub fn move_facts(fen: &str, uci: &str) -> Result<MoveFacts, RulesError> {
+    let pos = parse_position(fen)?;
+    let m: UciMove = uci.parse().map_err(|_| RulesError::Uci {
+        uci: uci.to_string(),
+    })?;
+    let m = m.to_move(&pos).map_err(|_| RulesError::IllegalMove {
+        fen: fen.to_string(),
+        uci: uci.to_string(),
+    })?;
+    Ok(MoveFacts {
+        in_check: shakmaty::Position::is_check(&pos),
+        capture: m.is_capture(),
+        promotion: m.is_promotion(),
+    })
+}
+
+#[cfg(test)]
+mod facts_tests {
+    use super::*;
+
+    #[test]
+    fn checks_captures_promotions_and_en_passant() {
+        // Quiet developing move.
+        let f = move_facts(
+            "rnbqkbnr/pppppppp/8/8/8/8/PPPPPPPP/RNBQKBNR w KQkq - 0 1",
+            "g1f3",
+        )
+        .unwrap();
+        assert_eq!(
+            f,
+            MoveFacts {
+                in_check: false,
+                capture: false,
+                promotion: false
+            }
+        );
+        // In check (Scholar's-mate style), king steps away.
+        let f = move_facts(
+            "rnb1kbnr/pppp1ppp/8/4p3/6Pq/5P2/PPPPP2P/RNBQKBNR w KQkq - 1 3",
+            "e1f2",
+        );
+        assert!(f.is_err(), "f2 is attacked: illegal");
+        let f = move_facts("4k3/8/8/8/8/8/3q4/4K3 w - - 0 1", "e1d2").unwrap();
+        assert!(f.in_check && f.capture && !f.promotion);
+        // En passant is a capture.
+        let f = move_facts("4k3/8/8/3pP3/8/8/8/4K3 w - d6 0 2", "e5d6").unwrap();
+        assert!(f.capture && !f.in_check);
+        // Promotion without capture.
+        let f = move_facts("4k3/P7/8/8/8/8/8/4K3 w - - 0 1", "a7a8q").unwrap();
+        assert!(f.promotion && !f.capture);
+    }
+}

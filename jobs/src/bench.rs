@@ -134,3 +134,94 @@ pub fn bench_ingest_binpack(
         parquet_bytes_per_position: parquet_bytes as f64 / positions as f64,
     })
 }
+
+#[derive(Debug, Clone, Serialize)]
+pub struct MaskBench {
+    pub file: String,
+    pub rows: u64,
+    pub threads: usize,
+    /// Reading every part's rows back (Parquet decode to Rust strings), all threads.
+    pub read_rows_per_s: f64,
+    /// The quiet mask job over the same parts (read, rules check, write), all threads.
+    pub mask_rows_per_s: f64,
+    pub ratio: f64,
+}
+
+/// Ingests `file` into a scratch lake (not timed), then times a bare read of its parts
+/// against the quiet mask job over them.
+pub fn bench_mask(
+    rt: &tokio::runtime::Handle,
+    file: &str,
+    threads: usize,
+    runs: usize,
+) -> Result<MaskBench, JobError> {
+    use lakefish_schemas::{MaskDefinition, MaskName, MaskSpec, Source};
+    use rayon::prelude::*;
+    let dir = std::env::temp_dir().join(format!("lakefish-bench-mask-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let lake = Lake::open(dir.to_str().unwrap(), &HashMap::new())?;
+    let ctx = JobContext::new(lake.clone(), rt.clone()).with_threads(threads);
+    let dataset = DatasetName::new("bench").expect("valid name");
+    let spec = IngestBinpackSpec {
+        inputs: vec![file.to_string()],
+        dataset: dataset.clone(),
+        rows_per_part: 100_000,
+    };
+    let result = (|| {
+        let ingested = ingest_binpack(&ctx, &JobId::new(), &spec)?;
+        let manifest = rt
+            .block_on(crate::datasets::read_manifest(
+                &lake,
+                Source::Binpack,
+                &dataset,
+            ))?
+            .ok_or_else(|| JobError::Internal("bench dataset vanished".into()))?;
+        let prefix = lakefish_schemas::positions::dataset_prefix(Source::Binpack, &dataset);
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .map_err(|e| JobError::Internal(e.to_string()))?;
+        let (mut read_best, mut mask_best) = (f64::MAX, f64::MAX);
+        for run in 0..runs.max(1) {
+            let start = Instant::now();
+            let n: usize = pool.install(|| {
+                manifest
+                    .parts
+                    .par_iter()
+                    .map(|p| {
+                        let key = format!("{prefix}/{}", p.name);
+                        let bytes = rt.block_on(lake.get(&key))?.unwrap_or_default();
+                        Ok(crate::parts::read_positions(bytes, &key)?.len())
+                    })
+                    .sum::<Result<usize, JobError>>()
+            })?;
+            std::hint::black_box(n);
+            read_best = read_best.min(start.elapsed().as_secs_f64());
+
+            let def = MaskDefinition {
+                name: MaskName::new(&format!("bench{run}")).expect("valid"),
+                min_ply: None,
+                max_abs_score: None,
+            };
+            let mspec = MaskSpec {
+                dataset: dataset.clone(),
+                source: Source::Binpack,
+                definition: def,
+            };
+            let start = Instant::now();
+            crate::masks::mask_dataset(&ctx, &JobId::new(), &mspec)?;
+            mask_best = mask_best.min(start.elapsed().as_secs_f64());
+        }
+        let rows = ingested.rows as f64;
+        Ok(MaskBench {
+            file: file.to_string(),
+            rows: ingested.rows,
+            threads,
+            read_rows_per_s: rows / read_best,
+            mask_rows_per_s: rows / mask_best,
+            ratio: read_best / mask_best,
+        })
+    })();
+    let _ = std::fs::remove_dir_all(&dir);
+    result
+}

@@ -39,11 +39,19 @@ pub struct DatasetSummary {
     pub job_id: String,
     /// Byte ranges of the inputs that could not be read.
     pub skipped_ranges: usize,
+    /// Committed mask definitions for this dataset.
+    pub masks: Vec<String>,
 }
 
 /// Every committed dataset, by source then name.
 pub async fn list_datasets(lake: &Lake) -> Result<Vec<DatasetSummary>, JobError> {
     let mut out = Vec::new();
+    let mask_names: Vec<String> = lake
+        .list_dirs("masks")
+        .await?
+        .iter()
+        .filter_map(|d| d.rsplit('/').next().map(str::to_string))
+        .collect();
     for source_dir in lake.list_dirs("positions").await? {
         let Some(source) = source_dir
             .rsplit('/')
@@ -63,6 +71,16 @@ pub async fn list_datasets(lake: &Lake) -> Result<Vec<DatasetSummary>, JobError>
                 continue;
             };
             if let Some(m) = read_manifest(lake, source, &name).await? {
+                let mut masks = Vec::new();
+                for mask in &mask_names {
+                    let key = format!(
+                        "masks/{mask}/source={source}/dataset={name}/{}",
+                        lakefish_schemas::mask::MASK_MANIFEST_FILE
+                    );
+                    if lake.size(&key).await?.is_some() {
+                        masks.push(mask.clone());
+                    }
+                }
                 out.push(DatasetSummary {
                     name,
                     source,
@@ -72,6 +90,7 @@ pub async fn list_datasets(lake: &Lake) -> Result<Vec<DatasetSummary>, JobError>
                     created: m.created,
                     job_id: m.job_id.to_string(),
                     skipped_ranges: m.inputs.iter().map(|i| i.skipped.len()).sum(),
+                    masks,
                 });
             }
         }

@@ -35,6 +35,10 @@ pub enum JobError {
         job: String,
         claim: String,
     },
+    #[error(
+        "mask {mask} already exists with another definition ({existing}); pick a new mask name"
+    )]
+    MaskExists { mask: String, existing: String },
     #[error("a bug stopped the job ({0}); please report it")]
     Panic(String),
     #[error("nothing could be ingested: {0}")]

@@ -14,6 +14,7 @@ pub mod error;
 pub mod ingest_binpack;
 pub mod input;
 pub mod lake;
+pub mod masks;
 pub mod parts;
 pub mod records;
 pub mod runner;

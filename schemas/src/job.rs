@@ -5,7 +5,7 @@
 //! The queue carries a [`QueuedJob`] (id + spec + payload version); the job's life is kept in a
 //! [`JobRecord`].
 
-use crate::DatasetName;
+use crate::{DatasetName, MaskSpec};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -68,6 +68,7 @@ impl fmt::Display for JobId {
 #[serde(tag = "kind", content = "spec", rename_all = "snake_case")]
 pub enum JobSpec {
     IngestBinpack(IngestBinpackSpec),
+    Mask(MaskSpec),
 }
 
 /// Ingest Stockfish `.binpack` files into `positions/source=binpack/dataset=<dataset>/`.
@@ -108,11 +109,12 @@ impl IngestBinpackSpec {
 }
 
 impl JobSpec {
-    pub const KINDS: &'static [&'static str] = &["ingest_binpack"];
+    pub const KINDS: &'static [&'static str] = &["ingest_binpack", "mask"];
 
     pub fn kind(&self) -> &'static str {
         match self {
             JobSpec::IngestBinpack(_) => "ingest_binpack",
+            JobSpec::Mask(_) => "mask",
         }
     }
 
@@ -152,6 +154,13 @@ impl JobSpec {
                     message,
                 })?;
                 Ok(JobSpec::IngestBinpack(s))
+            }
+            "mask" => {
+                let s: MaskSpec = serde_json::from_value(spec).map_err(|e| SpecError::Invalid {
+                    kind: "mask",
+                    message: e.to_string(),
+                })?;
+                Ok(JobSpec::Mask(s))
             }
             _ => Err(SpecError::UnknownKind(kind)),
         }
@@ -270,7 +279,9 @@ mod tests {
             br#"{"version":1,"kind":"ingest_binpack","spec":{"inputs":["a.binpack"],"dataset":"d1"}}"#,
         )
         .unwrap();
-        let JobSpec::IngestBinpack(s) = &spec;
+        let JobSpec::IngestBinpack(s) = &spec else {
+            panic!("{spec:?}")
+        };
         assert_eq!(s.rows_per_part, 1_000_000);
         let round: JobSpec = serde_json::from_str(&serde_json::to_string(&spec).unwrap()).unwrap();
         assert_eq!(round, spec);

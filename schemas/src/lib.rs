@@ -6,6 +6,7 @@
 
 pub mod dataset;
 pub mod job;
+pub mod mask;
 pub mod names;
 pub mod positions;
 
@@ -14,4 +15,5 @@ pub use job::{
     IngestBinpackSpec, JOB_PAYLOAD_VERSION, JobId, JobRecord, JobSpec, JobState, Progress,
     QueuedJob, SpecError,
 };
+pub use mask::{MaskDefinition, MaskManifest, MaskName, MaskSpec};
 pub use names::{DatasetName, NameError, Source, raw_key};

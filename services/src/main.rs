@@ -10,7 +10,8 @@ use clap::{Parser, Subcommand};
 use lakefish_jobs::records::JobStore;
 use lakefish_jobs::{JobContext, Lake};
 use lakefish_schemas::{
-    DatasetName, IngestBinpackSpec, JobId, JobRecord, JobSpec, JobState, Source, raw_key,
+    DatasetName, IngestBinpackSpec, JobId, JobRecord, JobSpec, JobState, MaskDefinition, MaskName,
+    MaskSpec, Source, raw_key,
 };
 use queue::Queue;
 use std::collections::HashMap;
@@ -61,6 +62,11 @@ enum Command {
     Ingest {
         #[command(subcommand)]
         what: IngestCommand,
+    },
+    /// Write a per-position mask beside a dataset, in-process, with a progress bar.
+    Mask {
+        #[command(subcommand)]
+        what: MaskCommand,
     },
     /// Send a job to a running `lakefish serve` instead of running it here.
     Submit {
@@ -152,6 +158,55 @@ enum SubmitCommand {
         #[command(subcommand)]
         what: IngestCommand,
     },
+    /// Queue a mask job.
+    Mask {
+        #[command(subcommand)]
+        what: MaskCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum MaskCommand {
+    /// Quiet positions: side to move not in check, move neither capture nor promotion,
+    /// score known; optionally a minimum ply and a maximum |score|.
+    Quiet(MaskArgs),
+}
+
+#[derive(clap::Args)]
+struct MaskArgs {
+    /// The dataset to mask.
+    #[arg(long)]
+    dataset: DatasetName,
+    /// Its source partition: binpack, lichess or selfplay.
+    #[arg(long, default_value = "binpack")]
+    source: String,
+    /// Name of this definition (default "quiet"; give another name for other limits).
+    #[arg(long, default_value = "quiet")]
+    name: MaskName,
+    /// Drop rows before this ply.
+    #[arg(long)]
+    min_ply: Option<u16>,
+    /// Drop rows whose |score| is larger.
+    #[arg(long)]
+    max_abs_score: Option<u16>,
+    /// CPU threads (default: all cores).
+    #[arg(long)]
+    threads: Option<usize>,
+}
+
+impl MaskArgs {
+    fn spec(&self) -> anyhow::Result<MaskSpec> {
+        Ok(MaskSpec {
+            dataset: self.dataset.clone(),
+            source: Source::parse(&self.source)
+                .with_context(|| format!("unknown source {:?}", self.source))?,
+            definition: MaskDefinition {
+                name: self.name.clone(),
+                min_ply: self.min_ply,
+                max_abs_score: self.max_abs_score,
+            },
+        })
+    }
 }
 
 #[derive(clap::Args)]
@@ -172,6 +227,15 @@ struct BinpackArgs {
 
 #[derive(Subcommand)]
 enum BenchCommand {
+    /// The quiet mask job vs a bare read of the same Parquet parts.
+    Mask {
+        file: String,
+        #[arg(long)]
+        threads: Option<usize>,
+        /// Best of this many runs.
+        #[arg(long, default_value_t = 3)]
+        runs: usize,
+    },
     /// Full binpack ingest vs a bare sfbinpack decode loop over the same file.
     IngestBinpack {
         file: String,
@@ -258,19 +322,12 @@ fn main() -> anyhow::Result<()> {
         Command::Ingest {
             what: IngestCommand::Binpack(a),
         } => {
-            let lake = open_lake(&cli.lake)?;
-            let spec = binpack_spec(&a, false)?;
-            let bar = Arc::new(cli_progress::Bar::new());
-            let ctx = JobContext::new(lake.clone(), rt.handle().clone())
-                .with_progress(bar.clone())
-                .with_threads(a.threads.unwrap_or_else(cores));
-            let id = JobId::new();
-            let out = lakefish_jobs::runner::run_spec(&ctx, &id, &JobSpec::IngestBinpack(spec));
-            bar.finish();
-            let out = out?;
-            println!("{}", serde_json::to_string_pretty(&out)?);
-            Ok(())
+            let spec = JobSpec::IngestBinpack(binpack_spec(&a, false)?);
+            run_here(&cli.lake, rt.handle(), spec, a.threads)
         }
+        Command::Mask {
+            what: MaskCommand::Quiet(a),
+        } => run_here(&cli.lake, rt.handle(), JobSpec::Mask(a.spec()?), a.threads),
         Command::Submit {
             api,
             wait,
@@ -342,6 +399,30 @@ fn main() -> anyhow::Result<()> {
             println!("{}", serde_json::to_string(&r)?);
             Ok(())
         }
+        Command::Bench {
+            what:
+                BenchCommand::Mask {
+                    file,
+                    threads,
+                    runs,
+                },
+        } => {
+            let threads = threads.unwrap_or_else(cores);
+            let r = lakefish_jobs::bench::bench_mask(rt.handle(), &file, threads, runs)?;
+            println!("file                         {}", r.file);
+            println!("rows                         {}", r.rows);
+            println!(
+                "bare read of the parts       {:>12.0} rows/s ({} threads)",
+                r.read_rows_per_s, r.threads
+            );
+            println!(
+                "quiet mask job               {:>12.0} rows/s ({} threads)",
+                r.mask_rows_per_s, r.threads
+            );
+            println!("ratio mask / read            {:>12.3}", r.ratio);
+            println!("{}", serde_json::to_string(&r)?);
+            Ok(())
+        }
         Command::Synth { out, games, seed } => {
             let bytes = lakefish_jobs::binpack::synthetic_binpack(games, seed);
             std::fs::write(&out, &bytes).with_context(|| format!("writing {out}"))?;
@@ -353,6 +434,24 @@ fn main() -> anyhow::Result<()> {
 
 /// `<host>-<pid>-<random>`: apalis refuses a worker name it still believes alive, and a
 /// restarted container can get the same pid.
+/// Runs a job in this process with a progress bar and prints its result.
+fn run_here(
+    lake: &str,
+    rt: &tokio::runtime::Handle,
+    spec: JobSpec,
+    threads: Option<usize>,
+) -> anyhow::Result<()> {
+    let lake = open_lake(lake)?;
+    let bar = Arc::new(cli_progress::Bar::new());
+    let ctx = JobContext::new(lake, rt.clone())
+        .with_progress(bar.clone())
+        .with_threads(threads.unwrap_or_else(cores));
+    let out = lakefish_jobs::runner::run_spec(&ctx, &JobId::new(), &spec);
+    bar.finish();
+    println!("{}", serde_json::to_string_pretty(&out?)?);
+    Ok(())
+}
+
 fn default_worker_name() -> String {
     let host = std::fs::read_to_string("/etc/hostname").unwrap_or_default();
     let host = if host.trim().is_empty() {
@@ -499,6 +598,9 @@ async fn submit(api: &str, wait: bool, upload: bool, what: SubmitCommand) -> any
             }
             serde_json::to_vec(&JobSpec::IngestBinpack(binpack_spec(&a, true)?))?
         }
+        SubmitCommand::Mask {
+            what: MaskCommand::Quiet(a),
+        } => serde_json::to_vec(&JobSpec::Mask(a.spec()?))?,
     };
     let resp = client()
         .post(format!("{api}/v1/jobs"))

@@ -83,6 +83,25 @@ async fn embedded_default_rest_queue_worker_lake() {
         .unwrap();
     assert_eq!(none["jobs"].as_array().unwrap().len(), 0);
 
+    // A quiet mask over the dataset, queued like any job; the dataset list shows it.
+    let mask = json!({ "kind": "mask", "spec": { "dataset": "embedded", "definition": { "name": "quiet" } } });
+    let id = submit(&api, &mask).await;
+    let rec = wait_for_job(&api, &id, Duration::from_secs(120)).await;
+    assert_eq!(rec.state, JobState::Succeeded, "{rec:?}");
+    let res = rec.result.unwrap();
+    assert_eq!(res["rows"], rows.len());
+    assert!(
+        res["selected"].as_u64().unwrap() > 0
+            && res["selected"].as_u64().unwrap() < rows.len() as u64
+    );
+    let ds: serde_json::Value = reqwest::get(format!("{api}/v1/datasets"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(ds["datasets"][0]["masks"], json!(["quiet"]));
+
     // The file followed by a truncated copy of itself: the whole part is ingested, and the
     // record's result names what was skipped, and where.
     let whole = std::fs::read(&input).unwrap();
@@ -159,6 +178,8 @@ async fn malformed_requests_get_400_and_unknown_ids_404() {
     assert_eq!(resp.status(), 413);
     let v: serde_json::Value = resp.json().await.unwrap();
     assert!(v["error"].as_str().unwrap().contains("larger than"), "{v}");
+    // The server may close that connection without reading the body: start afresh.
+    let client = reqwest::Client::new();
     let resp = client
         .get(format!("{api}/v1/jobs?state=sleeping"))
         .send()
@@ -271,7 +292,9 @@ async fn redis_queue_separate_worker_and_s3_lake() {
     );
     let rec: lakefish_schemas::JobRecord = serde_json::from_slice(&out.stdout).unwrap();
     let name = input.file_name().unwrap().to_str().unwrap();
-    let JobSpec::IngestBinpack(spec) = &rec.spec;
+    let JobSpec::IngestBinpack(spec) = &rec.spec else {
+        panic!("{rec:?}")
+    };
     assert_eq!(spec.inputs, [format!("lake:raw/binpack/{name}")]);
     assert_eq!(
         lake.size(&format!("raw/binpack/{name}")).await.unwrap(),

@@ -1,0 +1,119 @@
+//! Per-position masks: one boolean per row of a `positions` part, stored beside the data as
+//! `masks/<name>/source=<s>/dataset=<d>/part-NNNNN.parquet` with the same file name as the
+//! part, so several definitions live side by side without rewriting data.
+
+use crate::names::check_segment;
+use crate::{DatasetName, JobId, NameError, Source};
+use serde::{Deserialize, Serialize};
+
+pub const MASK_MANIFEST_FILE: &str = "_mask.json";
+pub const MASK_COLUMN: &str = "keep";
+/// Parquet key-value metadata of a mask part: the row count of the part it belongs to.
+pub const META_PART_ROWS: &str = "lakefish.part_rows";
+pub const META_MASK: &str = "lakefish.mask";
+
+/// A mask definition's name: one path segment.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(transparent)]
+pub struct MaskName(String);
+
+impl MaskName {
+    pub fn new(name: &str) -> Result<Self, NameError> {
+        check_segment("mask", name, 64)?;
+        Ok(Self(name.to_string()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl<'de> Deserialize<'de> for MaskName {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        MaskName::new(&s).map_err(serde::de::Error::custom)
+    }
+}
+
+impl std::fmt::Display for MaskName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::str::FromStr for MaskName {
+    type Err = NameError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        MaskName::new(s)
+    }
+}
+
+/// A quiet-position definition: the side to move is not in check, the row's move is neither a
+/// capture (en passant included) nor a promotion, and the score is not null; optionally also
+/// a minimum ply and a maximum |score|.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MaskDefinition {
+    pub name: MaskName,
+    /// Rows before this ply are dropped (opening positions).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_ply: Option<u16>,
+    /// Rows whose |score| exceeds this are dropped (decided positions).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_abs_score: Option<u16>,
+}
+
+impl MaskDefinition {
+    pub fn quiet() -> Self {
+        MaskDefinition {
+            name: MaskName::new("quiet").expect("valid"),
+            min_ply: None,
+            max_abs_score: None,
+        }
+    }
+}
+
+/// `lakefish mask quiet`: write a mask for every part of one dataset.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MaskSpec {
+    pub dataset: DatasetName,
+    #[serde(default = "default_source")]
+    pub source: Source,
+    pub definition: MaskDefinition,
+}
+
+fn default_source() -> Source {
+    Source::Binpack
+}
+
+/// Written last: the mask is complete for the dataset version it names.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MaskManifest {
+    pub version: u32,
+    pub definition: MaskDefinition,
+    pub source: Source,
+    pub dataset: DatasetName,
+    /// The job that committed the dataset the mask was computed from.
+    pub dataset_job_id: JobId,
+    pub job_id: JobId,
+    pub rows: u64,
+    /// Rows the mask keeps.
+    pub selected: u64,
+    pub parts: Vec<MaskPart>,
+    pub created: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MaskPart {
+    pub name: String,
+    pub rows: u64,
+    pub selected: u64,
+}
+
+/// `masks/<name>/source=<s>/dataset=<d>`
+pub fn mask_prefix(name: &MaskName, source: Source, dataset: &DatasetName) -> String {
+    format!("masks/{name}/source={source}/dataset={dataset}")
+}
