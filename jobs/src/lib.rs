@@ -18,6 +18,7 @@ pub mod masks;
 pub mod parts;
 pub mod records;
 pub mod runner;
+pub mod shuffle;
 
 pub use context::{JobContext, ProgressSink};
 pub use error::JobError;

@@ -5,7 +5,7 @@
 //! The queue carries a [`QueuedJob`] (id + spec + payload version); the job's life is kept in a
 //! [`JobRecord`].
 
-use crate::{DatasetName, MaskSpec};
+use crate::{DatasetName, MaskSpec, ShuffleSpec};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -69,6 +69,7 @@ impl fmt::Display for JobId {
 pub enum JobSpec {
     IngestBinpack(IngestBinpackSpec),
     Mask(MaskSpec),
+    Shuffle(ShuffleSpec),
 }
 
 /// Ingest Stockfish `.binpack` files into `positions/source=binpack/dataset=<dataset>/`.
@@ -109,12 +110,13 @@ impl IngestBinpackSpec {
 }
 
 impl JobSpec {
-    pub const KINDS: &'static [&'static str] = &["ingest_binpack", "mask"];
+    pub const KINDS: &'static [&'static str] = &["ingest_binpack", "mask", "shuffle"];
 
     pub fn kind(&self) -> &'static str {
         match self {
             JobSpec::IngestBinpack(_) => "ingest_binpack",
             JobSpec::Mask(_) => "mask",
+            JobSpec::Shuffle(_) => "shuffle",
         }
     }
 
@@ -161,6 +163,16 @@ impl JobSpec {
                     message: e.to_string(),
                 })?;
                 Ok(JobSpec::Mask(s))
+            }
+            "shuffle" => {
+                let invalid = |message: String| SpecError::Invalid {
+                    kind: "shuffle",
+                    message,
+                };
+                let s: ShuffleSpec =
+                    serde_json::from_value(spec).map_err(|e| invalid(e.to_string()))?;
+                s.validate().map_err(invalid)?;
+                Ok(JobSpec::Shuffle(s))
             }
             _ => Err(SpecError::UnknownKind(kind)),
         }

@@ -9,6 +9,7 @@ pub mod job;
 pub mod mask;
 pub mod names;
 pub mod positions;
+pub mod shuffle;
 
 pub use dataset::{DatasetManifest, InputReport, PartInfo, SkippedRange};
 pub use job::{
@@ -17,3 +18,4 @@ pub use job::{
 };
 pub use mask::{MaskDefinition, MaskManifest, MaskName, MaskSpec};
 pub use names::{DatasetName, NameError, Source, raw_key};
+pub use shuffle::{ShuffleManifest, ShufflePlan, ShuffleSpec};

@@ -1,0 +1,372 @@
+//! Two-pass shuffle (Jane Street style) on object storage.
+//!
+//! Pass 1 ([`deal_part`], one job per input part) reads a part and its mask and deals every
+//! selected row to one of N piles, written as `shuffled/<id>/_deal/pile-NNNNN/from-PPPPP.parquet`.
+//! Pass 2 ([`shuffle_pile`], one job per pile) reads one pile, permutes it in memory and writes
+//! `shuffled/<id>/chunk-NNNNN.parquet`. [`commit`] writes the manifest and drops the deal files.
+//!
+//! Determinism: a row's pile is a hash of (seed, part, row number) and a pile's permutation
+//! is seeded by (seed, pile); piles are concatenated in part order. No decision depends on
+//! which worker ran what, or when, so the chunks are byte-identical for the same inputs,
+//! mask and seed. Memory is bounded by one part (pass 1) or one pile (pass 2).
+
+use crate::datasets::read_manifest;
+use crate::masks::{read_mask, read_mask_manifest};
+use crate::parts::encode_parquet;
+use crate::records::now;
+use crate::{JobContext, JobError};
+use arrow_array::{RecordBatch, RecordBatchReader, UInt32Array};
+use lakefish_engine::random_games::SplitMix;
+use lakefish_schemas::positions::dataset_prefix;
+use lakefish_schemas::shuffle::{
+    PlannedPart, SHUFFLE_MANIFEST_FILE, SHUFFLE_PLAN_FILE, ShuffleChunk, chunk_file_name,
+};
+use lakefish_schemas::{JobId, PartInfo, Progress, ShuffleManifest, ShufflePlan, ShuffleSpec};
+use rayon::prelude::*;
+use sha2::{Digest, Sha256};
+
+pub const SHUFFLE_MANIFEST_VERSION: u32 = 1;
+
+pub fn shuffle_prefix(id: &str) -> String {
+    format!("shuffled/{id}")
+}
+
+fn deal_prefix(id: &str, pile: u32) -> String {
+    format!("shuffled/{id}/_deal/pile-{pile:05}")
+}
+
+fn pile_marker(id: &str, pile: u32) -> String {
+    format!("shuffled/{id}/_piles/pile-{pile:05}.json")
+}
+
+fn deal_marker(id: &str, part: usize) -> String {
+    format!("shuffled/{id}/_dealt/part-{part:05}.json")
+}
+
+fn corrupt(what: &'static str, key: &str, reason: impl Into<String>) -> JobError {
+    JobError::Corrupt {
+        what,
+        key: key.to_string(),
+        reason: reason.into(),
+    }
+}
+
+/// Checks the inputs (datasets committed, masks present and computed from those commits) and
+/// fixes the order of the input parts. The id is a hash of the spec and the dataset commits.
+pub fn plan(ctx: &JobContext, spec: &ShuffleSpec) -> Result<ShufflePlan, JobError> {
+    let mut dataset_jobs = Vec::new();
+    let mut parts = Vec::new();
+    for ds in &spec.datasets {
+        let m = ctx
+            .block_on(read_manifest(&ctx.lake, spec.source, ds))?
+            .ok_or_else(|| JobError::Input {
+                input: dataset_prefix(spec.source, ds),
+                reason: "no such dataset (no committed manifest)".into(),
+            })?;
+        let mask = ctx
+            .block_on(read_mask_manifest(&ctx.lake, &spec.mask, spec.source, ds))?
+            .ok_or_else(|| JobError::Input {
+                input: dataset_prefix(spec.source, ds),
+                reason: format!(
+                    "dataset {ds} has no mask {}: run `lakefish mask quiet --dataset {ds} --name {}` first",
+                    spec.mask, spec.mask
+                ),
+            })?;
+        if mask.dataset_job_id != m.job_id {
+            return Err(JobError::Input {
+                input: dataset_prefix(spec.source, ds),
+                reason: format!(
+                    "mask {} was computed from another version of the dataset",
+                    spec.mask
+                ),
+            });
+        }
+        dataset_jobs.push(m.job_id.clone());
+        parts.extend(m.parts.iter().map(|p| PlannedPart {
+            dataset: ds.clone(),
+            name: p.name.clone(),
+            rows: p.rows,
+        }));
+    }
+    let mut h = Sha256::new();
+    h.update(serde_json::to_vec(spec).expect("specs serialize"));
+    for j in &dataset_jobs {
+        h.update(j.as_str());
+    }
+    let id = format!("sh-{}", &hex::encode(h.finalize())[..12]);
+    Ok(ShufflePlan {
+        id,
+        spec: spec.clone(),
+        dataset_jobs,
+        parts,
+    })
+}
+
+pub async fn read_plan(lake: &crate::Lake, id: &str) -> Result<Option<ShufflePlan>, JobError> {
+    let key = format!("{}/{SHUFFLE_PLAN_FILE}", shuffle_prefix(id));
+    match lake.get(&key).await? {
+        None => Ok(None),
+        Some(b) => serde_json::from_slice(&b)
+            .map(Some)
+            .map_err(|e| corrupt("shuffle plan", &key, e.to_string())),
+    }
+}
+
+pub async fn read_shuffle_manifest(
+    lake: &crate::Lake,
+    id: &str,
+) -> Result<Option<ShuffleManifest>, JobError> {
+    let key = format!("{}/{SHUFFLE_MANIFEST_FILE}", shuffle_prefix(id));
+    match lake.get(&key).await? {
+        None => Ok(None),
+        Some(b) => serde_json::from_slice(&b)
+            .map(Some)
+            .map_err(|e| corrupt("shuffle manifest", &key, e.to_string())),
+    }
+}
+
+/// Every committed shuffle, by id.
+pub async fn list_shuffles(lake: &crate::Lake) -> Result<Vec<ShuffleManifest>, JobError> {
+    let mut out = Vec::new();
+    for dir in lake.list_dirs("shuffled").await? {
+        let id = dir.rsplit('/').next().unwrap_or_default();
+        if let Some(m) = read_shuffle_manifest(lake, id).await? {
+            out.push(m);
+        }
+    }
+    Ok(out)
+}
+
+fn read_batch(ctx: &JobContext, key: &str) -> Result<RecordBatch, JobError> {
+    let bytes = ctx
+        .block_on(ctx.lake.get(key))?
+        .ok_or_else(|| corrupt("shuffle input", key, "missing"))?;
+    let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(bytes)
+        .and_then(|b| b.build())
+        .map_err(|e| corrupt("parquet file", key, e.to_string()))?;
+    let schema = reader.schema();
+    let batches = reader
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| corrupt("parquet file", key, e.to_string()))?;
+    arrow_select::concat::concat_batches(&schema, &batches)
+        .map_err(|e| corrupt("parquet file", key, e.to_string()))
+}
+
+/// The pile of row `row` of input part `part`: uniform, and the same wherever it is computed.
+pub fn pile_of(seed: u64, part: usize, row: u64, piles: u32) -> u32 {
+    let mut r = SplitMix(
+        seed ^ (part as u64).wrapping_mul(0xA24B_AED4_963E_E407)
+            ^ row.wrapping_mul(0x9FB2_1C65_1E98_DF25),
+    );
+    (r.next_u64() % piles as u64) as u32
+}
+
+/// Pass 1 for one input part: deal its selected rows to the piles. Returns the rows dealt.
+pub fn deal_part(ctx: &JobContext, plan: &ShufflePlan, index: usize) -> Result<u64, JobError> {
+    let spec = &plan.spec;
+    let part = plan
+        .parts
+        .get(index)
+        .ok_or_else(|| JobError::Internal(format!("shuffle {} has no part {index}", plan.id)))?;
+    let key = format!(
+        "{}/{}",
+        dataset_prefix(spec.source, &part.dataset),
+        part.name
+    );
+    let batch = read_batch(ctx, &key)?;
+    let info = PartInfo {
+        name: part.name.clone(),
+        rows: part.rows,
+        bytes: 0,
+    };
+    let keep = ctx.block_on(read_mask(
+        &ctx.lake,
+        &spec.mask,
+        spec.source,
+        &part.dataset,
+        &info,
+    ))?;
+    if batch.num_rows() != keep.len() {
+        return Err(corrupt(
+            "positions part",
+            &key,
+            format!("has {} rows, its mask {}", batch.num_rows(), keep.len()),
+        ));
+    }
+    let mut by_pile: Vec<Vec<u32>> = vec![Vec::new(); spec.chunks as usize];
+    for (row, _) in keep.iter().enumerate().filter(|(_, k)| **k) {
+        by_pile[pile_of(spec.seed, index, row as u64, spec.chunks) as usize].push(row as u32);
+    }
+    let mut dealt = 0u64;
+    for (pile, rows) in by_pile.into_iter().enumerate() {
+        if rows.is_empty() {
+            continue;
+        }
+        dealt += rows.len() as u64;
+        let picked = arrow_select::take::take_record_batch(&batch, &UInt32Array::from(rows))
+            .map_err(|e| JobError::Internal(e.to_string()))?;
+        let out = format!(
+            "{}/from-{index:05}.parquet",
+            deal_prefix(&plan.id, pile as u32)
+        );
+        let bytes = encode_parquet(&picked, &out)?;
+        ctx.block_on(ctx.lake.put(&out, bytes))?;
+    }
+    ctx.block_on(
+        ctx.lake
+            .put(&deal_marker(&plan.id, index), dealt.to_string()),
+    )?;
+    Ok(dealt)
+}
+
+/// Pass 2 for one pile: read it whole, permute, write the chunk.
+pub fn shuffle_pile(
+    ctx: &JobContext,
+    plan: &ShufflePlan,
+    pile: u32,
+) -> Result<ShuffleChunk, JobError> {
+    let spec = &plan.spec;
+    let prefix = deal_prefix(&plan.id, pile);
+    let mut keys: Vec<String> = ctx
+        .block_on(ctx.lake.list(&prefix))?
+        .into_iter()
+        .map(|m| m.location.to_string())
+        .filter(|k| k.ends_with(".parquet"))
+        .collect();
+    keys.sort();
+    let batches = keys
+        .iter()
+        .map(|k| read_batch(ctx, k))
+        .collect::<Result<Vec<_>, _>>()?;
+    let schema = lakefish_schemas::positions::schema();
+    let all = arrow_select::concat::concat_batches(&schema, &batches)
+        .map_err(|e| JobError::Internal(e.to_string()))?;
+    let n = all.num_rows();
+    let mut order: Vec<u32> = (0..n as u32).collect();
+    let mut rng =
+        SplitMix(spec.seed ^ 0x5348_5546 ^ (pile as u64).wrapping_mul(0xD1B5_4A32_D192_ED03));
+    for i in (1..n).rev() {
+        let j = rng.below(i as u64 + 1) as usize;
+        order.swap(i, j);
+    }
+    let shuffled = arrow_select::take::take_record_batch(&all, &UInt32Array::from(order))
+        .map_err(|e| JobError::Internal(e.to_string()))?;
+    let name = chunk_file_name(pile);
+    let key = format!("{}/{name}", shuffle_prefix(&plan.id));
+    let bytes = encode_parquet(&shuffled, &key)?;
+    let chunk = ShuffleChunk {
+        name,
+        rows: n as u64,
+        bytes: bytes.len() as u64,
+    };
+    ctx.block_on(ctx.lake.put(&key, bytes))?;
+    let marker = serde_json::to_vec(&chunk).expect("serializes");
+    ctx.block_on(ctx.lake.put(&pile_marker(&plan.id, pile), marker))?;
+    Ok(chunk)
+}
+
+/// How many pass-1 parts and pass-2 piles are done (from their markers).
+pub fn progress_of(ctx: &JobContext, plan: &ShufflePlan) -> Result<(usize, usize), JobError> {
+    let count =
+        |p: String| -> Result<usize, JobError> { Ok(ctx.block_on(ctx.lake.list(&p))?.len()) };
+    Ok((
+        count(format!("{}/_dealt", shuffle_prefix(&plan.id)))?,
+        count(format!("{}/_piles", shuffle_prefix(&plan.id)))?,
+    ))
+}
+
+/// Writes the manifest from the pile markers, then removes the pass-1 files.
+pub fn commit(ctx: &JobContext, plan: &ShufflePlan) -> Result<ShuffleManifest, JobError> {
+    let spec = &plan.spec;
+    let mut chunks = Vec::new();
+    for pile in 0..spec.chunks {
+        let key = pile_marker(&plan.id, pile);
+        let b = ctx.block_on(ctx.lake.get(&key))?.ok_or_else(|| {
+            JobError::Internal(format!("pile {pile} of shuffle {} is not done", plan.id))
+        })?;
+        chunks.push(
+            serde_json::from_slice::<ShuffleChunk>(&b)
+                .map_err(|e| corrupt("pile marker", &key, e.to_string()))?,
+        );
+    }
+    let manifest = ShuffleManifest {
+        version: SHUFFLE_MANIFEST_VERSION,
+        id: plan.id.clone(),
+        source: spec.source,
+        datasets: spec.datasets.clone(),
+        dataset_jobs: plan.dataset_jobs.clone(),
+        mask: spec.mask.clone(),
+        seed: spec.seed,
+        input_rows: plan.parts.iter().map(|p| p.rows).sum(),
+        rows: chunks.iter().map(|c| c.rows).sum(),
+        bytes: chunks.iter().map(|c| c.bytes).sum(),
+        chunks,
+        created: now(),
+    };
+    let key = format!("{}/{SHUFFLE_MANIFEST_FILE}", shuffle_prefix(&plan.id));
+    let bytes =
+        serde_json::to_vec_pretty(&manifest).map_err(|e| JobError::Internal(e.to_string()))?;
+    ctx.block_on(ctx.lake.put(&key, bytes))?;
+    for sub in ["_deal", "_dealt", "_piles"] {
+        for m in ctx.block_on(
+            ctx.lake
+                .list(&format!("{}/{sub}", shuffle_prefix(&plan.id))),
+        )? {
+            ctx.block_on(ctx.lake.delete(m.location.as_ref()))?;
+        }
+    }
+    Ok(manifest)
+}
+
+/// Plans the shuffle and records the plan (idempotent: the id is derived from the inputs).
+pub fn start(ctx: &JobContext, spec: &ShuffleSpec) -> Result<ShufflePlan, JobError> {
+    let plan = plan(ctx, spec)?;
+    let key = format!("{}/{SHUFFLE_PLAN_FILE}", shuffle_prefix(&plan.id));
+    let bytes = serde_json::to_vec_pretty(&plan).map_err(|e| JobError::Internal(e.to_string()))?;
+    ctx.block_on(ctx.lake.put(&key, bytes))?;
+    Ok(plan)
+}
+
+/// The whole shuffle in this process: both passes on all cores, then the commit.
+pub fn shuffle_here(
+    ctx: &JobContext,
+    _job: &JobId,
+    spec: &ShuffleSpec,
+) -> Result<ShuffleManifest, JobError> {
+    let plan = plan(ctx, spec)?;
+    if let Some(m) = ctx.block_on(read_shuffle_manifest(&ctx.lake, &plan.id))? {
+        return Ok(m);
+    }
+    let plan = start(ctx, spec)?;
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(ctx.threads)
+        .build()
+        .map_err(|e| JobError::Internal(e.to_string()))?;
+    let total = plan.parts.len() as u64 + spec.chunks as u64;
+    let done = std::sync::atomic::AtomicU64::new(0);
+    let report = |stage: &str| {
+        let n = done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+        ctx.progress.report(&Progress {
+            stage: format!("shuffle {}: {stage}", plan.id),
+            done: n,
+            total: Some(total),
+            unit: "tasks".into(),
+            rows: 0,
+        });
+    };
+    pool.install(|| {
+        (0..plan.parts.len()).into_par_iter().try_for_each(|i| {
+            deal_part(ctx, &plan, i)?;
+            report("pass 1 (deal)");
+            Ok::<_, JobError>(())
+        })
+    })?;
+    pool.install(|| {
+        (0..spec.chunks).into_par_iter().try_for_each(|p| {
+            shuffle_pile(ctx, &plan, p)?;
+            report("pass 2 (shuffle piles)");
+            Ok::<_, JobError>(())
+        })
+    })?;
+    commit(ctx, &plan)
+}

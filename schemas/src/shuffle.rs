@@ -1,0 +1,93 @@
+//! The two-pass shuffle: selected rows of one or more datasets dealt to `chunks` piles at
+//! random (pass 1, one job per input part), then each pile shuffled in memory (pass 2, one job
+//! per pile) into `shuffled/<id>/chunk-NNNNN.parquet`.
+
+use crate::{DatasetName, JobId, MaskName, Source};
+use serde::{Deserialize, Serialize};
+
+pub const SHUFFLE_MANIFEST_FILE: &str = "_manifest.json";
+pub const SHUFFLE_PLAN_FILE: &str = "_plan.json";
+pub const MAX_CHUNKS: u32 = 100_000;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ShuffleSpec {
+    pub datasets: Vec<DatasetName>,
+    #[serde(default = "default_source")]
+    pub source: Source,
+    pub mask: MaskName,
+    pub chunks: u32,
+    pub seed: u64,
+}
+
+fn default_source() -> Source {
+    Source::Binpack
+}
+
+impl ShuffleSpec {
+    pub fn validate(&self) -> Result<(), String> {
+        if self.datasets.is_empty() {
+            return Err("datasets is empty: name at least one dataset".into());
+        }
+        if !(1..=MAX_CHUNKS).contains(&self.chunks) {
+            return Err(format!("chunks must be between 1 and {MAX_CHUNKS}"));
+        }
+        let mut seen = std::collections::HashSet::new();
+        if let Some(d) = self.datasets.iter().find(|d| !seen.insert(*d)) {
+            return Err(format!("dataset {d} is named twice"));
+        }
+        Ok(())
+    }
+}
+
+/// One input part of a shuffle, in the fixed order that numbers the pass-1 jobs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PlannedPart {
+    pub dataset: DatasetName,
+    pub name: String,
+    pub rows: u64,
+}
+
+/// Everything the passes need, fixed before any of them runs (`shuffled/<id>/_plan.json`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ShufflePlan {
+    pub id: String,
+    pub spec: ShuffleSpec,
+    /// The commits of the datasets read, by dataset, in `spec.datasets` order.
+    pub dataset_jobs: Vec<JobId>,
+    pub parts: Vec<PlannedPart>,
+}
+
+/// Written last (`shuffled/<id>/_manifest.json`): the shuffle is complete.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ShuffleManifest {
+    pub version: u32,
+    pub id: String,
+    pub source: Source,
+    pub datasets: Vec<DatasetName>,
+    pub dataset_jobs: Vec<JobId>,
+    pub mask: MaskName,
+    pub seed: u64,
+    pub chunks: Vec<ShuffleChunk>,
+    /// Rows of the inputs (before the mask).
+    pub input_rows: u64,
+    /// Rows selected by the mask = rows in the chunks.
+    pub rows: u64,
+    pub bytes: u64,
+    pub created: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ShuffleChunk {
+    pub name: String,
+    pub rows: u64,
+    pub bytes: u64,
+}
+
+pub fn chunk_file_name(index: u32) -> String {
+    format!("chunk-{index:05}.parquet")
+}
