@@ -32,6 +32,8 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/jobs/{id}", get(get_job))
         .route("/v1/datasets", get(datasets))
         .route("/v1/raw/{source}/{name}", put(upload_raw))
+        .route("/v1/shuffles", get(shuffles))
+        .route("/v1/shuffles/{id}", get(shuffle))
         .fallback(not_found)
         .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(state)
@@ -167,4 +169,18 @@ async fn upload_raw(
     let bytes = s.lake.put_stream(&key, body.into_data_stream()).await?;
     let body = json!({ "key": key, "input": format!("{}{key}", lakefish_jobs::input::LAKE_PREFIX), "bytes": bytes });
     Ok((StatusCode::CREATED, Json(body)).into_response())
+}
+
+async fn shuffles(State(s): State<AppState>) -> Result<Response, ApiError> {
+    let all = lakefish_jobs::shuffle::list_shuffles(&s.lake).await?;
+    Ok(Json(json!({ "shuffles": all })).into_response())
+}
+
+async fn shuffle(State(s): State<AppState>, Path(id): Path<String>) -> Result<Response, ApiError> {
+    let unknown = || ApiError::NotFound(format!("shuffle {id:?} not found"));
+    lakefish_schemas::names::check_segment("shuffle", &id, 64).map_err(|_| unknown())?;
+    let m = lakefish_jobs::shuffle::read_shuffle_manifest(&s.lake, &id)
+        .await?
+        .ok_or_else(unknown)?;
+    Ok(Json(m).into_response())
 }

@@ -11,7 +11,7 @@ use lakefish_jobs::records::JobStore;
 use lakefish_jobs::{JobContext, Lake};
 use lakefish_schemas::{
     DatasetName, IngestBinpackSpec, JobId, JobRecord, JobSpec, JobState, MaskDefinition, MaskName,
-    MaskSpec, Source, raw_key,
+    MaskSpec, ShuffleSpec, Source, raw_key,
 };
 use queue::Queue;
 use std::collections::HashMap;
@@ -63,6 +63,8 @@ enum Command {
         #[command(subcommand)]
         what: IngestCommand,
     },
+    /// Two-pass shuffle of masked rows into chunks, in-process (both passes on all cores).
+    Shuffle(ShuffleArgs),
     /// Write a per-position mask beside a dataset, in-process, with a progress bar.
     Mask {
         #[command(subcommand)]
@@ -158,11 +160,50 @@ enum SubmitCommand {
         #[command(subcommand)]
         what: IngestCommand,
     },
+    /// Queue a shuffle job.
+    Shuffle(ShuffleArgs),
     /// Queue a mask job.
     Mask {
         #[command(subcommand)]
         what: MaskCommand,
     },
+}
+
+#[derive(clap::Args)]
+struct ShuffleArgs {
+    /// Datasets to shuffle together (repeat the flag).
+    #[arg(long = "dataset", required = true)]
+    datasets: Vec<DatasetName>,
+    /// Their source partition: binpack, lichess or selfplay.
+    #[arg(long, default_value = "binpack")]
+    source: String,
+    /// The mask that selects rows (it must exist for every dataset).
+    #[arg(long, default_value = "quiet")]
+    mask: MaskName,
+    /// Number of output chunks (= piles).
+    #[arg(long)]
+    chunks: u32,
+    /// Same seed, same chunks, byte for byte.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// CPU threads (default: all cores).
+    #[arg(long)]
+    threads: Option<usize>,
+}
+
+impl ShuffleArgs {
+    fn spec(&self) -> anyhow::Result<ShuffleSpec> {
+        let spec = ShuffleSpec {
+            datasets: self.datasets.clone(),
+            source: Source::parse(&self.source)
+                .with_context(|| format!("unknown source {:?}", self.source))?,
+            mask: self.mask.clone(),
+            chunks: self.chunks,
+            seed: self.seed,
+        };
+        spec.validate().map_err(anyhow::Error::msg)?;
+        Ok(spec)
+    }
 }
 
 #[derive(Subcommand)]
@@ -328,6 +369,12 @@ fn main() -> anyhow::Result<()> {
         Command::Mask {
             what: MaskCommand::Quiet(a),
         } => run_here(&cli.lake, rt.handle(), JobSpec::Mask(a.spec()?), a.threads),
+        Command::Shuffle(a) => run_here(
+            &cli.lake,
+            rt.handle(),
+            JobSpec::Shuffle(a.spec()?),
+            a.threads,
+        ),
         Command::Submit {
             api,
             wait,
@@ -601,6 +648,7 @@ async fn submit(api: &str, wait: bool, upload: bool, what: SubmitCommand) -> any
         SubmitCommand::Mask {
             what: MaskCommand::Quiet(a),
         } => serde_json::to_vec(&JobSpec::Mask(a.spec()?))?,
+        SubmitCommand::Shuffle(a) => serde_json::to_vec(&JobSpec::Shuffle(a.spec()?))?,
     };
     let resp = client()
         .post(format!("{api}/v1/jobs"))

@@ -102,6 +102,36 @@ async fn embedded_default_rest_queue_worker_lake() {
         .unwrap();
     assert_eq!(ds["datasets"][0]["masks"], json!(["quiet"]));
 
+    // A shuffle of the masked rows, queued; GET /v1/shuffles lists it.
+    let selected = res["selected"].as_u64().unwrap();
+    let body = json!({ "kind": "shuffle", "spec": { "datasets": ["embedded"], "mask": "quiet", "chunks": 4, "seed": 1 } });
+    let id = submit(&api, &body).await;
+    let rec = wait_for_job(&api, &id, Duration::from_secs(180)).await;
+    assert_eq!(rec.state, JobState::Succeeded, "{rec:?}");
+    let sh: serde_json::Value = reqwest::get(format!("{api}/v1/shuffles"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let first = &sh["shuffles"][0];
+    assert_eq!(first["rows"], selected);
+    assert_eq!(first["chunks"].as_array().unwrap().len(), 4);
+    let one = reqwest::get(format!(
+        "{api}/v1/shuffles/{}",
+        first["id"].as_str().unwrap()
+    ))
+    .await
+    .unwrap();
+    assert_eq!(one.status(), 200);
+    assert_eq!(
+        reqwest::get(format!("{api}/v1/shuffles/sh-nope"))
+            .await
+            .unwrap()
+            .status(),
+        404
+    );
+
     // The file followed by a truncated copy of itself: the whole part is ingested, and the
     // record's result names what was skipped, and where.
     let whole = std::fs::read(&input).unwrap();
