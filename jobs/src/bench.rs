@@ -225,3 +225,98 @@ pub fn bench_mask(
     let _ = std::fs::remove_dir_all(&dir);
     result
 }
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ShuffleBench {
+    pub file: String,
+    pub input_rows: u64,
+    pub selected_rows: u64,
+    pub input_mib: f64,
+    pub chunks: u32,
+    /// Plain copy (get + put) of the same part bytes on the same store.
+    pub copy_mib_per_s: f64,
+    pub shuffle_mib_per_s: f64,
+    pub shuffle_rows_per_s: f64,
+    /// shuffle / copy, by input bytes per second (target: at least 0.3).
+    pub ratio: f64,
+}
+
+/// Ingests and masks `file` in a scratch lake (not timed), then times the shuffle of it
+/// against a plain copy of the same bytes on the same store.
+pub fn bench_shuffle(
+    rt: &tokio::runtime::Handle,
+    file: &str,
+    threads: usize,
+    chunks: u32,
+    runs: usize,
+) -> Result<ShuffleBench, JobError> {
+    use lakefish_schemas::{MaskDefinition, MaskSpec, ShuffleSpec, Source};
+    let dir = std::env::temp_dir().join(format!("lakefish-bench-shuffle-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let lake = Lake::open(dir.to_str().unwrap(), &HashMap::new())?;
+    let ctx = JobContext::new(lake.clone(), rt.clone()).with_threads(threads);
+    let dataset = DatasetName::new("bench").expect("valid name");
+    let result = (|| {
+        let spec = IngestBinpackSpec {
+            inputs: vec![file.to_string()],
+            dataset: dataset.clone(),
+            rows_per_part: 100_000,
+        };
+        let ingested = ingest_binpack(&ctx, &JobId::new(), &spec)?;
+        let mask = MaskSpec {
+            dataset: dataset.clone(),
+            source: Source::Binpack,
+            definition: MaskDefinition::quiet(),
+        };
+        crate::masks::mask_dataset(&ctx, &JobId::new(), &mask)?;
+        let manifest = rt
+            .block_on(crate::datasets::read_manifest(
+                &lake,
+                Source::Binpack,
+                &dataset,
+            ))?
+            .ok_or_else(|| JobError::Internal("bench dataset vanished".into()))?;
+        let prefix = lakefish_schemas::positions::dataset_prefix(Source::Binpack, &dataset);
+        let (mut copy_best, mut shuffle_best, mut selected) = (f64::MAX, f64::MAX, 0);
+        for run in 0..runs.max(1) {
+            let start = Instant::now();
+            rt.block_on(async {
+                let copies = manifest.parts.iter().map(|p| {
+                    let (lake, from) = (lake.clone(), format!("{prefix}/{}", p.name));
+                    let to = format!("copy{run}/{}", p.name);
+                    async move {
+                        let bytes = lake.get(&from).await?.unwrap_or_default();
+                        lake.put(&to, bytes).await
+                    }
+                });
+                futures::future::try_join_all(copies).await
+            })?;
+            copy_best = copy_best.min(start.elapsed().as_secs_f64());
+            let sspec = ShuffleSpec {
+                datasets: vec![dataset.clone()],
+                source: Source::Binpack,
+                mask: MaskDefinition::quiet().name,
+                chunks,
+                seed: run as u64,
+            };
+            let start = Instant::now();
+            let m = crate::shuffle::shuffle_here(&ctx, &JobId::new(), &sspec)?;
+            shuffle_best = shuffle_best.min(start.elapsed().as_secs_f64());
+            selected = m.rows;
+        }
+        let mib = ingested.bytes as f64 / (1 << 20) as f64;
+        Ok(ShuffleBench {
+            file: file.to_string(),
+            input_rows: ingested.rows,
+            selected_rows: selected,
+            input_mib: mib,
+            chunks,
+            copy_mib_per_s: mib / copy_best,
+            shuffle_mib_per_s: mib / shuffle_best,
+            shuffle_rows_per_s: ingested.rows as f64 / shuffle_best,
+            ratio: copy_best / shuffle_best,
+        })
+    })();
+    let _ = std::fs::remove_dir_all(&dir);
+    result
+}

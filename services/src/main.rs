@@ -268,6 +268,17 @@ struct BinpackArgs {
 
 #[derive(Subcommand)]
 enum BenchCommand {
+    /// The two-pass shuffle vs a plain copy of the same bytes on the same store.
+    Shuffle {
+        file: String,
+        #[arg(long)]
+        threads: Option<usize>,
+        #[arg(long, default_value_t = 16)]
+        chunks: u32,
+        /// Best of this many runs.
+        #[arg(long, default_value_t = 3)]
+        runs: usize,
+    },
     /// The quiet mask job vs a bare read of the same Parquet parts.
     Mask {
         file: String,
@@ -467,6 +478,41 @@ fn main() -> anyhow::Result<()> {
                 r.mask_rows_per_s, r.threads
             );
             println!("ratio mask / read            {:>12.3}", r.ratio);
+            println!("{}", serde_json::to_string(&r)?);
+            Ok(())
+        }
+        Command::Bench {
+            what:
+                BenchCommand::Shuffle {
+                    file,
+                    threads,
+                    chunks,
+                    runs,
+                },
+        } => {
+            let threads = threads.unwrap_or_else(cores);
+            let r = lakefish_jobs::bench::bench_shuffle(rt.handle(), &file, threads, chunks, runs)?;
+            println!("file                         {}", r.file);
+            println!(
+                "rows in / selected           {} / {}",
+                r.input_rows, r.selected_rows
+            );
+            println!(
+                "input                        {:>12.2} MiB of Parquet, {} chunks",
+                r.input_mib, r.chunks
+            );
+            println!(
+                "plain copy                   {:>12.1} MiB/s",
+                r.copy_mib_per_s
+            );
+            println!(
+                "two-pass shuffle             {:>12.1} MiB/s, {:.0} rows/s ({} threads)",
+                r.shuffle_mib_per_s, r.shuffle_rows_per_s, threads
+            );
+            println!(
+                "ratio shuffle / copy         {:>12.3} (target >= 0.3)",
+                r.ratio
+            );
             println!("{}", serde_json::to_string(&r)?);
             Ok(())
         }
