@@ -23,6 +23,10 @@ echo "lakefish API at $API (lake: $RUN/lake, log: $RUN/serve.log)"
 
 "$BIN" submit --api "$API" --wait ingest binpack "$INPUT" --dataset demo >"$RUN/job.json"
 echo "job record: $RUN/job.json"
+"$BIN" submit --api "$API" --wait mask quiet --dataset demo >"$RUN/mask.json"
+echo "quiet mask: $RUN/mask.json"
+"$BIN" submit --api "$API" --wait shuffle --dataset demo --mask quiet --chunks 8 --seed 1 >"$RUN/shuffle.json"
+echo "shuffle: $RUN/shuffle.json"
 echo "datasets (GET $API/v1/datasets):"
 .venv/bin/python -c 'import json,sys,urllib.request; print(json.dumps(json.load(urllib.request.urlopen(sys.argv[1] + "/v1/datasets")), indent=2))' "$API"
 
@@ -33,4 +37,5 @@ q = f"select source, dataset, count(*) as rows, count(score) as scored, round(av
 print("DuckDB reads the lake:")
 print(duckdb.sql(q))
 PY
-echo "demo finished: the ingest ran through REST -> SQLite queue -> worker -> Parquet lake"
+.venv/bin/python -c 'import json,sys; r=json.load(open(sys.argv[1]))["result"]; print("shuffle", r["id"], ":", r["rows"], "quiet rows of", r["input_rows"], "in", len(r["chunks"]), "chunks")' "$RUN/shuffle.json"
+echo "demo finished: ingest, mask and shuffle ran through REST -> SQLite queue -> worker -> Parquet lake"
