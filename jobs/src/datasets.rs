@@ -15,17 +15,8 @@ pub async fn read_manifest(
     source: Source,
     dataset: &DatasetName,
 ) -> Result<Option<DatasetManifest>, JobError> {
-    let key = manifest_key(source, dataset);
-    let Some(bytes) = lake.get(&key).await? else {
-        return Ok(None);
-    };
-    serde_json::from_slice(&bytes)
-        .map(Some)
-        .map_err(|e| JobError::Corrupt {
-            what: "dataset manifest",
-            key,
-            reason: e.to_string(),
-        })
+    lake.get_json(&manifest_key(source, dataset), "dataset manifest")
+        .await
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq)]

@@ -167,6 +167,25 @@ impl Lake {
         }
     }
 
+    /// A JSON document (manifest, record), or `None` when it does not exist. A document that
+    /// does not parse is an error naming `what` and the key.
+    pub async fn get_json<T: serde::de::DeserializeOwned>(
+        &self,
+        key: &str,
+        what: &'static str,
+    ) -> Result<Option<T>, JobError> {
+        let Some(bytes) = self.get(key).await? else {
+            return Ok(None);
+        };
+        serde_json::from_slice(&bytes)
+            .map(Some)
+            .map_err(|e| JobError::Corrupt {
+                what,
+                key: key.to_string(),
+                reason: e.to_string(),
+            })
+    }
+
     pub async fn get_range(&self, key: &str, range: Range<u64>) -> Result<Bytes, JobError> {
         self.store
             .get_range(&Path::from(key), range)

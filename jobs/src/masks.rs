@@ -74,17 +74,8 @@ pub async fn read_mask_manifest(
     source: Source,
     dataset: &DatasetName,
 ) -> Result<Option<MaskManifest>, JobError> {
-    let key = mask_manifest_key(name, source, dataset);
-    let Some(bytes) = lake.get(&key).await? else {
-        return Ok(None);
-    };
-    serde_json::from_slice(&bytes)
-        .map(Some)
-        .map_err(|e| JobError::Corrupt {
-            what: "mask manifest",
-            key,
-            reason: e.to_string(),
-        })
+    lake.get_json(&mask_manifest_key(name, source, dataset), "mask manifest")
+        .await
 }
 
 fn encode_mask(keep: Vec<bool>, def: &MaskName, key: &str) -> Result<Vec<u8>, JobError> {

@@ -50,17 +50,7 @@ impl JobStore {
     }
 
     pub async fn get(&self, id: &JobId) -> Result<Option<JobRecord>, JobError> {
-        let key = Self::key(id);
-        let Some(bytes) = self.lake.get(&key).await? else {
-            return Ok(None);
-        };
-        serde_json::from_slice(&bytes)
-            .map(Some)
-            .map_err(|e| JobError::Corrupt {
-                what: "job record",
-                key,
-                reason: e.to_string(),
-            })
+        self.lake.get_json(&Self::key(id), "job record").await
     }
 
     /// Records, newest first, optionally only those in `state`.

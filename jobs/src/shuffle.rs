@@ -104,12 +104,7 @@ pub fn plan(ctx: &JobContext, spec: &ShuffleSpec) -> Result<ShufflePlan, JobErro
 
 pub async fn read_plan(lake: &crate::Lake, id: &str) -> Result<Option<ShufflePlan>, JobError> {
     let key = format!("{}/{SHUFFLE_PLAN_FILE}", shuffle_prefix(id));
-    match lake.get(&key).await? {
-        None => Ok(None),
-        Some(b) => serde_json::from_slice(&b)
-            .map(Some)
-            .map_err(|e| corrupt("shuffle plan", &key, e.to_string())),
-    }
+    lake.get_json(&key, "shuffle plan").await
 }
 
 pub async fn read_shuffle_manifest(
@@ -117,12 +112,7 @@ pub async fn read_shuffle_manifest(
     id: &str,
 ) -> Result<Option<ShuffleManifest>, JobError> {
     let key = format!("{}/{SHUFFLE_MANIFEST_FILE}", shuffle_prefix(id));
-    match lake.get(&key).await? {
-        None => Ok(None),
-        Some(b) => serde_json::from_slice(&b)
-            .map(Some)
-            .map_err(|e| corrupt("shuffle manifest", &key, e.to_string())),
-    }
+    lake.get_json(&key, "shuffle manifest").await
 }
 
 /// Every committed shuffle, by id.
