@@ -2,109 +2,45 @@
 //! there, and generated binpacks always.
 
 use lakefish_jobs::binpack::synthetic_binpack;
-use lakefish_jobs::ingest_binpack::{IngestSummary, ingest_binpack};
 use lakefish_jobs::parts::{PositionRow, read_positions};
-use lakefish_jobs::{JobContext, JobError, Lake};
-use lakefish_schemas::{DatasetName, IngestBinpackSpec, JobId};
-use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use lakefish_schemas::JobId;
+use std::path::PathBuf;
 
-fn shared(rel: &str) -> Option<PathBuf> {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../shared/data")
-        .join(rel);
-    p.exists().then_some(p)
+mod common;
+use common::{LakeFixture as Fixture, shared};
+
+fn dataset_dir(f: &Fixture, dataset: &str) -> PathBuf {
+    f.path(&format!("positions/source=binpack/dataset={dataset}"))
 }
 
-struct Fixture {
-    dir: tempfile::TempDir,
-    lake: Lake,
-    rt: tokio::runtime::Runtime,
-}
-
-impl Fixture {
-    fn new() -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let lake = Lake::open(dir.path().join("lake").to_str().unwrap(), &HashMap::new()).unwrap();
-        let rt = tokio::runtime::Runtime::new().unwrap();
-        Fixture { dir, lake, rt }
+fn read_rows(f: &Fixture, dataset: &str) -> Vec<Row> {
+    let mut parts: Vec<PathBuf> = std::fs::read_dir(dataset_dir(f, dataset))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "parquet"))
+        .collect();
+    parts.sort();
+    let mut rows = Vec::new();
+    for p in parts {
+        let bytes = bytes::Bytes::from(std::fs::read(&p).unwrap());
+        let meta = parquet::file::reader::FileReader::metadata(
+            &parquet::file::serialized_reader::SerializedFileReader::new(bytes.clone()).unwrap(),
+        )
+        .clone();
+        let kv = meta
+            .file_metadata()
+            .key_value_metadata()
+            .cloned()
+            .unwrap_or_default();
+        let get = |k: &str| kv.iter().find(|e| e.key == k).and_then(|e| e.value.clone());
+        assert_eq!(get("lakefish.schema_version").as_deref(), Some("1"));
+        assert_eq!(
+            get("lakefish.score_unit").as_deref(),
+            Some("stockfish_internal")
+        );
+        rows.extend(read_positions(bytes, &p.display().to_string()).unwrap());
     }
-
-    fn file(&self, name: &str, bytes: &[u8]) -> String {
-        let p = self.dir.path().join(name);
-        std::fs::write(&p, bytes).unwrap();
-        p.to_str().unwrap().to_string()
-    }
-
-    fn ingest(
-        &self,
-        inputs: &[String],
-        dataset: &str,
-        rows_per_part: u64,
-    ) -> Result<IngestSummary, JobError> {
-        let ctx = JobContext::new(self.lake.clone(), self.rt.handle().clone());
-        let spec = IngestBinpackSpec {
-            inputs: inputs.to_vec(),
-            dataset: DatasetName::new(dataset).unwrap(),
-            rows_per_part,
-        };
-        ingest_binpack(&ctx, &JobId::new(), &spec)
-    }
-
-    fn dataset_dir(&self, dataset: &str) -> PathBuf {
-        self.dir
-            .path()
-            .join(format!("lake/positions/source=binpack/dataset={dataset}"))
-    }
-
-    /// All files of the lake with their bytes.
-    fn snapshot(&self) -> Vec<(PathBuf, Vec<u8>)> {
-        let mut out = Vec::new();
-        let mut stack = vec![self.dir.path().join("lake")];
-        while let Some(d) = stack.pop() {
-            for e in std::fs::read_dir(&d).unwrap() {
-                let p = e.unwrap().path();
-                if p.is_dir() {
-                    stack.push(p);
-                } else if !p.to_string_lossy().contains("/jobs/") {
-                    out.push((p.clone(), std::fs::read(&p).unwrap()));
-                }
-            }
-        }
-        out.sort();
-        out
-    }
-
-    fn read_rows(&self, dataset: &str) -> Vec<Row> {
-        let mut parts: Vec<PathBuf> = std::fs::read_dir(self.dataset_dir(dataset))
-            .unwrap()
-            .map(|e| e.unwrap().path())
-            .filter(|p| p.extension().is_some_and(|x| x == "parquet"))
-            .collect();
-        parts.sort();
-        let mut rows = Vec::new();
-        for p in parts {
-            let bytes = bytes::Bytes::from(std::fs::read(&p).unwrap());
-            let meta = parquet::file::reader::FileReader::metadata(
-                &parquet::file::serialized_reader::SerializedFileReader::new(bytes.clone())
-                    .unwrap(),
-            )
-            .clone();
-            let kv = meta
-                .file_metadata()
-                .key_value_metadata()
-                .cloned()
-                .unwrap_or_default();
-            let get = |k: &str| kv.iter().find(|e| e.key == k).and_then(|e| e.value.clone());
-            assert_eq!(get("lakefish.schema_version").as_deref(), Some("1"));
-            assert_eq!(
-                get("lakefish.score_unit").as_deref(),
-                Some("stockfish_internal")
-            );
-            rows.extend(read_positions(bytes, &p.display().to_string()).unwrap());
-        }
-        rows
-    }
+    rows
 }
 
 type Row = PositionRow;
@@ -154,7 +90,7 @@ fn small_binpack_matches_the_sfbinpack_reader_row_by_row() {
     assert_eq!(s.rows, 434_921);
     assert_eq!(s.null_scores, Some(10_200));
     assert!(s.skipped.is_empty(), "{:?}", s.skipped);
-    let rows = f.read_rows("small");
+    let rows = read_rows(&f, "small");
     assert_eq!(rows.iter().filter(|r| r.score.is_none()).count(), 10_200);
     assert_matches_reference(&rows, &std::fs::read(&path).unwrap());
 }
@@ -170,7 +106,7 @@ fn generated_binpacks_round_trip_in_several_parts_and_reruns_change_nothing() {
     assert_eq!(s.rows as usize, reference(&all).len());
     assert!(s.parts >= 2, "{s:?}");
     assert!(!s.already_present);
-    let rows = f.read_rows("gen");
+    let rows = read_rows(&f, "gen");
     assert_matches_reference(&rows, &all);
 
     let before = f.snapshot();
@@ -238,7 +174,7 @@ fn a_chunk_with_flipped_bytes_is_skipped_and_its_neighbours_kept() {
         "{:?}",
         s.skipped
     );
-    let rows = f.read_rows("flip");
+    let rows = read_rows(&f, "flip");
     assert_matches_reference(
         &rows[..reference(&bytes[..starts[1]]).len()],
         &bytes[..starts[1]],
@@ -349,5 +285,5 @@ fn not_binpack_and_empty_files_fail_clearly_and_change_nothing() {
         before,
         "failed ingests leave the lake as it was"
     );
-    assert!(!f.dataset_dir("bad1").exists());
+    assert!(!dataset_dir(&f, "bad1").exists());
 }

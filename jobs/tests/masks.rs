@@ -3,101 +3,46 @@
 
 use lakefish_jobs::binpack::synthetic_binpack;
 use lakefish_jobs::datasets::read_manifest;
-use lakefish_jobs::ingest_binpack::ingest_binpack;
 use lakefish_jobs::masks::{mask_dataset, read_mask};
-use lakefish_jobs::{JobContext, Lake};
-use lakefish_schemas::{
-    DatasetName, IngestBinpackSpec, JobId, MaskDefinition, MaskName, MaskSpec, Source,
-};
+use lakefish_schemas::{DatasetName, JobId, MaskDefinition, MaskName, MaskSpec, Source};
 use sfbinpack::chess::r#move::MoveType;
 use sfbinpack::chess::piece::Piece;
-use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 
-struct Fx {
-    dir: tempfile::TempDir,
-    lake: Lake,
-    rt: tokio::runtime::Runtime,
+mod common;
+use common::LakeFixture;
+
+fn mask(
+    fx: &LakeFixture,
+    dataset: &str,
+    def: MaskDefinition,
+) -> Result<lakefish_jobs::masks::MaskSummary, lakefish_jobs::JobError> {
+    let spec = MaskSpec {
+        dataset: DatasetName::new(dataset).unwrap(),
+        source: Source::Binpack,
+        definition: def,
+    };
+    mask_dataset(&fx.ctx(), &JobId::new(), &spec)
 }
 
-impl Fx {
-    fn new() -> Fx {
-        let dir = tempfile::tempdir().unwrap();
-        let lake = Lake::open(dir.path().join("lake").to_str().unwrap(), &HashMap::new()).unwrap();
-        Fx {
-            dir,
-            lake,
-            rt: tokio::runtime::Runtime::new().unwrap(),
-        }
+/// The mask of the whole dataset, parts in order, through the checking reader.
+fn read_all(fx: &LakeFixture, dataset: &str, name: &str) -> Vec<bool> {
+    let ds = DatasetName::new(dataset).unwrap();
+    let m = fx
+        .rt
+        .block_on(read_manifest(&fx.lake, Source::Binpack, &ds))
+        .unwrap()
+        .unwrap();
+    let name = MaskName::new(name).unwrap();
+    let mut all = Vec::new();
+    for part in &m.parts {
+        all.extend(
+            fx.rt
+                .block_on(read_mask(&fx.lake, &name, Source::Binpack, &ds, part))
+                .unwrap(),
+        );
     }
-
-    fn ctx(&self) -> JobContext {
-        JobContext::new(self.lake.clone(), self.rt.handle().clone())
-    }
-
-    fn ingest(&self, bytes: &[u8], dataset: &str, rows_per_part: u64) {
-        let p = self.dir.path().join(format!("{dataset}.binpack"));
-        std::fs::write(&p, bytes).unwrap();
-        let spec = IngestBinpackSpec {
-            inputs: vec![p.to_str().unwrap().into()],
-            dataset: DatasetName::new(dataset).unwrap(),
-            rows_per_part,
-        };
-        ingest_binpack(&self.ctx(), &JobId::new(), &spec).unwrap();
-    }
-
-    fn mask(
-        &self,
-        dataset: &str,
-        def: MaskDefinition,
-    ) -> Result<lakefish_jobs::masks::MaskSummary, lakefish_jobs::JobError> {
-        let spec = MaskSpec {
-            dataset: DatasetName::new(dataset).unwrap(),
-            source: Source::Binpack,
-            definition: def,
-        };
-        mask_dataset(&self.ctx(), &JobId::new(), &spec)
-    }
-
-    fn snapshot(&self) -> BTreeMap<String, Vec<u8>> {
-        let root = self.dir.path().join("lake");
-        let mut out = BTreeMap::new();
-        let mut stack = vec![root.clone()];
-        while let Some(d) = stack.pop() {
-            for e in std::fs::read_dir(&d).unwrap() {
-                let p = e.unwrap().path();
-                if p.is_dir() {
-                    stack.push(p);
-                } else {
-                    out.insert(
-                        p.strip_prefix(&root).unwrap().display().to_string(),
-                        std::fs::read(&p).unwrap(),
-                    );
-                }
-            }
-        }
-        out
-    }
-
-    /// The mask of the whole dataset, parts in order, through the checking reader.
-    fn read_all(&self, dataset: &str, name: &str) -> Vec<bool> {
-        let ds = DatasetName::new(dataset).unwrap();
-        let m = self
-            .rt
-            .block_on(read_manifest(&self.lake, Source::Binpack, &ds))
-            .unwrap()
-            .unwrap();
-        let name = MaskName::new(name).unwrap();
-        let mut all = Vec::new();
-        for part in &m.parts {
-            all.extend(
-                self.rt
-                    .block_on(read_mask(&self.lake, &name, Source::Binpack, &ds, part))
-                    .unwrap(),
-            );
-        }
-        all
-    }
+    all
 }
 
 /// Quiet by sfbinpack's board (no shakmaty): not in check, no capture, no promotion, scored.
@@ -139,23 +84,23 @@ fn quiet_mask_matches_an_independent_computation() {
         sample(),
         [synthetic_binpack(150, 3), synthetic_binpack(150, 4)].concat(),
     ] {
-        let fx = Fx::new();
-        fx.ingest(&bytes, "d", 50_000);
-        let s = fx.mask("d", MaskDefinition::quiet()).unwrap();
+        let fx = LakeFixture::new();
+        fx.ingest_bytes(&bytes, "d", 50_000);
+        let s = mask(&fx, "d", MaskDefinition::quiet()).unwrap();
         let want = independent_quiet(&bytes, 0);
         assert_eq!(s.rows as usize, want.len());
         assert_eq!(s.selected as usize, want.iter().filter(|&&k| k).count());
         assert!(s.selected > 0 && (s.selected as usize) < want.len());
-        assert_eq!(fx.read_all("d", "quiet"), want);
+        assert_eq!(read_all(&fx, "d", "quiet"), want);
     }
 }
 
 #[test]
 fn a_second_definition_leaves_data_and_other_masks_alone_and_reruns_change_nothing() {
-    let fx = Fx::new();
+    let fx = LakeFixture::new();
     let bytes = [synthetic_binpack(120, 5), synthetic_binpack(120, 6)].concat();
-    fx.ingest(&bytes, "d", 2_000);
-    fx.mask("d", MaskDefinition::quiet()).unwrap();
+    fx.ingest_bytes(&bytes, "d", 2_000);
+    mask(&fx, "d", MaskDefinition::quiet()).unwrap();
     let before = fx.snapshot();
 
     let late = MaskDefinition {
@@ -163,9 +108,9 @@ fn a_second_definition_leaves_data_and_other_masks_alone_and_reruns_change_nothi
         min_ply: Some(16),
         max_abs_score: None,
     };
-    let s = fx.mask("d", late.clone()).unwrap();
+    let s = mask(&fx, "d", late.clone()).unwrap();
     assert_eq!(
-        fx.read_all("d", "quiet-ply16"),
+        read_all(&fx, "d", "quiet-ply16"),
         independent_quiet(&bytes, 16)
     );
     assert!(s.selected > 0);
@@ -175,7 +120,7 @@ fn a_second_definition_leaves_data_and_other_masks_alone_and_reruns_change_nothi
     }
     assert!(after.keys().any(|k| k.starts_with("masks/quiet-ply16/")));
 
-    let again = fx.mask("d", late).unwrap();
+    let again = mask(&fx, "d", late).unwrap();
     assert!(again.already_present);
     assert_eq!(fx.snapshot(), after, "a second run changes nothing");
 
@@ -184,20 +129,20 @@ fn a_second_definition_leaves_data_and_other_masks_alone_and_reruns_change_nothi
         min_ply: Some(4),
         max_abs_score: None,
     };
-    let e = fx.mask("d", clash).unwrap_err().to_string();
+    let e = mask(&fx, "d", clash).unwrap_err().to_string();
     assert!(e.contains("another definition"), "{e}");
     assert_eq!(fx.snapshot(), after);
 }
 
 #[test]
 fn readers_refuse_missing_and_misaligned_masks() {
-    let fx = Fx::new();
-    fx.ingest(
+    let fx = LakeFixture::new();
+    fx.ingest_bytes(
         &[synthetic_binpack(60, 7), synthetic_binpack(60, 8)].concat(),
         "d",
         1_000,
     );
-    fx.mask("d", MaskDefinition::quiet()).unwrap();
+    mask(&fx, "d", MaskDefinition::quiet()).unwrap();
     let ds = DatasetName::new("d").unwrap();
     let m = fx
         .rt
@@ -232,9 +177,8 @@ fn readers_refuse_missing_and_misaligned_masks() {
 
 #[test]
 fn masking_a_dataset_that_does_not_exist_says_so() {
-    let fx = Fx::new();
-    let e = fx
-        .mask("nothing-here", MaskDefinition::quiet())
+    let fx = LakeFixture::new();
+    let e = mask(&fx, "nothing-here", MaskDefinition::quiet())
         .unwrap_err()
         .to_string();
     assert!(

@@ -9,6 +9,8 @@ use lakefish_schemas::{DatasetName, IngestBinpackSpec, JobId, JobSpec, JobState,
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 
+mod common;
+
 fn assert_same(a: &BTreeMap<String, Vec<u8>>, b: &BTreeMap<String, Vec<u8>>) {
     assert_eq!(a.keys().collect::<Vec<_>>(), b.keys().collect::<Vec<_>>());
     for (k, v) in a {
@@ -16,28 +18,15 @@ fn assert_same(a: &BTreeMap<String, Vec<u8>>, b: &BTreeMap<String, Vec<u8>>) {
     }
 }
 
+/// The lake's files (job records aside), with the one field allowed to differ between runs
+/// (the manifest's commit time) blanked.
 fn files(root: &Path) -> BTreeMap<String, Vec<u8>> {
-    let mut out = BTreeMap::new();
-    let mut stack = vec![root.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).unwrap() {
-            let p = e.unwrap().path();
-            if p.is_dir() {
-                stack.push(p);
-                continue;
-            }
-            let key = p.strip_prefix(root).unwrap().to_string_lossy().into_owned();
-            if key.starts_with("jobs/") {
-                continue;
-            }
-            let mut bytes = std::fs::read(&p).unwrap();
-            if key.ends_with("_manifest.json") {
-                // Only the commit time may differ between runs.
-                let mut v: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
-                v["created"] = serde_json::Value::Null;
-                bytes = serde_json::to_vec(&v).unwrap();
-            }
-            out.insert(key, bytes);
+    let mut out = common::snapshot_dir(root);
+    for (key, bytes) in out.iter_mut() {
+        if key.ends_with("_manifest.json") {
+            let mut v: serde_json::Value = serde_json::from_slice(bytes).unwrap();
+            v["created"] = serde_json::Value::Null;
+            *bytes = serde_json::to_vec(&v).unwrap();
         }
     }
     out

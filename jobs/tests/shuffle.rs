@@ -2,116 +2,69 @@
 //! the same inputs and seed whatever the order the passes ran in.
 
 use lakefish_jobs::binpack::synthetic_binpack;
-use lakefish_jobs::ingest_binpack::ingest_binpack;
 use lakefish_jobs::masks::mask_dataset;
 use lakefish_jobs::parts::{PositionRow, read_positions};
 use lakefish_jobs::shuffle::{commit, deal_part, shuffle_here, shuffle_pile, start};
-use lakefish_jobs::{JobContext, Lake};
 use lakefish_schemas::{
-    DatasetName, IngestBinpackSpec, JobId, MaskDefinition, MaskName, MaskSpec, ShuffleSpec, Source,
+    DatasetName, JobId, MaskDefinition, MaskName, MaskSpec, ShuffleSpec, Source,
 };
 use std::collections::{BTreeMap, HashMap};
 
-struct Fx {
-    dir: tempfile::TempDir,
-    lake: Lake,
-    rt: tokio::runtime::Runtime,
+mod common;
+use common::{LakeFixture, snapshot_dir};
+
+/// Two datasets of generated games, several parts each, with quiet masks when `mask`.
+fn with_data(mask: bool) -> LakeFixture {
+    let fx = LakeFixture::new();
+    for (name, seed) in [("a", 11u64), ("b", 12)] {
+        let bytes = [
+            synthetic_binpack(80, seed),
+            synthetic_binpack(80, seed + 100),
+        ]
+        .concat();
+        fx.ingest_bytes(&bytes, name, 3_000);
+        if mask {
+            let m = MaskSpec {
+                dataset: DatasetName::new(name).unwrap(),
+                source: Source::Binpack,
+                definition: MaskDefinition::quiet(),
+            };
+            mask_dataset(&fx.ctx(), &JobId::new(), &m).unwrap();
+        }
+    }
+    fx
 }
 
-impl Fx {
-    fn new() -> Fx {
-        let dir = tempfile::tempdir().unwrap();
-        let lake = Lake::open(dir.path().join("lake").to_str().unwrap(), &HashMap::new()).unwrap();
-        Fx {
-            dir,
-            lake,
-            rt: tokio::runtime::Runtime::new().unwrap(),
+fn files(fx: &LakeFixture, prefix: &str) -> BTreeMap<String, Vec<u8>> {
+    snapshot_dir(&fx.path(prefix))
+}
+
+/// The rows the quiet masks select, dataset by dataset, part by part.
+fn selected_rows(fx: &LakeFixture) -> Vec<PositionRow> {
+    let mut rows = Vec::new();
+    for ds in ["a", "b"] {
+        let dir = fx.path(&format!("positions/source=binpack/dataset={ds}"));
+        let mut parts: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|x| x == "parquet"))
+            .collect();
+        parts.sort();
+        for p in parts {
+            let data = read_positions(std::fs::read(&p).unwrap().into(), "part").unwrap();
+            let mask_path = fx
+                .path(&format!("masks/quiet/source=binpack/dataset={ds}"))
+                .join(p.file_name().unwrap());
+            let keep = mask_of(&std::fs::read(mask_path).unwrap());
+            rows.extend(
+                data.into_iter()
+                    .zip(keep)
+                    .filter(|(_, k)| *k)
+                    .map(|(r, _)| r),
+            );
         }
     }
-
-    fn ctx(&self) -> JobContext {
-        JobContext::new(self.lake.clone(), self.rt.handle().clone())
-    }
-
-    /// Two datasets of generated games, several parts each, with quiet masks.
-    fn with_data(self, mask: bool) -> Fx {
-        for (name, seed) in [("a", 11u64), ("b", 12)] {
-            let p = self.dir.path().join(format!("{name}.binpack"));
-            std::fs::write(
-                &p,
-                [
-                    synthetic_binpack(80, seed),
-                    synthetic_binpack(80, seed + 100),
-                ]
-                .concat(),
-            )
-            .unwrap();
-            let spec = IngestBinpackSpec {
-                inputs: vec![p.to_str().unwrap().into()],
-                dataset: DatasetName::new(name).unwrap(),
-                rows_per_part: 3_000,
-            };
-            ingest_binpack(&self.ctx(), &JobId::new(), &spec).unwrap();
-            if mask {
-                let m = MaskSpec {
-                    dataset: DatasetName::new(name).unwrap(),
-                    source: Source::Binpack,
-                    definition: MaskDefinition::quiet(),
-                };
-                mask_dataset(&self.ctx(), &JobId::new(), &m).unwrap();
-            }
-        }
-        self
-    }
-
-    fn files(&self, prefix: &str) -> BTreeMap<String, Vec<u8>> {
-        let root = self.dir.path().join("lake").join(prefix);
-        let mut out = BTreeMap::new();
-        if let Ok(rd) = std::fs::read_dir(&root) {
-            for e in rd {
-                let p = e.unwrap().path();
-                if p.is_file() {
-                    out.insert(
-                        p.file_name().unwrap().to_string_lossy().into_owned(),
-                        std::fs::read(&p).unwrap(),
-                    );
-                }
-            }
-        }
-        out
-    }
-
-    fn selected_rows(&self) -> Vec<PositionRow> {
-        let mut rows = Vec::new();
-        for ds in ["a", "b"] {
-            let dir = self
-                .dir
-                .path()
-                .join(format!("lake/positions/source=binpack/dataset={ds}"));
-            let mut parts: Vec<_> = std::fs::read_dir(&dir)
-                .unwrap()
-                .map(|e| e.unwrap().path())
-                .filter(|p| p.extension().is_some_and(|x| x == "parquet"))
-                .collect();
-            parts.sort();
-            for p in parts {
-                let data = read_positions(std::fs::read(&p).unwrap().into(), "part").unwrap();
-                let mask_path = self
-                    .dir
-                    .path()
-                    .join(format!("lake/masks/quiet/source=binpack/dataset={ds}"))
-                    .join(p.file_name().unwrap());
-                let keep = mask_of(&std::fs::read(mask_path).unwrap());
-                rows.extend(
-                    data.into_iter()
-                        .zip(keep)
-                        .filter(|(_, k)| *k)
-                        .map(|(r, _)| r),
-                );
-            }
-        }
-        rows
-    }
+    rows
 }
 
 fn mask_of(bytes: &[u8]) -> Vec<bool> {
@@ -171,12 +124,12 @@ fn chunk_rows(chunks: &BTreeMap<String, Vec<u8>>) -> Vec<Vec<PositionRow>> {
 
 #[test]
 fn chunks_hold_exactly_the_selected_rows_spread_over_the_chunks() {
-    let fx = Fx::new().with_data(true);
+    let fx = with_data(true);
     let m = shuffle_here(&fx.ctx(), &JobId::new(), &spec(8, 42)).unwrap();
-    let want = fx.selected_rows();
+    let want = selected_rows(&fx);
     assert_eq!(m.rows as usize, want.len());
     assert_eq!(m.chunks.len(), 8);
-    let files = fx.files(&format!("shuffled/{}", m.id));
+    let files = files(&fx, &format!("shuffled/{}", m.id));
     let chunks = chunk_rows(&files);
     let got: Vec<&PositionRow> = chunks.iter().flatten().collect();
     assert_eq!(got.len(), want.len(), "row count");
@@ -241,16 +194,15 @@ fn chunks_hold_exactly_the_selected_rows_spread_over_the_chunks() {
 
 #[test]
 fn same_seed_same_bytes_in_any_order_other_seed_other_order() {
-    let a = Fx::new().with_data(true);
+    let a = with_data(true);
     let ma = shuffle_here(&a.ctx(), &JobId::new(), &spec(5, 7)).unwrap();
-    let chunks_a: BTreeMap<_, _> = a
-        .files(&format!("shuffled/{}", ma.id))
+    let chunks_a: BTreeMap<_, _> = files(&a, &format!("shuffled/{}", ma.id))
         .into_iter()
         .filter(|(k, _)| k.starts_with("chunk-"))
         .collect();
 
     // Another lake, the passes run one by one in reverse order (as workers might).
-    let b = Fx::new().with_data(true);
+    let b = with_data(true);
     let ctx = b.ctx();
     let plan = start(&ctx, &spec(5, 7)).unwrap();
     for i in (0..plan.parts.len()).rev() {
@@ -261,8 +213,7 @@ fn same_seed_same_bytes_in_any_order_other_seed_other_order() {
         shuffle_pile(&ctx, &plan, p).unwrap();
     }
     let mb = commit(&ctx, &plan).unwrap();
-    let chunks_b: BTreeMap<_, _> = b
-        .files(&format!("shuffled/{}", mb.id))
+    let chunks_b: BTreeMap<_, _> = files(&b, &format!("shuffled/{}", mb.id))
         .into_iter()
         .filter(|(k, _)| k.starts_with("chunk-"))
         .collect();
@@ -272,8 +223,7 @@ fn same_seed_same_bytes_in_any_order_other_seed_other_order() {
     // A different seed: same rows, different order.
     let mc = shuffle_here(&a.ctx(), &JobId::new(), &spec(5, 8)).unwrap();
     assert_ne!(mc.id, ma.id);
-    let chunks_c: BTreeMap<_, _> = a
-        .files(&format!("shuffled/{}", mc.id))
+    let chunks_c: BTreeMap<_, _> = files(&a, &format!("shuffled/{}", mc.id))
         .into_iter()
         .filter(|(k, _)| k.starts_with("chunk-"))
         .collect();
@@ -281,15 +231,15 @@ fn same_seed_same_bytes_in_any_order_other_seed_other_order() {
     assert_eq!(mc.rows, ma.rows);
 
     // Running the same shuffle again changes nothing.
-    let before = a.files(&format!("shuffled/{}", ma.id));
+    let before = files(&a, &format!("shuffled/{}", ma.id));
     let again = shuffle_here(&a.ctx(), &JobId::new(), &spec(5, 7)).unwrap();
     assert_eq!(again, ma);
-    assert!(a.files(&format!("shuffled/{}", ma.id)) == before);
+    assert!(files(&a, &format!("shuffled/{}", ma.id)) == before);
 }
 
 #[test]
 fn a_shuffle_without_masks_or_data_fails_clearly_and_writes_nothing() {
-    let fx = Fx::new().with_data(false);
+    let fx = with_data(false);
     let e = shuffle_here(&fx.ctx(), &JobId::new(), &spec(4, 1))
         .unwrap_err()
         .to_string();
