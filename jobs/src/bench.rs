@@ -157,26 +157,16 @@ pub fn bench_mask(
 ) -> Result<MaskBench, JobError> {
     use lakefish_schemas::{MaskDefinition, MaskName, MaskSpec, Source};
     use rayon::prelude::*;
-    let dir = std::env::temp_dir().join(format!("lakefish-bench-mask-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let lake = Lake::open(dir.to_str().unwrap(), &HashMap::new())?;
-    let ctx = JobContext::new(lake.clone(), rt.clone()).with_threads(threads);
-    let dataset = DatasetName::new("bench").expect("valid name");
-    let spec = IngestBinpackSpec {
-        inputs: vec![file.to_string()],
-        dataset: dataset.clone(),
-        rows_per_part: 100_000,
-    };
-    let result = (|| {
-        let ingested = ingest_binpack(&ctx, &JobId::new(), &spec)?;
-        let manifest = rt
-            .block_on(crate::datasets::read_manifest(
-                &lake,
-                Source::Binpack,
-                &dataset,
-            ))?
-            .ok_or_else(|| JobError::Internal("bench dataset vanished".into()))?;
-        let prefix = lakefish_schemas::positions::dataset_prefix(Source::Binpack, &dataset);
+    let Scratch {
+        ctx,
+        lake,
+        dataset,
+        ingested,
+        manifest,
+        prefix,
+        ..
+    } = &Scratch::new(rt, file, threads, "mask")?;
+    {
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(threads)
             .build()
@@ -209,7 +199,7 @@ pub fn bench_mask(
                 definition: def,
             };
             let start = Instant::now();
-            crate::masks::mask_dataset(&ctx, &JobId::new(), &mspec)?;
+            crate::masks::mask_dataset(ctx, &JobId::new(), &mspec)?;
             mask_best = mask_best.min(start.elapsed().as_secs_f64());
         }
         let rows = ingested.rows as f64;
@@ -221,9 +211,7 @@ pub fn bench_mask(
             mask_rows_per_s: rows / mask_best,
             ratio: read_best / mask_best,
         })
-    })();
-    let _ = std::fs::remove_dir_all(&dir);
-    result
+    }
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -251,32 +239,22 @@ pub fn bench_shuffle(
     runs: usize,
 ) -> Result<ShuffleBench, JobError> {
     use lakefish_schemas::{MaskDefinition, MaskSpec, ShuffleSpec, Source};
-    let dir = std::env::temp_dir().join(format!("lakefish-bench-shuffle-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let lake = Lake::open(dir.to_str().unwrap(), &HashMap::new())?;
-    let ctx = JobContext::new(lake.clone(), rt.clone()).with_threads(threads);
-    let dataset = DatasetName::new("bench").expect("valid name");
-    let result = (|| {
-        let spec = IngestBinpackSpec {
-            inputs: vec![file.to_string()],
-            dataset: dataset.clone(),
-            rows_per_part: 100_000,
-        };
-        let ingested = ingest_binpack(&ctx, &JobId::new(), &spec)?;
+    let Scratch {
+        ctx,
+        lake,
+        dataset,
+        ingested,
+        manifest,
+        prefix,
+        ..
+    } = &Scratch::new(rt, file, threads, "shuffle")?;
+    {
         let mask = MaskSpec {
             dataset: dataset.clone(),
             source: Source::Binpack,
             definition: MaskDefinition::quiet(),
         };
-        crate::masks::mask_dataset(&ctx, &JobId::new(), &mask)?;
-        let manifest = rt
-            .block_on(crate::datasets::read_manifest(
-                &lake,
-                Source::Binpack,
-                &dataset,
-            ))?
-            .ok_or_else(|| JobError::Internal("bench dataset vanished".into()))?;
-        let prefix = lakefish_schemas::positions::dataset_prefix(Source::Binpack, &dataset);
+        crate::masks::mask_dataset(ctx, &JobId::new(), &mask)?;
         let (mut copy_best, mut shuffle_best, mut selected) = (f64::MAX, f64::MAX, 0);
         for run in 0..runs.max(1) {
             let start = Instant::now();
@@ -300,7 +278,7 @@ pub fn bench_shuffle(
                 seed: run as u64,
             };
             let start = Instant::now();
-            let m = crate::shuffle::shuffle_here(&ctx, &JobId::new(), &sspec)?;
+            let m = crate::shuffle::shuffle_here(ctx, &JobId::new(), &sspec)?;
             shuffle_best = shuffle_best.min(start.elapsed().as_secs_f64());
             selected = m.rows;
         }
@@ -316,7 +294,72 @@ pub fn bench_shuffle(
             shuffle_rows_per_s: ingested.rows as f64 / shuffle_best,
             ratio: copy_best / shuffle_best,
         })
-    })();
-    let _ = std::fs::remove_dir_all(&dir);
-    result
+    }
+}
+
+/// A throw-away local lake holding `file` ingested as dataset `bench` (parts of 100,000
+/// rows); deleted when dropped.
+struct Scratch {
+    dir: std::path::PathBuf,
+    lake: Lake,
+    ctx: JobContext,
+    dataset: DatasetName,
+    ingested: crate::ingest_binpack::IngestSummary,
+    manifest: lakefish_schemas::DatasetManifest,
+    prefix: String,
+}
+
+impl Scratch {
+    fn new(
+        rt: &tokio::runtime::Handle,
+        file: &str,
+        threads: usize,
+        what: &str,
+    ) -> Result<Scratch, JobError> {
+        use lakefish_schemas::Source;
+        let dir =
+            std::env::temp_dir().join(format!("lakefish-bench-{what}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let lake = Lake::open(dir.to_str().unwrap(), &HashMap::new())?;
+        let ctx = JobContext::new(lake.clone(), rt.clone()).with_threads(threads);
+        let dataset = DatasetName::new("bench").expect("valid name");
+        let spec = IngestBinpackSpec {
+            inputs: vec![file.to_string()],
+            dataset: dataset.clone(),
+            rows_per_part: 100_000,
+        };
+        let ingested = ingest_binpack(&ctx, &JobId::new(), &spec);
+        let manifest = rt.block_on(crate::datasets::read_manifest(
+            &lake,
+            Source::Binpack,
+            &dataset,
+        ));
+        let (ingested, manifest) = match (ingested, manifest) {
+            (Ok(i), Ok(Some(m))) => (i, m),
+            (Err(e), _) | (_, Err(e)) => {
+                let _ = std::fs::remove_dir_all(&dir);
+                return Err(e);
+            }
+            (_, Ok(None)) => {
+                let _ = std::fs::remove_dir_all(&dir);
+                return Err(JobError::Internal("bench dataset vanished".into()));
+            }
+        };
+        let prefix = lakefish_schemas::positions::dataset_prefix(Source::Binpack, &dataset);
+        Ok(Scratch {
+            dir,
+            lake,
+            ctx,
+            dataset,
+            ingested,
+            manifest,
+            prefix,
+        })
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
 }
