@@ -147,9 +147,9 @@ impl JobSpec {
         match kind.as_str() {
             "ingest_binpack" => {
                 let s: IngestBinpackSpec =
-                    serde_json::from_value(spec).map_err(|e| SpecError::Invalid {
+                    from_spec(spec).map_err(|message| SpecError::Invalid {
                         kind: "ingest_binpack",
-                        message: e.to_string(),
+                        message,
                     })?;
                 s.validate().map_err(|message| SpecError::Invalid {
                     kind: "ingest_binpack",
@@ -158,9 +158,9 @@ impl JobSpec {
                 Ok(JobSpec::IngestBinpack(s))
             }
             "mask" => {
-                let s: MaskSpec = serde_json::from_value(spec).map_err(|e| SpecError::Invalid {
+                let s: MaskSpec = from_spec(spec).map_err(|message| SpecError::Invalid {
                     kind: "mask",
-                    message: e.to_string(),
+                    message,
                 })?;
                 Ok(JobSpec::Mask(s))
             }
@@ -169,14 +169,25 @@ impl JobSpec {
                     kind: "shuffle",
                     message,
                 };
-                let s: ShuffleSpec =
-                    serde_json::from_value(spec).map_err(|e| invalid(e.to_string()))?;
+                let s: ShuffleSpec = from_spec(spec).map_err(invalid)?;
                 s.validate().map_err(invalid)?;
                 Ok(JobSpec::Shuffle(s))
             }
             _ => Err(SpecError::UnknownKind(kind)),
         }
     }
+}
+
+/// Deserializes a spec, naming the field at fault ("definition.min_ply: invalid value ...").
+fn from_spec<T: serde::de::DeserializeOwned>(spec: serde_json::Value) -> Result<T, String> {
+    serde_path_to_error::deserialize(spec).map_err(|e| {
+        let path = e.path().to_string();
+        if path == "." {
+            e.inner().to_string()
+        } else {
+            format!("{path}: {}", e.inner())
+        }
+    })
 }
 
 /// What travels through the queue. The spec stays raw JSON until the worker has checked the
@@ -321,6 +332,48 @@ mod tests {
             r#"{"kind":"ingest_binpack","spec":{"inputs":["a"],"dataset":"x","rows_per_part":99999999}}"#,
         );
         assert!(e.contains("rows_per_part must be between"), "{e}");
+    }
+
+    #[test]
+    fn bad_mask_and_shuffle_specs_say_what_is_wrong() {
+        for (body, needle) in [
+            (r#"{"kind":"mask","spec":{"dataset":"d"}}"#, "definition"),
+            (
+                r#"{"kind":"mask","spec":{"dataset":"d","definition":{"name":"../q"}}}"#,
+                "may only contain",
+            ),
+            (
+                r#"{"kind":"mask","spec":{"dataset":"d","definition":{"name":"q","min_ply":-3}}}"#,
+                "min_ply",
+            ),
+            (
+                r#"{"kind":"mask","spec":{"dataset":"d","source":"chess.com","definition":{"name":"q"}}}"#,
+                "chess.com",
+            ),
+            (
+                r#"{"kind":"shuffle","spec":{"datasets":[],"mask":"quiet","chunks":4,"seed":1}}"#,
+                "datasets is empty",
+            ),
+            (
+                r#"{"kind":"shuffle","spec":{"datasets":["a","a"],"mask":"quiet","chunks":4,"seed":1}}"#,
+                "named twice",
+            ),
+            (
+                r#"{"kind":"shuffle","spec":{"datasets":["a"],"mask":"quiet","chunks":0,"seed":1}}"#,
+                "chunks must be",
+            ),
+            (
+                r#"{"kind":"shuffle","spec":{"datasets":["a/b"],"mask":"quiet","chunks":2,"seed":1}}"#,
+                "may only contain",
+            ),
+            (
+                r#"{"kind":"shuffle","spec":{"datasets":["a"],"mask":"quiet","chunks":2}}"#,
+                "seed",
+            ),
+        ] {
+            let e = err(body);
+            assert!(e.contains(needle), "{body}: {e}");
+        }
     }
 
     #[test]

@@ -2,8 +2,7 @@
 //! `masks/<name>/source=<s>/dataset=<d>/part-NNNNN.parquet` with the same file name as the
 //! part, so several definitions live side by side without rewriting data.
 
-use crate::names::check_segment;
-use crate::{DatasetName, JobId, NameError, Source};
+use crate::{DatasetName, JobId, Source};
 use serde::{Deserialize, Serialize};
 
 pub const MASK_MANIFEST_FILE: &str = "_mask.json";
@@ -12,41 +11,12 @@ pub const MASK_COLUMN: &str = "keep";
 pub const META_PART_ROWS: &str = "lakefish.part_rows";
 pub const META_MASK: &str = "lakefish.mask";
 
-/// A mask definition's name: one path segment.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
-#[serde(transparent)]
-pub struct MaskName(String);
-
-impl MaskName {
-    pub fn new(name: &str) -> Result<Self, NameError> {
-        check_segment("mask", name, 64)?;
-        Ok(Self(name.to_string()))
-    }
-
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
-
-impl<'de> Deserialize<'de> for MaskName {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let s = String::deserialize(d)?;
-        MaskName::new(&s).map_err(serde::de::Error::custom)
-    }
-}
-
-impl std::fmt::Display for MaskName {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::str::FromStr for MaskName {
-    type Err = NameError;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        MaskName::new(s)
-    }
-}
+crate::segment_name!(
+    /// A mask definition's name: one path segment.
+    MaskName,
+    "mask",
+    64
+);
 
 /// A quiet-position definition: the side to move is not in check, the row's move is neither a
 /// capture (en passant included) nor a promotion, and the score is not null; optionally also

@@ -45,43 +45,57 @@ pub fn check_segment(what: &'static str, name: &str, max: usize) -> Result<(), N
     Ok(())
 }
 
-/// A dataset name: one hive partition value, `dataset=<name>`.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
-#[serde(transparent)]
-pub struct DatasetName(String);
+/// Declares a name type that holds only strings passing [`check_segment`]: checked when
+/// built, parsed (clap) or deserialized (serde), so an unchecked name never exists.
+#[macro_export]
+macro_rules! segment_name {
+    ($(#[$doc:meta])* $name:ident, $what:literal, $max:expr) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+        #[serde(transparent)]
+        pub struct $name(String);
 
-impl DatasetName {
-    pub const MAX_LEN: usize = 64;
+        impl $name {
+            pub const MAX_LEN: usize = $max;
 
-    pub fn new(name: &str) -> Result<Self, NameError> {
-        check_segment("dataset", name, Self::MAX_LEN)?;
-        Ok(Self(name.to_string()))
-    }
+            pub fn new(name: &str) -> Result<Self, $crate::NameError> {
+                $crate::names::check_segment($what, name, Self::MAX_LEN)?;
+                Ok(Self(name.to_string()))
+            }
 
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
+            pub fn as_str(&self) -> &str {
+                &self.0
+            }
+        }
+
+        impl<'de> serde::Deserialize<'de> for $name {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                let s = String::deserialize(d)?;
+                $name::new(&s).map_err(serde::de::Error::custom)
+            }
+        }
+
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(&self.0)
+            }
+        }
+
+        impl std::str::FromStr for $name {
+            type Err = $crate::NameError;
+            fn from_str(s: &str) -> Result<Self, Self::Err> {
+                $name::new(s)
+            }
+        }
+    };
 }
 
-impl<'de> Deserialize<'de> for DatasetName {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let s = String::deserialize(d)?;
-        DatasetName::new(&s).map_err(serde::de::Error::custom)
-    }
-}
-
-impl fmt::Display for DatasetName {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::str::FromStr for DatasetName {
-    type Err = NameError;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        DatasetName::new(s)
-    }
-}
+segment_name!(
+    /// A dataset name: one hive partition value, `dataset=<name>`.
+    DatasetName,
+    "dataset",
+    64
+);
 
 /// Where the rows of a `positions` partition came from: `source=<...>`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, PartialOrd, Ord)]

@@ -224,6 +224,24 @@ async fn malformed_requests_get_400_and_unknown_ids_404() {
         let resp = client.get(format!("{api}{path}")).send().await.unwrap();
         assert_eq!(resp.status(), 404, "{path}");
     }
+    // Uploads with a bad source or name are refused before anything is stored.
+    for path in [
+        "/v1/raw/chess.com/a.binpack",
+        "/v1/raw/binpack/..hidden",
+        "/v1/raw/binpack/.x",
+    ] {
+        let resp = client
+            .put(format!("{api}{path}"))
+            .body("data")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 400, "{path}");
+        let v: serde_json::Value = resp.json().await.unwrap();
+        assert!(v["error"].as_str().is_some(), "{path}: {v}");
+    }
+    assert!(!dir.path().join("lake/raw").exists());
+
     // --no-workers only makes sense with a shared (Redis) queue.
     let out = std::process::Command::new(lakefish_bin())
         .args(["--lake", "lake", "serve", "--no-workers"])
