@@ -237,6 +237,20 @@ pub fn lakefish(args: &[&str], env: &[(String, String)], cwd: &Path) -> (Proc, O
     )
 }
 
+/// GET a JSON document from the API.
+pub async fn get_json(url: String) -> serde_json::Value {
+    ::reqwest::get(&url).await.unwrap().json().await.unwrap()
+}
+
+/// Asserts a finished `lakefish` command succeeded, showing its stderr if not.
+pub fn assert_success(out: &std::process::Output) {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 pub async fn wait_for_job(api: &str, id: &str, timeout: Duration) -> JobRecord {
     let deadline = Instant::now() + timeout;
     loop {

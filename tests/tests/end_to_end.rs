@@ -35,12 +35,7 @@ async fn embedded_default_rest_queue_worker_lake() {
     );
     let api = api.unwrap();
 
-    let health: serde_json::Value = reqwest::get(format!("{api}/healthz"))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let health: serde_json::Value = get_json(format!("{api}/healthz")).await;
     assert_eq!(health["status"], "ok");
     assert!(health["queue"].as_str().unwrap().starts_with("sqlite:"));
 
@@ -54,12 +49,7 @@ async fn embedded_default_rest_queue_worker_lake() {
     assert_rows_match_binpack(&rows, &input);
     assert_eq!(rec.result.as_ref().unwrap()["rows"], rows.len());
 
-    let ds: serde_json::Value = reqwest::get(format!("{api}/v1/datasets"))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let ds: serde_json::Value = get_json(format!("{api}/v1/datasets")).await;
     let d = &ds["datasets"][0];
     assert_eq!(
         (d["name"].as_str(), d["source"].as_str()),
@@ -68,19 +58,9 @@ async fn embedded_default_rest_queue_worker_lake() {
     assert_eq!(d["rows"], rows.len());
     assert!(d["bytes"].as_u64().unwrap() > 0 && d["partitions"].as_u64().unwrap() >= 1);
 
-    let listed: serde_json::Value = reqwest::get(format!("{api}/v1/jobs?state=succeeded"))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let listed: serde_json::Value = get_json(format!("{api}/v1/jobs?state=succeeded")).await;
     assert_eq!(listed["jobs"][0]["id"], id);
-    let none: serde_json::Value = reqwest::get(format!("{api}/v1/jobs?state=failed"))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let none: serde_json::Value = get_json(format!("{api}/v1/jobs?state=failed")).await;
     assert_eq!(none["jobs"].as_array().unwrap().len(), 0);
 
     // A quiet mask over the dataset, queued like any job; the dataset list shows it.
@@ -94,12 +74,7 @@ async fn embedded_default_rest_queue_worker_lake() {
         res["selected"].as_u64().unwrap() > 0
             && res["selected"].as_u64().unwrap() < rows.len() as u64
     );
-    let ds: serde_json::Value = reqwest::get(format!("{api}/v1/datasets"))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let ds: serde_json::Value = get_json(format!("{api}/v1/datasets")).await;
     assert_eq!(ds["datasets"][0]["masks"], json!(["quiet"]));
 
     // A shuffle of the masked rows, queued; GET /v1/shuffles lists it.
@@ -108,12 +83,7 @@ async fn embedded_default_rest_queue_worker_lake() {
     let id = submit(&api, &body).await;
     let rec = wait_for_job(&api, &id, Duration::from_secs(180)).await;
     assert_eq!(rec.state, JobState::Succeeded, "{rec:?}");
-    let sh: serde_json::Value = reqwest::get(format!("{api}/v1/shuffles"))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let sh: serde_json::Value = get_json(format!("{api}/v1/shuffles")).await;
     let first = &sh["shuffles"][0];
     assert_eq!(first["rows"], selected);
     assert_eq!(first["chunks"].as_array().unwrap().len(), 4);
@@ -308,12 +278,7 @@ async fn redis_queue_separate_worker_and_s3_lake() {
         .await
         .unwrap();
     assert!(manifest.is_some(), "the manifest commits the dataset");
-    let ds: serde_json::Value = reqwest::get(format!("{api}/v1/datasets"))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let ds: serde_json::Value = get_json(format!("{api}/v1/datasets")).await;
     assert_eq!(ds["datasets"][0]["rows"], rows.len());
 
     // A client on another machine: upload through the API into raw/, the worker reads the
@@ -333,11 +298,7 @@ async fn redis_queue_separate_worker_and_s3_lake() {
         ])
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out);
     let rec: lakefish_schemas::JobRecord = serde_json::from_slice(&out.stdout).unwrap();
     let name = input.file_name().unwrap().to_str().unwrap();
     let JobSpec::IngestBinpack(spec) = &rec.spec else {
@@ -375,11 +336,7 @@ fn pyarrow_and_duckdb_read_the_partitioned_dataset() {
             .current_dir(dir.path())
             .output()
             .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        assert_success(&out);
         let summary: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
         total += summary["rows"].as_u64().unwrap();
     }
@@ -398,11 +355,7 @@ print(json.dumps({"rows": t.num_rows, "types": types, "duckdb_rows": n, "duckdb_
         .args(["-c", script, dir.path().join("lake").to_str().unwrap()])
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out);
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["rows"], total);
     assert_eq!(v["duckdb_rows"], total);
