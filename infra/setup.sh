@@ -47,6 +47,7 @@ need=()
 .venv/bin/python -c 'import pyarrow' 2>/dev/null || need+=(pyarrow)
 .venv/bin/python -c 'import duckdb' 2>/dev/null || need+=(duckdb)
 [ -x .venv/bin/moto_server ] || need+=("moto[server]")
+.venv/bin/python -c 'import chess' 2>/dev/null || need+=(chess)
 if [ ${#need[@]} -gt 0 ]; then
   log "installing ${need[*]} into .venv"
   .venv/bin/pip install -q --disable-pip-version-check "${need[@]}"

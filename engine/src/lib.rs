@@ -5,5 +5,9 @@
 //!
 //! Architecture invariant: no tokio, no object_store, no job or HTTP types in this crate.
 
+pub mod features;
+pub mod fen;
 pub mod random_games;
 pub mod rules;
+pub mod scores;
+pub mod sprt;

@@ -9,13 +9,16 @@
 pub mod bench;
 pub mod binpack;
 pub mod context;
+pub mod dataset_writer;
 pub mod datasets;
 pub mod error;
 pub mod ingest_binpack;
+pub mod ingest_pgn;
 pub mod input;
 pub mod lake;
 pub mod masks;
 pub mod parts;
+pub mod pgn;
 pub mod records;
 pub mod runner;
 pub mod shuffle;

@@ -6,6 +6,7 @@ use arrow_array::{
     ArrayRef, Int8Array, Int16Array, RecordBatch, StringArray, UInt16Array, UInt64Array,
 };
 use arrow_buffer::OffsetBuffer;
+use lakefish_schemas::games;
 use lakefish_schemas::positions::{self, BINPACK_NO_SCORE, COL_FEN, COL_MOVE};
 use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression, ZstdLevel};
@@ -72,11 +73,76 @@ pub fn batch_from_chunks(chunks: &[DecodedChunk]) -> RecordBatch {
         Arc::new(strings(chunks, |c| (&c.fen_bytes, &c.fen_ends))),
         Arc::new(score),
         Arc::new(strings(chunks, |c| (&c.move_bytes, &c.move_ends))),
-        Arc::new(Int8Array::from(flat(chunks, |c| &c.result))),
+        Arc::new(
+            flat(chunks, |c| &c.result)
+                .into_iter()
+                .map(|r| (r != NO_RESULT).then_some(r))
+                .collect::<Int8Array>(),
+        ),
         Arc::new(UInt16Array::from(flat(chunks, |c| &c.ply))),
         Arc::new(UInt64Array::from(flat(chunks, |c| &c.game_id))),
     ];
     RecordBatch::try_new(positions::schema(), columns).expect("columns match the positions schema")
+}
+
+/// Marks an unknown game result in [`DecodedChunk::result`] (stored as null).
+pub const NO_RESULT: i8 = i8::MIN;
+
+/// One row of the `games` table.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct GameRecord {
+    pub game_id: u64,
+    /// Values of [`games::TAG_COLUMNS`], in order.
+    pub tags: [Option<String>; games::TAG_COLUMNS.len()],
+    /// The `FEN` tag of games that do not start from the initial position.
+    pub start_fen: Option<String>,
+    pub plies: u16,
+}
+
+/// Encodes `games` rows as a complete Parquet file in memory.
+pub fn encode_games(rows: &[GameRecord], key: &str) -> Result<Vec<u8>, JobError> {
+    let mut columns: Vec<ArrayRef> = vec![Arc::new(UInt64Array::from_iter_values(
+        rows.iter().map(|g| g.game_id),
+    ))];
+    for (i, (tag, _)) in games::TAG_COLUMNS.iter().enumerate() {
+        let values = rows.iter().map(|g| g.tags[i].as_deref());
+        if games::is_elo_column(tag) {
+            let elo: UInt16Array = values.map(|v| v.and_then(|v| v.parse().ok())).collect();
+            columns.push(Arc::new(elo));
+        } else {
+            columns.push(Arc::new(values.collect::<StringArray>()));
+        }
+    }
+    columns.push(Arc::new(
+        rows.iter()
+            .map(|g| g.start_fen.as_deref())
+            .collect::<StringArray>(),
+    ));
+    columns.push(Arc::new(UInt16Array::from_iter_values(
+        rows.iter().map(|g| g.plies),
+    )));
+    let batch = RecordBatch::try_new(games::schema(), columns)
+        .expect("columns match the games schema");
+    let err = |e: parquet::errors::ParquetError| JobError::Parquet {
+        key: key.to_string(),
+        reason: e.to_string(),
+    };
+    let props = WriterProperties::builder()
+        .set_compression(Compression::ZSTD(ZstdLevel::try_new(3).unwrap()))
+        .set_created_by(format!("lakefish {}", env!("CARGO_PKG_VERSION")))
+        .set_key_value_metadata(Some(vec![
+            KeyValue::new("lakefish.table".into(), "games".to_string()),
+            KeyValue::new(
+                "lakefish.schema_version".into(),
+                positions::SCHEMA_VERSION.to_string(),
+            ),
+        ]))
+        .build();
+    let mut buf = Vec::new();
+    let mut w = ArrowWriter::try_new(&mut buf, batch.schema(), Some(props)).map_err(err)?;
+    w.write(&batch).map_err(err)?;
+    w.close().map_err(err)?;
+    Ok(buf)
 }
 
 /// Encodes a batch as a complete Parquet file in memory.

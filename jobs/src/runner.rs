@@ -22,6 +22,10 @@ pub fn run_spec(
             let summary = crate::ingest_binpack::ingest_binpack(ctx, id, s)?;
             serde_json::to_value(summary).map_err(|e| JobError::Internal(e.to_string()))
         }
+        JobSpec::IngestPgn(s) => {
+            let summary = crate::ingest_pgn::ingest_pgn(ctx, id, s)?;
+            serde_json::to_value(summary).map_err(|e| JobError::Internal(e.to_string()))
+        }
         JobSpec::Shuffle(s) => {
             let m = crate::shuffle::shuffle_here(ctx, id, s)?;
             serde_json::to_value(m).map_err(|e| JobError::Internal(e.to_string()))

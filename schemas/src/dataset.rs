@@ -5,6 +5,7 @@
 
 use crate::{DatasetName, JobId, Source};
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 
 pub const MANIFEST_FILE: &str = "_manifest.json";
 pub const MANIFEST_VERSION: u32 = 1;
@@ -22,6 +23,9 @@ pub struct DatasetManifest {
     pub rows: u64,
     pub bytes: u64,
     pub parts: Vec<PartInfo>,
+    /// Parts of the `games` table (PGN sources), relative to [`crate::games::games_prefix`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub games: Vec<PartInfo>,
     pub inputs: Vec<InputReport>,
     /// RFC 3339.
     pub created: String,
@@ -30,7 +34,8 @@ pub struct DatasetManifest {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PartInfo {
-    /// File name inside the dataset prefix, `part-NNNNN.parquet`.
+    /// Path inside the dataset prefix: `part-NNNNN.parquet`, or `month=YYYY-MM/part-NNNNN.parquet`
+    /// for sources partitioned by month.
     pub name: String,
     pub rows: u64,
     pub bytes: u64,
@@ -44,8 +49,29 @@ pub struct InputReport {
     pub input: String,
     pub bytes: u64,
     pub rows: u64,
+    /// Binpack: chunks read. PGN: games read (including skipped ones).
     pub chunks: u64,
     pub skipped: Vec<SkippedRange>,
+    /// PGN games that were not ingested, each with its number in the file and the reason.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub skipped_games: Vec<SkippedGame>,
+    /// PGN games of chess variants (skipped by design), counted by `Variant` tag.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub skipped_variants: BTreeMap<String, u64>,
+}
+
+/// A PGN game left out of the lake: `game` counts from 1 in its file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SkippedGame {
+    pub game: u64,
+    pub reason: String,
+}
+
+impl std::fmt::Display for SkippedGame {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "game {} skipped: {}", self.game, self.reason)
+    }
 }
 
 /// A byte range of an input that was not ingested, and why.

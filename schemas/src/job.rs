@@ -67,20 +67,23 @@ impl fmt::Display for JobId {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", content = "spec", rename_all = "snake_case")]
 pub enum JobSpec {
-    IngestBinpack(IngestBinpackSpec),
+    IngestBinpack(IngestSpec),
+    IngestPgn(IngestSpec),
     Mask(MaskSpec),
     Shuffle(ShuffleSpec),
 }
 
-/// Ingest Stockfish `.binpack` files into `positions/source=binpack/dataset=<dataset>/`.
+/// Ingest files into a dataset: Stockfish `.binpack` files (`ingest_binpack`) into
+/// `positions/source=binpack/dataset=<dataset>/`, or PGN (`ingest_pgn`, `.pgn` or
+/// `.pgn.zst`) into `positions/source=lichess/dataset=<dataset>/month=YYYY-MM/`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct IngestBinpackSpec {
+pub struct IngestSpec {
     /// Local paths readable by the worker, or lake keys written as `lake:raw/...`.
     pub inputs: Vec<String>,
     pub dataset: DatasetName,
-    /// Target rows per Parquet part; a part closes at the first binpack chunk boundary after
-    /// it, so move chains never straddle parts.
+    /// Target rows per Parquet part; a part closes at the first chunk (binpack) or game (PGN)
+    /// boundary after it, so games never straddle parts.
     #[serde(default = "default_rows_per_part")]
     pub rows_per_part: u64,
 }
@@ -92,10 +95,13 @@ pub fn default_rows_per_part() -> u64 {
     1_000_000
 }
 
-impl IngestBinpackSpec {
+/// The name older code and payloads use.
+pub type IngestBinpackSpec = IngestSpec;
+
+impl IngestSpec {
     pub fn validate(&self) -> Result<(), String> {
         if self.inputs.is_empty() {
-            return Err("inputs is empty: name at least one .binpack file".into());
+            return Err("inputs is empty: name at least one input file".into());
         }
         if let Some(bad) = self.inputs.iter().find(|i| i.trim().is_empty()) {
             return Err(format!("input {bad:?} is empty"));
@@ -110,11 +116,12 @@ impl IngestBinpackSpec {
 }
 
 impl JobSpec {
-    pub const KINDS: &'static [&'static str] = &["ingest_binpack", "mask", "shuffle"];
+    pub const KINDS: &'static [&'static str] = &["ingest_binpack", "ingest_pgn", "mask", "shuffle"];
 
     pub fn kind(&self) -> &'static str {
         match self {
             JobSpec::IngestBinpack(_) => "ingest_binpack",
+            JobSpec::IngestPgn(_) => "ingest_pgn",
             JobSpec::Mask(_) => "mask",
             JobSpec::Shuffle(_) => "shuffle",
         }
@@ -145,17 +152,16 @@ impl JobSpec {
         };
         let spec = map.remove("spec").ok_or(SpecError::Missing("spec"))?;
         match kind.as_str() {
-            "ingest_binpack" => {
-                let s: IngestBinpackSpec =
-                    from_spec(spec).map_err(|message| SpecError::Invalid {
-                        kind: "ingest_binpack",
-                        message,
-                    })?;
-                s.validate().map_err(|message| SpecError::Invalid {
-                    kind: "ingest_binpack",
-                    message,
-                })?;
-                Ok(JobSpec::IngestBinpack(s))
+            k @ ("ingest_binpack" | "ingest_pgn") => {
+                let kind = if k == "ingest_pgn" { "ingest_pgn" } else { "ingest_binpack" };
+                let invalid = |message: String| SpecError::Invalid { kind, message };
+                let s: IngestSpec = from_spec(spec).map_err(invalid)?;
+                s.validate().map_err(invalid)?;
+                Ok(if kind == "ingest_pgn" {
+                    JobSpec::IngestPgn(s)
+                } else {
+                    JobSpec::IngestBinpack(s)
+                })
             }
             "mask" => {
                 let s: MaskSpec = from_spec(spec).map_err(|message| SpecError::Invalid {

@@ -5,15 +5,16 @@
 //! storage or chess rules. Anything here can be used from a browser, a test or a worker.
 
 pub mod dataset;
+pub mod games;
 pub mod job;
 pub mod mask;
 pub mod names;
 pub mod positions;
 pub mod shuffle;
 
-pub use dataset::{DatasetManifest, InputReport, PartInfo, SkippedRange};
+pub use dataset::{DatasetManifest, InputReport, PartInfo, SkippedGame, SkippedRange};
 pub use job::{
-    IngestBinpackSpec, JOB_PAYLOAD_VERSION, JobId, JobRecord, JobSpec, JobState, Progress,
+    IngestBinpackSpec, IngestSpec, JOB_PAYLOAD_VERSION, JobId, JobRecord, JobSpec, JobState, Progress,
     QueuedJob, SpecError,
 };
 pub use mask::{MaskDefinition, MaskManifest, MaskName, MaskSpec};

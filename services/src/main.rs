@@ -149,13 +149,20 @@ struct WorkArgs {
 enum IngestCommand {
     /// Stockfish .binpack files into positions/source=binpack/dataset=NAME/.
     Binpack(BinpackArgs),
+    /// PGN files (.pgn, or .pgn.zst as Lichess publishes them) into
+    /// positions/source=lichess/dataset=NAME/month=YYYY-MM/ plus the games table beside it.
+    ///
+    /// One row per position before each move of the main line; [%eval] comments become scores
+    /// (side to move, Stockfish internal units). Variant games are skipped and counted; a game
+    /// with an illegal move is reported (file, game number, move) and skipped.
+    Pgn(BinpackArgs),
 }
 
 #[derive(Subcommand)]
 enum SubmitCommand {
     /// Queue a job from its JSON ({"kind": ..., "spec": {...}}), as POST /v1/jobs takes it.
     Json { file: String },
-    /// Queue a binpack ingest. Local paths must be readable by the workers (or use lake:KEY).
+    /// Queue an ingest. Local paths must be readable by the workers (or use --upload / lake:KEY).
     Ingest {
         #[command(subcommand)]
         what: IngestCommand,
@@ -252,7 +259,7 @@ impl MaskArgs {
 
 #[derive(clap::Args)]
 struct BinpackArgs {
-    /// .binpack files (local paths, or lake:raw/... keys).
+    /// Input files (local paths, or lake:raw/... keys).
     #[arg(required = true)]
     files: Vec<String>,
     /// Dataset name (letters, digits, '.', '_', '-').
@@ -323,7 +330,7 @@ fn open_lake(spec: &str) -> anyhow::Result<Lake> {
     Ok(Lake::open(spec, &env)?)
 }
 
-fn binpack_spec(a: &BinpackArgs, absolute: bool) -> anyhow::Result<IngestBinpackSpec> {
+fn ingest_spec(a: &BinpackArgs, absolute: bool) -> anyhow::Result<IngestBinpackSpec> {
     let inputs = a
         .files
         .iter()
@@ -374,7 +381,13 @@ fn main() -> anyhow::Result<()> {
         Command::Ingest {
             what: IngestCommand::Binpack(a),
         } => {
-            let spec = JobSpec::IngestBinpack(binpack_spec(&a, false)?);
+            let spec = JobSpec::IngestBinpack(ingest_spec(&a, false)?);
+            run_here(&cli.lake, rt.handle(), spec, a.threads)
+        }
+        Command::Ingest {
+            what: IngestCommand::Pgn(a),
+        } => {
+            let spec = JobSpec::IngestPgn(ingest_spec(&a, false)?);
             run_here(&cli.lake, rt.handle(), spec, a.threads)
         }
         Command::Mask {
@@ -679,17 +692,23 @@ async fn submit(api: &str, wait: bool, upload: bool, what: SubmitCommand) -> any
         SubmitCommand::Json { file } => {
             std::fs::read(&file).with_context(|| format!("reading {file}"))?
         }
-        SubmitCommand::Ingest {
-            what: IngestCommand::Binpack(mut a),
-        } => {
+        SubmitCommand::Ingest { what } => {
+            let (source, mut a) = match what {
+                IngestCommand::Binpack(a) => (Source::Binpack, a),
+                IngestCommand::Pgn(a) => (Source::Lichess, a),
+            };
             if upload {
                 for f in a.files.iter_mut() {
                     if !f.starts_with(lakefish_jobs::input::LAKE_PREFIX) {
-                        *f = upload_via_api(api, Source::Binpack, f).await?;
+                        *f = upload_via_api(api, source, f).await?;
                     }
                 }
             }
-            serde_json::to_vec(&JobSpec::IngestBinpack(binpack_spec(&a, true)?))?
+            let spec = ingest_spec(&a, true)?;
+            serde_json::to_vec(&match source {
+                Source::Binpack => JobSpec::IngestBinpack(spec),
+                _ => JobSpec::IngestPgn(spec),
+            })?
         }
         SubmitCommand::Mask {
             what: MaskCommand::Quiet(a),

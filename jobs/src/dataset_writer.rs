@@ -1,0 +1,364 @@
+//! What every ingest shares: one writer per dataset, parts encoded and uploaded by encoder
+//! threads while the inputs are still being read, and the manifest as the commit point.
+//!
+//! A dataset is immutable once its manifest exists. Until then an atomic `_writer` claim names
+//! the one job allowed to write it; that job (re-delivered or retried) overwrites its own parts
+//! with identical bytes, and a job that fails for good deletes what it wrote.
+
+use crate::binpack::DecodedChunk;
+use crate::datasets::{manifest_key, read_manifest};
+use crate::parts::{GameRecord, batch_from_chunks, encode_games, encode_parquet};
+use crate::{JobContext, JobError};
+use lakefish_schemas::positions::{BINPACK_NO_SCORE, part_file_name};
+use lakefish_schemas::{DatasetManifest, DatasetName, InputReport, JobId, PartInfo, Source};
+use std::collections::{BTreeMap, HashSet};
+use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
+use std::sync::{Arc, Mutex};
+
+/// Names the job that may write a dataset until it commits.
+pub const WRITER_FILE: &str = "_writer";
+
+/// Where a dataset lives: its positions prefix and, for PGN sources, its games prefix.
+pub struct DatasetTarget<'a> {
+    pub source: Source,
+    pub dataset: &'a DatasetName,
+    pub prefix: String,
+    pub games_prefix: Option<String>,
+}
+
+/// Runs `write` as the only writer of the dataset. Returns `existing(manifest)` instead when
+/// an identical job (same inputs) already committed it, and an error when it was committed
+/// from other inputs.
+pub fn write_once<T>(
+    ctx: &JobContext,
+    job_id: &JobId,
+    target: &DatasetTarget,
+    inputs: &[String],
+    existing: impl Fn(&DatasetManifest) -> T,
+    write: impl FnOnce() -> Result<T, JobError>,
+) -> Result<T, JobError> {
+    let committed = || -> Result<Option<T>, JobError> {
+        match ctx.block_on(read_manifest(&ctx.lake, target.source, target.dataset))? {
+            Some(m) if m.inputs.iter().map(|i| &i.input).eq(inputs.iter()) => {
+                Ok(Some(existing(&m)))
+            }
+            Some(m) => {
+                let names: Vec<&str> = m.inputs.iter().map(|i| i.input.as_str()).collect();
+                Err(JobError::DatasetExists {
+                    dataset: target.dataset.to_string(),
+                    existing: names.join(", "),
+                })
+            }
+            None => Ok(None),
+        }
+    };
+    if let Some(done) = committed()? {
+        return Ok(done);
+    }
+    let claim = format!("{}/{WRITER_FILE}", target.prefix);
+    if !ctx.block_on(ctx.lake.put_if_absent(&claim, job_id.to_string()))? {
+        let holder = ctx.block_on(ctx.lake.get(&claim))?.unwrap_or_default();
+        let holder = String::from_utf8_lossy(&holder).to_string();
+        if holder != job_id.as_str() {
+            return Err(JobError::DatasetBusy {
+                dataset: target.dataset.to_string(),
+                job: holder,
+                claim,
+            });
+        }
+    }
+    // Another job may have committed between the first look and the claim.
+    match committed() {
+        Ok(None) => {}
+        done => {
+            ctx.block_on(ctx.lake.delete(&claim))?;
+            return done.map(|d| d.expect("matched Some"));
+        }
+    }
+    let outcome = write();
+    let is_committed = || {
+        ctx.block_on(read_manifest(&ctx.lake, target.source, target.dataset))
+            .map_or(true, |m| m.is_some())
+    };
+    match &outcome {
+        Err(e) if e.is_transient() => {} // the retry (same job) overwrites what is there
+        Err(_) if is_committed() => {}
+        Err(_) => {
+            // Nothing is committed and we hold the claim: every part here is ours.
+            for prefix in target.prefixes() {
+                for meta in ctx.block_on(ctx.lake.list(prefix)).unwrap_or_default() {
+                    let key = meta.location.to_string();
+                    if key.ends_with(".parquet") {
+                        let _ = ctx.block_on(ctx.lake.delete(&key));
+                    }
+                }
+            }
+            let _ = ctx.block_on(ctx.lake.delete(&claim));
+        }
+        Ok(_) => ctx.block_on(ctx.lake.delete(&claim))?,
+    }
+    outcome
+}
+
+impl DatasetTarget<'_> {
+    fn prefixes(&self) -> impl Iterator<Item = &str> {
+        std::iter::once(self.prefix.as_str()).chain(self.games_prefix.as_deref())
+    }
+}
+
+/// Writes the manifest (the commit), then deletes parts an earlier, uncommitted attempt with
+/// other inputs may have left behind.
+pub fn commit(
+    ctx: &JobContext,
+    target: &DatasetTarget,
+    manifest: &DatasetManifest,
+) -> Result<(), JobError> {
+    let bytes =
+        serde_json::to_vec_pretty(manifest).map_err(|e| JobError::Internal(e.to_string()))?;
+    ctx.block_on(
+        ctx.lake
+            .put(&manifest_key(target.source, target.dataset), bytes),
+    )?;
+    let mut keep: HashSet<String> = manifest
+        .parts
+        .iter()
+        .map(|p| format!("{}/{}", target.prefix, p.name))
+        .collect();
+    if let Some(games) = &target.games_prefix {
+        keep.extend(manifest.games.iter().map(|p| format!("{games}/{}", p.name)));
+    }
+    for prefix in target.prefixes() {
+        for meta in ctx.block_on(ctx.lake.list(prefix))? {
+            let key = meta.location.to_string();
+            if key.ends_with(".parquet") && !keep.contains(&key) {
+                ctx.block_on(ctx.lake.delete(&key))?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// One lines per skipped range or game, prefixed with the input.
+pub fn skipped_lines(inputs: &[InputReport]) -> Vec<String> {
+    inputs
+        .iter()
+        .flat_map(|i| {
+            let ranges = i.skipped.iter().map(move |s| format!("{}: {s}", i.input));
+            let games = i
+                .skipped_games
+                .iter()
+                .map(move |g| format!("{}: {g}", i.input));
+            ranges.chain(games)
+        })
+        .collect()
+}
+
+struct PartJob {
+    /// Path inside the dataset prefix, e.g. `month=2025-05/part-00003.parquet`.
+    name: String,
+    chunks: Vec<DecodedChunk>,
+    games: Vec<GameRecord>,
+}
+
+#[derive(Default)]
+struct Pending {
+    next_index: u32,
+    chunks: Vec<DecodedChunk>,
+    games: Vec<GameRecord>,
+    rows: u64,
+}
+
+/// Collects rows in input order, per partition, and hands each full part to the encoders.
+/// A part closes at the first push past `target_rows`, so a pushed unit (a binpack chunk, a
+/// block of PGN games) never straddles parts.
+pub struct PartBuilder {
+    target_rows: u64,
+    partitions: BTreeMap<String, Pending>,
+    tx: SyncSender<PartJob>,
+    pub total_rows: u64,
+    pub null_scores: u64,
+}
+
+impl PartBuilder {
+    /// `partition` is a sub-path such as `month=2025-05`, or empty for none.
+    pub fn push(
+        &mut self,
+        partition: &str,
+        chunk: DecodedChunk,
+        games: Vec<GameRecord>,
+    ) -> Result<(), JobError> {
+        let rows = chunk.rows() as u64;
+        self.total_rows += rows;
+        self.null_scores += chunk
+            .score
+            .iter()
+            .filter(|&&s| s == BINPACK_NO_SCORE)
+            .count() as u64;
+        let p = self.partitions.entry(partition.to_string()).or_default();
+        p.rows += rows;
+        p.chunks.push(chunk);
+        p.games.extend(games);
+        if p.rows >= self.target_rows {
+            self.flush(partition)?;
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self, partition: &str) -> Result<(), JobError> {
+        let Some(p) = self.partitions.get_mut(partition) else {
+            return Ok(());
+        };
+        if p.chunks.iter().all(|c| c.rows() == 0) && p.games.is_empty() {
+            return Ok(());
+        }
+        let file = part_file_name(p.next_index);
+        let name = if partition.is_empty() {
+            file
+        } else {
+            format!("{partition}/{file}")
+        };
+        let job = PartJob {
+            name,
+            chunks: std::mem::take(&mut p.chunks),
+            games: std::mem::take(&mut p.games),
+        };
+        p.next_index += 1;
+        p.rows = 0;
+        self.tx
+            .send(job)
+            .map_err(|_| JobError::Internal("every part encoder stopped".into()))
+    }
+
+    fn flush_all(&mut self) -> Result<(), JobError> {
+        let keys: Vec<String> = self.partitions.keys().cloned().collect();
+        keys.iter().try_for_each(|k| self.flush(k))
+    }
+}
+
+/// What the encoders wrote, shared with the driver.
+#[derive(Default)]
+pub struct Written {
+    parts: Mutex<Vec<PartInfo>>,
+    games: Mutex<Vec<PartInfo>>,
+    failure: Mutex<Option<JobError>>,
+}
+
+impl Written {
+    /// True once an encoder failed: the driver should stop reading.
+    pub fn failed(&self) -> bool {
+        self.failure.lock().unwrap().is_some()
+    }
+}
+
+/// The outcome of [`write_parts`].
+pub struct PartsWritten<R> {
+    pub driven: R,
+    pub parts: Vec<PartInfo>,
+    pub games: Vec<PartInfo>,
+    pub rows: u64,
+    pub null_scores: u64,
+}
+
+fn encode_parts(
+    ctx: &JobContext,
+    target: &DatasetTarget,
+    rx: &Mutex<Receiver<PartJob>>,
+    written: &Written,
+) {
+    loop {
+        let job = match rx.lock().unwrap().recv() {
+            Ok(job) => job,
+            Err(_) => return, // the driver finished and dropped the sender
+        };
+        let key = format!("{}/{}", target.prefix, job.name);
+        // A panic here must not kill the encoder: the driver would block on a full queue.
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let batch = batch_from_chunks(&job.chunks);
+            let bytes = encode_parquet(&batch, &key)?;
+            let part = PartInfo {
+                name: job.name.clone(),
+                rows: batch.num_rows() as u64,
+                bytes: bytes.len() as u64,
+            };
+            ctx.block_on(ctx.lake.put(&key, bytes))?;
+            let games = match &target.games_prefix {
+                Some(prefix) => {
+                    let key = format!("{prefix}/{}", job.name);
+                    let bytes = encode_games(&job.games, &key)?;
+                    let info = PartInfo {
+                        name: job.name.clone(),
+                        rows: job.games.len() as u64,
+                        bytes: bytes.len() as u64,
+                    };
+                    ctx.block_on(ctx.lake.put(&key, bytes))?;
+                    Some(info)
+                }
+                None => None,
+            };
+            Ok::<_, JobError>((part, games))
+        }))
+        .unwrap_or_else(|_| Err(JobError::Panic(format!("encoding {key}"))));
+        match result {
+            Ok((part, games)) => {
+                written.parts.lock().unwrap().push(part);
+                if let Some(g) = games {
+                    written.games.lock().unwrap().push(g);
+                }
+            }
+            Err(e) => {
+                written.failure.lock().unwrap().get_or_insert(e);
+                // Keep draining so the driver never blocks on a full queue.
+            }
+        }
+    }
+}
+
+/// Runs `drive` (which reads the inputs and pushes rows) beside `ctx.threads` encoder threads.
+pub fn write_parts<R>(
+    ctx: &JobContext,
+    target: &DatasetTarget,
+    rows_per_part: u64,
+    drive: impl FnOnce(&mut PartBuilder, &Written) -> Result<R, JobError>,
+) -> Result<PartsWritten<R>, JobError> {
+    let written = Written::default();
+    let (tx, rx) = sync_channel::<PartJob>(1);
+    // Only the encoders hold the receiver: if they all stopped, the driver's send fails.
+    let rx = Arc::new(Mutex::new(rx));
+    let driven = std::thread::scope(|s| {
+        for _ in 0..ctx.threads {
+            let rx = rx.clone();
+            let written = &written;
+            s.spawn(move || encode_parts(ctx, target, &rx, written));
+        }
+        drop(rx);
+        let mut builder = PartBuilder {
+            target_rows: rows_per_part,
+            partitions: BTreeMap::new(),
+            tx,
+            total_rows: 0,
+            null_scores: 0,
+        };
+        let driven = drive(&mut builder, &written)?;
+        builder.flush_all()?;
+        Ok::<_, JobError>((driven, builder.total_rows, builder.null_scores))
+        // `builder` drops here with the sender: encoders drain the queue and exit.
+    });
+    if let Some(e) = written.failure.lock().unwrap().take() {
+        return Err(e);
+    }
+    let (driven, rows, null_scores) = driven?;
+    let by_name = |v: &mut Vec<PartInfo>| {
+        v.sort_by(|a, b| (a.name.len(), &a.name).cmp(&(b.name.len(), &b.name)));
+    };
+    let mut parts = written.parts.into_inner().unwrap();
+    let mut games = written.games.into_inner().unwrap();
+    by_name(&mut parts);
+    by_name(&mut games);
+    Ok(PartsWritten {
+        driven,
+        parts,
+        games,
+        rows,
+        null_scores,
+    })
+}

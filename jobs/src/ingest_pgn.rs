@@ -1,0 +1,293 @@
+//! `ingest pgn`: PGN files (`.pgn`, or `.pgn.zst` as Lichess publishes them) →
+//! `positions/source=lichess/dataset=<name>/month=YYYY-MM/` plus the `games` table beside it.
+//!
+//! Pipeline: one thread reads and decompresses the stream and cuts it into blocks of whole
+//! games; windows of blocks are parsed on all cores (SAN → moves, FENs, evals); rows go in
+//! input order to per-month parts, which encoder threads write while reading goes on. The
+//! manifest commits the dataset (see `dataset_writer`). Memory stays bounded by the window,
+//! whatever the file size.
+
+use crate::dataset_writer::{
+    DatasetTarget, PartBuilder, Written, commit, skipped_lines, write_once, write_parts,
+};
+use crate::ingest_binpack::IngestSummary;
+use crate::input::Input;
+use crate::pgn::{BlockRows, BlockSplitter, ZSTD_MAGIC, parse_block};
+use crate::records::now;
+use crate::{JobContext, JobError};
+use lakefish_schemas::dataset::MANIFEST_VERSION;
+use lakefish_schemas::games::games_prefix;
+use lakefish_schemas::positions::{SCHEMA_VERSION, SCORE_UNIT, dataset_prefix};
+use lakefish_schemas::{
+    DatasetManifest, IngestSpec, InputReport, JobId, Progress, SkippedGame, SkippedRange, Source,
+};
+use rayon::prelude::*;
+use std::io::Read;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Skipped games listed one by one per input; beyond this they are counted.
+const MAX_LISTED_SKIPS: usize = 1000;
+
+pub fn ingest_pgn(
+    ctx: &JobContext,
+    job_id: &JobId,
+    spec: &IngestSpec,
+) -> Result<IngestSummary, JobError> {
+    let target = DatasetTarget {
+        source: Source::Lichess,
+        dataset: &spec.dataset,
+        prefix: dataset_prefix(Source::Lichess, &spec.dataset),
+        games_prefix: Some(games_prefix(Source::Lichess, &spec.dataset)),
+    };
+    write_once(
+        ctx,
+        job_id,
+        &target,
+        &spec.inputs,
+        |m| IngestSummary::from_manifest(m, None, true),
+        || write_dataset(ctx, job_id, spec, &target),
+    )
+}
+
+/// Reads an [`Input`] front to back, counting the bytes read for progress.
+struct InputReader<'a> {
+    input: &'a Input,
+    offset: u64,
+    read: Arc<AtomicU64>,
+}
+
+impl Read for InputReader<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let left = self.input.len() - self.offset;
+        let n = (buf.len() as u64).min(left).min(4 << 20) as usize;
+        if n == 0 {
+            return Ok(0);
+        }
+        let bytes = self
+            .input
+            .read_at(self.offset, n)
+            .map_err(|e| std::io::Error::other(e.to_string()))?;
+        buf[..n].copy_from_slice(&bytes);
+        self.offset += n as u64;
+        self.read.store(self.offset, Ordering::Relaxed);
+        Ok(n)
+    }
+}
+
+/// The decompressed stream of an input: zstd when it starts with the zstd magic number.
+fn open_stream<'a>(
+    input: &'a Input,
+    read: Arc<AtomicU64>,
+) -> Result<Box<dyn Read + 'a>, JobError> {
+    let head = input.read_at(0, input.len().min(4) as usize)?;
+    let raw = InputReader {
+        input,
+        offset: 0,
+        read,
+    };
+    if head == ZSTD_MAGIC {
+        let decoder = zstd::stream::read::Decoder::new(raw).map_err(|e| JobError::Input {
+            input: input.name().to_string(),
+            reason: format!("cannot start zstd decompression: {e}"),
+        })?;
+        return Ok(Box::new(decoder));
+    }
+    if input.name().ends_with(".zst") {
+        return Err(JobError::Input {
+            input: input.name().to_string(),
+            reason: "named .zst but not a zstd stream (no zstd magic number at byte 0)".into(),
+        });
+    }
+    Ok(Box::new(raw))
+}
+
+struct InputState {
+    report: InputReport,
+    games: u64,
+    unlisted: u64,
+}
+
+impl InputState {
+    /// Takes one parsed block, in input order.
+    fn take(&mut self, block: BlockRows, part: &mut PartBuilder) -> Result<(), JobError> {
+        for (local, reason) in block.skipped {
+            if self.report.skipped_games.len() < MAX_LISTED_SKIPS {
+                self.report.skipped_games.push(SkippedGame {
+                    game: self.games + local + 1,
+                    reason,
+                });
+            } else {
+                self.unlisted += 1;
+            }
+        }
+        for (variant, n) in block.variants {
+            *self.report.skipped_variants.entry(variant).or_default() += n;
+        }
+        self.games += block.games;
+        self.report.chunks = self.games;
+        for (month, rows) in block.months {
+            self.report.rows += rows.rows.rows() as u64;
+            part.push(&month, rows.rows, rows.games)?;
+        }
+        Ok(())
+    }
+}
+
+fn ingest_input(
+    ctx: &JobContext,
+    pool: &rayon::ThreadPool,
+    input: &Input,
+    part: &mut PartBuilder,
+    written: &Written,
+    progress: impl Fn(u64, u64),
+) -> Result<InputReport, JobError> {
+    let key = crate::binpack::input_key(input.name(), input.len());
+    let mut state = InputState {
+        report: InputReport {
+            input: input.name().to_string(),
+            bytes: input.len(),
+            rows: 0,
+            chunks: 0,
+            skipped: Vec::new(),
+            skipped_games: Vec::new(),
+            skipped_variants: Default::default(),
+        },
+        games: 0,
+        unlisted: 0,
+    };
+    if input.is_empty() {
+        state.report.skipped.push(SkippedRange {
+            offset: 0,
+            len: 0,
+            reason: "empty file: no PGN games".into(),
+        });
+        return Ok(state.report);
+    }
+    let read = Arc::new(AtomicU64::new(0));
+    let mut splitter = BlockSplitter::new(open_stream(input, read.clone())?);
+    let window_len = (ctx.threads * 2).max(2);
+    let mut window: Vec<(u64, Vec<u8>)> = Vec::with_capacity(window_len);
+    let mut failure = None;
+    loop {
+        let mut at_end = false;
+        match splitter.next_block() {
+            Ok(Some(block)) => window.push(block),
+            Ok(None) => at_end = true,
+            Err(e) => {
+                // Keep every complete game before the damage; drop the cut-off one.
+                let (block, dropped) = splitter.salvage();
+                window.extend(block);
+                let at = read.load(Ordering::Relaxed);
+                failure = Some(SkippedRange {
+                    offset: at,
+                    len: input.len().saturating_sub(at),
+                    reason: format!(
+                        "stream unreadable near byte {at} (truncated or corrupt?): {e}; the \
+                         incomplete last game ({dropped} bytes) and everything after were dropped"
+                    ),
+                });
+                at_end = true;
+            }
+        }
+        if window.len() < window_len && !at_end {
+            continue;
+        }
+        let parsed: Vec<BlockRows> = pool.install(|| {
+            window
+                .par_iter()
+                .map(|(offset, data)| parse_block(data, key, *offset))
+                .collect()
+        });
+        window.clear();
+        for block in parsed {
+            state.take(block, part)?;
+        }
+        if written.failed() {
+            return Err(JobError::Internal("a part failed to write".into()));
+        }
+        progress(read.load(Ordering::Relaxed), part.total_rows);
+        if at_end {
+            break;
+        }
+    }
+    state.report.skipped.extend(failure);
+    if state.unlisted > 0 {
+        state.report.skipped_games.push(SkippedGame {
+            game: 0,
+            reason: format!(
+                "and {} more games skipped (the first {MAX_LISTED_SKIPS} are listed)",
+                state.unlisted
+            ),
+        });
+    }
+    Ok(state.report)
+}
+
+fn write_dataset(
+    ctx: &JobContext,
+    job_id: &JobId,
+    spec: &IngestSpec,
+    target: &DatasetTarget,
+) -> Result<IngestSummary, JobError> {
+    let inputs: Vec<Input> = spec
+        .inputs
+        .iter()
+        .map(|n| Input::open(ctx, n))
+        .collect::<Result<_, _>>()?;
+    let total_bytes: u64 = inputs.iter().map(|i| i.len()).sum();
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(ctx.threads)
+        .thread_name(|i| format!("pgn-parse-{i}"))
+        .build()
+        .map_err(|e| JobError::Internal(e.to_string()))?;
+    let out = write_parts(ctx, target, spec.rows_per_part, |part, written| {
+        let mut reports = Vec::new();
+        let mut done_bytes = 0u64;
+        for input in &inputs {
+            let report = ingest_input(ctx, &pool, input, part, written, |offset, rows| {
+                ctx.progress.report(&Progress {
+                    stage: format!("ingesting {}", input.name()),
+                    done: done_bytes + offset,
+                    total: Some(total_bytes),
+                    unit: "bytes".into(),
+                    rows,
+                });
+            })?;
+            done_bytes += input.len();
+            reports.push(report);
+        }
+        Ok(reports)
+    })?;
+    let reports = out.driven;
+    if out.rows == 0 {
+        let mut why = skipped_lines(&reports);
+        why.truncate(5);
+        let why = if why.is_empty() {
+            "the inputs hold no PGN games with moves".to_string()
+        } else {
+            why.join("; ")
+        };
+        return Err(JobError::NothingIngested(why));
+    }
+    let manifest = DatasetManifest {
+        version: MANIFEST_VERSION,
+        source: Source::Lichess,
+        dataset: spec.dataset.clone(),
+        job_id: job_id.clone(),
+        schema_version: SCHEMA_VERSION,
+        score_unit: SCORE_UNIT.into(),
+        rows: out.rows,
+        bytes: out.parts.iter().chain(&out.games).map(|p| p.bytes).sum(),
+        parts: out.parts,
+        games: out.games,
+        inputs: reports,
+        created: now(),
+    };
+    commit(ctx, target, &manifest)?;
+    Ok(IngestSummary::from_manifest(
+        &manifest,
+        Some(out.null_scores),
+        false,
+    ))
+}

@@ -1,0 +1,552 @@
+//! PGN (Lichess dumps and other dialects) → `positions` and `games` rows.
+//!
+//! The decompressed stream is cut into blocks of whole games ([`BlockSplitter`]), and each
+//! block is parsed on its own ([`parse_block`]), so blocks are parsed on all cores while the
+//! stream is read once. A block is cut where a tag line starts after a blank line; the cut
+//! points depend only on the bytes, so a re-run yields the same blocks, rows and game ids.
+
+use crate::binpack::DecodedChunk;
+use crate::parts::{GameRecord, NO_RESULT};
+use lakefish_engine::fen::{write_fen, write_uci};
+use lakefish_engine::scores::{centipawns_to_internal, mate_to_internal, material};
+use lakefish_schemas::games::TAG_COLUMNS;
+use lakefish_schemas::positions::BINPACK_NO_SCORE;
+use pgn_reader::{Outcome, RawComment, RawTag, Reader, SanPlus, Skip, Visitor};
+use shakmaty::fen::Fen;
+use shakmaty::{CastlingMode, Chess, Color, KnownOutcome, Position};
+use std::collections::BTreeMap;
+use std::io::{self, Read};
+use std::ops::ControlFlow;
+
+/// Target size of a block of games (a block ends at the first game boundary past it).
+pub const BLOCK_BYTES: usize = 2 << 20;
+/// zstd frame magic number, little endian.
+pub const ZSTD_MAGIC: [u8; 4] = [0x28, 0xB5, 0x2F, 0xFD];
+const BOM: &[u8] = b"\xef\xbb\xbf";
+
+/// Cuts a PGN byte stream into blocks of whole games.
+pub struct BlockSplitter<R> {
+    reader: R,
+    buf: Vec<u8>,
+    /// Stream offset of `buf[0]`.
+    offset: u64,
+    eof: bool,
+    started: bool,
+}
+
+impl<R: Read> BlockSplitter<R> {
+    pub fn new(reader: R) -> Self {
+        BlockSplitter {
+            reader,
+            buf: Vec::new(),
+            offset: 0,
+            eof: false,
+            started: false,
+        }
+    }
+
+    /// The next block and its offset in the (decompressed) stream. A read error leaves the
+    /// bytes buffered so far available to [`BlockSplitter::salvage`].
+    pub fn next_block(&mut self) -> io::Result<Option<(u64, Vec<u8>)>> {
+        loop {
+            if !self.started && (self.buf.len() >= BOM.len() || self.eof) {
+                self.started = true;
+                if self.buf.starts_with(BOM) {
+                    self.buf.drain(..BOM.len());
+                    self.offset += BOM.len() as u64;
+                }
+            }
+            if self.started
+                && self.buf.len() > BLOCK_BYTES
+                && let Some(cut) = find_game_start(&self.buf, BLOCK_BYTES)
+            {
+                return Ok(Some(self.take(cut)));
+            }
+            if self.eof {
+                if self.buf.is_empty() {
+                    return Ok(None);
+                }
+                let n = self.buf.len();
+                return Ok(Some(self.take(n)));
+            }
+            let old = self.buf.len();
+            self.buf.resize(old + (1 << 20), 0);
+            let read = loop {
+                match self.reader.read(&mut self.buf[old..]) {
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                    other => break other,
+                }
+            };
+            match read {
+                Ok(n) => {
+                    self.buf.truncate(old + n);
+                    self.eof = n == 0;
+                }
+                Err(e) => {
+                    self.buf.truncate(old);
+                    return Err(e);
+                }
+            }
+        }
+    }
+
+    fn take(&mut self, n: usize) -> (u64, Vec<u8>) {
+        let rest = self.buf.split_off(n);
+        let block = std::mem::replace(&mut self.buf, rest);
+        let at = self.offset;
+        self.offset += n as u64;
+        (at, block)
+    }
+
+    /// After a read error: the complete games still buffered (everything before the last
+    /// game start) as a block, and the number of bytes of the incomplete game dropped.
+    pub fn salvage(&mut self) -> (Option<(u64, Vec<u8>)>, u64) {
+        let cut = last_game_start(&self.buf).unwrap_or(0);
+        let dropped = (self.buf.len() - cut) as u64;
+        let block = (cut > 0).then(|| self.take(cut));
+        self.buf.clear();
+        (block, dropped)
+    }
+}
+
+/// Is `buf[i]` the `[` of a tag line that follows a blank line (a new game)?
+fn is_game_start(buf: &[u8], i: usize) -> bool {
+    buf[i] == b'['
+        && buf.get(i + 1) != Some(&b'%')
+        && (buf[..i].ends_with(b"\n\n") || buf[..i].ends_with(b"\n\r\n"))
+}
+
+/// First game start at or after `from`.
+fn find_game_start(buf: &[u8], from: usize) -> Option<usize> {
+    memchr::memmem::find_iter(&buf[from.saturating_sub(3)..], b"\n[")
+        .map(|i| from.saturating_sub(3) + i + 1)
+        .find(|&i| is_game_start(buf, i))
+}
+
+fn last_game_start(buf: &[u8]) -> Option<usize> {
+    memchr::memmem::rfind_iter(buf, b"\n[")
+        .map(|i| i + 1)
+        .find(|&i| is_game_start(buf, i))
+}
+
+/// An evaluation found in a comment, from White's point of view.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Eval {
+    Pawns(f64),
+    /// `#N`: positive, White mates in N moves; negative, Black mates.
+    Mate(i32),
+}
+
+/// Finds `[%eval x]` in a comment: `0.23`, `-1.5`, `#3`, `#-2` (a `,depth` suffix is allowed).
+pub fn parse_eval(comment: &[u8]) -> Option<Eval> {
+    let at = memchr::memmem::find(comment, b"[%eval")?;
+    let rest = &comment[at + 6..];
+    let rest = &rest[rest.iter().take_while(|b| b.is_ascii_whitespace()).count()..];
+    let end = rest.iter().position(|&b| matches!(b, b']' | b',' | b' '))?;
+    let text = std::str::from_utf8(&rest[..end]).ok()?;
+    if let Some(mate) = text.strip_prefix('#') {
+        return mate.parse::<i32>().ok().map(Eval::Mate);
+    }
+    let pawns: f64 = text.parse().ok()?;
+    pawns.is_finite().then_some(Eval::Pawns(pawns))
+}
+
+impl Eval {
+    /// The score of `pos` (the position the eval describes) for its side to move, in
+    /// Stockfish internal units (see `lakefish_engine::scores`).
+    pub fn to_internal(self, pos: &Chess) -> i16 {
+        let white = pos.turn() == Color::White;
+        match self {
+            Eval::Pawns(p) => {
+                let cp = if white { p * 100.0 } else { -p * 100.0 };
+                centipawns_to_internal(cp, material(pos.board()))
+            }
+            Eval::Mate(n) => mate_to_internal(if white { n } else { -n }),
+        }
+    }
+}
+
+/// The rows of one calendar month of a block.
+#[derive(Default)]
+pub struct MonthRows {
+    pub rows: DecodedChunk,
+    pub games: Vec<GameRecord>,
+}
+
+/// What one block yielded. Game numbers are 0-based within the block.
+#[derive(Default)]
+pub struct BlockRows {
+    /// By partition name, `month=YYYY-MM` (or `month=unknown`).
+    pub months: BTreeMap<String, MonthRows>,
+    pub games: u64,
+    pub skipped: Vec<(u64, String)>,
+    pub variants: BTreeMap<String, u64>,
+    pub evals: u64,
+}
+
+/// Parses one block of whole games. `input_key` and `block_offset` make game ids of games
+/// without a Lichess URL unique and stable.
+pub fn parse_block(block: &[u8], input_key: u64, block_offset: u64) -> BlockRows {
+    let mut collector = Collector {
+        out: BlockRows::default(),
+        input_key,
+        block_offset,
+        scratch: DecodedChunk::default(),
+    };
+    let mut reader = Reader::new(block);
+    loop {
+        match reader.read_game(&mut collector) {
+            Ok(Some(())) => {}
+            Ok(None) => break,
+            Err(e) => {
+                // pgn-reader skips to the next line after a broken tag; record and go on.
+                let game = collector.out.games;
+                collector.out.games += 1;
+                collector.out.skipped.push((game, format!("unreadable PGN: {e}")));
+            }
+        }
+    }
+    collector.out
+}
+
+#[derive(Default)]
+struct Tags {
+    values: [Option<String>; TAG_COLUMNS.len()],
+    fen: Option<String>,
+    variant: Option<String>,
+    date: Option<String>,
+    any: bool,
+}
+
+enum Game {
+    Skip,
+    Play(Box<Playing>),
+}
+
+struct Playing {
+    index: u64,
+    tags: Tags,
+    pos: Chess,
+    mode: CastlingMode,
+    first_ply: u32,
+    plies: u32,
+    pending: Option<Eval>,
+    outcome: Option<Outcome>,
+    error: Option<String>,
+}
+
+struct Collector {
+    out: BlockRows,
+    input_key: u64,
+    block_offset: u64,
+    scratch: DecodedChunk,
+}
+
+fn clear(c: &mut DecodedChunk) {
+    c.fen_bytes.clear();
+    c.fen_ends.clear();
+    c.move_bytes.clear();
+    c.move_ends.clear();
+    c.score.clear();
+    c.result.clear();
+    c.ply.clear();
+    c.game_id.clear();
+}
+
+fn append(dst: &mut DecodedChunk, src: &DecodedChunk) {
+    let fen_base = dst.fen_bytes.len() as u32;
+    dst.fen_bytes.extend_from_slice(&src.fen_bytes);
+    dst.fen_ends.extend(src.fen_ends.iter().map(|e| e + fen_base));
+    let move_base = dst.move_bytes.len() as u32;
+    dst.move_bytes.extend_from_slice(&src.move_bytes);
+    dst.move_ends.extend(src.move_ends.iter().map(|e| e + move_base));
+    dst.score.extend_from_slice(&src.score);
+    dst.result.extend_from_slice(&src.result);
+    dst.ply.extend_from_slice(&src.ply);
+    dst.game_id.extend_from_slice(&src.game_id);
+}
+
+/// `month=YYYY-MM` from a PGN date (`2025.05.01`); `month=unknown` when it has no month.
+fn month_partition(date: Option<&str>) -> String {
+    let month = date.and_then(|d| {
+        let b = d.as_bytes();
+        let ok = b.len() >= 7
+            && b[..4].iter().all(u8::is_ascii_digit)
+            && b[4] == b'.'
+            && b[5..7].iter().all(u8::is_ascii_digit);
+        ok.then(|| format!("{}-{}", &d[..4], &d[5..7]))
+    });
+    format!("month={}", month.as_deref().unwrap_or("unknown"))
+}
+
+/// Lichess game ids are 8 base-62 characters: decoded, they are the game id (below 2^48).
+/// Other games get a hash of where they are in the input, with the top bit set.
+fn lichess_id(site: Option<&str>) -> Option<u64> {
+    let id = site?.strip_prefix("https://lichess.org/")?;
+    let id = id.get(..8)?;
+    let mut v = 0u64;
+    for c in id.bytes() {
+        let d = match c {
+            b'0'..=b'9' => c - b'0',
+            b'a'..=b'z' => c - b'a' + 10,
+            b'A'..=b'Z' => c - b'A' + 36,
+            _ => return None,
+        };
+        v = v * 62 + d as u64;
+    }
+    Some(v)
+}
+
+fn splitmix64(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+const SITE: usize = 1;
+const RESULT: usize = 4;
+const UTC_DATE: usize = 8;
+
+fn white_result(tag: Option<&str>, outcome: Option<Outcome>) -> Option<i8> {
+    match tag {
+        Some("1-0") => Some(1),
+        Some("0-1") => Some(-1),
+        Some("1/2-1/2") => Some(0),
+        Some("*") => None,
+        _ => match outcome {
+            Some(Outcome::Known(KnownOutcome::Decisive { winner })) => {
+                Some(if winner == Color::White { 1 } else { -1 })
+            }
+            Some(Outcome::Known(KnownOutcome::Draw)) => Some(0),
+            _ => None,
+        },
+    }
+}
+
+impl Collector {
+    fn start(&mut self, tags: Tags) -> Game {
+        let index = self.out.games;
+        self.out.games += 1;
+        if !tags.any {
+            self.out.skipped.push((
+                index,
+                "no tag pairs before the moves (not a PGN game)".to_string(),
+            ));
+            return Game::Skip;
+        }
+        let variant = tags.variant.as_deref().unwrap_or("Standard");
+        let chess960 = variant.eq_ignore_ascii_case("chess960");
+        let standard = ["standard", "from position", "normal", "chess"]
+            .iter()
+            .any(|v| variant.eq_ignore_ascii_case(v));
+        if !standard && !chess960 {
+            *self.out.variants.entry(variant.to_string()).or_default() += 1;
+            return Game::Skip;
+        }
+        let (pos, mode) = match &tags.fen {
+            None => (Chess::default(), CastlingMode::Standard),
+            Some(text) => {
+                let parsed = Fen::from_ascii(text.as_bytes()).map_err(|e| e.to_string());
+                let setup = parsed.and_then(|fen| {
+                    let setup = fen.into_setup();
+                    let mode = if chess960 {
+                        CastlingMode::Chess960
+                    } else {
+                        CastlingMode::detect(&setup)
+                    };
+                    setup
+                        .position::<Chess>(mode)
+                        .or_else(|e| e.ignore_invalid_ep_square())
+                        .map(|p| (p, mode))
+                        .map_err(|e| e.to_string())
+                });
+                match setup {
+                    Ok(found) => found,
+                    Err(why) => {
+                        self.out
+                            .skipped
+                            .push((index, format!("FEN tag {text:?} is not usable: {why}")));
+                        return Game::Skip;
+                    }
+                }
+            }
+        };
+        let first_ply = 2 * (pos.fullmoves().get() - 1) + (pos.turn() == Color::Black) as u32;
+        clear(&mut self.scratch);
+        Game::Play(Box::new(Playing {
+            index,
+            tags,
+            pos,
+            mode,
+            first_ply,
+            plies: 0,
+            pending: None,
+            outcome: None,
+            error: None,
+        }))
+    }
+
+    fn finish(&mut self, game: Playing) {
+        if let Some(why) = game.error {
+            self.out.skipped.push((game.index, why));
+            return;
+        }
+        let game_id = lichess_id(game.tags.values[SITE].as_deref()).unwrap_or_else(|| {
+            (1 << 63)
+                | splitmix64(self.input_key ^ splitmix64(self.block_offset ^ (game.index << 40)))
+                    >> 1
+        });
+        let result = white_result(game.tags.values[RESULT].as_deref(), game.outcome);
+        let s = &mut self.scratch;
+        for (i, &ply) in s.ply.iter().enumerate() {
+            s.result[i] = match result {
+                None => NO_RESULT,
+                Some(r) if ply % 2 == 0 => r,
+                Some(r) => -r,
+            };
+            s.game_id[i] = game_id;
+        }
+        let date = game.tags.values[UTC_DATE]
+            .as_deref()
+            .or(game.tags.date.as_deref());
+        let month = self.out.months.entry(month_partition(date)).or_default();
+        append(&mut month.rows, s);
+        month.games.push(GameRecord {
+            game_id,
+            start_fen: game.tags.fen.clone(),
+            tags: game.tags.values,
+            plies: game.plies.min(u16::MAX as u32) as u16,
+        });
+    }
+}
+
+impl Visitor for Collector {
+    type Tags = Tags;
+    type Movetext = Game;
+    type Output = ();
+
+    fn begin_tags(&mut self) -> ControlFlow<(), Tags> {
+        ControlFlow::Continue(Tags::default())
+    }
+
+    fn tag(&mut self, tags: &mut Tags, name: &[u8], value: RawTag<'_>) -> ControlFlow<()> {
+        tags.any = true;
+        let value = || value.decode_utf8_lossy().trim().to_string();
+        match name {
+            b"FEN" => tags.fen = Some(value()),
+            b"Variant" => tags.variant = Some(value()),
+            b"Date" => tags.date = Some(value()),
+            _ => {
+                if let Some(i) = TAG_COLUMNS.iter().position(|(t, _)| t.as_bytes() == name) {
+                    tags.values[i] = Some(value());
+                }
+            }
+        }
+        ControlFlow::Continue(())
+    }
+
+    fn begin_movetext(&mut self, tags: Tags) -> ControlFlow<(), Game> {
+        ControlFlow::Continue(self.start(tags))
+    }
+
+    fn san(&mut self, game: &mut Game, san_plus: SanPlus) -> ControlFlow<()> {
+        let Game::Play(g) = game else {
+            return ControlFlow::Continue(());
+        };
+        if g.error.is_some() {
+            return ControlFlow::Continue(());
+        }
+        let m = match san_plus.san.to_move(&g.pos) {
+            Ok(m) => m,
+            Err(e) => {
+                let ply = g.first_ply + g.plies;
+                let dots = if ply % 2 == 0 { "." } else { "..." };
+                g.error = Some(format!(
+                    "move {}{dots} {san_plus} is {e} (ply {})",
+                    ply / 2 + 1,
+                    ply + 1
+                ));
+                return ControlFlow::Continue(());
+            }
+        };
+        let s = &mut self.scratch;
+        write_fen(&g.pos, &mut s.fen_bytes);
+        s.fen_ends.push(s.fen_bytes.len() as u32);
+        write_uci(&m, g.mode, &mut s.move_bytes);
+        s.move_ends.push(s.move_bytes.len() as u32);
+        s.score.push(match g.pending.take() {
+            Some(e) => e.to_internal(&g.pos),
+            None => BINPACK_NO_SCORE,
+        });
+        s.result.push(NO_RESULT);
+        s.ply.push((g.first_ply + g.plies).min(u16::MAX as u32) as u16);
+        s.game_id.push(0);
+        g.pos.play_unchecked(m);
+        g.plies += 1;
+        ControlFlow::Continue(())
+    }
+
+    fn comment(&mut self, game: &mut Game, comment: RawComment<'_>) -> ControlFlow<()> {
+        if let Game::Play(g) = game
+            && g.plies > 0
+            && let Some(e) = parse_eval(comment.as_bytes())
+        {
+            self.out.evals += g.pending.is_none() as u64;
+            g.pending = Some(e);
+        }
+        ControlFlow::Continue(())
+    }
+
+    fn begin_variation(&mut self, _: &mut Game) -> ControlFlow<(), Skip> {
+        ControlFlow::Continue(Skip(true)) // main line only
+    }
+
+    fn outcome(&mut self, game: &mut Game, outcome: Outcome) -> ControlFlow<()> {
+        if let Game::Play(g) = game {
+            g.outcome = Some(outcome);
+        }
+        ControlFlow::Continue(())
+    }
+
+    fn end_game(&mut self, game: Game) {
+        if let Game::Play(g) = game {
+            self.finish(*g);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn evals_parse() {
+        assert_eq!(parse_eval(b" [%eval 0.23] [%clk 0:01:00] "), Some(Eval::Pawns(0.23)));
+        assert_eq!(parse_eval(b"[%eval -1.5,20]"), Some(Eval::Pawns(-1.5)));
+        assert_eq!(parse_eval(b"[%eval #-3]"), Some(Eval::Mate(-3)));
+        assert_eq!(parse_eval(b"[%clk 0:01:00]"), None);
+        assert_eq!(parse_eval(b"[%eval x]"), None);
+    }
+
+    #[test]
+    fn lichess_ids_decode() {
+        assert_eq!(lichess_id(Some("https://lichess.org/00000001")), Some(1));
+        assert_eq!(lichess_id(Some("https://lichess.org/0000000Z")), Some(61));
+        assert_eq!(lichess_id(Some("https://example.com/x")), None);
+    }
+
+    #[test]
+    fn blocks_cut_at_game_starts_only() {
+        let game = "[Event \"x\"]\n[Site \"y\"]\n\n1. e4 { [%eval 0.1]\n\n[%clk 0:01] } e5 1-0\n\n";
+        let text = game.repeat(BLOCK_BYTES / game.len() * 3);
+        let mut s = BlockSplitter::new(text.as_bytes());
+        let mut total = 0;
+        while let Some((at, block)) = s.next_block().unwrap() {
+            assert_eq!(at as usize, total);
+            assert!(block.starts_with(b"[Event"));
+            total += block.len();
+        }
+        assert_eq!(total, text.len());
+    }
+}
