@@ -65,7 +65,11 @@ pub fn write_fen(pos: &Chess, out: &mut Vec<u8>) {
         }
     }
     put!(b' ');
-    put!(if pos.turn() == Color::White { b'w' } else { b'b' });
+    put!(if pos.turn() == Color::White {
+        b'w'
+    } else {
+        b'b'
+    });
     put!(b' ');
     let rights = castles.castling_rights();
     if rights.is_empty() {
@@ -125,7 +129,7 @@ pub fn write_uci(m: &Move, mode: CastlingMode, out: &mut Vec<u8>) {
         } => (from, to, promotion),
         Move::EnPassant { from, to } => (from, to, None),
         Move::Castle { .. } | Move::Put { .. } => {
-            out.extend_from_slice(UciMove::from_move(m.clone(), mode).to_string().as_bytes());
+            out.extend_from_slice(UciMove::from_move(*m, mode).to_string().as_bytes());
             return;
         }
     };
@@ -177,10 +181,10 @@ mod tests {
                 if moves.is_empty() {
                     break;
                 }
-                let m = moves[rng.below(moves.len() as u64) as usize].clone();
+                let m = moves[rng.below(moves.len() as u64) as usize];
                 let mut uci = Vec::new();
                 write_uci(&m, CastlingMode::Standard, &mut uci);
-                let want = UciMove::from_move(m.clone(), CastlingMode::Standard).to_string();
+                let want = UciMove::from_move(m, CastlingMode::Standard).to_string();
                 assert_eq!(String::from_utf8(uci).unwrap(), want);
                 pos.play_unchecked(m);
                 checked += 1;
@@ -191,9 +195,7 @@ mod tests {
 
     #[test]
     fn chess960_castling_uses_rook_squares() {
-        let fen: Fen = "r1k4r/8/8/8/8/8/8/R1K4R w HAha - 0 1"
-            .parse()
-            .unwrap();
+        let fen: Fen = "r1k4r/8/8/8/8/8/8/R1K4R w HAha - 0 1".parse().unwrap();
         let pos: Chess = fen.into_position(CastlingMode::Chess960).unwrap();
         let mut out = Vec::new();
         write_fen(&pos, &mut out);

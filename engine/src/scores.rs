@@ -70,11 +70,7 @@ pub fn internal_to_centipawns(value: i32, material: i32) -> f64 {
 /// mated in `-moves` (`2·|moves|` plies), `0` means it is mated on the board. Stockfish's
 /// `mate_in(ply)` / `mated_in(ply)` values.
 pub fn mate_to_internal(moves: i32) -> i16 {
-    let plies = if moves > 0 {
-        2 * moves - 1
-    } else {
-        -2 * moves
-    };
+    let plies = if moves > 0 { 2 * moves - 1 } else { -2 * moves };
     let plies = plies.min(MAX_PLY);
     let v = VALUE_MATE - plies;
     (if moves > 0 { v } else { -v }) as i16

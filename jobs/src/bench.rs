@@ -363,3 +363,214 @@ impl Drop for Scratch {
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
+
+#[derive(Debug, Clone, Serialize)]
+pub struct PgnBench {
+    pub file: String,
+    /// The input is repeated this many times into a scratch file, so blocks spread over cores.
+    pub repeat: usize,
+    pub mib: f64,
+    pub games: u64,
+    pub positions: u64,
+    pub threads: usize,
+    /// Bare `pgn-reader` visitor (SAN → move, play it, parse `[%eval]`), one core.
+    pub bare_mib_per_s: f64,
+    /// Full ingest (parse, FEN/UCI text, evals converted, Parquet encode, write), all threads.
+    pub ingest_mib_per_s: f64,
+    pub ingest_mib_per_s_per_core: f64,
+    pub ingest_positions_per_s: f64,
+    /// ingest per core / bare visitor (target: at least 0.5).
+    pub ratio_per_core: f64,
+    /// Phases on one core: blocks parsed into row columns; Parquet encoding of those columns.
+    pub parse_ns_per_position: f64,
+    pub parquet_encode_ns_per_position: f64,
+    pub bare_ns_per_position: f64,
+}
+
+/// The reference: what any PGN consumer has to do at least.
+struct BareVisitor {
+    plies: u64,
+    evals: u64,
+}
+
+impl pgn_reader::Visitor for BareVisitor {
+    type Tags = Option<shakmaty::Chess>;
+    type Movetext = shakmaty::Chess;
+    type Output = ();
+
+    fn begin_tags(&mut self) -> std::ops::ControlFlow<(), Self::Tags> {
+        std::ops::ControlFlow::Continue(None)
+    }
+
+    fn tag(
+        &mut self,
+        tags: &mut Self::Tags,
+        name: &[u8],
+        value: pgn_reader::RawTag<'_>,
+    ) -> std::ops::ControlFlow<()> {
+        if name == b"FEN" {
+            *tags = shakmaty::fen::Fen::from_ascii(value.as_bytes())
+                .ok()
+                .and_then(|f| f.into_position(shakmaty::CastlingMode::Chess960).ok());
+        }
+        std::ops::ControlFlow::Continue(())
+    }
+
+    fn begin_movetext(&mut self, tags: Self::Tags) -> std::ops::ControlFlow<(), Self::Movetext> {
+        std::ops::ControlFlow::Continue(tags.unwrap_or_default())
+    }
+
+    fn san(
+        &mut self,
+        pos: &mut Self::Movetext,
+        san: pgn_reader::SanPlus,
+    ) -> std::ops::ControlFlow<()> {
+        use shakmaty::Position;
+        match san.san.to_move(pos) {
+            Ok(m) => {
+                pos.play_unchecked(m);
+                self.plies += 1;
+                std::ops::ControlFlow::Continue(())
+            }
+            Err(_) => std::ops::ControlFlow::Break(()),
+        }
+    }
+
+    fn comment(
+        &mut self,
+        _: &mut Self::Movetext,
+        comment: pgn_reader::RawComment<'_>,
+    ) -> std::ops::ControlFlow<()> {
+        self.evals += crate::pgn::parse_eval(comment.as_bytes()).is_some() as u64;
+        std::ops::ControlFlow::Continue(())
+    }
+
+    fn begin_variation(
+        &mut self,
+        _: &mut Self::Movetext,
+    ) -> std::ops::ControlFlow<(), pgn_reader::Skip> {
+        std::ops::ControlFlow::Continue(pgn_reader::Skip(true))
+    }
+
+    fn end_game(&mut self, _: Self::Movetext) {}
+}
+
+/// PGN ingest against a bare `pgn-reader` visitor over the same bytes, in the same run.
+pub fn bench_ingest_pgn(
+    rt: &tokio::runtime::Handle,
+    file: &str,
+    threads: usize,
+    runs: usize,
+    min_mib: usize,
+) -> Result<PgnBench, JobError> {
+    use lakefish_schemas::IngestSpec;
+    let read_err = |e: std::io::Error| JobError::Input {
+        input: file.to_string(),
+        reason: e.to_string(),
+    };
+    let raw = std::fs::read(file).map_err(read_err)?;
+    let one = if raw.starts_with(&crate::pgn::ZSTD_MAGIC) {
+        zstd::decode_all(&raw[..]).map_err(read_err)?
+    } else {
+        raw
+    };
+    if one.is_empty() {
+        return Err(JobError::Input {
+            input: file.to_string(),
+            reason: "empty file".into(),
+        });
+    }
+    let repeat = (min_mib << 20).div_ceil(one.len()).max(1);
+    let mut text = Vec::with_capacity(one.len() * repeat);
+    for _ in 0..repeat {
+        text.extend_from_slice(&one);
+        text.extend_from_slice(b"\n\n");
+    }
+    let dir = std::env::temp_dir().join(format!("lakefish-bench-pgn-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).map_err(read_err)?;
+    let input = dir.join("bench.pgn");
+    std::fs::write(&input, &text).map_err(read_err)?;
+    let mib = text.len() as f64 / (1 << 20) as f64;
+
+    let mut bare_best = f64::MAX;
+    let mut ingest_best = f64::MAX;
+    let (mut games, mut positions) = (0, 0);
+    let (mut parse_best, mut encode_best) = (f64::MAX, f64::MAX);
+    let outcome = (|| {
+        for run in 0..runs.max(1) {
+            let start = Instant::now();
+            let mut v = BareVisitor { plies: 0, evals: 0 };
+            let mut reader = pgn_reader::Reader::new(&text[..]);
+            while reader.read_game(&mut v).map_err(read_err)?.is_some() {}
+            bare_best = bare_best.min(start.elapsed().as_secs_f64());
+            std::hint::black_box(v.evals);
+
+            let lake_dir = dir.join(format!("lake-{run}"));
+            let lake = Lake::open(lake_dir.to_str().unwrap(), &HashMap::new())?;
+            let ctx = JobContext::new(lake, rt.clone()).with_threads(threads);
+            let spec = IngestSpec {
+                inputs: vec![input.to_string_lossy().into_owned()],
+                dataset: DatasetName::new("bench").expect("valid name"),
+                rows_per_part: lakefish_schemas::job::default_rows_per_part(),
+            };
+            let start = Instant::now();
+            let summary = crate::ingest_pgn::ingest_pgn(&ctx, &JobId::new(), &spec)?;
+            ingest_best = ingest_best.min(start.elapsed().as_secs_f64());
+            if summary.rows != v.plies {
+                return Err(JobError::Internal(format!(
+                    "ingest wrote {} rows, the bare visitor played {} moves",
+                    summary.rows, v.plies
+                )));
+            }
+            positions = v.plies;
+            games = ctx
+                .block_on(crate::datasets::read_manifest(
+                    &ctx.lake,
+                    lakefish_schemas::Source::Lichess,
+                    &spec.dataset,
+                ))
+                .ok()
+                .flatten()
+                .map_or(0, |m| m.inputs[0].chunks);
+            let _ = std::fs::remove_dir_all(&lake_dir);
+
+            // Phases on one core: parsing blocks into row columns, then Parquet encoding.
+            let mut splitter = crate::pgn::BlockSplitter::new(&text[..]);
+            let start = Instant::now();
+            let mut chunks = Vec::new();
+            while let Some((at, block)) = splitter.next_block().map_err(read_err)? {
+                let rows = crate::pgn::parse_block(&block, 1, at);
+                chunks.extend(rows.months.into_values().map(|m| m.rows));
+            }
+            parse_best = parse_best.min(start.elapsed().as_secs_f64());
+            let start = Instant::now();
+            for c in chunks.chunks(8) {
+                let batch = crate::parts::batch_from_chunks(c);
+                std::hint::black_box(crate::parts::encode_parquet(&batch, "bench")?.len());
+            }
+            encode_best = encode_best.min(start.elapsed().as_secs_f64());
+        }
+        Ok(())
+    })();
+    let _ = std::fs::remove_dir_all(&dir);
+    outcome?;
+    let bare = mib / bare_best;
+    let ingest = mib / ingest_best;
+    Ok(PgnBench {
+        file: file.to_string(),
+        repeat,
+        mib,
+        games,
+        positions,
+        threads,
+        bare_mib_per_s: bare,
+        ingest_mib_per_s: ingest,
+        ingest_mib_per_s_per_core: ingest / threads as f64,
+        ingest_positions_per_s: positions as f64 / ingest_best,
+        ratio_per_core: ingest / threads as f64 / bare,
+        parse_ns_per_position: parse_best * 1e9 / positions as f64,
+        parquet_encode_ns_per_position: encode_best * 1e9 / positions as f64,
+        bare_ns_per_position: bare_best * 1e9 / positions as f64,
+    })
+}

@@ -41,7 +41,11 @@ pub struct IngestSummary {
 }
 
 impl IngestSummary {
-    pub(crate) fn from_manifest(m: &DatasetManifest, null_scores: Option<u64>, already_present: bool) -> Self {
+    pub(crate) fn from_manifest(
+        m: &DatasetManifest,
+        null_scores: Option<u64>,
+        already_present: bool,
+    ) -> Self {
         IngestSummary {
             dataset: m.dataset.to_string(),
             rows: m.rows,

@@ -76,10 +76,7 @@ impl Read for InputReader<'_> {
 }
 
 /// The decompressed stream of an input: zstd when it starts with the zstd magic number.
-fn open_stream<'a>(
-    input: &'a Input,
-    read: Arc<AtomicU64>,
-) -> Result<Box<dyn Read + 'a>, JobError> {
+fn open_stream<'a>(input: &'a Input, read: Arc<AtomicU64>) -> Result<Box<dyn Read + 'a>, JobError> {
     let head = input.read_at(0, input.len().min(4) as usize)?;
     let raw = InputReader {
         input,

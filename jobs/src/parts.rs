@@ -121,8 +121,8 @@ pub fn encode_games(rows: &[GameRecord], key: &str) -> Result<Vec<u8>, JobError>
     columns.push(Arc::new(UInt16Array::from_iter_values(
         rows.iter().map(|g| g.plies),
     )));
-    let batch = RecordBatch::try_new(games::schema(), columns)
-        .expect("columns match the games schema");
+    let batch =
+        RecordBatch::try_new(games::schema(), columns).expect("columns match the games schema");
     let err = |e: parquet::errors::ParquetError| JobError::Parquet {
         key: key.to_string(),
         reason: e.to_string(),

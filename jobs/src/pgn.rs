@@ -202,7 +202,10 @@ pub fn parse_block(block: &[u8], input_key: u64, block_offset: u64) -> BlockRows
                 // pgn-reader skips to the next line after a broken tag; record and go on.
                 let game = collector.out.games;
                 collector.out.games += 1;
-                collector.out.skipped.push((game, format!("unreadable PGN: {e}")));
+                collector
+                    .out
+                    .skipped
+                    .push((game, format!("unreadable PGN: {e}")));
             }
         }
     }
@@ -256,10 +259,12 @@ fn clear(c: &mut DecodedChunk) {
 fn append(dst: &mut DecodedChunk, src: &DecodedChunk) {
     let fen_base = dst.fen_bytes.len() as u32;
     dst.fen_bytes.extend_from_slice(&src.fen_bytes);
-    dst.fen_ends.extend(src.fen_ends.iter().map(|e| e + fen_base));
+    dst.fen_ends
+        .extend(src.fen_ends.iter().map(|e| e + fen_base));
     let move_base = dst.move_bytes.len() as u32;
     dst.move_bytes.extend_from_slice(&src.move_bytes);
-    dst.move_ends.extend(src.move_ends.iter().map(|e| e + move_base));
+    dst.move_ends
+        .extend(src.move_ends.iter().map(|e| e + move_base));
     dst.score.extend_from_slice(&src.score);
     dst.result.extend_from_slice(&src.result);
     dst.ply.extend_from_slice(&src.ply);
@@ -325,6 +330,8 @@ fn white_result(tag: Option<&str>, outcome: Option<Outcome>) -> Option<i8> {
 }
 
 impl Collector {
+    // shakmaty hands the rejected position back inside its error; that is what makes it large.
+    #[allow(clippy::result_large_err)]
     fn start(&mut self, tags: Tags) -> Game {
         let index = self.out.games;
         self.out.games += 1;
@@ -480,7 +487,8 @@ impl Visitor for Collector {
             None => BINPACK_NO_SCORE,
         });
         s.result.push(NO_RESULT);
-        s.ply.push((g.first_ply + g.plies).min(u16::MAX as u32) as u16);
+        s.ply
+            .push((g.first_ply + g.plies).min(u16::MAX as u32) as u16);
         s.game_id.push(0);
         g.pos.play_unchecked(m);
         g.plies += 1;
@@ -522,7 +530,10 @@ mod tests {
 
     #[test]
     fn evals_parse() {
-        assert_eq!(parse_eval(b" [%eval 0.23] [%clk 0:01:00] "), Some(Eval::Pawns(0.23)));
+        assert_eq!(
+            parse_eval(b" [%eval 0.23] [%clk 0:01:00] "),
+            Some(Eval::Pawns(0.23))
+        );
         assert_eq!(parse_eval(b"[%eval -1.5,20]"), Some(Eval::Pawns(-1.5)));
         assert_eq!(parse_eval(b"[%eval #-3]"), Some(Eval::Mate(-3)));
         assert_eq!(parse_eval(b"[%clk 0:01:00]"), None);
@@ -549,4 +560,144 @@ mod tests {
         }
         assert_eq!(total, text.len());
     }
+}
+
+/// A game of [`synthetic_pgn`] as the generator knows it: what the lake must hold.
+#[derive(Debug, Clone)]
+pub struct SyntheticGame {
+    /// False for games the ingest must skip (a variant, an illegal move).
+    pub ingestible: bool,
+    /// Per row: FEN before the move, the move in UCI, the row's score in internal units.
+    pub rows: Vec<(String, String, Option<i16>)>,
+}
+
+/// A Lichess-style PGN of random legal games made by the project itself (tests and benches
+/// must not depend on `../shared`): clocks and evals in comments (mates too), NAGs, move
+/// suffixes, side variations, a BOM, a zero-move game, a game from a `FEN` tag, and, when
+/// `with_bad_games`, a Crazyhouse game and a game with an illegal move. Same seed, same text.
+pub fn synthetic_pgn(
+    games: usize,
+    seed: u64,
+    with_bad_games: bool,
+) -> (String, Vec<SyntheticGame>) {
+    use shakmaty::san::SanPlus as Sp;
+    let mut rng = lakefish_engine::random_games::SplitMix(seed);
+    let mut out = String::from("\u{feff}");
+    let mut truth = Vec::new();
+    for g in 0..games {
+        let special = g % 7;
+        let (start, fen_tag) = if special == 3 {
+            let fen = "r3k2r/pppq1ppp/2npbn2/4p3/4P3/2NPBN2/PPPQ1PPP/R3K2R w KQkq - 4 8";
+            let pos: Chess = Fen::from_ascii(fen.as_bytes())
+                .unwrap()
+                .into_position(CastlingMode::Standard)
+                .unwrap();
+            (pos, Some(fen))
+        } else {
+            (Chess::default(), None)
+        };
+        let variant = with_bad_games && g == 5;
+        let illegal_at = (with_bad_games && g == 2).then_some(9);
+        let plies = if special == 6 {
+            0
+        } else {
+            20 + rng.below(60) as usize
+        };
+        out.push_str(&format!(
+            "[Event \"Rated Blitz game\"]\n[Site \"https://lichess.org/{:08}\"]\n[Date \"2025.05.01\"]\n",
+            g
+        ));
+        out.push_str("[White \"alice\"]\n[Black \"bob\"]\n");
+        if variant {
+            out.push_str("[Variant \"Crazyhouse\"]\n");
+        }
+        if let Some(fen) = fen_tag {
+            out.push_str(&format!("[SetUp \"1\"]\n[FEN \"{fen}\"]\n"));
+        }
+        let mut pos = start;
+        let mut movetext = String::new();
+        let mut rows = Vec::new();
+        let mut pending: Option<Eval> = None;
+        let mut ended = None;
+        for ply in 0..plies {
+            let moves = pos.legal_moves();
+            if moves.is_empty() {
+                ended = Some(if pos.is_check() {
+                    if pos.turn() == Color::White {
+                        "0-1"
+                    } else {
+                        "1-0"
+                    }
+                } else {
+                    "1/2-1/2"
+                });
+                break;
+            }
+            let m = moves[rng.below(moves.len() as u64) as usize];
+            let fullmove = pos.fullmoves().get();
+            if pos.turn() == Color::White {
+                movetext.push_str(&format!("{fullmove}. "));
+            } else if ply == 0 {
+                movetext.push_str(&format!("{fullmove}... "));
+            }
+            let score = pending.take().map(|e| e.to_internal(&pos));
+            let mut uci = Vec::new();
+            write_uci(&m, CastlingMode::Standard, &mut uci);
+            let mut fen = Vec::new();
+            write_fen(&pos, &mut fen);
+            rows.push((
+                String::from_utf8(fen).unwrap(),
+                String::from_utf8(uci).unwrap(),
+                score,
+            ));
+            if illegal_at == Some(ply) {
+                // Black's king is far from a1 at ply 9, so this is always illegal.
+                movetext.push_str("Kxa1 ");
+            }
+            let before = pos.clone();
+            let san = Sp::from_move_and_play_unchecked(&mut pos, m);
+            movetext.push_str(&san.to_string());
+            match rng.below(12) {
+                0 => movetext.push_str("?!"),
+                1 => movetext.push_str(" $2"),
+                _ => {}
+            }
+            movetext.push(' ');
+            let r = rng.below(10);
+            if r < 6 {
+                let e = if r == 0 {
+                    Eval::Mate(rng.below(9) as i32 - 4)
+                } else {
+                    Eval::Pawns((rng.below(2001) as f64 - 1000.0) / 100.0)
+                };
+                let text = match e {
+                    Eval::Mate(n) => format!("#{n}"),
+                    Eval::Pawns(p) => format!("{p:.2}"),
+                };
+                // `#0` never appears in real files; keep the generator to what Lichess writes.
+                if !matches!(e, Eval::Mate(0)) {
+                    pending = Some(e);
+                    movetext.push_str(&format!(
+                        "{{ [%eval {text}] [%clk 0:02:{:02}] }} ",
+                        ply % 60
+                    ));
+                }
+            } else if r == 6 {
+                movetext.push_str("{ [%clk 0:01:00] } ");
+            } else if r == 7 {
+                // A side line: the legal alternatives are played in the previous position.
+                if let Some(alt) = before.legal_moves().first().copied() {
+                    let alt_san = Sp::from_move(before.clone(), alt);
+                    movetext.push_str(&format!("( {alt_san} {{ [%eval 9.99] }} ) "));
+                }
+            }
+        }
+        let result = ended.unwrap_or(["1-0", "0-1", "1/2-1/2", "*"][rng.below(4) as usize]);
+        out.push_str(&format!("[Result \"{result}\"]\n\n{movetext}{result}\n\n"));
+        truth.push(SyntheticGame {
+            ingestible: !variant && illegal_at.is_none_or(|p| p >= rows.len()),
+            rows,
+        });
+    }
+    (out, truth)
 }

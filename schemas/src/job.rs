@@ -153,7 +153,11 @@ impl JobSpec {
         let spec = map.remove("spec").ok_or(SpecError::Missing("spec"))?;
         match kind.as_str() {
             k @ ("ingest_binpack" | "ingest_pgn") => {
-                let kind = if k == "ingest_pgn" { "ingest_pgn" } else { "ingest_binpack" };
+                let kind = if k == "ingest_pgn" {
+                    "ingest_pgn"
+                } else {
+                    "ingest_binpack"
+                };
                 let invalid = |message: String| SpecError::Invalid { kind, message };
                 let s: IngestSpec = from_spec(spec).map_err(invalid)?;
                 s.validate().map_err(invalid)?;

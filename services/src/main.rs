@@ -295,6 +295,18 @@ enum BenchCommand {
         #[arg(long, default_value_t = 3)]
         runs: usize,
     },
+    /// Full PGN ingest vs a bare pgn-reader visitor (SAN to moves, [%eval]) over the same bytes.
+    IngestPgn {
+        /// A .pgn or .pgn.zst file (repeated into a scratch file of at least --min-mib).
+        file: String,
+        #[arg(long)]
+        threads: Option<usize>,
+        /// Best of this many runs.
+        #[arg(long, default_value_t = 3)]
+        runs: usize,
+        #[arg(long, default_value_t = 48)]
+        min_mib: usize,
+    },
     /// Full binpack ingest vs a bare sfbinpack decode loop over the same file.
     IngestBinpack {
         file: String,
@@ -423,6 +435,54 @@ fn main() -> anyhow::Result<()> {
             println!("{}", serde_json::to_string_pretty(&ds)?);
             Ok(())
         }),
+        Command::Bench {
+            what:
+                BenchCommand::IngestPgn {
+                    file,
+                    threads,
+                    runs,
+                    min_mib,
+                },
+        } => {
+            let threads = threads.unwrap_or_else(cores);
+            let r =
+                lakefish_jobs::bench::bench_ingest_pgn(rt.handle(), &file, threads, runs, min_mib)?;
+            println!(
+                "file                         {} (x{}, {:.1} MiB)",
+                r.file, r.repeat, r.mib
+            );
+            println!("games / positions            {} / {}", r.games, r.positions);
+            println!(
+                "bare pgn-reader visitor      {:>10.1} MiB/s (1 core)",
+                r.bare_mib_per_s
+            );
+            println!(
+                "full ingest                  {:>10.1} MiB/s ({} threads, {:.0} positions/s)",
+                r.ingest_mib_per_s, r.threads, r.ingest_positions_per_s
+            );
+            println!(
+                "full ingest per core         {:>10.1} MiB/s",
+                r.ingest_mib_per_s_per_core
+            );
+            println!(
+                "ratio per core               {:>10.3} (target >= 0.5)",
+                r.ratio_per_core
+            );
+            println!(
+                "  phase: bare visitor        {:>10.1} ns/position (1 core)",
+                r.bare_ns_per_position
+            );
+            println!(
+                "  phase: parse to columns    {:>10.1} ns/position (1 core)",
+                r.parse_ns_per_position
+            );
+            println!(
+                "  phase: parquet encode      {:>10.1} ns/position (1 core)",
+                r.parquet_encode_ns_per_position
+            );
+            println!("{}", serde_json::to_string(&r)?);
+            Ok(())
+        }
         Command::Bench {
             what:
                 BenchCommand::IngestBinpack {
