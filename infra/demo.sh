@@ -37,5 +37,5 @@ q = f"select source, dataset, count(*) as rows, count(score) as scored, round(av
 print("DuckDB reads the lake:")
 print(duckdb.sql(q))
 PY
-.venv/bin/python -c 'import json,sys; r=json.load(open(sys.argv[1]))["result"]; print("shuffle", r["id"], ":", r["rows"], "quiet rows of", r["input_rows"], "in", len(r["chunks"]), "chunks")' "$RUN/shuffle.json"
+.venv/bin/python -c 'import json,sys; r=json.load(open(sys.argv[1])); print("shuffle", r["id"], ":", r["rows"], "quiet rows of", r["input_rows"], "in", len(r["chunks"]), "chunks")' "$RUN/shuffle.json"
 echo "demo finished: ingest, mask and shuffle ran through REST -> SQLite queue -> worker -> Parquet lake"

@@ -1,5 +1,6 @@
-use crate::Lake;
+use crate::{JobError, Lake};
 use lakefish_schemas::Progress;
+use lakefish_schemas::{JobId, JobSpec};
 use std::sync::Arc;
 
 /// Where a job reports how far it got. The CLI draws a bar; workers copy it into the job
@@ -15,6 +16,13 @@ impl ProgressSink for NoProgress {
     fn report(&self, _: &Progress) {}
 }
 
+/// Queues further jobs from inside a job (a shuffle fans out its passes this way). Given by
+/// queue workers; absent in-process, where a job does all its work itself.
+pub trait JobSubmitter: Send + Sync {
+    /// Queues `spec` under `id` unless a job with that id already succeeded. Blocking.
+    fn submit(&self, id: JobId, spec: JobSpec) -> Result<(), JobError>;
+}
+
 /// Everything a job needs from the outside world, passed explicitly.
 ///
 /// Jobs are synchronous, CPU-heavy code run on their own threads; they reach the (async)
@@ -26,6 +34,7 @@ pub struct JobContext {
     pub progress: Arc<dyn ProgressSink>,
     /// CPU threads the job may use.
     pub threads: usize,
+    pub submitter: Option<Arc<dyn JobSubmitter>>,
 }
 
 impl JobContext {
@@ -37,7 +46,13 @@ impl JobContext {
             threads: std::thread::available_parallelism()
                 .map(|n| n.get())
                 .unwrap_or(1),
+            submitter: None,
         }
+    }
+
+    pub fn with_submitter(mut self, submitter: Option<Arc<dyn JobSubmitter>>) -> Self {
+        self.submitter = submitter;
+        self
     }
 
     pub fn with_progress(mut self, progress: Arc<dyn ProgressSink>) -> Self {

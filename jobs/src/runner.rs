@@ -26,10 +26,16 @@ pub fn run_spec(
             let summary = crate::ingest_pgn::ingest_pgn(ctx, id, s)?;
             serde_json::to_value(summary).map_err(|e| JobError::Internal(e.to_string()))
         }
+        JobSpec::Shuffle(s) if ctx.submitter.is_some() => {
+            let m = crate::shuffle::fan_out(ctx, s)?;
+            serde_json::to_value(m).map_err(|e| JobError::Internal(e.to_string()))
+        }
         JobSpec::Shuffle(s) => {
             let m = crate::shuffle::shuffle_here(ctx, id, s)?;
             serde_json::to_value(m).map_err(|e| JobError::Internal(e.to_string()))
         }
+        JobSpec::ShuffleDeal(t) => crate::shuffle::deal_task(ctx, t),
+        JobSpec::ShufflePile(t) => crate::shuffle::pile_task(ctx, t),
         JobSpec::Mask(s) => {
             let summary = crate::masks::mask_dataset(ctx, id, s)?;
             serde_json::to_value(summary).map_err(|e| JobError::Internal(e.to_string()))
@@ -59,6 +65,7 @@ pub async fn run_queued_job(
     worker: &str,
     threads: usize,
     may_retry: bool,
+    submitter: Option<Arc<dyn crate::JobSubmitter>>,
 ) -> Result<(), JobError> {
     let store = JobStore::new(lake.clone());
     let existing = store.get(&job.id).await?;
@@ -88,7 +95,8 @@ pub async fn run_queued_job(
     let latest = Arc::new(Latest::default());
     let ctx = JobContext::new(lake, tokio::runtime::Handle::current())
         .with_progress(latest.clone())
-        .with_threads(threads);
+        .with_threads(threads)
+        .with_submitter(submitter);
     let id = job.id.clone();
     let mut work = tokio::task::spawn_blocking(move || run_spec(&ctx, &id, &spec));
     let outcome = loop {

@@ -21,7 +21,9 @@ use lakefish_schemas::positions::dataset_prefix;
 use lakefish_schemas::shuffle::{
     PlannedPart, SHUFFLE_MANIFEST_FILE, SHUFFLE_PLAN_FILE, ShuffleChunk, chunk_file_name,
 };
-use lakefish_schemas::{JobId, PartInfo, Progress, ShuffleManifest, ShufflePlan, ShuffleSpec};
+use lakefish_schemas::{
+    JobId, JobSpec, PartInfo, Progress, ShuffleManifest, ShufflePlan, ShuffleSpec,
+};
 use rayon::prelude::*;
 use sha2::{Digest, Sha256};
 
@@ -244,6 +246,13 @@ pub fn shuffle_pile(
     let name = chunk_file_name(pile);
     let key = format!("{}/{name}", shuffle_prefix(&plan.id));
     let bytes = encode_parquet(&shuffled, &key)?;
+    // A duplicate delivery racing the commit may have read a pile whose files were already
+    // removed: once committed, the committed chunk stands.
+    if let Some(m) = ctx.block_on(read_shuffle_manifest(&ctx.lake, &plan.id))?
+        && let Some(c) = m.chunks.iter().find(|c| c.name == name)
+    {
+        return Ok(c.clone());
+    }
     let chunk = ShuffleChunk {
         name,
         rows: n as u64,
@@ -359,4 +368,169 @@ pub fn shuffle_here(
         })
     })?;
     commit(ctx, &plan)
+}
+
+/// What a fanned-out `shuffle` job returns: the passes run as their own jobs.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct FannedOut {
+    pub shuffle: String,
+    /// True when the shuffle was already committed: nothing was queued.
+    pub already_present: bool,
+    pub deal_jobs: usize,
+    pub piles: u32,
+}
+
+fn task_id(plan_id: &str, pass: &str, index: u32) -> JobId {
+    JobId::derived(&format!("{plan_id}/{pass}/{index}"))
+}
+
+fn submitter(ctx: &JobContext) -> Result<&std::sync::Arc<dyn crate::JobSubmitter>, JobError> {
+    ctx.submitter
+        .as_ref()
+        .ok_or_else(|| JobError::Internal("shuffle tasks need a queue to fan out".into()))
+}
+
+/// Plans the shuffle and queues one `shuffle_deal` job per input part. The last deal queues
+/// the piles and the last pile commits, so the shuffle completes without anyone waiting.
+pub fn fan_out(ctx: &JobContext, spec: &ShuffleSpec) -> Result<FannedOut, JobError> {
+    let plan = plan(ctx, spec)?;
+    let mut out = FannedOut {
+        shuffle: plan.id.clone(),
+        already_present: false,
+        deal_jobs: plan.parts.len(),
+        piles: spec.chunks,
+    };
+    if ctx
+        .block_on(read_shuffle_manifest(&ctx.lake, &plan.id))?
+        .is_some()
+    {
+        out.already_present = true;
+        return Ok(out);
+    }
+    let plan = start(ctx, spec)?;
+    let submit = submitter(ctx)?;
+    for index in 0..plan.parts.len() as u32 {
+        let task = lakefish_schemas::ShuffleTask {
+            shuffle: plan.id.clone(),
+            index,
+        };
+        submit.submit(task_id(&plan.id, "deal", index), JobSpec::ShuffleDeal(task))?;
+    }
+    Ok(out)
+}
+
+fn task_plan(
+    ctx: &JobContext,
+    task: &lakefish_schemas::ShuffleTask,
+) -> Result<Option<ShufflePlan>, JobError> {
+    task.validate().map_err(JobError::Payload)?;
+    // Once committed, the pass-1 files are gone: a late re-delivery must not redo a pile.
+    if ctx
+        .block_on(read_shuffle_manifest(&ctx.lake, &task.shuffle))?
+        .is_some()
+    {
+        return Ok(None);
+    }
+    let plan = ctx
+        .block_on(read_plan(&ctx.lake, &task.shuffle))?
+        .ok_or_else(|| JobError::Input {
+            input: shuffle_prefix(&task.shuffle),
+            reason: "no such shuffle (no plan)".into(),
+        })?;
+    Ok(Some(plan))
+}
+
+/// A queued pass-1 task; the task that finds every part dealt queues the piles.
+pub fn deal_task(
+    ctx: &JobContext,
+    task: &lakefish_schemas::ShuffleTask,
+) -> Result<serde_json::Value, JobError> {
+    let Some(plan) = task_plan(ctx, task)? else {
+        return Ok(serde_json::json!({"shuffle": task.shuffle, "already_committed": true}));
+    };
+    let dealt = deal_part(ctx, &plan, task.index as usize)?;
+    let (deals, _) = progress_of(ctx, &plan)?;
+    let last = deals == plan.parts.len();
+    if last {
+        let submit = submitter(ctx)?;
+        for pile in 0..plan.spec.chunks {
+            let t = lakefish_schemas::ShuffleTask {
+                shuffle: plan.id.clone(),
+                index: pile,
+            };
+            submit.submit(task_id(&plan.id, "pile", pile), JobSpec::ShufflePile(t))?;
+        }
+    }
+    Ok(
+        serde_json::json!({"shuffle": plan.id, "part": task.index, "rows": dealt, "queued_piles": last}),
+    )
+}
+
+/// A queued pass-2 task; the task that finds every pile done commits the shuffle.
+pub fn pile_task(
+    ctx: &JobContext,
+    task: &lakefish_schemas::ShuffleTask,
+) -> Result<serde_json::Value, JobError> {
+    let Some(plan) = task_plan(ctx, task)? else {
+        return Ok(serde_json::json!({"shuffle": task.shuffle, "already_committed": true}));
+    };
+    let (deals, _) = progress_of(ctx, &plan)?;
+    if deals != plan.parts.len() {
+        return Err(JobError::Internal(format!(
+            "pile {} of shuffle {} queued before every part was dealt ({deals} of {})",
+            task.index,
+            plan.id,
+            plan.parts.len()
+        )));
+    }
+    let chunk = shuffle_pile(ctx, &plan, task.index)?;
+    let (_, piles) = progress_of(ctx, &plan)?;
+    let committed = piles == plan.spec.chunks as usize;
+    if committed {
+        commit(ctx, &plan)?;
+    }
+    Ok(serde_json::json!({"shuffle": plan.id, "chunk": chunk, "committed": committed}))
+}
+
+/// Where a shuffle stands: committed (its manifest), or passes still running.
+#[derive(Debug, Clone, serde::Serialize)]
+#[serde(tag = "state", rename_all = "snake_case")]
+pub enum ShuffleStatus {
+    Committed(ShuffleManifest),
+    Running {
+        id: String,
+        /// Input parts, and how many are dealt (pass 1).
+        parts: usize,
+        dealt: usize,
+        /// Piles, and how many are shuffled into chunks (pass 2).
+        chunks: u32,
+        piles_done: usize,
+    },
+}
+
+pub async fn shuffle_status(
+    lake: &crate::Lake,
+    id: &str,
+) -> Result<Option<ShuffleStatus>, JobError> {
+    if let Some(m) = read_shuffle_manifest(lake, id).await? {
+        return Ok(Some(ShuffleStatus::Committed(m)));
+    }
+    let Some(plan) = read_plan(lake, id).await? else {
+        return Ok(None);
+    };
+    let dealt = lake
+        .list(&format!("{}/_dealt", shuffle_prefix(id)))
+        .await?
+        .len();
+    let piles_done = lake
+        .list(&format!("{}/_piles", shuffle_prefix(id)))
+        .await?
+        .len();
+    Ok(Some(ShuffleStatus::Running {
+        id: plan.id,
+        parts: plan.parts.len(),
+        dealt,
+        chunks: plan.spec.chunks,
+        piles_done,
+    }))
 }

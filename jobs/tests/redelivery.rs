@@ -53,7 +53,7 @@ async fn redelivery_after_a_dead_worker_equals_one_clean_run() {
     // Reference: one clean run.
     let clean_root = dir.path().join("clean");
     let clean = Lake::open(clean_root.to_str().unwrap(), &HashMap::new()).unwrap();
-    run_queued_job(clean.clone(), job.clone(), "w1", 2, false)
+    run_queued_job(clean.clone(), job.clone(), "w1", 2, false, None)
         .await
         .unwrap();
 
@@ -80,7 +80,7 @@ async fn redelivery_after_a_dead_worker_equals_one_clean_run() {
         .await
         .unwrap();
 
-    run_queued_job(crashed.clone(), job.clone(), "w2", 2, false)
+    run_queued_job(crashed.clone(), job.clone(), "w2", 2, false, None)
         .await
         .unwrap();
     let rec = store.get(&job.id).await.unwrap().unwrap();
@@ -89,7 +89,7 @@ async fn redelivery_after_a_dead_worker_equals_one_clean_run() {
 
     // Delivered yet again after success: nothing runs, nothing changes.
     let before = files(&crashed_root);
-    run_queued_job(crashed.clone(), job.clone(), "w3", 2, false)
+    run_queued_job(crashed.clone(), job.clone(), "w3", 2, false, None)
         .await
         .unwrap();
     assert_same(&files(&crashed_root), &before);
@@ -110,7 +110,7 @@ async fn a_failed_job_records_why_and_touches_no_data() {
             rows_per_part: 500,
         }),
     );
-    let err = run_queued_job(lake.clone(), job.clone(), "w", 1, true)
+    let err = run_queued_job(lake.clone(), job.clone(), "w", 1, true, None)
         .await
         .unwrap_err();
     assert!(!err.is_transient(), "bad input is not retried: {err}");

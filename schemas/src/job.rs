@@ -5,6 +5,7 @@
 //! The queue carries a [`QueuedJob`] (id + spec + payload version); the job's life is kept in a
 //! [`JobRecord`].
 
+use crate::shuffle::ShuffleTask;
 use crate::{DatasetName, MaskSpec, ShuffleSpec};
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -49,6 +50,16 @@ impl JobId {
     pub fn as_str(&self) -> &str {
         &self.0
     }
+
+    /// A deterministic id (UUIDv8 from a hash of `key`): the same task queued twice gets the
+    /// same id, so its record and its work are shared.
+    pub fn derived(key: &str) -> Self {
+        use sha2::Digest;
+        let hash = sha2::Sha256::digest(key.as_bytes());
+        let mut bytes = [0u8; 16];
+        bytes.copy_from_slice(&hash[..16]);
+        Self(uuid::Uuid::new_v8(bytes).to_string())
+    }
 }
 
 impl Default for JobId {
@@ -71,6 +82,10 @@ pub enum JobSpec {
     IngestPgn(IngestSpec),
     Mask(MaskSpec),
     Shuffle(ShuffleSpec),
+    /// Pass 1 of a fanned-out shuffle for one input part (queued by the `shuffle` job).
+    ShuffleDeal(ShuffleTask),
+    /// Pass 2 of a fanned-out shuffle for one pile (queued by the last deal).
+    ShufflePile(ShuffleTask),
 }
 
 /// Ingest files into a dataset: Stockfish `.binpack` files (`ingest_binpack`) into
@@ -124,11 +139,20 @@ impl JobSpec {
             JobSpec::IngestPgn(_) => "ingest_pgn",
             JobSpec::Mask(_) => "mask",
             JobSpec::Shuffle(_) => "shuffle",
+            JobSpec::ShuffleDeal(_) => "shuffle_deal",
+            JobSpec::ShufflePile(_) => "shuffle_pile",
         }
     }
 
     /// Validates a raw submission body. Every error names what is wrong.
     pub fn from_request(body: &[u8]) -> Result<JobSpec, SpecError> {
+        Self::decode(body, false)
+    }
+
+    /// Kinds lakefish queues itself (a shuffle's passes); clients cannot submit them.
+    pub const INTERNAL_KINDS: &'static [&'static str] = &["shuffle_deal", "shuffle_pile"];
+
+    fn decode(body: &[u8], internal: bool) -> Result<JobSpec, SpecError> {
         let value: serde_json::Value =
             serde_json::from_slice(body).map_err(|e| SpecError::Json(e.to_string()))?;
         let serde_json::Value::Object(mut map) = value else {
@@ -183,6 +207,17 @@ impl JobSpec {
                 s.validate().map_err(invalid)?;
                 Ok(JobSpec::Shuffle(s))
             }
+            k @ ("shuffle_deal" | "shuffle_pile") if internal => {
+                let kind = if k == "shuffle_deal" { "shuffle_deal" } else { "shuffle_pile" };
+                let invalid = |message: String| SpecError::Invalid { kind, message };
+                let t: ShuffleTask = from_spec(spec).map_err(invalid)?;
+                t.validate().map_err(invalid)?;
+                Ok(if kind == "shuffle_deal" {
+                    JobSpec::ShuffleDeal(t)
+                } else {
+                    JobSpec::ShufflePile(t)
+                })
+            }
             _ => Err(SpecError::UnknownKind(kind)),
         }
     }
@@ -225,7 +260,7 @@ impl QueuedJob {
         if self.version == 0 || self.version > JOB_PAYLOAD_VERSION {
             return Err(SpecError::Version(self.version as u64));
         }
-        JobSpec::from_request(self.spec.to_string().as_bytes())
+        JobSpec::decode(self.spec.to_string().as_bytes(), true)
     }
 }
 

@@ -19,4 +19,4 @@ pub use job::{
 };
 pub use mask::{MaskDefinition, MaskManifest, MaskName, MaskSpec};
 pub use names::{DatasetName, NameError, Source, raw_key};
-pub use shuffle::{ShuffleManifest, ShufflePlan, ShuffleSpec};
+pub use shuffle::{ShuffleManifest, ShufflePlan, ShuffleSpec, ShuffleTask};

@@ -20,6 +20,35 @@ pub struct ShuffleSpec {
     pub seed: u64,
 }
 
+/// One task of a shuffle fanned out over the queue: pass 1 for input part `index`
+/// (`shuffle_deal`), or pass 2 for pile `index` (`shuffle_pile`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ShuffleTask {
+    /// The shuffle id, `sh-` and 12 hex digits.
+    pub shuffle: String,
+    pub index: u32,
+}
+
+impl ShuffleTask {
+    /// Only well-formed ids: the id becomes part of lake keys.
+    pub fn validate(&self) -> Result<(), String> {
+        let hex = self.shuffle.strip_prefix("sh-").unwrap_or("");
+        if hex.len() == 12
+            && hex
+                .bytes()
+                .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+        {
+            Ok(())
+        } else {
+            Err(format!(
+                "{:?} is not a shuffle id (sh-<12 hex digits>)",
+                self.shuffle
+            ))
+        }
+    }
+}
+
 fn default_source() -> Source {
     Source::Binpack
 }

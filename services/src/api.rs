@@ -179,8 +179,8 @@ async fn shuffles(State(s): State<AppState>) -> Result<Response, ApiError> {
 async fn shuffle(State(s): State<AppState>, Path(id): Path<String>) -> Result<Response, ApiError> {
     let unknown = || ApiError::NotFound(format!("shuffle {id:?} not found"));
     lakefish_schemas::names::check_segment("shuffle", &id, 64).map_err(|_| unknown())?;
-    let m = lakefish_jobs::shuffle::read_shuffle_manifest(&s.lake, &id)
+    let status = lakefish_jobs::shuffle::shuffle_status(&s.lake, &id)
         .await?
         .ok_or_else(unknown)?;
-    Ok(Json(m).into_response())
+    Ok(Json(status).into_response())
 }

@@ -795,13 +795,58 @@ async fn submit(api: &str, wait: bool, upload: bool, what: SubmitCommand) -> any
         )?;
         bar.show(&rec.progress);
         if rec.state.is_final() {
-            bar.finish();
-            println!("{}", serde_json::to_string_pretty(&rec)?);
             if rec.state == JobState::Failed {
+                bar.finish();
+                println!("{}", serde_json::to_string_pretty(&rec)?);
                 bail!("job {id} failed: {}", rec.error.unwrap_or_default());
             }
+            // A shuffle fans its passes out as jobs of their own: follow it to the commit.
+            let fanned = rec.result.as_ref().and_then(|r| r["shuffle"].as_str());
+            if let (Some(shuffle), "shuffle") = (fanned, rec.kind.as_str()) {
+                let manifest = wait_for_shuffle(api, shuffle, &bar).await?;
+                bar.finish();
+                println!("{}", serde_json::to_string_pretty(&manifest)?);
+                return Ok(());
+            }
+            bar.finish();
+            println!("{}", serde_json::to_string_pretty(&rec)?);
             return Ok(());
         }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+}
+
+/// Polls `GET /v1/shuffles/{id}` until the shuffle is committed; returns its manifest.
+async fn wait_for_shuffle(
+    api: &str,
+    id: &str,
+    bar: &cli_progress::Bar,
+) -> anyhow::Result<serde_json::Value> {
+    loop {
+        let v = check(
+            client()
+                .get(format!("{api}/v1/shuffles/{id}"))
+                .send()
+                .await?,
+        )
+        .await?;
+        if v["state"] == "committed" {
+            return Ok(v);
+        }
+        let n = |k: &str| v[k].as_u64().unwrap_or(0);
+        bar.show(&lakefish_schemas::Progress {
+            stage: format!(
+                "shuffle {id}: deal {}/{}, piles {}/{}",
+                n("dealt"),
+                n("parts"),
+                n("piles_done"),
+                n("chunks")
+            ),
+            done: n("dealt") + n("piles_done"),
+            total: Some(n("parts") + n("chunks")),
+            unit: "tasks".into(),
+            rows: 0,
+        });
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
 }

@@ -5,8 +5,9 @@
 use apalis::prelude::*;
 use apalis_redis::{Config as RedisConfig, RedisStorage};
 use apalis_sqlite::{Config as SqliteConfig, SqliteConnectOptions, SqlitePool, SqliteStorage};
-use lakefish_jobs::Lake;
-use lakefish_schemas::QueuedJob;
+use lakefish_jobs::records::JobStore;
+use lakefish_jobs::{JobError, JobSubmitter, Lake};
+use lakefish_schemas::{JobId, JobSpec, JobState, QueuedJob};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::Mutex;
@@ -109,10 +110,16 @@ impl Queue {
         concurrency: usize,
         threads: usize,
     ) -> anyhow::Result<()> {
+        let submitter = Arc::new(QueueSubmitter {
+            queue: self.clone(),
+            store: JobStore::new(lake.clone()),
+            rt: tokio::runtime::Handle::current(),
+        });
         let state = Arc::new(WorkerState {
             lake,
             name: name.clone(),
             threads,
+            submitter,
         });
         match self {
             Queue::Sqlite { pool, .. } => {
@@ -125,8 +132,10 @@ impl Queue {
             }
             Queue::Redis { url, .. } => {
                 let conn = apalis_redis::connect(url.as_str()).await?;
+                // Fetch no more than can run: jobs left waiting in one worker's batch could
+                // run on an idle worker elsewhere (a fanned-out shuffle's tasks, for one).
                 let storage = RedisStorage::<QueuedJob>::new(conn)
-                    .with_config(redis_config())
+                    .with_config(redis_config().batch_size(concurrency.max(1)))
                     .poll_with_interval(POLL);
                 let worker = WorkerBuilder::new(name)
                     .backend(storage)
@@ -156,6 +165,35 @@ struct WorkerState {
     lake: Lake,
     name: String,
     threads: usize,
+    submitter: Arc<dyn JobSubmitter>,
+}
+
+/// Lets running jobs queue further jobs (a shuffle's passes): the record is written first,
+/// then the job is pushed, as the API does. A job that already succeeded is not queued again.
+struct QueueSubmitter {
+    queue: Queue,
+    store: JobStore,
+    rt: tokio::runtime::Handle,
+}
+
+impl JobSubmitter for QueueSubmitter {
+    fn submit(&self, id: JobId, spec: JobSpec) -> Result<(), JobError> {
+        self.rt.block_on(async {
+            match self.store.get(&id).await? {
+                Some(rec) if rec.state == JobState::Succeeded => return Ok(()),
+                Some(_) => {}
+                None => {
+                    self.store
+                        .put(&JobStore::new_record(id.clone(), spec.clone()))
+                        .await?
+                }
+            }
+            self.queue
+                .push(QueuedJob::new(id, &spec))
+                .await
+                .map_err(|e| JobError::Internal(format!("queueing a job: {e}")))
+        })
+    }
 }
 
 /// Transient failures (the lake unreachable) go back to the queue for another attempt;
@@ -174,6 +212,7 @@ async fn handle(
         &state.name,
         state.threads,
         may_retry,
+        Some(state.submitter.clone()),
     )
     .await;
     match outcome {

@@ -251,6 +251,30 @@ pub fn assert_success(out: &std::process::Output) {
     );
 }
 
+/// Polls `GET /v1/shuffles/{id}` until committed; returns the manifest.
+pub async fn wait_for_shuffle(api: &str, id: &str, timeout: Duration) -> serde_json::Value {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let resp = ::reqwest::get(format!("{api}/v1/shuffles/{id}"))
+            .await
+            .unwrap();
+        assert_eq!(
+            resp.status(),
+            200,
+            "shuffle {id} should be known once its job succeeded"
+        );
+        let v: serde_json::Value = resp.json().await.unwrap();
+        if v["state"] == "committed" {
+            return v;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "shuffle {id} not committed in time: {v}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
 pub async fn wait_for_job(api: &str, id: &str, timeout: Duration) -> JobRecord {
     let deadline = Instant::now() + timeout;
     loop {

@@ -83,6 +83,12 @@ async fn embedded_default_rest_queue_worker_lake() {
     let id = submit(&api, &body).await;
     let rec = wait_for_job(&api, &id, Duration::from_secs(180)).await;
     assert_eq!(rec.state, JobState::Succeeded, "{rec:?}");
+    // The shuffle job fans its passes out as jobs; follow it to the commit.
+    let shuffle_id = rec.result.as_ref().unwrap()["shuffle"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    wait_for_shuffle(&api, &shuffle_id, Duration::from_secs(180)).await;
     let sh: serde_json::Value = get_json(format!("{api}/v1/shuffles")).await;
     let first = &sh["shuffles"][0];
     assert_eq!(first["rows"], selected);
