@@ -43,6 +43,10 @@ if ! .venv/bin/python -c 'import importlib.util,sys; sys.exit(0 if importlib.uti
     torch==2.11.0 nvidia-cuda-runtime==13.0.96 nvidia-cuda-cupti==13.0.85
 fi
 
+# The trainer builds against this libtorch (.cargo/config.toml: LIBTORCH=.venv/libtorch).
+torch_dir=$(.venv/bin/python -c 'import sysconfig;print(sysconfig.get_paths()["purelib"])')/torch
+ln -sfn "$(realpath --relative-to=.venv "$torch_dir")" .venv/libtorch
+
 need=()
 .venv/bin/python -c 'import pyarrow' 2>/dev/null || need+=(pyarrow)
 .venv/bin/python -c 'import duckdb' 2>/dev/null || need+=(duckdb)

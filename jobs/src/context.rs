@@ -23,6 +23,24 @@ pub trait JobSubmitter: Send + Sync {
     fn submit(&self, id: JobId, spec: JobSpec) -> Result<(), JobError>;
 }
 
+/// Runs `train` jobs. Lives in `lakefish-train` (the only crate linking libtorch); workers
+/// that have it pass it in, others refuse training jobs with a reason.
+pub trait Trainer: Send + Sync {
+    fn train(
+        &self,
+        ctx: &JobContext,
+        id: &JobId,
+        spec: &lakefish_schemas::TrainSpec,
+    ) -> Result<serde_json::Value, JobError>;
+}
+
+/// What a worker lends the jobs it runs.
+#[derive(Clone, Default)]
+pub struct Hooks {
+    pub submitter: Option<Arc<dyn JobSubmitter>>,
+    pub trainer: Option<Arc<dyn Trainer>>,
+}
+
 /// Everything a job needs from the outside world, passed explicitly.
 ///
 /// Jobs are synchronous, CPU-heavy code run on their own threads; they reach the (async)
@@ -35,6 +53,7 @@ pub struct JobContext {
     /// CPU threads the job may use.
     pub threads: usize,
     pub submitter: Option<Arc<dyn JobSubmitter>>,
+    pub trainer: Option<Arc<dyn Trainer>>,
 }
 
 impl JobContext {
@@ -47,11 +66,13 @@ impl JobContext {
                 .map(|n| n.get())
                 .unwrap_or(1),
             submitter: None,
+            trainer: None,
         }
     }
 
-    pub fn with_submitter(mut self, submitter: Option<Arc<dyn JobSubmitter>>) -> Self {
-        self.submitter = submitter;
+    pub fn with_hooks(mut self, hooks: Hooks) -> Self {
+        self.submitter = hooks.submitter;
+        self.trainer = hooks.trainer;
         self
     }
 

@@ -51,6 +51,9 @@ pub enum JobError {
     Payload(String),
     #[error("internal error: {0}")]
     Internal(String),
+    /// A job that failed for a reason given in full (the trainer's errors, for one).
+    #[error("{0}")]
+    Failed(String),
 }
 
 impl JobError {

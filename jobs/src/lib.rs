@@ -23,6 +23,6 @@ pub mod records;
 pub mod runner;
 pub mod shuffle;
 
-pub use context::{JobContext, JobSubmitter, ProgressSink};
+pub use context::{Hooks, JobContext, JobSubmitter, ProgressSink, Trainer};
 pub use error::JobError;
 pub use lake::Lake;

@@ -34,6 +34,12 @@ pub fn run_spec(
             let m = crate::shuffle::shuffle_here(ctx, id, s)?;
             serde_json::to_value(m).map_err(|e| JobError::Internal(e.to_string()))
         }
+        JobSpec::Train(s) => match &ctx.trainer {
+            Some(t) => t.train(ctx, id, s),
+            None => Err(JobError::Failed(
+                "this process cannot train (it was built without lakefish-train)".into(),
+            )),
+        },
         JobSpec::ShuffleDeal(t) => crate::shuffle::deal_task(ctx, t),
         JobSpec::ShufflePile(t) => crate::shuffle::pile_task(ctx, t),
         JobSpec::Mask(s) => {
@@ -65,7 +71,7 @@ pub async fn run_queued_job(
     worker: &str,
     threads: usize,
     may_retry: bool,
-    submitter: Option<Arc<dyn crate::JobSubmitter>>,
+    hooks: crate::Hooks,
 ) -> Result<(), JobError> {
     let store = JobStore::new(lake.clone());
     let existing = store.get(&job.id).await?;
@@ -96,7 +102,7 @@ pub async fn run_queued_job(
     let ctx = JobContext::new(lake, tokio::runtime::Handle::current())
         .with_progress(latest.clone())
         .with_threads(threads)
-        .with_submitter(submitter);
+        .with_hooks(hooks);
     let id = job.id.clone();
     let mut work = tokio::task::spawn_blocking(move || run_spec(&ctx, &id, &spec));
     let outcome = loop {

@@ -53,9 +53,16 @@ async fn redelivery_after_a_dead_worker_equals_one_clean_run() {
     // Reference: one clean run.
     let clean_root = dir.path().join("clean");
     let clean = Lake::open(clean_root.to_str().unwrap(), &HashMap::new()).unwrap();
-    run_queued_job(clean.clone(), job.clone(), "w1", 2, false, None)
-        .await
-        .unwrap();
+    run_queued_job(
+        clean.clone(),
+        job.clone(),
+        "w1",
+        2,
+        false,
+        Default::default(),
+    )
+    .await
+    .unwrap();
 
     // A worker died mid-job: its record says running, a part is half there (as a different,
     // truncated object) and a part from some other attempt lingers; no manifest.
@@ -80,18 +87,32 @@ async fn redelivery_after_a_dead_worker_equals_one_clean_run() {
         .await
         .unwrap();
 
-    run_queued_job(crashed.clone(), job.clone(), "w2", 2, false, None)
-        .await
-        .unwrap();
+    run_queued_job(
+        crashed.clone(),
+        job.clone(),
+        "w2",
+        2,
+        false,
+        Default::default(),
+    )
+    .await
+    .unwrap();
     let rec = store.get(&job.id).await.unwrap().unwrap();
     assert_eq!((rec.state, rec.attempts), (JobState::Succeeded, 2));
     assert_same(&files(&crashed_root), &files(&clean_root));
 
     // Delivered yet again after success: nothing runs, nothing changes.
     let before = files(&crashed_root);
-    run_queued_job(crashed.clone(), job.clone(), "w3", 2, false, None)
-        .await
-        .unwrap();
+    run_queued_job(
+        crashed.clone(),
+        job.clone(),
+        "w3",
+        2,
+        false,
+        Default::default(),
+    )
+    .await
+    .unwrap();
     assert_same(&files(&crashed_root), &before);
     assert_eq!(store.get(&job.id).await.unwrap().unwrap().attempts, 2);
 }
@@ -110,7 +131,7 @@ async fn a_failed_job_records_why_and_touches_no_data() {
             rows_per_part: 500,
         }),
     );
-    let err = run_queued_job(lake.clone(), job.clone(), "w", 1, true, None)
+    let err = run_queued_job(lake.clone(), job.clone(), "w", 1, true, Default::default())
         .await
         .unwrap_err();
     assert!(!err.is_transient(), "bad input is not retried: {err}");

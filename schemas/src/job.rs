@@ -82,6 +82,7 @@ pub enum JobSpec {
     IngestPgn(IngestSpec),
     Mask(MaskSpec),
     Shuffle(ShuffleSpec),
+    Train(crate::TrainSpec),
     /// Pass 1 of a fanned-out shuffle for one input part (queued by the `shuffle` job).
     ShuffleDeal(ShuffleTask),
     /// Pass 2 of a fanned-out shuffle for one pile (queued by the last deal).
@@ -131,7 +132,8 @@ impl IngestSpec {
 }
 
 impl JobSpec {
-    pub const KINDS: &'static [&'static str] = &["ingest_binpack", "ingest_pgn", "mask", "shuffle"];
+    pub const KINDS: &'static [&'static str] =
+        &["ingest_binpack", "ingest_pgn", "mask", "shuffle", "train"];
 
     pub fn kind(&self) -> &'static str {
         match self {
@@ -139,6 +141,7 @@ impl JobSpec {
             JobSpec::IngestPgn(_) => "ingest_pgn",
             JobSpec::Mask(_) => "mask",
             JobSpec::Shuffle(_) => "shuffle",
+            JobSpec::Train(_) => "train",
             JobSpec::ShuffleDeal(_) => "shuffle_deal",
             JobSpec::ShufflePile(_) => "shuffle_pile",
         }
@@ -207,8 +210,21 @@ impl JobSpec {
                 s.validate().map_err(invalid)?;
                 Ok(JobSpec::Shuffle(s))
             }
+            "train" => {
+                let invalid = |message: String| SpecError::Invalid {
+                    kind: "train",
+                    message,
+                };
+                let s: crate::TrainSpec = from_spec(spec).map_err(invalid)?;
+                s.validate().map_err(invalid)?;
+                Ok(JobSpec::Train(s))
+            }
             k @ ("shuffle_deal" | "shuffle_pile") if internal => {
-                let kind = if k == "shuffle_deal" { "shuffle_deal" } else { "shuffle_pile" };
+                let kind = if k == "shuffle_deal" {
+                    "shuffle_deal"
+                } else {
+                    "shuffle_pile"
+                };
                 let invalid = |message: String| SpecError::Invalid { kind, message };
                 let t: ShuffleTask = from_spec(spec).map_err(invalid)?;
                 t.validate().map_err(invalid)?;

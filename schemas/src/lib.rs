@@ -11,6 +11,7 @@ pub mod mask;
 pub mod names;
 pub mod positions;
 pub mod shuffle;
+pub mod train;
 
 pub use dataset::{DatasetManifest, InputReport, PartInfo, SkippedGame, SkippedRange};
 pub use job::{
@@ -20,3 +21,4 @@ pub use job::{
 pub use mask::{MaskDefinition, MaskManifest, MaskName, MaskSpec};
 pub use names::{DatasetName, NameError, Source, raw_key};
 pub use shuffle::{ShuffleManifest, ShufflePlan, ShuffleSpec, ShuffleTask};
+pub use train::{RunRecord, TrainSpec};

@@ -34,6 +34,8 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/raw/{source}/{name}", put(upload_raw))
         .route("/v1/shuffles", get(shuffles))
         .route("/v1/shuffles/{id}", get(shuffle))
+        .route("/v1/runs", get(runs))
+        .route("/v1/runs/{id}", get(run))
         .fallback(not_found)
         .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(state)
@@ -46,6 +48,15 @@ pub enum ApiError {
     NotFound(String),
     Unavailable(String),
     Internal(String),
+}
+
+impl From<lakefish_train::TrainError> for ApiError {
+    fn from(e: lakefish_train::TrainError) -> Self {
+        match e {
+            lakefish_train::TrainError::Job(j) => j.into(),
+            other => ApiError::Internal(other.to_string()),
+        }
+    }
 }
 
 impl From<JobError> for ApiError {
@@ -183,4 +194,18 @@ async fn shuffle(State(s): State<AppState>, Path(id): Path<String>) -> Result<Re
         .await?
         .ok_or_else(unknown)?;
     Ok(Json(status).into_response())
+}
+
+async fn runs(State(s): State<AppState>) -> Result<Response, ApiError> {
+    let all = lakefish_train::train::list_runs(&s.lake).await?;
+    Ok(Json(json!({ "runs": all })).into_response())
+}
+
+async fn run(State(s): State<AppState>, Path(id): Path<String>) -> Result<Response, ApiError> {
+    let unknown = || ApiError::NotFound(format!("run {id:?} not found"));
+    lakefish_schemas::names::check_segment("run", &id, 64).map_err(|_| unknown())?;
+    let v = lakefish_train::train::run_with_metrics(&s.lake, &id)
+        .await?
+        .ok_or_else(unknown)?;
+    Ok(Json(v).into_response())
 }

@@ -65,6 +65,14 @@ enum Command {
     },
     /// Two-pass shuffle of masked rows into chunks, in-process (both passes on all cores).
     Shuffle(ShuffleArgs),
+    /// Train a net on a shuffle's chunks, in-process (CPU or CUDA), with checkpoints.
+    ///
+    /// The last --val-chunks chunks are held out for the per-epoch validation loss, printed
+    /// beside a material-only predictor's. Writes runs/<id>/ (run.json, checkpoints/,
+    /// metrics.parquet); --resume RUN continues a run from its last checkpoint, exactly.
+    Train(TrainArgs),
+    /// Training runs in the lake: all of them, or one with its metrics.
+    Runs { id: Option<String> },
     /// Write a per-position mask beside a dataset, in-process, with a progress bar.
     Mask {
         #[command(subcommand)]
@@ -169,6 +177,8 @@ enum SubmitCommand {
     },
     /// Queue a shuffle job.
     Shuffle(ShuffleArgs),
+    /// Queue a training job.
+    Train(TrainArgs),
     /// Queue a mask job.
     Mask {
         #[command(subcommand)]
@@ -254,6 +264,83 @@ impl MaskArgs {
                 max_abs_score: self.max_abs_score,
             },
         })
+    }
+}
+
+#[derive(clap::Args)]
+struct TrainArgs {
+    /// The shuffle to train on (sh-...).
+    #[arg(long)]
+    shuffle: String,
+    /// Feature set: all768, halfkp or halfka_v2_hm.
+    #[arg(long, default_value = "all768")]
+    features: String,
+    /// Layer sizes: feature transformer WIDTHx2, then hidden layers.
+    #[arg(long, default_value = "256x2-32-32")]
+    arch: String,
+    #[arg(long, default_value_t = 16384)]
+    batch_size: u32,
+    #[arg(long, default_value_t = 1)]
+    epochs: u32,
+    /// Stop after this many steps in total.
+    #[arg(long)]
+    max_steps: Option<u64>,
+    #[arg(long, default_value_t = 1e-3)]
+    lr: f64,
+    /// Learning rate factor applied after every epoch.
+    #[arg(long, default_value_t = 1.0)]
+    lr_decay: f64,
+    /// elmo (cross-entropy), mse (|Δ|^2) or power (|Δ|^2.6), on win probabilities.
+    #[arg(long, default_value = "elmo")]
+    loss: String,
+    /// Sigmoid scale of scores (internal units).
+    #[arg(long, default_value_t = 361.0)]
+    scale: f64,
+    /// Weight of the score against the game result in the target, first and last epoch.
+    #[arg(long, default_value_t = 1.0)]
+    lambda_start: f64,
+    #[arg(long, default_value_t = 1.0)]
+    lambda_end: f64,
+    #[arg(long, default_value_t = 1)]
+    val_chunks: u32,
+    /// Checkpoint every N steps (0: at every epoch end only).
+    #[arg(long, default_value_t = 0)]
+    checkpoint_every: u64,
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// auto, cpu or cuda.
+    #[arg(long, default_value = "auto")]
+    device: String,
+    /// Continue this run from its last checkpoint (same settings; more steps or epochs).
+    #[arg(long)]
+    resume: Option<String>,
+    #[arg(long)]
+    threads: Option<usize>,
+}
+
+impl TrainArgs {
+    fn spec(&self) -> anyhow::Result<lakefish_schemas::TrainSpec> {
+        let spec = lakefish_schemas::TrainSpec {
+            shuffle: self.shuffle.clone(),
+            features: self.features.clone(),
+            arch: self.arch.clone(),
+            batch_size: self.batch_size,
+            epochs: self.epochs,
+            max_steps: self.max_steps,
+            lr: self.lr,
+            lr_decay: self.lr_decay,
+            loss: self.loss.clone(),
+            scale: self.scale,
+            lambda_start: self.lambda_start,
+            lambda_end: self.lambda_end,
+            val_chunks: self.val_chunks,
+            checkpoint_every: self.checkpoint_every,
+            seed: self.seed,
+            device: self.device.clone(),
+            resume: self.resume.clone(),
+        };
+        spec.validate().map_err(anyhow::Error::msg)?;
+        Ok(spec)
     }
 }
 
@@ -405,6 +492,18 @@ fn main() -> anyhow::Result<()> {
         Command::Mask {
             what: MaskCommand::Quiet(a),
         } => run_here(&cli.lake, rt.handle(), JobSpec::Mask(a.spec()?), a.threads),
+        Command::Train(a) => run_here(&cli.lake, rt.handle(), JobSpec::Train(a.spec()?), a.threads),
+        Command::Runs { id } => rt.block_on(async {
+            let lake = open_lake(&cli.lake)?;
+            let v = match id {
+                Some(id) => lakefish_train::train::run_with_metrics(&lake, &id)
+                    .await?
+                    .with_context(|| format!("run {id} not found"))?,
+                None => serde_json::to_value(lakefish_train::train::list_runs(&lake).await?)?,
+            };
+            println!("{}", serde_json::to_string_pretty(&v)?);
+            Ok(())
+        }),
         Command::Shuffle(a) => run_here(
             &cli.lake,
             rt.handle(),
@@ -611,7 +710,11 @@ fn run_here(
     let bar = Arc::new(cli_progress::Bar::new());
     let ctx = JobContext::new(lake, rt.clone())
         .with_progress(bar.clone())
-        .with_threads(threads.unwrap_or_else(cores));
+        .with_threads(threads.unwrap_or_else(cores))
+        .with_hooks(lakefish_jobs::Hooks {
+            submitter: None,
+            trainer: Some(Arc::new(lakefish_train::LakefishTrainer)),
+        });
     let out = lakefish_jobs::runner::run_spec(&ctx, &JobId::new(), &spec);
     bar.finish();
     println!("{}", serde_json::to_string_pretty(&out?)?);
@@ -774,6 +877,7 @@ async fn submit(api: &str, wait: bool, upload: bool, what: SubmitCommand) -> any
             what: MaskCommand::Quiet(a),
         } => serde_json::to_vec(&JobSpec::Mask(a.spec()?))?,
         SubmitCommand::Shuffle(a) => serde_json::to_vec(&JobSpec::Shuffle(a.spec()?))?,
+        SubmitCommand::Train(a) => serde_json::to_vec(&JobSpec::Train(a.spec()?))?,
     };
     let resp = client()
         .post(format!("{api}/v1/jobs"))

@@ -212,7 +212,10 @@ async fn handle(
         &state.name,
         state.threads,
         may_retry,
-        Some(state.submitter.clone()),
+        lakefish_jobs::Hooks {
+            submitter: Some(state.submitter.clone()),
+            trainer: Some(Arc::new(lakefish_train::LakefishTrainer)),
+        },
     )
     .await;
     match outcome {

@@ -1,0 +1,55 @@
+//! The NNUE trainer: shuffled chunks from the lake → sparse features (`loader`) → a libtorch
+//! model (`model`) trained with checkpoints that resume exactly (`train`).
+//!
+//! Architecture invariant: the only crate that links libtorch. Workers reach it through
+//! [`LakefishTrainer`], the `lakefish_jobs::Trainer` hook, so `lakefish-jobs` stays free of it.
+
+pub mod loader;
+pub mod model;
+pub mod train;
+
+use lakefish_jobs::{JobContext, JobError};
+use lakefish_schemas::{JobId, TrainSpec};
+
+#[derive(Debug, thiserror::Error)]
+pub enum TrainError {
+    #[error("chunk {chunk}: {reason}")]
+    Data { chunk: String, reason: String },
+    #[error("architecture {arch:?} does not parse: {reason}")]
+    Arch { arch: String, reason: String },
+    #[error("{0}")]
+    Spec(String),
+    #[error("checkpoint {key}: {reason}")]
+    Checkpoint { key: String, reason: String },
+    #[error("libtorch: {0}")]
+    Torch(#[from] tch::TchError),
+    #[error(transparent)]
+    Job(#[from] JobError),
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+impl From<TrainError> for JobError {
+    fn from(e: TrainError) -> JobError {
+        match e {
+            TrainError::Job(j) => j,
+            TrainError::Internal(m) => JobError::Internal(m),
+            other => JobError::Failed(other.to_string()),
+        }
+    }
+}
+
+/// The trainer as the job runner sees it.
+pub struct LakefishTrainer;
+
+impl lakefish_jobs::Trainer for LakefishTrainer {
+    fn train(
+        &self,
+        ctx: &JobContext,
+        id: &JobId,
+        spec: &TrainSpec,
+    ) -> Result<serde_json::Value, JobError> {
+        let record = train::train(ctx, id, spec)?;
+        serde_json::to_value(record).map_err(|e| JobError::Internal(e.to_string()))
+    }
+}

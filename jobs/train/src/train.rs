@@ -1,0 +1,693 @@
+//! `train`: a run over a shuffle's chunks, with checkpoints that resume exactly.
+//!
+//! Lake layout: `runs/<id>/run.json` (the record), `runs/<id>/checkpoints/step-NNNNNNNNN.ot`
+//! (weights, Adam moments, position in the data), `runs/<id>/metrics.parquet`.
+//!
+//! Exact resume: batches come in an order fixed by the shuffle, the seed and the epoch
+//! (`loader`), the optimizer state is checkpointed with the weights, and a checkpoint records
+//! the epoch and batch it stopped at; a resumed run skips to there and continues identically.
+
+use crate::TrainError;
+use crate::loader::{Batch, ChunkSource, stream_batches};
+use crate::model::{Arch, BatchTensors, Loss, Model, OUTPUT_SCALE, loss, target};
+use arrow_array::RecordBatch;
+use lakefish_engine::features::FeatureSetKind;
+use lakefish_jobs::{JobContext, Lake};
+use lakefish_schemas::train::{METRICS_FILE, RUN_FILE};
+use lakefish_schemas::{JobId, Progress, RunRecord, ShuffleManifest, TrainSpec};
+use std::io::Cursor;
+use std::sync::Arc;
+use std::time::Instant;
+use tch::{Device, Tensor};
+
+pub fn run_prefix(id: &str) -> String {
+    format!("runs/{id}")
+}
+
+fn checkpoint_name(step: u64) -> String {
+    format!("step-{step:09}.ot")
+}
+
+/// Reads shuffled chunks from the lake.
+struct LakeChunks {
+    ctx: JobContext,
+    keys: Vec<String>,
+}
+
+impl ChunkSource for LakeChunks {
+    fn chunks(&self) -> usize {
+        self.keys.len()
+    }
+    fn name(&self, i: usize) -> String {
+        self.keys[i].clone()
+    }
+    fn read(&self, i: usize) -> Result<RecordBatch, TrainError> {
+        let key = &self.keys[i];
+        let bytes = self
+            .ctx
+            .block_on(self.ctx.lake.get(key))?
+            .ok_or_else(|| TrainError::Data {
+                chunk: key.clone(),
+                reason: "missing from the lake".into(),
+            })?;
+        let bad = |e: String| TrainError::Data {
+            chunk: key.clone(),
+            reason: e,
+        };
+        let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(bytes)
+            .and_then(|b| b.build())
+            .map_err(|e| bad(e.to_string()))?;
+        let batches = reader
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| bad(e.to_string()))?;
+        let schema = lakefish_schemas::positions::schema();
+        arrow_select_concat(&schema, &batches).map_err(bad)
+    }
+}
+
+fn arrow_select_concat(
+    schema: &arrow_schema::SchemaRef,
+    batches: &[RecordBatch],
+) -> Result<RecordBatch, String> {
+    if batches.len() == 1 {
+        return Ok(batches[0].clone());
+    }
+    if batches.is_empty() {
+        return Ok(RecordBatch::new_empty(schema.clone()));
+    }
+    let schema = batches[0].schema();
+    let columns = (0..schema.fields().len())
+        .map(|c| {
+            let arrays: Vec<&dyn arrow_array::Array> =
+                batches.iter().map(|b| b.column(c).as_ref()).collect();
+            arrow_select::concat::concat(&arrays).map_err(|e| e.to_string())
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    RecordBatch::try_new(schema, columns).map_err(|e| e.to_string())
+}
+
+/// The resolved settings of a run.
+struct Setup {
+    features: FeatureSetKind,
+    arch: Arch,
+    loss: Loss,
+    device: Device,
+    train: Vec<usize>,
+    val: Vec<usize>,
+    source: Arc<LakeChunks>,
+}
+
+fn resolve(ctx: &JobContext, spec: &TrainSpec) -> Result<(Setup, ShuffleManifest), TrainError> {
+    let features =
+        FeatureSetKind::from_name(&spec.features).map_err(|e| TrainError::Spec(e.to_string()))?;
+    let arch = Arch::parse(&spec.arch)?;
+    let loss = match spec.loss.as_str() {
+        "elmo" => Loss::Elmo,
+        "mse" => Loss::Power(2.0),
+        "power" => Loss::Power(2.6),
+        other => return Err(TrainError::Spec(format!("loss {other:?} is unknown"))),
+    };
+    let device = match spec.device.as_str() {
+        "cpu" => Device::Cpu,
+        "cuda" if tch::Cuda::is_available() => Device::Cuda(0),
+        "cuda" => {
+            return Err(TrainError::Spec(
+                "--device cuda: no CUDA device here".into(),
+            ));
+        }
+        _ => Device::cuda_if_available(),
+    };
+    let manifest = ctx
+        .block_on(lakefish_jobs::shuffle::read_shuffle_manifest(
+            &ctx.lake,
+            &spec.shuffle,
+        ))?
+        .ok_or_else(|| {
+            TrainError::Spec(format!(
+                "shuffle {} does not exist (no committed manifest)",
+                spec.shuffle
+            ))
+        })?;
+    let n = manifest.chunks.len();
+    let val = spec.val_chunks as usize;
+    if n <= val {
+        return Err(TrainError::Spec(format!(
+            "shuffle {} has {n} chunks: at least {} are needed to hold {val} out for validation",
+            spec.shuffle,
+            val + 1
+        )));
+    }
+    let keys = manifest
+        .chunks
+        .iter()
+        .map(|c| {
+            format!(
+                "{}/{}",
+                lakefish_jobs::shuffle::shuffle_prefix(&manifest.id),
+                c.name
+            )
+        })
+        .collect();
+    let source = Arc::new(LakeChunks {
+        ctx: ctx.clone(),
+        keys,
+    });
+    Ok((
+        Setup {
+            features,
+            arch,
+            loss,
+            device,
+            train: (0..n - val).collect(),
+            val: (n - val..n).collect(),
+            source,
+        },
+        manifest,
+    ))
+}
+
+/// Chunk order of an epoch: the training chunks permuted by (seed, epoch).
+fn epoch_order(train: &[usize], seed: u64, epoch: u32) -> Vec<usize> {
+    let mut order = train.to_vec();
+    let mut rng = lakefish_engine::random_games::SplitMix(seed ^ ((epoch as u64) << 32) ^ 0x7EA1);
+    for i in (1..order.len()).rev() {
+        order.swap(i, rng.below(i as u64 + 1) as usize);
+    }
+    order
+}
+
+fn lambda_at(spec: &TrainSpec, epoch: u32) -> f64 {
+    if spec.epochs <= 1 {
+        return spec.lambda_start;
+    }
+    let t = epoch as f64 / (spec.epochs - 1) as f64;
+    spec.lambda_start + (spec.lambda_end - spec.lambda_start) * t
+}
+
+/// Adam with its state as named tensors (so checkpoints carry it).
+struct Adam {
+    m: Vec<Tensor>,
+    v: Vec<Tensor>,
+    step: i64,
+}
+
+const BETA1: f64 = 0.9;
+const BETA2: f64 = 0.999;
+const EPS: f64 = 1e-8;
+
+impl Adam {
+    fn new(model: &Model) -> Adam {
+        Adam {
+            m: model.params.iter().map(|(_, p)| p.zeros_like()).collect(),
+            v: model.params.iter().map(|(_, p)| p.zeros_like()).collect(),
+            step: 0,
+        }
+    }
+
+    fn update(&mut self, model: &Model, lr: f64) {
+        self.step += 1;
+        let c1 = 1.0 - BETA1.powi(self.step as i32);
+        let c2 = 1.0 - BETA2.powi(self.step as i32);
+        tch::no_grad(|| {
+            for (i, (_, p)) in model.params.iter().enumerate() {
+                let g = p.grad();
+                if !g.defined() {
+                    continue;
+                }
+                let _ = self.m[i].g_mul_scalar_(BETA1).g_add_(&(&g * (1.0 - BETA1)));
+                let _ = self.v[i]
+                    .g_mul_scalar_(BETA2)
+                    .g_add_(&(&g * &g * (1.0 - BETA2)));
+                let denom = (&self.v[i] / c2).sqrt() + EPS;
+                let update = (&self.m[i] / c1) / denom * lr;
+                let _ = p.shallow_clone().g_sub_(&update);
+            }
+        });
+    }
+}
+
+/// Where a run stands in its data, saved in every checkpoint.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Position {
+    step: u64,
+    epoch: u32,
+    /// Batches of this epoch already trained.
+    batch: u64,
+}
+
+fn save_checkpoint(model: &Model, adam: &Adam, at: Position) -> Result<Vec<u8>, TrainError> {
+    let mut named: Vec<(String, Tensor)> = model
+        .params
+        .iter()
+        .map(|(n, t)| (n.clone(), t.detach().to_device(Device::Cpu)))
+        .collect();
+    for (i, (n, _)) in model.params.iter().enumerate() {
+        named.push((format!("adam.m.{n}"), adam.m[i].to_device(Device::Cpu)));
+        named.push((format!("adam.v.{n}"), adam.v[i].to_device(Device::Cpu)));
+    }
+    let meta = [at.step as i64, at.epoch as i64, at.batch as i64, adam.step];
+    named.push(("position".into(), Tensor::from_slice(&meta)));
+    let mut out = Vec::new();
+    Tensor::save_multi_to_stream(&named, &mut out)?;
+    Ok(out)
+}
+
+/// Loads a checkpoint into a model of the same architecture; an error naming the tensor that
+/// does not fit otherwise.
+fn load_checkpoint(
+    bytes: &[u8],
+    key: &str,
+    model: &Model,
+    adam: &mut Adam,
+    device: Device,
+) -> Result<Position, TrainError> {
+    let bad = |reason: String| TrainError::Checkpoint {
+        key: key.to_string(),
+        reason,
+    };
+    let tensors = Tensor::load_multi_from_stream_with_device(Cursor::new(bytes), device)
+        .map_err(|e| bad(e.to_string()))?;
+    let get = |name: &str| {
+        tensors
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, t)| t)
+            .ok_or_else(|| bad(format!("no tensor {name}")))
+    };
+    tch::no_grad(|| -> Result<(), TrainError> {
+        for (i, (name, p)) in model.params.iter().enumerate() {
+            for (t, dst) in [
+                (get(name)?, p),
+                (get(&format!("adam.m.{name}"))?, &adam.m[i]),
+                (get(&format!("adam.v.{name}"))?, &adam.v[i]),
+            ] {
+                if t.size() != dst.size() {
+                    return Err(bad(format!(
+                        "tensor {name} has shape {:?}, this architecture needs {:?} (a checkpoint of another architecture?)",
+                        t.size(),
+                        dst.size()
+                    )));
+                }
+                dst.shallow_clone().copy_(t);
+            }
+        }
+        Ok(())
+    })?;
+    let pos = get("position")?;
+    let v: Vec<i64> =
+        Vec::<i64>::try_from(pos.to_device(Device::Cpu)).map_err(|e| bad(e.to_string()))?;
+    if v.len() != 4 {
+        return Err(bad("position tensor has the wrong length".into()));
+    }
+    adam.step = v[3];
+    Ok(Position {
+        step: v[0] as u64,
+        epoch: v[1] as u32,
+        batch: v[2] as u64,
+    })
+}
+
+struct Metrics {
+    rows: Vec<(u64, u32, f64, Option<f64>, f64, f64)>,
+}
+
+impl Metrics {
+    fn encode(&self) -> Result<Vec<u8>, TrainError> {
+        use arrow_array::{Float64Array, UInt32Array, UInt64Array};
+        use arrow_schema::{DataType, Field, Schema};
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("step", DataType::UInt64, false),
+            Field::new("epoch", DataType::UInt32, false),
+            Field::new("train_loss", DataType::Float64, false),
+            Field::new("val_loss", DataType::Float64, true),
+            Field::new("lr", DataType::Float64, false),
+            Field::new("positions_per_s", DataType::Float64, false),
+        ]));
+        let r = &self.rows;
+        let batch = RecordBatch::try_new(
+            schema.clone(),
+            vec![
+                Arc::new(UInt64Array::from_iter_values(r.iter().map(|x| x.0))),
+                Arc::new(UInt32Array::from_iter_values(r.iter().map(|x| x.1))),
+                Arc::new(Float64Array::from_iter_values(r.iter().map(|x| x.2))),
+                Arc::new(r.iter().map(|x| x.3).collect::<Float64Array>()),
+                Arc::new(Float64Array::from_iter_values(r.iter().map(|x| x.4))),
+                Arc::new(Float64Array::from_iter_values(r.iter().map(|x| x.5))),
+            ],
+        )
+        .map_err(|e| TrainError::Internal(e.to_string()))?;
+        let mut out = Vec::new();
+        let mut w = parquet::arrow::ArrowWriter::try_new(&mut out, schema, None)
+            .map_err(|e| TrainError::Internal(e.to_string()))?;
+        w.write(&batch)
+            .map_err(|e| TrainError::Internal(e.to_string()))?;
+        w.close().map_err(|e| TrainError::Internal(e.to_string()))?;
+        Ok(out)
+    }
+}
+
+async fn put_json<T: serde::Serialize>(lake: &Lake, key: &str, v: &T) -> Result<(), TrainError> {
+    let bytes = serde_json::to_vec_pretty(v).map_err(|e| TrainError::Internal(e.to_string()))?;
+    lake.put(key, bytes).await?;
+    Ok(())
+}
+
+pub async fn read_run(lake: &Lake, id: &str) -> Result<Option<RunRecord>, TrainError> {
+    Ok(lake
+        .get_json(&format!("{}/{RUN_FILE}", run_prefix(id)), "run record")
+        .await?)
+}
+
+/// Validation loss over the held-out chunks, plus the material-only baseline's.
+fn validate(
+    setup: &Setup,
+    model: &Model,
+    spec: &TrainSpec,
+    lambda: f64,
+    threads: usize,
+) -> Result<(f64, f64, u64), TrainError> {
+    let rx = stream_batches(
+        setup.source.clone(),
+        setup.val.clone(),
+        setup.features,
+        spec.batch_size.min(4096) as usize,
+        0,
+        threads,
+    );
+    let (mut total, mut material, mut n) = (0.0, 0.0, 0u64);
+    for b in rx {
+        let b = b?;
+        let t = BatchTensors::new(&b, setup.device);
+        let target = target(&t.score, &t.result, lambda, spec.scale);
+        let rows = b.len() as f64;
+        let l = tch::no_grad(|| {
+            let pred = model.forward(&t) * OUTPUT_SCALE;
+            loss(setup.loss, &pred, &target, spec.scale).double_value(&[])
+        });
+        let m = material_tensor(&b, setup.device);
+        let ml = loss(setup.loss, &m, &target, spec.scale).double_value(&[]);
+        total += l * rows;
+        material += ml * rows;
+        n += b.len() as u64;
+    }
+    if n == 0 {
+        return Err(TrainError::Spec(
+            "the validation chunks hold no usable rows".into(),
+        ));
+    }
+    Ok((total / n as f64, material / n as f64, n))
+}
+
+/// The material-only predictor: each row's material balance (see `loader::material`).
+fn material_tensor(b: &Batch, device: Device) -> Tensor {
+    Tensor::from_slice(&b.material)
+        .to_device(device)
+        .unsqueeze(1)
+}
+
+pub fn train(ctx: &JobContext, job: &JobId, spec: &TrainSpec) -> Result<RunRecord, TrainError> {
+    let (setup, manifest) = resolve(ctx, spec)?;
+    let threads = ctx.threads.max(1);
+    tch::set_num_threads(threads as i32);
+    let now = lakefish_jobs::records::now;
+    // A new run, or the one to resume (same settings except the step budget).
+    let (id, mut record) = match &spec.resume {
+        Some(id) => {
+            let rec = ctx
+                .block_on(read_run(&ctx.lake, id))?
+                .ok_or_else(|| TrainError::Spec(format!("run {id} does not exist")))?;
+            let mut same = rec.spec.clone();
+            same.max_steps = spec.max_steps;
+            same.epochs = spec.epochs;
+            same.resume = spec.resume.clone();
+            if &same != spec {
+                return Err(TrainError::Spec(format!(
+                    "run {id} was trained with other settings; resume it with the same ones"
+                )));
+            }
+            let mut rec = rec;
+            rec.spec.max_steps = spec.max_steps;
+            rec.spec.epochs = spec.epochs;
+            rec.finished = false;
+            (id.clone(), rec)
+        }
+        None => {
+            // The job id's last 12 hex digits are random (UUIDv7).
+            let id = format!(
+                "run-{}",
+                &job.as_str()[job.as_str().len().saturating_sub(12)..]
+            );
+            let rec = RunRecord {
+                id: id.clone(),
+                spec: spec.clone(),
+                device: format!("{:?}", setup.device),
+                step: 0,
+                epoch: 0,
+                checkpoints: Vec::new(),
+                train_positions: manifest.rows,
+                val_positions: 0,
+                val_loss: Vec::new(),
+                material_val_loss: None,
+                finished: false,
+                created: now(),
+                updated: now(),
+            };
+            (id, rec)
+        }
+    };
+    let prefix = run_prefix(&id);
+    tch::manual_seed(spec.seed as i64);
+    let model = Model::new(
+        &setup.arch,
+        setup.features.inputs() as i64,
+        setup.features.max_active() as i64,
+        setup.device,
+    );
+    let mut adam = Adam::new(&model);
+    let mut at = Position {
+        step: 0,
+        epoch: 0,
+        batch: 0,
+    };
+    if let Some(last) = record.checkpoints.last() {
+        let key = format!("{prefix}/checkpoints/{last}");
+        let bytes = ctx
+            .block_on(ctx.lake.get(&key))?
+            .ok_or_else(|| TrainError::Checkpoint {
+                key: key.clone(),
+                reason: "missing".into(),
+            })?;
+        at = load_checkpoint(&bytes, &key, &model, &mut adam, setup.device)?;
+    }
+    let mut metrics = Metrics { rows: Vec::new() };
+    if at.step > 0
+        && let Ok(Some(b)) = ctx.block_on(ctx.lake.get(&format!("{prefix}/{METRICS_FILE}")))
+    {
+        metrics.rows = read_metrics(&b).unwrap_or_default();
+        metrics.rows.retain(|r| r.0 <= at.step);
+    }
+    ctx.block_on(put_json(
+        &ctx.lake,
+        &format!("{prefix}/{RUN_FILE}"),
+        &record,
+    ))?;
+
+    let max_steps = spec.max_steps.unwrap_or(u64::MAX);
+    let batch_size = spec.batch_size as usize;
+    let started = Instant::now();
+    let mut window = (Instant::now(), 0u64, 0.0f64, 0u64);
+    let checkpoint = |model: &Model,
+                      adam: &Adam,
+                      at: Position,
+                      record: &mut RunRecord,
+                      metrics: &Metrics|
+     -> Result<(), TrainError> {
+        let name = checkpoint_name(at.step);
+        let bytes = save_checkpoint(model, adam, at)?;
+        ctx.block_on(ctx.lake.put(&format!("{prefix}/checkpoints/{name}"), bytes))?;
+        if record.checkpoints.last() != Some(&name) {
+            record.checkpoints.push(name);
+        }
+        record.step = at.step;
+        record.epoch = at.epoch;
+        record.updated = now();
+        ctx.block_on(
+            ctx.lake
+                .put(&format!("{prefix}/{METRICS_FILE}"), metrics.encode()?),
+        )?;
+        ctx.block_on(put_json(&ctx.lake, &format!("{prefix}/{RUN_FILE}"), record))
+    };
+    while at.epoch < spec.epochs && at.step < max_steps {
+        let lr = spec.lr * spec.lr_decay.powi(at.epoch as i32);
+        let lambda = lambda_at(spec, at.epoch);
+        let order = epoch_order(&setup.train, spec.seed, at.epoch);
+        let rx = stream_batches(
+            setup.source.clone(),
+            order,
+            setup.features,
+            batch_size,
+            at.batch as usize,
+            threads,
+        );
+        let mut epoch_done = true;
+        for b in rx {
+            if at.step >= max_steps {
+                epoch_done = false;
+                break;
+            }
+            let b = b?;
+            let t = BatchTensors::new(&b, setup.device);
+            for (_, p) in &model.params {
+                let mut g = p.grad();
+                if g.defined() {
+                    let _ = g.zero_();
+                }
+            }
+            let tgt = target(&t.score, &t.result, lambda, spec.scale);
+            let pred = model.forward(&t) * OUTPUT_SCALE;
+            let l = loss(setup.loss, &pred, &tgt, spec.scale);
+            l.backward();
+            adam.update(&model, lr);
+            model.clip();
+            at.step += 1;
+            at.batch += 1;
+            let lv = l.double_value(&[]);
+            window.1 += 1;
+            window.2 += lv;
+            window.3 += b.len() as u64;
+            if at.step % 10 == 0 || at.step == max_steps {
+                let secs = window.0.elapsed().as_secs_f64().max(1e-9);
+                metrics.rows.push((
+                    at.step,
+                    at.epoch,
+                    window.2 / window.1 as f64,
+                    None,
+                    lr,
+                    window.3 as f64 / secs,
+                ));
+                ctx.progress.report(&Progress {
+                    stage: format!(
+                        "train {id}: epoch {} step {} loss {:.5}",
+                        at.epoch + 1,
+                        at.step,
+                        window.2 / window.1 as f64
+                    ),
+                    done: at.step,
+                    total: spec.max_steps,
+                    unit: "steps".into(),
+                    rows: (window.3 as f64 / secs) as u64,
+                });
+                window = (Instant::now(), 0, 0.0, 0);
+            }
+            if spec.checkpoint_every > 0 && at.step % spec.checkpoint_every == 0 {
+                checkpoint(&model, &adam, at, &mut record, &metrics)?;
+            }
+        }
+        if !epoch_done {
+            // Stopped inside an epoch: the last checkpoint resumes from this batch.
+            break;
+        }
+        let (val, material, n) = validate(&setup, &model, spec, lambda, threads)?;
+        record.val_loss.push(val);
+        record.material_val_loss = Some(material);
+        record.val_positions = n;
+        if let Some(last) = metrics.rows.last_mut() {
+            last.3 = Some(val);
+        }
+        tracing::info!(run = %id, epoch = at.epoch + 1, val_loss = val, material_val_loss = material, "epoch finished");
+        at.epoch += 1;
+        at.batch = 0;
+        checkpoint(&model, &adam, at, &mut record, &metrics)?;
+    }
+    if record.checkpoints.last() != Some(&checkpoint_name(at.step)) {
+        checkpoint(&model, &adam, at, &mut record, &metrics)?;
+    }
+    record.finished = true;
+    record.updated = now();
+    ctx.block_on(put_json(
+        &ctx.lake,
+        &format!("{prefix}/{RUN_FILE}"),
+        &record,
+    ))?;
+    tracing::info!(run = %id, steps = at.step, secs = started.elapsed().as_secs_f64(), "training finished");
+    Ok(record)
+}
+
+fn read_metrics(
+    bytes: &bytes::Bytes,
+) -> Result<Vec<(u64, u32, f64, Option<f64>, f64, f64)>, String> {
+    use arrow_array::{Array, Float64Array, UInt32Array, UInt64Array};
+    let reader =
+        parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(bytes.clone())
+            .and_then(|b| b.build())
+            .map_err(|e| e.to_string())?;
+    let mut out = Vec::new();
+    for b in reader {
+        let b = b.map_err(|e| e.to_string())?;
+        let c = |i: usize| b.column(i).clone();
+        let step = c(0);
+        let step = step.as_any().downcast_ref::<UInt64Array>().ok_or("step")?;
+        let epoch = c(1);
+        let epoch = epoch
+            .as_any()
+            .downcast_ref::<UInt32Array>()
+            .ok_or("epoch")?;
+        let f = |i: usize| {
+            c(i).as_any()
+                .downcast_ref::<Float64Array>()
+                .cloned()
+                .ok_or("f64")
+        };
+        let (tl, vl, lr, ps) = (f(2)?, f(3)?, f(4)?, f(5)?);
+        for i in 0..b.num_rows() {
+            out.push((
+                step.value(i),
+                epoch.value(i),
+                tl.value(i),
+                vl.is_valid(i).then(|| vl.value(i)),
+                lr.value(i),
+                ps.value(i),
+            ));
+        }
+    }
+    Ok(out)
+}
+
+/// Every run in the lake (its record), by id.
+pub async fn list_runs(lake: &Lake) -> Result<Vec<RunRecord>, TrainError> {
+    let mut out = Vec::new();
+    for dir in lake.list_dirs("runs").await? {
+        let id = dir.rsplit('/').next().unwrap_or_default().to_string();
+        if let Some(r) = read_run(lake, &id).await? {
+            out.push(r);
+        }
+    }
+    Ok(out)
+}
+
+/// A run's record with its metrics as rows of JSON (`GET /v1/runs/{id}`).
+pub async fn run_with_metrics(
+    lake: &Lake,
+    id: &str,
+) -> Result<Option<serde_json::Value>, TrainError> {
+    let Some(run) = read_run(lake, id).await? else {
+        return Ok(None);
+    };
+    let metrics = match lake
+        .get(&format!("{}/{METRICS_FILE}", run_prefix(id)))
+        .await?
+    {
+        Some(b) => read_metrics(&b).map_err(TrainError::Internal)?,
+        None => Vec::new(),
+    };
+    let rows: Vec<serde_json::Value> = metrics
+        .into_iter()
+        .map(|(step, epoch, train_loss, val_loss, lr, pps)| {
+            serde_json::json!({"step": step, "epoch": epoch, "train_loss": train_loss,
+                "val_loss": val_loss, "lr": lr, "positions_per_s": pps})
+        })
+        .collect();
+    let mut v = serde_json::to_value(run).map_err(|e| TrainError::Internal(e.to_string()))?;
+    v["metrics"] = serde_json::Value::Array(rows);
+    Ok(Some(v))
+}

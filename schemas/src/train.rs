@@ -1,0 +1,149 @@
+//! Training runs: the spec of a `train` job and the run record kept in
+//! `runs/<id>/run.json` beside its checkpoints and metrics.
+
+use serde::{Deserialize, Serialize};
+
+pub const RUN_FILE: &str = "run.json";
+pub const METRICS_FILE: &str = "metrics.parquet";
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TrainSpec {
+    /// The shuffle to train on (`sh-...`); its last `val_chunks` chunks are held out.
+    pub shuffle: String,
+    /// `all768`, `halfkp` or `halfka_v2_hm`.
+    #[serde(default = "d_features")]
+    pub features: String,
+    /// `256x2-32-32`: feature transformer width, then hidden layers.
+    #[serde(default = "d_arch")]
+    pub arch: String,
+    #[serde(default = "d_batch")]
+    pub batch_size: u32,
+    #[serde(default = "d_epochs")]
+    pub epochs: u32,
+    /// Stop after this many steps in total (optional).
+    #[serde(default)]
+    pub max_steps: Option<u64>,
+    #[serde(default = "d_lr")]
+    pub lr: f64,
+    /// Learning rate multiplied by this after every epoch.
+    #[serde(default = "d_one")]
+    pub lr_decay: f64,
+    /// `elmo` (cross-entropy), `mse` (power 2) or `power` (|Δ|^2.6).
+    #[serde(default = "d_loss")]
+    pub loss: String,
+    /// Sigmoid scale of scores in internal units.
+    #[serde(default = "d_scale")]
+    pub scale: f64,
+    /// Weight of the score in the target (1 − λ on the game result), from start to end.
+    #[serde(default = "d_one")]
+    pub lambda_start: f64,
+    #[serde(default = "d_one")]
+    pub lambda_end: f64,
+    #[serde(default = "d_one_u32")]
+    pub val_chunks: u32,
+    /// Checkpoint every this many steps (0: at the end of each epoch only).
+    #[serde(default)]
+    pub checkpoint_every: u64,
+    #[serde(default)]
+    pub seed: u64,
+    /// `auto`, `cpu` or `cuda`.
+    #[serde(default = "d_device")]
+    pub device: String,
+    /// Continue this run from its last checkpoint instead of starting a new one.
+    #[serde(default)]
+    pub resume: Option<String>,
+}
+
+fn d_features() -> String {
+    "all768".into()
+}
+fn d_arch() -> String {
+    "256x2-32-32".into()
+}
+fn d_batch() -> u32 {
+    16384
+}
+fn d_epochs() -> u32 {
+    1
+}
+fn d_lr() -> f64 {
+    1e-3
+}
+fn d_one() -> f64 {
+    1.0
+}
+fn d_one_u32() -> u32 {
+    1
+}
+fn d_loss() -> String {
+    "elmo".into()
+}
+fn d_scale() -> f64 {
+    361.0
+}
+fn d_device() -> String {
+    "auto".into()
+}
+
+impl TrainSpec {
+    pub fn validate(&self) -> Result<(), String> {
+        if !matches!(self.features.as_str(), "all768" | "halfkp" | "halfka_v2_hm") {
+            return Err(format!(
+                "features {:?} is unknown (all768, halfkp, halfka_v2_hm)",
+                self.features
+            ));
+        }
+        if !matches!(self.loss.as_str(), "elmo" | "mse" | "power") {
+            return Err(format!(
+                "loss {:?} is unknown (elmo, mse, power)",
+                self.loss
+            ));
+        }
+        if !matches!(self.device.as_str(), "auto" | "cpu" | "cuda") {
+            return Err(format!(
+                "device {:?} is unknown (auto, cpu, cuda)",
+                self.device
+            ));
+        }
+        if self.batch_size == 0 || self.epochs == 0 {
+            return Err("batch_size and epochs must be at least 1".into());
+        }
+        if !(self.lr > 0.0 && self.lr.is_finite() && self.scale > 0.0) {
+            return Err("lr and scale must be positive".into());
+        }
+        for (name, l) in [
+            ("lambda_start", self.lambda_start),
+            ("lambda_end", self.lambda_end),
+        ] {
+            if !(0.0..=1.0).contains(&l) {
+                return Err(format!("{name} must be between 0 and 1"));
+            }
+        }
+        for id in std::iter::once(&self.shuffle).chain(self.resume.as_ref()) {
+            crate::names::check_segment("id", id, 64).map_err(|e| e.to_string())?;
+        }
+        Ok(())
+    }
+}
+
+/// `runs/<id>/run.json`: what a run is and how far it got.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunRecord {
+    pub id: String,
+    pub spec: TrainSpec,
+    pub device: String,
+    pub step: u64,
+    pub epoch: u32,
+    /// Checkpoint file names under `runs/<id>/checkpoints/`, oldest first.
+    pub checkpoints: Vec<String>,
+    pub train_positions: u64,
+    pub val_positions: u64,
+    /// Validation loss after each finished epoch.
+    pub val_loss: Vec<f64>,
+    /// The same loss for a material-only predictor on the validation chunks.
+    pub material_val_loss: Option<f64>,
+    pub finished: bool,
+    pub created: String,
+    pub updated: String,
+}
