@@ -167,7 +167,7 @@ fn resolve(ctx: &JobContext, spec: &TrainSpec) -> Result<(Setup, ShuffleManifest
 }
 
 /// Chunk order of an epoch: the training chunks permuted by (seed, epoch).
-fn epoch_order(train: &[usize], seed: u64, epoch: u32) -> Vec<usize> {
+pub fn epoch_order(train: &[usize], seed: u64, epoch: u32) -> Vec<usize> {
     let mut order = train.to_vec();
     let mut rng = lakefish_engine::random_games::SplitMix(seed ^ ((epoch as u64) << 32) ^ 0x7EA1);
     for i in (1..order.len()).rev() {
@@ -307,8 +307,11 @@ fn load_checkpoint(
     })
 }
 
+/// One metrics row: step, epoch, train loss, validation loss, lr, positions/s.
+type MetricsRow = (u64, u32, f64, Option<f64>, f64, f64);
+
 struct Metrics {
-    rows: Vec<(u64, u32, f64, Option<f64>, f64, f64)>,
+    rows: Vec<MetricsRow>,
 }
 
 impl Metrics {
@@ -555,7 +558,7 @@ pub fn train(ctx: &JobContext, job: &JobId, spec: &TrainSpec) -> Result<RunRecor
             window.1 += 1;
             window.2 += lv;
             window.3 += b.len() as u64;
-            if at.step % 10 == 0 || at.step == max_steps {
+            if at.step.is_multiple_of(10) || at.step == max_steps {
                 let secs = window.0.elapsed().as_secs_f64().max(1e-9);
                 metrics.rows.push((
                     at.step,
@@ -579,7 +582,7 @@ pub fn train(ctx: &JobContext, job: &JobId, spec: &TrainSpec) -> Result<RunRecor
                 });
                 window = (Instant::now(), 0, 0.0, 0);
             }
-            if spec.checkpoint_every > 0 && at.step % spec.checkpoint_every == 0 {
+            if spec.checkpoint_every > 0 && at.step.is_multiple_of(spec.checkpoint_every) {
                 checkpoint(&model, &adam, at, &mut record, &metrics)?;
             }
         }
@@ -613,9 +616,7 @@ pub fn train(ctx: &JobContext, job: &JobId, spec: &TrainSpec) -> Result<RunRecor
     Ok(record)
 }
 
-fn read_metrics(
-    bytes: &bytes::Bytes,
-) -> Result<Vec<(u64, u32, f64, Option<f64>, f64, f64)>, String> {
+fn read_metrics(bytes: &bytes::Bytes) -> Result<Vec<MetricsRow>, String> {
     use arrow_array::{Array, Float64Array, UInt32Array, UInt64Array};
     let reader =
         parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(bytes.clone())

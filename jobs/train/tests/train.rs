@@ -1,0 +1,210 @@
+//! Training on a real (local) lake: exact resume, quality against a material-only predictor,
+//! and bad input (missing shuffle, bad architecture, a malformed FEN in a chunk).
+
+use lakefish_jobs::binpack::synthetic_binpack;
+use lakefish_jobs::ingest_binpack::ingest_binpack;
+use lakefish_jobs::{JobContext, Lake};
+use lakefish_schemas::{
+    DatasetName, IngestSpec, JobId, MaskDefinition, MaskName, MaskSpec, ShuffleSpec, Source,
+    TrainSpec,
+};
+use lakefish_train::train::{epoch_order, read_run, run_prefix, train};
+use std::collections::HashMap;
+use std::path::Path;
+
+struct Fixture {
+    _dir: tempfile::TempDir,
+    ctx: JobContext,
+    rt: tokio::runtime::Runtime,
+    shuffle: String,
+}
+
+/// A lake with a quiet-masked, shuffled dataset: the shared sample binpack when present,
+/// else generated games.
+fn fixture(chunks: u32) -> Fixture {
+    let dir = tempfile::tempdir().unwrap();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let lake = Lake::open(dir.path().join("lake").to_str().unwrap(), &HashMap::new()).unwrap();
+    let ctx = JobContext::new(lake, rt.handle().clone()).with_threads(2);
+    let shared =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/binpack/small.binpack");
+    let input = if shared.exists() {
+        shared
+    } else {
+        let p = dir.path().join("games.binpack");
+        std::fs::write(&p, synthetic_binpack(3000, 5)).unwrap();
+        p
+    };
+    let dataset = DatasetName::new("train").unwrap();
+    let spec = IngestSpec {
+        inputs: vec![input.to_str().unwrap().to_string()],
+        dataset: dataset.clone(),
+        rows_per_part: 1_000_000,
+    };
+    ingest_binpack(&ctx, &JobId::new(), &spec).unwrap();
+    let mask = MaskSpec {
+        dataset: dataset.clone(),
+        source: Source::Binpack,
+        definition: MaskDefinition {
+            name: MaskName::new("quiet").unwrap(),
+            min_ply: None,
+            max_abs_score: None,
+        },
+    };
+    lakefish_jobs::masks::mask_dataset(&ctx, &JobId::new(), &mask).unwrap();
+    let sh = ShuffleSpec {
+        datasets: vec![dataset],
+        source: Source::Binpack,
+        mask: MaskName::new("quiet").unwrap(),
+        chunks,
+        seed: 3,
+    };
+    let m = lakefish_jobs::shuffle::shuffle_here(&ctx, &JobId::new(), &sh).unwrap();
+    Fixture {
+        _dir: dir,
+        ctx,
+        rt,
+        shuffle: m.id,
+    }
+}
+
+fn spec(shuffle: &str) -> TrainSpec {
+    serde_json::from_value(serde_json::json!({
+        "shuffle": shuffle, "arch": "32x2-8", "batch_size": 1024, "device": "cpu", "seed": 11
+    }))
+    .unwrap()
+}
+
+fn last_checkpoint(fx: &Fixture, run: &str) -> Vec<(String, tch::Tensor)> {
+    let rec = fx
+        .rt
+        .block_on(read_run(&fx.ctx.lake, run))
+        .unwrap()
+        .unwrap();
+    let key = format!(
+        "{}/checkpoints/{}",
+        run_prefix(run),
+        rec.checkpoints.last().unwrap()
+    );
+    let bytes = fx.rt.block_on(fx.ctx.lake.get(&key)).unwrap().unwrap();
+    tch::Tensor::load_multi_from_stream(std::io::Cursor::new(bytes.to_vec())).unwrap()
+}
+
+#[test]
+fn two_n_steps_equal_n_steps_then_resume_for_n_more() {
+    let fx = fixture(4);
+    let n = 7;
+    let mut straight = spec(&fx.shuffle);
+    straight.max_steps = Some(2 * n);
+    let a = train(&fx.ctx, &JobId::new(), &straight).unwrap();
+    assert_eq!(a.step, 2 * n);
+
+    let mut first = spec(&fx.shuffle);
+    first.max_steps = Some(n);
+    let b = train(&fx.ctx, &JobId::new(), &first).unwrap();
+    assert_eq!(b.step, n);
+    let mut resumed = first.clone();
+    resumed.max_steps = Some(2 * n);
+    resumed.resume = Some(b.id.clone());
+    let b = train(&fx.ctx, &JobId::new(), &resumed).unwrap();
+    assert_eq!(b.step, 2 * n);
+
+    let wa = last_checkpoint(&fx, &a.id);
+    let wb = last_checkpoint(&fx, &b.id);
+    assert_eq!(wa.len(), wb.len());
+    for ((na, ta), (nb, tb)) in wa.iter().zip(&wb) {
+        assert_eq!(na, nb);
+        assert!(ta.equal(tb), "tensor {na} differs after resume");
+    }
+    // And training changed the weights at all.
+    let fresh = {
+        let mut s = spec(&fx.shuffle);
+        s.max_steps = Some(1);
+        train(&fx.ctx, &JobId::new(), &s).unwrap()
+    };
+    let wf = last_checkpoint(&fx, &fresh.id);
+    assert!(!wf[0].1.equal(&wa[0].1));
+}
+
+#[test]
+fn a_trained_net_beats_material_on_the_held_out_chunk() {
+    let fx = fixture(8);
+    let mut s = spec(&fx.shuffle);
+    s.arch = "64x2-16".into();
+    s.epochs = 3;
+    s.lr = 3e-3;
+    let run = train(&fx.ctx, &JobId::new(), &s).unwrap();
+    let val = *run.val_loss.last().unwrap();
+    let material = run.material_val_loss.unwrap();
+    eprintln!("validation loss {val:.5}, material-only predictor {material:.5}");
+    assert!(val < 0.8 * material, "net {val} vs material {material}");
+    assert!(
+        run.val_loss.first().unwrap() > &val,
+        "loss fell: {:?}",
+        run.val_loss
+    );
+}
+
+#[test]
+fn bad_inputs_fail_clearly_and_keep_the_last_good_checkpoint() {
+    let fx = fixture(3);
+    let err = train(&fx.ctx, &JobId::new(), &spec("sh-000000000000")).unwrap_err();
+    assert!(err.to_string().contains("does not exist"), "{err}");
+    let mut bad = spec(&fx.shuffle);
+    bad.arch = "256-32".into();
+    let err = train(&fx.ctx, &JobId::new(), &bad).unwrap_err();
+    assert!(err.to_string().contains("256-32"), "{err}");
+
+    // Spoil the second training chunk of epoch 0 with an unreadable FEN in its last row.
+    let m = fx
+        .rt
+        .block_on(lakefish_jobs::shuffle::read_shuffle_manifest(
+            &fx.ctx.lake,
+            &fx.shuffle,
+        ))
+        .unwrap()
+        .unwrap();
+    let order = epoch_order(&[0, 1], 11, 0);
+    let key = format!("shuffled/{}/{}", fx.shuffle, m.chunks[order[1]].name);
+    let bytes = fx.rt.block_on(fx.ctx.lake.get(&key)).unwrap().unwrap();
+    let mut rows = lakefish_jobs::parts::read_positions(bytes, &key).unwrap();
+    rows.last_mut().unwrap().fen =
+        "rnbqkbnr/pppppppp/9/8/8/8/PPPPPPPP/RNBQKBNR w KQkq - 0 1".into();
+    let mut chunk = lakefish_jobs::binpack::DecodedChunk::default();
+    for r in &rows {
+        chunk.fen_bytes.extend_from_slice(r.fen.as_bytes());
+        chunk.fen_ends.push(chunk.fen_bytes.len() as u32);
+        chunk.move_bytes.extend_from_slice(r.mv.as_bytes());
+        chunk.move_ends.push(chunk.move_bytes.len() as u32);
+        chunk.score.push(r.score.unwrap_or(32002));
+        chunk.result.push(r.result.unwrap_or(i8::MIN));
+        chunk.ply.push(r.ply);
+        chunk.game_id.push(r.game_id);
+    }
+    let batch = lakefish_jobs::parts::batch_from_chunks(&[chunk]);
+    let encoded = lakefish_jobs::parts::encode_parquet(&batch, &key).unwrap();
+    fx.rt.block_on(fx.ctx.lake.put(&key, encoded)).unwrap();
+
+    let mut s = spec(&fx.shuffle);
+    s.checkpoint_every = 2;
+    s.batch_size = 512;
+    let job = JobId::new();
+    let err = train(&fx.ctx, &job, &s).unwrap_err().to_string();
+    assert!(err.contains(&key) && err.contains("row"), "{err}");
+    let runs = fx
+        .rt
+        .block_on(lakefish_train::train::list_runs(&fx.ctx.lake))
+        .unwrap();
+    let run = runs
+        .iter()
+        .find(|r| !r.finished)
+        .expect("the failed run's record");
+    assert!(
+        !run.checkpoints.is_empty(),
+        "checkpoints before the bad chunk are kept"
+    );
+    for c in &run.checkpoints {
+        let key = format!("{}/checkpoints/{c}", run_prefix(&run.id));
+        assert!(fx.rt.block_on(fx.ctx.lake.get(&key)).unwrap().is_some());
+    }
+}
