@@ -7,10 +7,18 @@
 
 use crate::binpack::DecodedChunk;
 use crate::datasets::{manifest_key, read_manifest};
+use crate::input::Input;
 use crate::parts::{GameRecord, batch_from_chunks, encode_games, encode_parquet};
+use crate::records::now;
 use crate::{JobContext, JobError};
-use lakefish_schemas::positions::{BINPACK_NO_SCORE, part_file_name};
-use lakefish_schemas::{DatasetManifest, DatasetName, InputReport, JobId, PartInfo, Source};
+use lakefish_schemas::dataset::MANIFEST_VERSION;
+use lakefish_schemas::games::games_prefix;
+use lakefish_schemas::positions::{
+    BINPACK_NO_SCORE, SCHEMA_VERSION, SCORE_UNIT, dataset_prefix, part_file_name,
+};
+use lakefish_schemas::{
+    DatasetManifest, DatasetName, IngestSpec, InputReport, JobId, PartInfo, Progress, Source,
+};
 use std::collections::{BTreeMap, HashSet};
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 use std::sync::{Arc, Mutex};
@@ -361,4 +369,154 @@ pub fn write_parts<R>(
         rows,
         null_scores,
     })
+}
+
+/// What an ingest job returns (and the job record shows as `result`).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct IngestSummary {
+    pub dataset: String,
+    pub rows: u64,
+    /// Rows without a score (null `score`); unknown when nothing was written.
+    pub null_scores: Option<u64>,
+    pub parts: usize,
+    pub bytes: u64,
+    /// True when the dataset was already committed by an identical job: nothing was written.
+    pub already_present: bool,
+    /// Every byte range or game that was not ingested, with the file and the reason.
+    pub skipped: Vec<String>,
+}
+
+impl IngestSummary {
+    pub(crate) fn from_manifest(
+        m: &DatasetManifest,
+        null_scores: Option<u64>,
+        already_present: bool,
+    ) -> Self {
+        IngestSummary {
+            dataset: m.dataset.to_string(),
+            rows: m.rows,
+            null_scores,
+            parts: m.parts.len(),
+            bytes: m.bytes,
+            already_present,
+            skipped: skipped_lines(&m.inputs),
+        }
+    }
+}
+
+/// How one kind of input file becomes rows: the part each ingest job does differently.
+pub trait InputFormat: Sync {
+    fn source(&self) -> Source;
+    /// True for formats with a `games` table beside the positions.
+    fn has_games(&self) -> bool;
+    /// Names the worker threads (`binpack-decode`, `pgn-parse`).
+    fn thread_name(&self) -> &'static str;
+    /// Why nothing was ingested when no input said why.
+    fn nothing_found(&self) -> &'static str;
+    /// Reads one input into `part`; `progress(bytes read, rows so far)`.
+    fn read(
+        &self,
+        ctx: &JobContext,
+        pool: &rayon::ThreadPool,
+        input: &Input,
+        part: &mut PartBuilder,
+        written: &Written,
+        progress: &dyn Fn(u64, u64),
+    ) -> Result<InputReport, JobError>;
+}
+
+/// An ingest job: claims the dataset, reads every input into parts, commits the manifest.
+pub fn ingest(
+    ctx: &JobContext,
+    job_id: &JobId,
+    spec: &IngestSpec,
+    format: &dyn InputFormat,
+) -> Result<IngestSummary, JobError> {
+    let source = format.source();
+    let target = DatasetTarget {
+        source,
+        dataset: &spec.dataset,
+        prefix: dataset_prefix(source, &spec.dataset),
+        games_prefix: format
+            .has_games()
+            .then(|| games_prefix(source, &spec.dataset)),
+    };
+    write_once(
+        ctx,
+        job_id,
+        &target,
+        &spec.inputs,
+        |m| IngestSummary::from_manifest(m, None, true),
+        || write_dataset(ctx, job_id, spec, &target, format),
+    )
+}
+
+fn write_dataset(
+    ctx: &JobContext,
+    job_id: &JobId,
+    spec: &IngestSpec,
+    target: &DatasetTarget,
+    format: &dyn InputFormat,
+) -> Result<IngestSummary, JobError> {
+    let inputs: Vec<Input> = spec
+        .inputs
+        .iter()
+        .map(|n| Input::open(ctx, n))
+        .collect::<Result<_, _>>()?;
+    let total_bytes: u64 = inputs.iter().map(|i| i.len()).sum();
+    let name = format.thread_name();
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(ctx.threads)
+        .thread_name(move |i| format!("{name}-{i}"))
+        .build()
+        .map_err(|e| JobError::Internal(e.to_string()))?;
+    let out = write_parts(ctx, target, spec.rows_per_part, |part, written| {
+        let mut reports = Vec::new();
+        let mut done_bytes = 0u64;
+        for input in &inputs {
+            let progress = |offset: u64, rows: u64| {
+                ctx.progress.report(&Progress {
+                    stage: format!("ingesting {}", input.name()),
+                    done: done_bytes + offset,
+                    total: Some(total_bytes),
+                    unit: "bytes".into(),
+                    rows,
+                });
+            };
+            reports.push(format.read(ctx, &pool, input, part, written, &progress)?);
+            done_bytes += input.len();
+        }
+        Ok(reports)
+    })?;
+    let reports = out.driven;
+    if out.rows == 0 {
+        let mut why = skipped_lines(&reports);
+        why.truncate(5);
+        let why = if why.is_empty() {
+            format.nothing_found().to_string()
+        } else {
+            why.join("; ")
+        };
+        return Err(JobError::NothingIngested(why));
+    }
+    let manifest = DatasetManifest {
+        version: MANIFEST_VERSION,
+        source: target.source,
+        dataset: spec.dataset.clone(),
+        job_id: job_id.clone(),
+        schema_version: SCHEMA_VERSION,
+        score_unit: SCORE_UNIT.into(),
+        rows: out.rows,
+        bytes: out.parts.iter().chain(&out.games).map(|p| p.bytes).sum(),
+        parts: out.parts,
+        games: out.games,
+        inputs: reports,
+        created: now(),
+    };
+    commit(ctx, target, &manifest)?;
+    Ok(IngestSummary::from_manifest(
+        &manifest,
+        Some(out.null_scores),
+        false,
+    ))
 }

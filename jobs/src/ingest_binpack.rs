@@ -8,55 +8,15 @@
 //! the same job rewrites identical objects.
 
 use crate::binpack::{ChunkScanner, DecodedChunk, ScanItem, decode_chunk, input_key};
-use crate::dataset_writer::{
-    DatasetTarget, PartBuilder, Written, commit, skipped_lines, write_once, write_parts,
-};
+use crate::dataset_writer::{InputFormat, PartBuilder, Written, ingest};
 use crate::input::Input;
-use crate::records::now;
 use crate::{JobContext, JobError};
-use lakefish_schemas::dataset::MANIFEST_VERSION;
-use lakefish_schemas::positions::{SCHEMA_VERSION, SCORE_UNIT, dataset_prefix};
-use lakefish_schemas::{
-    DatasetManifest, IngestSpec, InputReport, JobId, Progress, SkippedRange, Source,
-};
+use lakefish_schemas::{IngestSpec, InputReport, JobId, SkippedRange, Source};
 use rayon::prelude::*;
 
-pub use crate::dataset_writer::WRITER_FILE;
+pub use crate::dataset_writer::{IngestSummary, WRITER_FILE};
 /// A decode window holds at most this many bytes of chunk payload (or `2 × threads` chunks).
 const WINDOW_BYTES: usize = 64 << 20;
-
-/// What the job returns (and the job record shows as `result`).
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct IngestSummary {
-    pub dataset: String,
-    pub rows: u64,
-    /// Rows with binpack's "no score" marker (null `score`); unknown when nothing was written.
-    pub null_scores: Option<u64>,
-    pub parts: usize,
-    pub bytes: u64,
-    /// True when the dataset was already committed by an identical job: nothing was written.
-    pub already_present: bool,
-    /// Every byte range that was not ingested, with the file and the reason.
-    pub skipped: Vec<String>,
-}
-
-impl IngestSummary {
-    pub(crate) fn from_manifest(
-        m: &DatasetManifest,
-        null_scores: Option<u64>,
-        already_present: bool,
-    ) -> Self {
-        IngestSummary {
-            dataset: m.dataset.to_string(),
-            rows: m.rows,
-            null_scores,
-            parts: m.parts.len(),
-            bytes: m.bytes,
-            already_present,
-            skipped: skipped_lines(&m.inputs),
-        }
-    }
-}
 
 /// Scans, decodes and queues one input. Chunks that fail to decode are skipped and reported.
 fn ingest_input(
@@ -65,7 +25,7 @@ fn ingest_input(
     input: &Input,
     part: &mut PartBuilder,
     written: &Written,
-    progress: impl Fn(u64, u64),
+    progress: &dyn Fn(u64, u64),
 ) -> Result<InputReport, JobError> {
     let key = input_key(input.name(), input.len());
     let mut report = InputReport {
@@ -141,86 +101,33 @@ pub fn ingest_binpack(
     job_id: &JobId,
     spec: &IngestSpec,
 ) -> Result<IngestSummary, JobError> {
-    let target = DatasetTarget {
-        source: Source::Binpack,
-        dataset: &spec.dataset,
-        prefix: dataset_prefix(Source::Binpack, &spec.dataset),
-        games_prefix: None,
-    };
-    write_once(
-        ctx,
-        job_id,
-        &target,
-        &spec.inputs,
-        |m| IngestSummary::from_manifest(m, None, true),
-        || write_dataset(ctx, job_id, spec, &target),
-    )
+    ingest(ctx, job_id, spec, &Format)
 }
 
-fn write_dataset(
-    ctx: &JobContext,
-    job_id: &JobId,
-    spec: &IngestSpec,
-    target: &DatasetTarget,
-) -> Result<IngestSummary, JobError> {
-    let inputs: Vec<Input> = spec
-        .inputs
-        .iter()
-        .map(|n| Input::open(ctx, n))
-        .collect::<Result<_, _>>()?;
-    let total_bytes: u64 = inputs.iter().map(|i| i.len()).sum();
+struct Format;
 
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(ctx.threads)
-        .thread_name(|i| format!("binpack-decode-{i}"))
-        .build()
-        .map_err(|e| JobError::Internal(e.to_string()))?;
-    let out = write_parts(ctx, target, spec.rows_per_part, |part, written| {
-        let mut reports = Vec::new();
-        let mut done_bytes = 0u64;
-        for input in &inputs {
-            let report = ingest_input(ctx, &pool, input, part, written, |offset, rows| {
-                ctx.progress.report(&Progress {
-                    stage: format!("ingesting {}", input.name()),
-                    done: done_bytes + offset,
-                    total: Some(total_bytes),
-                    unit: "bytes".into(),
-                    rows,
-                });
-            })?;
-            done_bytes += input.len();
-            reports.push(report);
-        }
-        Ok(reports)
-    })?;
-    let reports = out.driven;
-    if out.rows == 0 {
-        let why = skipped_lines(&reports);
-        let why = if why.is_empty() {
-            "the inputs hold no binpack chunks".to_string()
-        } else {
-            why.join("; ")
-        };
-        return Err(JobError::NothingIngested(why));
+impl InputFormat for Format {
+    fn source(&self) -> Source {
+        Source::Binpack
     }
-    let manifest = DatasetManifest {
-        version: MANIFEST_VERSION,
-        source: Source::Binpack,
-        dataset: spec.dataset.clone(),
-        job_id: job_id.clone(),
-        schema_version: SCHEMA_VERSION,
-        score_unit: SCORE_UNIT.into(),
-        rows: out.rows,
-        bytes: out.parts.iter().map(|p| p.bytes).sum(),
-        parts: out.parts,
-        games: Vec::new(),
-        inputs: reports,
-        created: now(),
-    };
-    commit(ctx, target, &manifest)?;
-    Ok(IngestSummary::from_manifest(
-        &manifest,
-        Some(out.null_scores),
-        false,
-    ))
+    fn has_games(&self) -> bool {
+        false
+    }
+    fn thread_name(&self) -> &'static str {
+        "binpack-decode"
+    }
+    fn nothing_found(&self) -> &'static str {
+        "the inputs hold no binpack chunks"
+    }
+    fn read(
+        &self,
+        ctx: &JobContext,
+        pool: &rayon::ThreadPool,
+        input: &Input,
+        part: &mut PartBuilder,
+        written: &Written,
+        progress: &dyn Fn(u64, u64),
+    ) -> Result<InputReport, JobError> {
+        ingest_input(ctx, pool, input, part, written, progress)
+    }
 }

@@ -7,20 +7,11 @@
 //! manifest commits the dataset (see `dataset_writer`). Memory stays bounded by the window,
 //! whatever the file size.
 
-use crate::dataset_writer::{
-    DatasetTarget, PartBuilder, Written, commit, skipped_lines, write_once, write_parts,
-};
-use crate::ingest_binpack::IngestSummary;
+use crate::dataset_writer::{IngestSummary, InputFormat, PartBuilder, Written, ingest};
 use crate::input::Input;
 use crate::pgn::{BlockRows, BlockSplitter, ZSTD_MAGIC, parse_block};
-use crate::records::now;
 use crate::{JobContext, JobError};
-use lakefish_schemas::dataset::MANIFEST_VERSION;
-use lakefish_schemas::games::games_prefix;
-use lakefish_schemas::positions::{SCHEMA_VERSION, SCORE_UNIT, dataset_prefix};
-use lakefish_schemas::{
-    DatasetManifest, IngestSpec, InputReport, JobId, Progress, SkippedGame, SkippedRange, Source,
-};
+use lakefish_schemas::{IngestSpec, InputReport, JobId, SkippedGame, SkippedRange, Source};
 use rayon::prelude::*;
 use std::io::Read;
 use std::sync::Arc;
@@ -34,20 +25,35 @@ pub fn ingest_pgn(
     job_id: &JobId,
     spec: &IngestSpec,
 ) -> Result<IngestSummary, JobError> {
-    let target = DatasetTarget {
-        source: Source::Lichess,
-        dataset: &spec.dataset,
-        prefix: dataset_prefix(Source::Lichess, &spec.dataset),
-        games_prefix: Some(games_prefix(Source::Lichess, &spec.dataset)),
-    };
-    write_once(
-        ctx,
-        job_id,
-        &target,
-        &spec.inputs,
-        |m| IngestSummary::from_manifest(m, None, true),
-        || write_dataset(ctx, job_id, spec, &target),
-    )
+    ingest(ctx, job_id, spec, &Format)
+}
+
+struct Format;
+
+impl InputFormat for Format {
+    fn source(&self) -> Source {
+        Source::Lichess
+    }
+    fn has_games(&self) -> bool {
+        true
+    }
+    fn thread_name(&self) -> &'static str {
+        "pgn-parse"
+    }
+    fn nothing_found(&self) -> &'static str {
+        "the inputs hold no PGN games with moves"
+    }
+    fn read(
+        &self,
+        ctx: &JobContext,
+        pool: &rayon::ThreadPool,
+        input: &Input,
+        part: &mut PartBuilder,
+        written: &Written,
+        progress: &dyn Fn(u64, u64),
+    ) -> Result<InputReport, JobError> {
+        ingest_input(ctx, pool, input, part, written, progress)
+    }
 }
 
 /// Reads an [`Input`] front to back, counting the bytes read for progress.
@@ -137,7 +143,7 @@ fn ingest_input(
     input: &Input,
     part: &mut PartBuilder,
     written: &Written,
-    progress: impl Fn(u64, u64),
+    progress: &dyn Fn(u64, u64),
 ) -> Result<InputReport, JobError> {
     let key = crate::binpack::input_key(input.name(), input.len());
     let mut state = InputState {
@@ -219,72 +225,4 @@ fn ingest_input(
         });
     }
     Ok(state.report)
-}
-
-fn write_dataset(
-    ctx: &JobContext,
-    job_id: &JobId,
-    spec: &IngestSpec,
-    target: &DatasetTarget,
-) -> Result<IngestSummary, JobError> {
-    let inputs: Vec<Input> = spec
-        .inputs
-        .iter()
-        .map(|n| Input::open(ctx, n))
-        .collect::<Result<_, _>>()?;
-    let total_bytes: u64 = inputs.iter().map(|i| i.len()).sum();
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(ctx.threads)
-        .thread_name(|i| format!("pgn-parse-{i}"))
-        .build()
-        .map_err(|e| JobError::Internal(e.to_string()))?;
-    let out = write_parts(ctx, target, spec.rows_per_part, |part, written| {
-        let mut reports = Vec::new();
-        let mut done_bytes = 0u64;
-        for input in &inputs {
-            let report = ingest_input(ctx, &pool, input, part, written, |offset, rows| {
-                ctx.progress.report(&Progress {
-                    stage: format!("ingesting {}", input.name()),
-                    done: done_bytes + offset,
-                    total: Some(total_bytes),
-                    unit: "bytes".into(),
-                    rows,
-                });
-            })?;
-            done_bytes += input.len();
-            reports.push(report);
-        }
-        Ok(reports)
-    })?;
-    let reports = out.driven;
-    if out.rows == 0 {
-        let mut why = skipped_lines(&reports);
-        why.truncate(5);
-        let why = if why.is_empty() {
-            "the inputs hold no PGN games with moves".to_string()
-        } else {
-            why.join("; ")
-        };
-        return Err(JobError::NothingIngested(why));
-    }
-    let manifest = DatasetManifest {
-        version: MANIFEST_VERSION,
-        source: Source::Lichess,
-        dataset: spec.dataset.clone(),
-        job_id: job_id.clone(),
-        schema_version: SCHEMA_VERSION,
-        score_unit: SCORE_UNIT.into(),
-        rows: out.rows,
-        bytes: out.parts.iter().chain(&out.games).map(|p| p.bytes).sum(),
-        parts: out.parts,
-        games: out.games,
-        inputs: reports,
-        created: now(),
-    };
-    commit(ctx, target, &manifest)?;
-    Ok(IngestSummary::from_manifest(
-        &manifest,
-        Some(out.null_scores),
-        false,
-    ))
 }

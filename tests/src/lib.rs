@@ -251,6 +251,19 @@ pub fn assert_success(out: &std::process::Output) {
     );
 }
 
+/// `POST /v1/jobs`; asserts 202 and returns the job id.
+pub async fn submit_job(api: &str, body: &serde_json::Value) -> String {
+    let resp = ::reqwest::Client::new()
+        .post(format!("{api}/v1/jobs"))
+        .json(body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 202);
+    let v: serde_json::Value = resp.json().await.unwrap();
+    v["id"].as_str().unwrap().to_string()
+}
+
 /// Polls `GET /v1/shuffles/{id}` until committed; returns the manifest.
 pub async fn wait_for_shuffle(api: &str, id: &str, timeout: Duration) -> serde_json::Value {
     let deadline = Instant::now() + timeout;

@@ -12,18 +12,6 @@ fn ingest_body(input: &std::path::Path, dataset: &str) -> serde_json::Value {
     json!({ "version": 1, "kind": "ingest_binpack", "spec": { "inputs": [input.to_str().unwrap()], "dataset": dataset } })
 }
 
-async fn submit(api: &str, body: &serde_json::Value) -> String {
-    let resp = reqwest::Client::new()
-        .post(format!("{api}/v1/jobs"))
-        .json(body)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status(), 202);
-    let v: serde_json::Value = resp.json().await.unwrap();
-    v["id"].as_str().unwrap().to_string()
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn embedded_default_rest_queue_worker_lake() {
     let dir = tempfile::tempdir().unwrap();
@@ -39,7 +27,7 @@ async fn embedded_default_rest_queue_worker_lake() {
     assert_eq!(health["status"], "ok");
     assert!(health["queue"].as_str().unwrap().starts_with("sqlite:"));
 
-    let id = submit(&api, &ingest_body(&input, "embedded")).await;
+    let id = submit_job(&api, &ingest_body(&input, "embedded")).await;
     let rec = wait_for_job(&api, &id, Duration::from_secs(120)).await;
     assert_eq!(rec.state, JobState::Succeeded, "{rec:?}");
     assert_eq!(rec.attempts, 1);
@@ -65,7 +53,7 @@ async fn embedded_default_rest_queue_worker_lake() {
 
     // A quiet mask over the dataset, queued like any job; the dataset list shows it.
     let mask = json!({ "kind": "mask", "spec": { "dataset": "embedded", "definition": { "name": "quiet" } } });
-    let id = submit(&api, &mask).await;
+    let id = submit_job(&api, &mask).await;
     let rec = wait_for_job(&api, &id, Duration::from_secs(120)).await;
     assert_eq!(rec.state, JobState::Succeeded, "{rec:?}");
     let res = rec.result.unwrap();
@@ -80,7 +68,7 @@ async fn embedded_default_rest_queue_worker_lake() {
     // A shuffle of the masked rows, queued; GET /v1/shuffles lists it.
     let selected = res["selected"].as_u64().unwrap();
     let body = json!({ "kind": "shuffle", "spec": { "datasets": ["embedded"], "mask": "quiet", "chunks": 4, "seed": 1 } });
-    let id = submit(&api, &body).await;
+    let id = submit_job(&api, &body).await;
     let rec = wait_for_job(&api, &id, Duration::from_secs(180)).await;
     assert_eq!(rec.state, JobState::Succeeded, "{rec:?}");
     // The shuffle job fans its passes out as jobs; follow it to the commit.
@@ -113,7 +101,7 @@ async fn embedded_default_rest_queue_worker_lake() {
     let whole = std::fs::read(&input).unwrap();
     let cut = dir.path().join("cut.binpack");
     std::fs::write(&cut, [&whole[..], &whole[..whole.len() - 1000]].concat()).unwrap();
-    let id = submit(&api, &ingest_body(&cut, "cut")).await;
+    let id = submit_job(&api, &ingest_body(&cut, "cut")).await;
     let rec = wait_for_job(&api, &id, Duration::from_secs(120)).await;
     assert_eq!(rec.state, JobState::Succeeded, "{rec:?}");
     let skipped = rec.result.as_ref().unwrap()["skipped"]
@@ -128,7 +116,7 @@ async fn embedded_default_rest_queue_worker_lake() {
     );
 
     // A job whose input does not exist fails with the reason in its record.
-    let bad = submit(
+    let bad = submit_job(
         &api,
         &ingest_body(&dir.path().join("missing.binpack"), "nope"),
     )
@@ -267,7 +255,7 @@ async fn redis_queue_separate_worker_and_s3_lake() {
         dir.path(),
     );
 
-    let id = submit(&api, &ingest_body(&input, "s3set")).await;
+    let id = submit_job(&api, &ingest_body(&input, "s3set")).await;
     let rec = wait_for_job(&api, &id, Duration::from_secs(180)).await;
     assert_eq!(rec.state, JobState::Succeeded, "{rec:?}");
     assert_eq!(

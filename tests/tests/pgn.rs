@@ -26,17 +26,7 @@ async fn queued_pgn_ingest_matches_python_chess_row_for_row() {
     );
     let api = api.unwrap();
     let body = json!({ "kind": "ingest_pgn", "spec": { "inputs": [input.to_str().unwrap()], "dataset": "lichess", "rows_per_part": 5000 } });
-    let resp = reqwest::Client::new()
-        .post(format!("{api}/v1/jobs"))
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status(), 202);
-    let id = resp.json::<serde_json::Value>().await.unwrap()["id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let id = submit_job(&api, &body).await;
     let rec = wait_for_job(&api, &id, Duration::from_secs(120)).await;
     assert_eq!(rec.state, JobState::Succeeded, "{rec:?}");
     let rows = rec.result.as_ref().unwrap()["rows"].as_u64().unwrap();

@@ -8,22 +8,8 @@ use serde_json::json;
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-async fn submit(api: &str, body: serde_json::Value) -> String {
-    let resp = reqwest::Client::new()
-        .post(format!("{api}/v1/jobs"))
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status(), 202);
-    resp.json::<serde_json::Value>().await.unwrap()["id"]
-        .as_str()
-        .unwrap()
-        .to_string()
-}
-
 async fn run(api: &str, body: serde_json::Value) -> lakefish_schemas::JobRecord {
-    let id = submit(api, body).await;
+    let id = submit_job(api, &body).await;
     let rec = wait_for_job(api, &id, Duration::from_secs(180)).await;
     assert_eq!(rec.state, JobState::Succeeded, "{rec:?}");
     rec
