@@ -394,6 +394,16 @@ enum BenchCommand {
         #[arg(long, default_value_t = 48)]
         min_mib: usize,
     },
+    /// The training loader alone vs training steps (all768 256x2-32-32, batch 16384, CPU),
+    /// over the quiet rows of a binpack file shuffled into a scratch lake.
+    Train {
+        file: String,
+        #[arg(long)]
+        threads: Option<usize>,
+        /// Training steps to time.
+        #[arg(long, default_value_t = 30)]
+        steps: usize,
+    },
     /// Full binpack ingest vs a bare sfbinpack decode loop over the same file.
     IngestBinpack {
         file: String,
@@ -534,6 +544,39 @@ fn main() -> anyhow::Result<()> {
             println!("{}", serde_json::to_string_pretty(&ds)?);
             Ok(())
         }),
+        Command::Bench {
+            what:
+                BenchCommand::Train {
+                    file,
+                    threads,
+                    steps,
+                },
+        } => {
+            let threads = threads.unwrap_or_else(cores);
+            let r = lakefish_train::bench::bench_train(rt.handle(), &file, threads, steps)?;
+            println!(
+                "file                     {} ({} positions in batches)",
+                r.file, r.positions
+            );
+            println!(
+                "loader, 1 thread         {:>12.0} positions/s",
+                r.loader_positions_per_s_per_core
+            );
+            println!(
+                "loader, {} threads        {:>12.0} positions/s",
+                r.threads, r.loader_positions_per_s
+            );
+            println!(
+                "trainer {} b{} (CPU) {:>12.0} positions/s ({} threads)",
+                r.arch, r.batch_size, r.trainer_positions_per_s, r.threads
+            );
+            println!(
+                "loader per core / trainer {:>11.1} (target >= 10)",
+                r.loader_to_trainer
+            );
+            println!("{}", serde_json::to_string(&r)?);
+            Ok(())
+        }
         Command::Bench {
             what:
                 BenchCommand::IngestPgn {

@@ -29,9 +29,9 @@ fn checkpoint_name(step: u64) -> String {
 }
 
 /// Reads shuffled chunks from the lake.
-struct LakeChunks {
-    ctx: JobContext,
-    keys: Vec<String>,
+pub(crate) struct LakeChunks {
+    pub(crate) ctx: JobContext,
+    pub(crate) keys: Vec<String>,
 }
 
 impl ChunkSource for LakeChunks {
@@ -185,7 +185,7 @@ fn lambda_at(spec: &TrainSpec, epoch: u32) -> f64 {
 }
 
 /// Adam with its state as named tensors (so checkpoints carry it).
-struct Adam {
+pub(crate) struct Adam {
     m: Vec<Tensor>,
     v: Vec<Tensor>,
     step: i64,
@@ -196,7 +196,7 @@ const BETA2: f64 = 0.999;
 const EPS: f64 = 1e-8;
 
 impl Adam {
-    fn new(model: &Model) -> Adam {
+    pub(crate) fn new(model: &Model) -> Adam {
         Adam {
             m: model.params.iter().map(|(_, p)| p.zeros_like()).collect(),
             v: model.params.iter().map(|(_, p)| p.zeros_like()).collect(),
@@ -204,7 +204,7 @@ impl Adam {
         }
     }
 
-    fn update(&mut self, model: &Model, lr: f64) {
+    pub(crate) fn update(&mut self, model: &Model, lr: f64) {
         self.step += 1;
         let c1 = 1.0 - BETA1.powi(self.step as i32);
         let c2 = 1.0 - BETA2.powi(self.step as i32);

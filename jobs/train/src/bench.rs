@@ -1,0 +1,166 @@
+//! `lakefish bench train`: the loader alone (chunks → ready batches) and training steps of
+//! all768 256x2-32-32 at batch 16384 on the CPU, over the same shuffled chunks, same run.
+
+use crate::TrainError;
+use crate::loader::{Batch, stream_batches};
+use crate::model::{Arch, BatchTensors, Loss, Model, OUTPUT_SCALE, loss, target};
+use crate::train::{Adam, LakeChunks};
+use lakefish_engine::features::FeatureSetKind;
+use lakefish_jobs::{JobContext, Lake};
+use lakefish_schemas::{
+    DatasetName, IngestSpec, JobId, MaskDefinition, MaskName, MaskSpec, ShuffleSpec, Source,
+};
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Instant;
+use tch::Device;
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct TrainBench {
+    pub file: String,
+    pub positions: u64,
+    pub threads: usize,
+    pub batch_size: usize,
+    pub arch: String,
+    /// Loader alone, one thread: positions per second.
+    pub loader_positions_per_s_per_core: f64,
+    /// Loader alone, all threads.
+    pub loader_positions_per_s: f64,
+    /// Forward, loss, backward, Adam and clipping on CPU, batches already in memory.
+    pub trainer_positions_per_s: f64,
+    /// loader per core / trainer (target: at least 10).
+    pub loader_to_trainer: f64,
+}
+
+fn drain(
+    rx: std::sync::mpsc::Receiver<Result<Batch, TrainError>>,
+) -> Result<Vec<Batch>, TrainError> {
+    rx.into_iter().collect()
+}
+
+pub fn bench_train(
+    rt: &tokio::runtime::Handle,
+    file: &str,
+    threads: usize,
+    steps: usize,
+) -> Result<TrainBench, TrainError> {
+    let dir = std::env::temp_dir().join(format!("lakefish-bench-train-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let out = (|| {
+        let lake = Lake::open(dir.to_str().unwrap_or_default(), &HashMap::new())?;
+        let ctx = JobContext::new(lake, rt.clone()).with_threads(threads);
+        let dataset = DatasetName::new("bench").expect("valid");
+        let ingest = IngestSpec {
+            inputs: vec![file.to_string()],
+            dataset: dataset.clone(),
+            rows_per_part: 1_000_000,
+        };
+        lakefish_jobs::ingest_binpack::ingest_binpack(&ctx, &JobId::new(), &ingest)?;
+        let quiet = MaskName::new("quiet").expect("valid");
+        let mask = MaskSpec {
+            dataset: dataset.clone(),
+            source: Source::Binpack,
+            definition: MaskDefinition {
+                name: quiet.clone(),
+                min_ply: None,
+                max_abs_score: None,
+            },
+        };
+        lakefish_jobs::masks::mask_dataset(&ctx, &JobId::new(), &mask)?;
+        let sh = ShuffleSpec {
+            datasets: vec![dataset],
+            source: Source::Binpack,
+            mask: quiet,
+            chunks: 4,
+            seed: 1,
+        };
+        let m = lakefish_jobs::shuffle::shuffle_here(&ctx, &JobId::new(), &sh)?;
+        let keys = m
+            .chunks
+            .iter()
+            .map(|c| {
+                format!(
+                    "{}/{}",
+                    lakefish_jobs::shuffle::shuffle_prefix(&m.id),
+                    c.name
+                )
+            })
+            .collect();
+        let source = Arc::new(LakeChunks {
+            ctx: ctx.clone(),
+            keys,
+        });
+        let features = FeatureSetKind::All768;
+        let batch_size = 16384;
+        let order: Vec<usize> = (0..m.chunks.len()).collect();
+
+        let time_loader = |t: usize| -> Result<(f64, Vec<Batch>), TrainError> {
+            let start = Instant::now();
+            let batches = drain(stream_batches(
+                source.clone(),
+                order.clone(),
+                features,
+                batch_size,
+                0,
+                t,
+            ))?;
+            Ok((start.elapsed().as_secs_f64(), batches))
+        };
+        let (one, batches) = time_loader(1)?;
+        let (all, _) = time_loader(threads)?;
+        let positions = (batches.len() * batch_size) as u64;
+        if batches.is_empty() {
+            return Err(TrainError::Spec(format!(
+                "{file} gives fewer than {batch_size} quiet positions"
+            )));
+        }
+
+        tch::set_num_threads(threads as i32);
+        tch::manual_seed(1);
+        let arch = Arch::parse("256x2-32-32")?;
+        let model = Model::new(
+            &arch,
+            features.inputs() as i64,
+            features.max_active() as i64,
+            Device::Cpu,
+        );
+        let mut adam = Adam::new(&model);
+        let tensors: Vec<BatchTensors> = batches
+            .iter()
+            .map(|b| BatchTensors::new(b, Device::Cpu))
+            .collect();
+        let step = |t: &BatchTensors, adam: &mut Adam| {
+            for (_, p) in &model.params {
+                let mut g = p.grad();
+                if g.defined() {
+                    let _ = g.zero_();
+                }
+            }
+            let tgt = target(&t.score, &t.result, 1.0, 361.0);
+            let l = loss(Loss::Elmo, &(model.forward(t) * OUTPUT_SCALE), &tgt, 361.0);
+            l.backward();
+            adam.update(&model, 1e-3);
+            model.clip();
+        };
+        step(&tensors[0], &mut adam); // warm-up
+        let start = Instant::now();
+        for i in 0..steps {
+            step(&tensors[i % tensors.len()], &mut adam);
+        }
+        let trainer = (steps * batch_size) as f64 / start.elapsed().as_secs_f64();
+        let loader_one = positions as f64 / one;
+        Ok(TrainBench {
+            file: file.to_string(),
+            positions,
+            threads,
+            batch_size,
+            arch: arch.to_string(),
+            loader_positions_per_s_per_core: loader_one,
+            loader_positions_per_s: positions as f64 / all,
+            trainer_positions_per_s: trainer,
+            loader_to_trainer: loader_one / trainer,
+        })
+    })();
+    let _ = std::fs::remove_dir_all(&dir);
+    out
+}
