@@ -25,15 +25,6 @@ pub fn write_fen(pos: &Chess, out: &mut Vec<u8>) {
         out.extend_from_slice(fen.to_string().as_bytes());
         return;
     }
-    // Built in a stack buffer and appended once: per-byte `Vec::push` dominated the cost.
-    let mut buf = [0u8; 96];
-    let mut n = 0usize;
-    macro_rules! put {
-        ($b:expr) => {{
-            buf[n] = $b;
-            n += 1;
-        }};
-    }
     let board = pos.board();
     let mut squares = [0u8; 64];
     for (c, color) in [Color::White, Color::Black].into_iter().enumerate() {
@@ -44,61 +35,100 @@ pub fn write_fen(pos: &Chess, out: &mut Vec<u8>) {
             }
         }
     }
-    for rank in (0..8usize).rev() {
-        let mut empty = 0u8;
-        for &ch in &squares[rank * 8..rank * 8 + 8] {
-            if ch == 0 {
-                empty += 1;
-            } else {
-                if empty > 0 {
-                    put!(b'0' + empty);
-                    empty = 0;
-                }
-                put!(ch);
-            }
-        }
-        if empty > 0 {
-            put!(b'0' + empty);
-        }
-        if rank > 0 {
-            put!(b'/');
-        }
-    }
-    put!(b' ');
-    put!(if pos.turn() == Color::White {
-        b'w'
-    } else {
-        b'b'
-    });
-    put!(b' ');
     let rights = castles.castling_rights();
-    if rights.is_empty() {
-        put!(b'-');
-    } else {
-        for (sq, ch) in [
-            (Square::H1, b'K'),
-            (Square::A1, b'Q'),
-            (Square::H8, b'k'),
-            (Square::A8, b'q'),
-        ] {
-            if rights.contains(sq) {
-                put!(ch);
+    let mut castling = [0u8; 4];
+    let mut n = 0;
+    for (sq, ch) in [
+        (Square::H1, b'K'),
+        (Square::A1, b'Q'),
+        (Square::H8, b'k'),
+        (Square::A8, b'q'),
+    ] {
+        if rights.contains(sq) {
+            castling[n] = ch;
+            n += 1;
+        }
+    }
+    let fields = FenFields {
+        squares: &squares,
+        white_to_move: pos.turn() == Color::White,
+        castling: &castling[..n],
+        en_passant: pos.ep_square(EnPassantMode::Legal).map(|sq| sq as u8),
+        halfmoves: pos.halfmoves(),
+        fullmoves: pos.fullmoves().get(),
+    };
+    fields.write(out);
+}
+
+/// A position's FEN, field by field, for writers that hold positions of other libraries
+/// (sfbinpack's binpack positions) as well as shakmaty's.
+pub struct FenFields<'a> {
+    /// Piece letters (`PNBRQK` / `pnbrqk`) by square, a1 = 0 … h8 = 63; 0 for empty.
+    pub squares: &'a [u8; 64],
+    pub white_to_move: bool,
+    /// Castling letters in FEN order (`KQkq` subset); empty for `-`.
+    pub castling: &'a [u8],
+    /// The en passant square (0..64), if the FEN is to show one.
+    pub en_passant: Option<u8>,
+    pub halfmoves: u32,
+    pub fullmoves: u32,
+}
+
+impl FenFields<'_> {
+    /// Appends the FEN. Built in a stack buffer and appended once: per-byte `Vec::push`
+    /// dominated the cost.
+    pub fn write(&self, out: &mut Vec<u8>) {
+        let mut buf = [0u8; 96];
+        let mut n = 0usize;
+        macro_rules! put {
+            ($b:expr) => {{
+                buf[n] = $b;
+                n += 1;
+            }};
+        }
+        for rank in (0..8usize).rev() {
+            let mut empty = 0u8;
+            for &ch in &self.squares[rank * 8..rank * 8 + 8] {
+                if ch == 0 {
+                    empty += 1;
+                } else {
+                    if empty > 0 {
+                        put!(b'0' + empty);
+                        empty = 0;
+                    }
+                    put!(ch);
+                }
+            }
+            if empty > 0 {
+                put!(b'0' + empty);
+            }
+            if rank > 0 {
+                put!(b'/');
             }
         }
-    }
-    put!(b' ');
-    match pos.ep_square(EnPassantMode::Legal) {
-        Some(sq) => {
-            put!(b'a' + sq.file() as u8);
-            put!(b'1' + sq.rank() as u8);
+        put!(b' ');
+        put!(if self.white_to_move { b'w' } else { b'b' });
+        put!(b' ');
+        if self.castling.is_empty() {
+            put!(b'-');
         }
-        None => put!(b'-'),
+        for &c in self.castling {
+            put!(c);
+        }
+        put!(b' ');
+        match self.en_passant {
+            Some(sq) => {
+                put!(b'a' + (sq & 7));
+                put!(b'1' + (sq >> 3));
+            }
+            None => put!(b'-'),
+        }
+        put!(b' ');
+        out.extend_from_slice(&buf[..n]);
+        push_u32(self.halfmoves, out);
+        out.push(b' ');
+        push_u32(self.fullmoves, out);
     }
-    put!(b' ');
-    out.extend_from_slice(&buf[..n]);
-    push_u32(pos.halfmoves(), out);
-    out.push(b' ');
-    push_u32(pos.fullmoves().get(), out);
 }
 
 /// True when every castling right belongs to a rook on a1/h1/a8/h8 with the king on e1/e8,
@@ -144,7 +174,8 @@ pub fn write_uci(m: &Move, mode: CastlingMode, out: &mut Vec<u8>) {
     }
 }
 
-fn push_u32(mut v: u32, out: &mut Vec<u8>) {
+/// Appends `v` in decimal without allocating.
+pub fn push_u32(mut v: u32, out: &mut Vec<u8>) {
     let mut digits = [0u8; 10];
     let mut i = digits.len();
     loop {

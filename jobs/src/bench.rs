@@ -574,3 +574,41 @@ pub fn bench_ingest_pgn(
         bare_ns_per_position: bare_best * 1e9 / positions as f64,
     })
 }
+
+/// Ingests a binpack `input` as `dataset`, masks it `quiet` and shuffles the quiet rows into
+/// `chunks` chunks: the training data benches and trainer tests start from.
+pub fn quiet_shuffle(
+    ctx: &JobContext,
+    input: &str,
+    dataset: &str,
+    chunks: u32,
+    seed: u64,
+) -> Result<lakefish_schemas::ShuffleManifest, JobError> {
+    use lakefish_schemas::{MaskDefinition, MaskName, MaskSpec, ShuffleSpec, Source};
+    let dataset = DatasetName::new(dataset)?;
+    let ingest = IngestBinpackSpec {
+        inputs: vec![input.to_string()],
+        dataset: dataset.clone(),
+        rows_per_part: lakefish_schemas::job::default_rows_per_part(),
+    };
+    ingest_binpack(ctx, &JobId::new(), &ingest)?;
+    let quiet = MaskName::new("quiet")?;
+    let mask = MaskSpec {
+        dataset: dataset.clone(),
+        source: Source::Binpack,
+        definition: MaskDefinition {
+            name: quiet.clone(),
+            min_ply: None,
+            max_abs_score: None,
+        },
+    };
+    crate::masks::mask_dataset(ctx, &JobId::new(), &mask)?;
+    let spec = ShuffleSpec {
+        datasets: vec![dataset],
+        source: Source::Binpack,
+        mask: quiet,
+        chunks,
+        seed,
+    };
+    crate::shuffle::shuffle_here(ctx, &JobId::new(), &spec)
+}

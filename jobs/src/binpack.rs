@@ -10,6 +10,7 @@
 
 use crate::JobError;
 use crate::input::Input;
+use lakefish_engine::fen::FenFields;
 use lakefish_schemas::SkippedRange;
 use lakefish_schemas::positions::BINPACK_NO_SCORE;
 use sfbinpack::chess::color::Color;
@@ -379,97 +380,45 @@ fn push_square(sq: Square, out: &mut Vec<u8>) {
     out.push(b'1' + (i >> 3));
 }
 
-fn push_u32(mut n: u32, out: &mut Vec<u8>) {
-    let mut buf = [0u8; 10];
-    let mut i = buf.len();
-    loop {
-        i -= 1;
-        buf[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    out.extend_from_slice(&buf[i..]);
-}
-
 /// Appends the FEN of `pos`, byte for byte what `Position::fen` returns, without allocating.
 pub fn write_fen(pos: &Position, out: &mut Vec<u8>) {
-    // Built in a stack buffer and appended once: per-byte `Vec::push` was most of the cost.
-    let mut buf = [0u8; 128];
-    let mut n = 0usize;
-    macro_rules! put {
-        ($b:expr) => {{
-            buf[n] = $b;
-            n += 1;
-        }};
-    }
     // Fill a square table from the twelve piece bitboards: far cheaper than 64 piece lookups.
-    let mut board = [0u8; 64];
+    let mut squares = [0u8; 64];
     for (c, color) in [Color::White, Color::Black].into_iter().enumerate() {
         for (t, pt) in PIECE_TYPES.into_iter().enumerate() {
             let mut bits = pos.pieces_bb_color(color, pt).bits();
             while bits != 0 {
-                board[bits.trailing_zeros() as usize] = PIECE_CHARS[c][t];
+                squares[bits.trailing_zeros() as usize] = PIECE_CHARS[c][t];
                 bits &= bits - 1;
             }
         }
     }
-    for rank in (0..8usize).rev() {
-        let mut empty = 0u8;
-        for &ch in &board[rank * 8..rank * 8 + 8] {
-            if ch == 0 {
-                empty += 1;
-            } else {
-                if empty > 0 {
-                    put!(b'0' + empty);
-                    empty = 0;
-                }
-                put!(ch);
-            }
-        }
-        if empty > 0 {
-            put!(b'0' + empty);
-        }
-        if rank > 0 {
-            put!(b'/');
+    use sfbinpack::chess::castling_rights::CastlingRights as CR;
+    let cr = pos.castling_rights();
+    let mut castling = [0u8; 4];
+    let mut n = 0;
+    for (right, c) in [
+        (CR::WHITE_KING_SIDE, b'K'),
+        (CR::WHITE_QUEEN_SIDE, b'Q'),
+        (CR::BLACK_KING_SIDE, b'k'),
+        (CR::BLACK_QUEEN_SIDE, b'q'),
+    ] {
+        if cr.contains(right) {
+            castling[n] = c;
+            n += 1;
         }
     }
     let white = pos.side_to_move() == Color::White;
-    put!(b' ');
-    put!(if white { b'w' } else { b'b' });
-    put!(b' ');
-    let cr = pos.castling_rights();
-    use sfbinpack::chess::castling_rights::CastlingRights as CR;
-    if cr == CR::NONE {
-        put!(b'-');
-    } else {
-        for (right, c) in [
-            (CR::WHITE_KING_SIDE, b'K'),
-            (CR::WHITE_QUEEN_SIDE, b'Q'),
-            (CR::BLACK_KING_SIDE, b'k'),
-            (CR::BLACK_QUEEN_SIDE, b'q'),
-        ] {
-            if cr.contains(right) {
-                put!(c);
-            }
-        }
-    }
-    put!(b' ');
     let ep = pos.ep_square();
-    if ep == Square::NONE {
-        put!(b'-');
-    } else {
-        let i = ep.index() as u8;
-        put!(b'a' + (i & 7));
-        put!(b'1' + (i >> 3));
+    FenFields {
+        squares: &squares,
+        white_to_move: white,
+        castling: &castling[..n],
+        en_passant: (ep != Square::NONE).then(|| ep.index() as u8),
+        halfmoves: pos.rule50_counter() as u32,
+        fullmoves: (pos.ply() as u32).saturating_sub(if white { 0 } else { 1 }) / 2 + 1,
     }
-    put!(b' ');
-    out.extend_from_slice(&buf[..n]);
-    push_u32(pos.rule50_counter() as u32, out);
-    out.push(b' ');
-    let stm = if white { 0 } else { 1 };
-    push_u32((pos.ply() as u32).saturating_sub(stm) / 2 + 1, out);
+    .write(out);
 }
 
 /// Appends the move in standard UCI (castling as the king's two-square move).

@@ -404,25 +404,26 @@ impl IngestSummary {
     }
 }
 
+/// Reads one non-empty input into `part`; `progress(bytes read, rows so far)`.
+pub type ReadInput = fn(
+    ctx: &JobContext,
+    pool: &rayon::ThreadPool,
+    input: &Input,
+    part: &mut PartBuilder,
+    written: &Written,
+    progress: &dyn Fn(u64, u64),
+) -> Result<InputReport, JobError>;
+
 /// How one kind of input file becomes rows: the part each ingest job does differently.
-pub trait InputFormat: Sync {
-    fn source(&self) -> Source;
+pub struct InputFormat {
+    pub source: Source,
     /// True for formats with a `games` table beside the positions.
-    fn has_games(&self) -> bool;
+    pub has_games: bool,
     /// Names the worker threads (`binpack-decode`, `pgn-parse`).
-    fn thread_name(&self) -> &'static str;
+    pub thread_name: &'static str,
     /// Why nothing was ingested when no input said why.
-    fn nothing_found(&self) -> &'static str;
-    /// Reads one input into `part`; `progress(bytes read, rows so far)`.
-    fn read(
-        &self,
-        ctx: &JobContext,
-        pool: &rayon::ThreadPool,
-        input: &Input,
-        part: &mut PartBuilder,
-        written: &Written,
-        progress: &dyn Fn(u64, u64),
-    ) -> Result<InputReport, JobError>;
+    pub nothing_found: &'static str,
+    pub read: ReadInput,
 }
 
 /// An ingest job: claims the dataset, reads every input into parts, commits the manifest.
@@ -430,15 +431,15 @@ pub fn ingest(
     ctx: &JobContext,
     job_id: &JobId,
     spec: &IngestSpec,
-    format: &dyn InputFormat,
+    format: &InputFormat,
 ) -> Result<IngestSummary, JobError> {
-    let source = format.source();
+    let source = format.source;
     let target = DatasetTarget {
         source,
         dataset: &spec.dataset,
         prefix: dataset_prefix(source, &spec.dataset),
         games_prefix: format
-            .has_games()
+            .has_games
             .then(|| games_prefix(source, &spec.dataset)),
     };
     write_once(
@@ -456,7 +457,7 @@ fn write_dataset(
     job_id: &JobId,
     spec: &IngestSpec,
     target: &DatasetTarget,
-    format: &dyn InputFormat,
+    format: &InputFormat,
 ) -> Result<IngestSummary, JobError> {
     let inputs: Vec<Input> = spec
         .inputs
@@ -464,7 +465,7 @@ fn write_dataset(
         .map(|n| Input::open(ctx, n))
         .collect::<Result<_, _>>()?;
     let total_bytes: u64 = inputs.iter().map(|i| i.len()).sum();
-    let name = format.thread_name();
+    let name = format.thread_name;
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(ctx.threads)
         .thread_name(move |i| format!("{name}-{i}"))
@@ -483,7 +484,18 @@ fn write_dataset(
                     rows,
                 });
             };
-            reports.push(format.read(ctx, &pool, input, part, written, &progress)?);
+            let report = if input.is_empty() {
+                let mut r = InputReport::new(input.name(), 0);
+                r.skipped.push(lakefish_schemas::SkippedRange {
+                    offset: 0,
+                    len: 0,
+                    reason: "empty file: nothing to ingest".into(),
+                });
+                r
+            } else {
+                (format.read)(ctx, &pool, input, part, written, &progress)?
+            };
+            reports.push(report);
             done_bytes += input.len();
         }
         Ok(reports)
@@ -493,7 +505,7 @@ fn write_dataset(
         let mut why = skipped_lines(&reports);
         why.truncate(5);
         let why = if why.is_empty() {
-            format.nothing_found().to_string()
+            format.nothing_found.to_string()
         } else {
             why.join("; ")
         };

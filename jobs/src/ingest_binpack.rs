@@ -28,23 +28,7 @@ fn ingest_input(
     progress: &dyn Fn(u64, u64),
 ) -> Result<InputReport, JobError> {
     let key = input_key(input.name(), input.len());
-    let mut report = InputReport {
-        input: input.name().to_string(),
-        bytes: input.len(),
-        rows: 0,
-        chunks: 0,
-        skipped: Vec::new(),
-        skipped_games: Vec::new(),
-        skipped_variants: Default::default(),
-    };
-    if input.is_empty() {
-        report.skipped.push(SkippedRange {
-            offset: 0,
-            len: 0,
-            reason: "empty file: no binpack chunks".into(),
-        });
-        return Ok(report);
-    }
+    let mut report = InputReport::new(input.name(), input.len());
     let window_len = (ctx.threads * 2).max(2);
     let mut window_bytes = 0usize;
     let mut scanner = ChunkScanner::new(input);
@@ -101,33 +85,13 @@ pub fn ingest_binpack(
     job_id: &JobId,
     spec: &IngestSpec,
 ) -> Result<IngestSummary, JobError> {
-    ingest(ctx, job_id, spec, &Format)
+    ingest(ctx, job_id, spec, &FORMAT)
 }
 
-struct Format;
-
-impl InputFormat for Format {
-    fn source(&self) -> Source {
-        Source::Binpack
-    }
-    fn has_games(&self) -> bool {
-        false
-    }
-    fn thread_name(&self) -> &'static str {
-        "binpack-decode"
-    }
-    fn nothing_found(&self) -> &'static str {
-        "the inputs hold no binpack chunks"
-    }
-    fn read(
-        &self,
-        ctx: &JobContext,
-        pool: &rayon::ThreadPool,
-        input: &Input,
-        part: &mut PartBuilder,
-        written: &Written,
-        progress: &dyn Fn(u64, u64),
-    ) -> Result<InputReport, JobError> {
-        ingest_input(ctx, pool, input, part, written, progress)
-    }
-}
+const FORMAT: InputFormat = InputFormat {
+    source: Source::Binpack,
+    has_games: false,
+    thread_name: "binpack-decode",
+    nothing_found: "the inputs hold no binpack chunks",
+    read: ingest_input,
+};

@@ -25,36 +25,16 @@ pub fn ingest_pgn(
     job_id: &JobId,
     spec: &IngestSpec,
 ) -> Result<IngestSummary, JobError> {
-    ingest(ctx, job_id, spec, &Format)
+    ingest(ctx, job_id, spec, &FORMAT)
 }
 
-struct Format;
-
-impl InputFormat for Format {
-    fn source(&self) -> Source {
-        Source::Lichess
-    }
-    fn has_games(&self) -> bool {
-        true
-    }
-    fn thread_name(&self) -> &'static str {
-        "pgn-parse"
-    }
-    fn nothing_found(&self) -> &'static str {
-        "the inputs hold no PGN games with moves"
-    }
-    fn read(
-        &self,
-        ctx: &JobContext,
-        pool: &rayon::ThreadPool,
-        input: &Input,
-        part: &mut PartBuilder,
-        written: &Written,
-        progress: &dyn Fn(u64, u64),
-    ) -> Result<InputReport, JobError> {
-        ingest_input(ctx, pool, input, part, written, progress)
-    }
-}
+const FORMAT: InputFormat = InputFormat {
+    source: Source::Lichess,
+    has_games: true,
+    thread_name: "pgn-parse",
+    nothing_found: "the inputs hold no PGN games with moves",
+    read: ingest_input,
+};
 
 /// Reads an [`Input`] front to back, counting the bytes read for progress.
 struct InputReader<'a> {
@@ -147,26 +127,10 @@ fn ingest_input(
 ) -> Result<InputReport, JobError> {
     let key = crate::binpack::input_key(input.name(), input.len());
     let mut state = InputState {
-        report: InputReport {
-            input: input.name().to_string(),
-            bytes: input.len(),
-            rows: 0,
-            chunks: 0,
-            skipped: Vec::new(),
-            skipped_games: Vec::new(),
-            skipped_variants: Default::default(),
-        },
+        report: InputReport::new(input.name(), input.len()),
         games: 0,
         unlisted: 0,
     };
-    if input.is_empty() {
-        state.report.skipped.push(SkippedRange {
-            offset: 0,
-            len: 0,
-            reason: "empty file: no PGN games".into(),
-        });
-        return Ok(state.report);
-    }
     let read = Arc::new(AtomicU64::new(0));
     let mut splitter = BlockSplitter::new(open_stream(input, read.clone())?);
     let window_len = (ctx.threads * 2).max(2);

@@ -60,6 +60,21 @@ pub struct InputReport {
     pub skipped_variants: BTreeMap<String, u64>,
 }
 
+impl InputReport {
+    /// The report of an input nothing was read from yet.
+    pub fn new(input: &str, bytes: u64) -> InputReport {
+        InputReport {
+            input: input.to_string(),
+            bytes,
+            rows: 0,
+            chunks: 0,
+            skipped: Vec::new(),
+            skipped_games: Vec::new(),
+            skipped_variants: BTreeMap::new(),
+        }
+    }
+}
+
 /// A PGN game left out of the lake: `game` counts from 1 in its file.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -3,13 +3,10 @@
 
 use crate::TrainError;
 use crate::loader::{Batch, stream_batches};
-use crate::model::{Arch, BatchTensors, Loss, Model, OUTPUT_SCALE, loss, target};
-use crate::train::{Adam, LakeChunks};
+use crate::model::{Arch, BatchTensors, Loss, Model};
+use crate::train::{Adam, LakeChunks, train_step};
 use lakefish_engine::features::FeatureSetKind;
 use lakefish_jobs::{JobContext, Lake};
-use lakefish_schemas::{
-    DatasetName, IngestSpec, JobId, MaskDefinition, MaskName, MaskSpec, ShuffleSpec, Source,
-};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
@@ -49,32 +46,7 @@ pub fn bench_train(
     let out = (|| {
         let lake = Lake::open(dir.to_str().unwrap_or_default(), &HashMap::new())?;
         let ctx = JobContext::new(lake, rt.clone()).with_threads(threads);
-        let dataset = DatasetName::new("bench").expect("valid");
-        let ingest = IngestSpec {
-            inputs: vec![file.to_string()],
-            dataset: dataset.clone(),
-            rows_per_part: 1_000_000,
-        };
-        lakefish_jobs::ingest_binpack::ingest_binpack(&ctx, &JobId::new(), &ingest)?;
-        let quiet = MaskName::new("quiet").expect("valid");
-        let mask = MaskSpec {
-            dataset: dataset.clone(),
-            source: Source::Binpack,
-            definition: MaskDefinition {
-                name: quiet.clone(),
-                min_ply: None,
-                max_abs_score: None,
-            },
-        };
-        lakefish_jobs::masks::mask_dataset(&ctx, &JobId::new(), &mask)?;
-        let sh = ShuffleSpec {
-            datasets: vec![dataset],
-            source: Source::Binpack,
-            mask: quiet,
-            chunks: 4,
-            seed: 1,
-        };
-        let m = lakefish_jobs::shuffle::shuffle_here(&ctx, &JobId::new(), &sh)?;
+        let m = lakefish_jobs::bench::quiet_shuffle(&ctx, file, "bench", 4, 1)?;
         let keys = m
             .chunks
             .iter()
@@ -130,17 +102,7 @@ pub fn bench_train(
             .map(|b| BatchTensors::new(b, Device::Cpu))
             .collect();
         let step = |t: &BatchTensors, adam: &mut Adam| {
-            for (_, p) in &model.params {
-                let mut g = p.grad();
-                if g.defined() {
-                    let _ = g.zero_();
-                }
-            }
-            let tgt = target(&t.score, &t.result, 1.0, 361.0);
-            let l = loss(Loss::Elmo, &(model.forward(t) * OUTPUT_SCALE), &tgt, 361.0);
-            l.backward();
-            adam.update(&model, 1e-3);
-            model.clip();
+            train_step(&model, adam, t, Loss::Elmo, 1.0, 361.0, 1e-3);
         };
         step(&tensors[0], &mut adam); // warm-up
         let start = Instant::now();

@@ -61,29 +61,8 @@ impl ChunkSource for LakeChunks {
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| bad(e.to_string()))?;
         let schema = lakefish_schemas::positions::schema();
-        arrow_select_concat(&schema, &batches).map_err(bad)
+        arrow_select::concat::concat_batches(&schema, &batches).map_err(|e| bad(e.to_string()))
     }
-}
-
-fn arrow_select_concat(
-    schema: &arrow_schema::SchemaRef,
-    batches: &[RecordBatch],
-) -> Result<RecordBatch, String> {
-    if batches.len() == 1 {
-        return Ok(batches[0].clone());
-    }
-    if batches.is_empty() {
-        return Ok(RecordBatch::new_empty(schema.clone()));
-    }
-    let schema = batches[0].schema();
-    let columns = (0..schema.fields().len())
-        .map(|c| {
-            let arrays: Vec<&dyn arrow_array::Array> =
-                batches.iter().map(|b| b.column(c).as_ref()).collect();
-            arrow_select::concat::concat(&arrays).map_err(|e| e.to_string())
-        })
-        .collect::<Result<Vec<_>, _>>()?;
-    RecordBatch::try_new(schema, columns).map_err(|e| e.to_string())
 }
 
 /// The resolved settings of a run.
@@ -224,6 +203,30 @@ impl Adam {
             }
         });
     }
+}
+
+/// One optimizer step on a batch: forward, loss, backward, Adam, clipping. Returns the loss.
+pub(crate) fn train_step(
+    model: &Model,
+    adam: &mut Adam,
+    batch: &BatchTensors,
+    kind: Loss,
+    lambda: f64,
+    scale: f64,
+    lr: f64,
+) -> f64 {
+    for (_, p) in &model.params {
+        let mut g = p.grad();
+        if g.defined() {
+            let _ = g.zero_();
+        }
+    }
+    let tgt = target(&batch.score, &batch.result, lambda, scale);
+    let l = loss(kind, &(model.forward(batch) * OUTPUT_SCALE), &tgt, scale);
+    l.backward();
+    adam.update(model, lr);
+    model.clip();
+    l.double_value(&[])
 }
 
 /// Where a run stands in its data, saved in every checkpoint.
@@ -540,21 +543,9 @@ pub fn train(ctx: &JobContext, job: &JobId, spec: &TrainSpec) -> Result<RunRecor
             }
             let b = b?;
             let t = BatchTensors::new(&b, setup.device);
-            for (_, p) in &model.params {
-                let mut g = p.grad();
-                if g.defined() {
-                    let _ = g.zero_();
-                }
-            }
-            let tgt = target(&t.score, &t.result, lambda, spec.scale);
-            let pred = model.forward(&t) * OUTPUT_SCALE;
-            let l = loss(setup.loss, &pred, &tgt, spec.scale);
-            l.backward();
-            adam.update(&model, lr);
-            model.clip();
+            let lv = train_step(&model, &mut adam, &t, setup.loss, lambda, spec.scale, lr);
             at.step += 1;
             at.batch += 1;
-            let lv = l.double_value(&[]);
             window.1 += 1;
             window.2 += lv;
             window.3 += b.len() as u64;

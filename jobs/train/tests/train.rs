@@ -2,12 +2,8 @@
 //! and bad input (missing shuffle, bad architecture, a malformed FEN in a chunk).
 
 use lakefish_jobs::binpack::synthetic_binpack;
-use lakefish_jobs::ingest_binpack::ingest_binpack;
 use lakefish_jobs::{JobContext, Lake};
-use lakefish_schemas::{
-    DatasetName, IngestSpec, JobId, MaskDefinition, MaskName, MaskSpec, ShuffleSpec, Source,
-    TrainSpec,
-};
+use lakefish_schemas::{JobId, TrainSpec};
 use lakefish_train::train::{epoch_order, read_run, run_prefix, train};
 use std::collections::HashMap;
 use std::path::Path;
@@ -35,31 +31,8 @@ fn fixture(chunks: u32) -> Fixture {
         std::fs::write(&p, synthetic_binpack(3000, 5)).unwrap();
         p
     };
-    let dataset = DatasetName::new("train").unwrap();
-    let spec = IngestSpec {
-        inputs: vec![input.to_str().unwrap().to_string()],
-        dataset: dataset.clone(),
-        rows_per_part: 1_000_000,
-    };
-    ingest_binpack(&ctx, &JobId::new(), &spec).unwrap();
-    let mask = MaskSpec {
-        dataset: dataset.clone(),
-        source: Source::Binpack,
-        definition: MaskDefinition {
-            name: MaskName::new("quiet").unwrap(),
-            min_ply: None,
-            max_abs_score: None,
-        },
-    };
-    lakefish_jobs::masks::mask_dataset(&ctx, &JobId::new(), &mask).unwrap();
-    let sh = ShuffleSpec {
-        datasets: vec![dataset],
-        source: Source::Binpack,
-        mask: MaskName::new("quiet").unwrap(),
-        chunks,
-        seed: 3,
-    };
-    let m = lakefish_jobs::shuffle::shuffle_here(&ctx, &JobId::new(), &sh).unwrap();
+    let m = lakefish_jobs::bench::quiet_shuffle(&ctx, input.to_str().unwrap(), "train", chunks, 3)
+        .unwrap();
     Fixture {
         _dir: dir,
         ctx,
