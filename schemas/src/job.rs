@@ -457,4 +457,36 @@ mod tests {
         assert_eq!(JobId::parse("../jobs"), None);
         assert_eq!(JobId::parse("A1A2A3A4-0000-7000-8000-000000000000"), None);
     }
+
+    #[test]
+    fn queued_shuffle_tasks_are_checked_before_they_touch_the_lake() {
+        let ok = QueuedJob {
+            version: JOB_PAYLOAD_VERSION,
+            id: JobId::new(),
+            spec: serde_json::json!({"kind": "shuffle_pile", "spec": {"shuffle": "sh-0123456789ab", "index": 3}}),
+        };
+        assert!(matches!(ok.spec(), Ok(JobSpec::ShufflePile(_))));
+        for bad in ["../../etc", "sh-0123", "sh-0123456789AB", ""] {
+            let job = QueuedJob {
+                spec: serde_json::json!({"kind": "shuffle_deal", "spec": {"shuffle": bad, "index": 0}}),
+                ..ok.clone()
+            };
+            let e = job.spec().unwrap_err().to_string();
+            assert!(e.contains("not a shuffle id"), "{bad}: {e}");
+        }
+        // Clients cannot submit them.
+        let body = br#"{"kind":"shuffle_pile","spec":{"shuffle":"sh-0123456789ab","index":0}}"#;
+        assert!(matches!(
+            JobSpec::from_request(body),
+            Err(SpecError::UnknownKind(_))
+        ));
+    }
+
+    #[test]
+    fn derived_ids_are_stable_canonical_uuids() {
+        let a = JobId::derived("sh-0123456789ab/deal/0");
+        assert_eq!(a, JobId::derived("sh-0123456789ab/deal/0"));
+        assert_ne!(a, JobId::derived("sh-0123456789ab/deal/1"));
+        assert_eq!(JobId::parse(a.as_str()), Some(a));
+    }
 }

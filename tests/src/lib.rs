@@ -181,6 +181,65 @@ impl S3 {
     }
 }
 
+/// A multi-machine deployment on loopback: redis-server, moto with an S3 lake, `lakefish serve
+/// --no-workers`, and one `lakefish worker` process per name (one thread each).
+pub struct Cluster {
+    pub api: String,
+    pub s3: S3,
+    pub lake_url: String,
+    pub redis: Redis,
+    _procs: Vec<Proc>,
+}
+
+impl Cluster {
+    pub fn start(dir: &Path, bucket: &str, workers: &[&str]) -> Cluster {
+        let redis = Redis::start();
+        let s3 = S3::start(bucket);
+        let lake_url = format!("s3://{}/lake", s3.bucket);
+        let env = s3.env();
+        let (serve, api) = lakefish(
+            &[
+                "--lake",
+                &lake_url,
+                "serve",
+                "--listen",
+                "127.0.0.1:0",
+                "--redis",
+                &redis.url,
+                "--no-workers",
+            ],
+            &env,
+            dir,
+        );
+        let mut procs = vec![serve];
+        for name in workers {
+            let (worker, _) = lakefish(
+                &[
+                    "--lake",
+                    &lake_url,
+                    "worker",
+                    "--redis",
+                    &redis.url,
+                    "--name",
+                    name,
+                    "--threads",
+                    "1",
+                ],
+                &env,
+                dir,
+            );
+            procs.push(worker);
+        }
+        Cluster {
+            api: api.expect("serve prints its address"),
+            s3,
+            lake_url,
+            redis,
+            _procs: procs,
+        }
+    }
+}
+
 mod reqwest {
     use std::io::{Read, Write};
 

@@ -151,6 +151,32 @@ async fn malformed_requests_get_400_and_unknown_ids_404() {
             r#"{"kind":"ingest_binpack","spec":{"inputs":[],"dataset":"x"}}"#,
             "inputs is empty",
         ),
+        (
+            r#"{"kind":"ingest_pgn","spec":{"inputs":["a.pgn"],"dataset":"x/y"}}"#,
+            "dataset name",
+        ),
+        (
+            r#"{"kind":"ingest_pgn","spec":{"inputs":["a.pgn"],"dataset":"x","colour":1}}"#,
+            "unknown field",
+        ),
+        // Shuffle passes are queued by lakefish itself, never by clients.
+        (
+            r#"{"kind":"shuffle_deal","spec":{"shuffle":"sh-000000000000","index":0}}"#,
+            "unknown job kind",
+        ),
+        (r#"{"kind":"train","spec":{"shuffle":"../runs"}}"#, "id"),
+        (
+            r#"{"kind":"train","spec":{"shuffle":"sh-000000000000","features":"halfkx"}}"#,
+            "features",
+        ),
+        (
+            r#"{"kind":"train","spec":{"shuffle":"sh-000000000000","lambda_start":2}}"#,
+            "lambda_start",
+        ),
+        (
+            r#"{"kind":"train","spec":{"shuffle":"sh-000000000000","batch_size":"big"}}"#,
+            "batch_size",
+        ),
     ] {
         let resp = client
             .post(format!("{api}/v1/jobs"))
@@ -183,6 +209,9 @@ async fn malformed_requests_get_400_and_unknown_ids_404() {
     for path in [
         "/v1/jobs/01a1fffc-350e-77ae-9ccc-edc08879c51e",
         "/v1/jobs/..%2F..%2Fetc",
+        "/v1/runs/run-000000000000",
+        "/v1/runs/..%2F..%2Fjobs",
+        "/v1/shuffles/sh-000000000000",
         "/v1/nothing",
     ] {
         let resp = client.get(format!("{api}{path}")).send().await.unwrap();
@@ -222,39 +251,8 @@ async fn malformed_requests_get_400_and_unknown_ids_404() {
 async fn redis_queue_separate_worker_and_s3_lake() {
     let dir = tempfile::tempdir().unwrap();
     let input = binpack_input(dir.path());
-    let redis = Redis::start();
-    let s3 = S3::start("lakefish-e2e");
-    let lake_url = format!("s3://{}/lake", s3.bucket);
-    let env = s3.env();
-    let (_serve, api) = lakefish(
-        &[
-            "--lake",
-            &lake_url,
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--redis",
-            &redis.url,
-            "--no-workers",
-        ],
-        &env,
-        dir.path(),
-    );
-    let api = api.unwrap();
-    let (_worker, _) = lakefish(
-        &[
-            "--lake",
-            &lake_url,
-            "worker",
-            "--redis",
-            &redis.url,
-            "--name",
-            "e2e-worker",
-        ],
-        &env,
-        dir.path(),
-    );
-
+    let cluster = Cluster::start(dir.path(), "lakefish-e2e", &["e2e-worker"]);
+    let (api, s3) = (cluster.api.clone(), &cluster.s3);
     let id = submit_job(&api, &ingest_body(&input, "s3set")).await;
     let rec = wait_for_job(&api, &id, Duration::from_secs(180)).await;
     assert_eq!(rec.state, JobState::Succeeded, "{rec:?}");

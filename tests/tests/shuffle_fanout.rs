@@ -29,45 +29,8 @@ async fn fanned_out_shuffle_on_two_workers_equals_in_process() {
     let (chunks, seed) = (6u32, 7u64);
 
     // Distributed: API without workers, two worker processes, Redis, moto.
-    let redis = Redis::start();
-    let s3 = S3::start("lakefish-fanout");
-    let lake_url = format!("s3://{}/lake", s3.bucket);
-    let env = s3.env();
-    let (_serve, api) = lakefish(
-        &[
-            "--lake",
-            &lake_url,
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--redis",
-            &redis.url,
-            "--no-workers",
-        ],
-        &env,
-        dir.path(),
-    );
-    let api = api.unwrap();
-    let _workers: Vec<_> = ["w1", "w2"]
-        .iter()
-        .map(|name| {
-            lakefish(
-                &[
-                    "--lake",
-                    &lake_url,
-                    "worker",
-                    "--redis",
-                    &redis.url,
-                    "--name",
-                    name,
-                    "--threads",
-                    "1",
-                ],
-                &env,
-                dir.path(),
-            )
-        })
-        .collect();
+    let cluster = Cluster::start(dir.path(), "lakefish-fanout", &["w1", "w2"]);
+    let (api, s3) = (cluster.api.clone(), &cluster.s3);
     run(&api, json!({"kind": "ingest_binpack", "spec": {"inputs": inputs, "dataset": "fan", "rows_per_part": 1}})).await;
     run(
         &api,

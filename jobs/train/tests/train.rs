@@ -181,3 +181,71 @@ fn bad_inputs_fail_clearly_and_keep_the_last_good_checkpoint() {
         assert!(fx.rt.block_on(fx.ctx.lake.get(&key)).unwrap().is_some());
     }
 }
+
+#[test]
+fn checkpoints_of_another_architecture_or_damaged_ones_are_refused() {
+    let fx = fixture(3);
+    let mut small = spec(&fx.shuffle);
+    small.max_steps = Some(2);
+    let a = train(&fx.ctx, &JobId::new(), &small).unwrap();
+    let mut wide = small.clone();
+    wide.arch = "48x2-8".into();
+    let b = train(&fx.ctx, &JobId::new(), &wide).unwrap();
+    let key_of = |run: &lakefish_schemas::RunRecord| {
+        format!(
+            "{}/checkpoints/{}",
+            run_prefix(&run.id),
+            run.checkpoints.last().unwrap()
+        )
+    };
+    let a_bytes = fx
+        .rt
+        .block_on(fx.ctx.lake.get(&key_of(&a)))
+        .unwrap()
+        .unwrap();
+    let b_key = key_of(&b);
+    let b_bytes = fx.rt.block_on(fx.ctx.lake.get(&b_key)).unwrap().unwrap();
+    let mut resume = wide.clone();
+    resume.max_steps = Some(4);
+    resume.resume = Some(b.id.clone());
+
+    // Run b's last checkpoint replaced by one of run a (32x2-8): the tensor that does not fit
+    // is named, and nothing is trained.
+    fx.rt
+        .block_on(fx.ctx.lake.put(&b_key, a_bytes.to_vec()))
+        .unwrap();
+    let err = train(&fx.ctx, &JobId::new(), &resume)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("ft.weight") && err.contains("another architecture"),
+        "{err}"
+    );
+
+    // A truncated checkpoint.
+    fx.rt
+        .block_on(
+            fx.ctx
+                .lake
+                .put(&b_key, b_bytes[..b_bytes.len() / 2].to_vec()),
+        )
+        .unwrap();
+    let err = train(&fx.ctx, &JobId::new(), &resume)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains(&b_key), "{err}");
+    let rec = fx
+        .rt
+        .block_on(read_run(&fx.ctx.lake, &b.id))
+        .unwrap()
+        .unwrap();
+    assert_eq!(rec.step, 2, "the refused resumes did not move the run");
+
+    // Resuming with other settings is refused too.
+    let mut other = resume.clone();
+    other.lr = 0.5;
+    let err = train(&fx.ctx, &JobId::new(), &other)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("other settings"), "{err}");
+}
