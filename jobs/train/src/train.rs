@@ -417,7 +417,7 @@ pub fn train(ctx: &JobContext, job: &JobId, spec: &TrainSpec) -> Result<RunRecor
     tch::set_num_threads(threads as i32);
     let now = lakefish_jobs::records::now;
     // A new run, or the one to resume (same settings except the step budget).
-    let (id, mut record) = match &spec.resume {
+    let (id, record) = match &spec.resume {
         Some(id) => {
             let rec = ctx
                 .block_on(read_run(&ctx.lake, id))?
@@ -438,11 +438,18 @@ pub fn train(ctx: &JobContext, job: &JobId, spec: &TrainSpec) -> Result<RunRecor
             (id.clone(), rec)
         }
         None => {
-            // The job id's last 12 hex digits are random (UUIDv7).
+            // The job id's last 12 hex digits are random (UUIDv7). The same job delivered
+            // again (its worker died) finds its run and goes on from the last checkpoint.
             let id = format!(
                 "run-{}",
                 &job.as_str()[job.as_str().len().saturating_sub(12)..]
             );
+            if let Some(mut rec) = ctx.block_on(read_run(&ctx.lake, &id))?
+                && &rec.spec == spec
+            {
+                rec.finished = false;
+                return continue_run(ctx, spec, setup, id, rec);
+            }
             let rec = RunRecord {
                 id: id.clone(),
                 spec: spec.clone(),
@@ -450,7 +457,7 @@ pub fn train(ctx: &JobContext, job: &JobId, spec: &TrainSpec) -> Result<RunRecor
                 step: 0,
                 epoch: 0,
                 checkpoints: Vec::new(),
-                train_positions: manifest.rows,
+                train_positions: setup.train.iter().map(|&i| manifest.chunks[i].rows).sum(),
                 val_positions: 0,
                 val_loss: Vec::new(),
                 material_val_loss: None,
@@ -461,6 +468,19 @@ pub fn train(ctx: &JobContext, job: &JobId, spec: &TrainSpec) -> Result<RunRecor
             (id, rec)
         }
     };
+    continue_run(ctx, spec, setup, id, record)
+}
+
+/// Trains run `id` from its last checkpoint (or from scratch) until its step or epoch budget.
+fn continue_run(
+    ctx: &JobContext,
+    spec: &TrainSpec,
+    setup: Setup,
+    id: String,
+    mut record: RunRecord,
+) -> Result<RunRecord, TrainError> {
+    let threads = ctx.threads.max(1);
+    let now = lakefish_jobs::records::now;
     let prefix = run_prefix(&id);
     tch::manual_seed(spec.seed as i64);
     let model = Model::new(

@@ -249,3 +249,21 @@ fn checkpoints_of_another_architecture_or_damaged_ones_are_refused() {
         .to_string();
     assert!(err.contains("other settings"), "{err}");
 }
+
+#[test]
+fn the_same_job_delivered_again_continues_its_run() {
+    let fx = fixture(3);
+    let mut s = spec(&fx.shuffle);
+    s.max_steps = Some(3);
+    s.checkpoint_every = 1;
+    let job = JobId::new();
+    let first = train(&fx.ctx, &job, &s).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(5));
+    let again = train(&fx.ctx, &job, &s).unwrap();
+    assert_eq!(again.id, first.id);
+    assert_eq!(
+        again.created, first.created,
+        "the run record was continued, not replaced"
+    );
+    assert_eq!((again.step, &again.checkpoints), (3, &first.checkpoints));
+}
