@@ -445,7 +445,44 @@ pub fn write_uci(mv: Move, out: &mut Vec<u8>) {
     }
 }
 
-/// Writes a real binpack of `games` random legal games (scores and results made up,
+/// A made-up but learnable evaluation for synthetic games, side to move: half the usual
+/// material values plus 15 per rank each pawn has advanced. A net can learn it; a material
+/// count with full piece values is off by a factor of two.
+fn synthetic_score(pos: &Position) -> i16 {
+    let side = |c: Color| {
+        let mut v = 0i32;
+        for (pt, value) in [
+            (PieceType::Pawn, 104),
+            (PieceType::Knight, 390),
+            (PieceType::Bishop, 412),
+            (PieceType::Rook, 638),
+            (PieceType::Queen, 1269),
+        ] {
+            v += pos.pieces_bb_color(c, pt).bits().count_ones() as i32 * value;
+        }
+        let mut pawns = pos.pieces_bb_color(c, PieceType::Pawn).bits();
+        while pawns != 0 {
+            let rank = (pawns.trailing_zeros() >> 3) as i32;
+            v += 15
+                * if c == Color::White {
+                    rank - 1
+                } else {
+                    6 - rank
+                };
+            pawns &= pawns - 1;
+        }
+        v
+    };
+    let us = pos.side_to_move();
+    let them = if us == Color::White {
+        Color::Black
+    } else {
+        Color::White
+    };
+    (side(us) - side(them)).clamp(-3000, 3000) as i16
+}
+
+/// Writes a real binpack of `games` random legal games (scores from `synthetic_score`, results made up,
 /// a few "no score" entries), for tests and demos that must not depend on sample files.
 pub fn synthetic_binpack(games: usize, seed: u64) -> Vec<u8> {
     use lakefish_engine::random_games::{MoveKind, SplitMix, random_game};
@@ -477,7 +514,7 @@ pub fn synthetic_binpack(games: usize, seed: u64) -> Vec<u8> {
             let score = if rng.below(20) == 0 {
                 BINPACK_NO_SCORE
             } else {
-                rng.below(801) as i16 - 400
+                synthetic_score(&pos) + rng.below(61) as i16 - 30
             };
             let entry = TrainingDataEntry {
                 pos,
