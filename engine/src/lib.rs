@@ -7,6 +7,7 @@
 
 pub mod features;
 pub mod fen;
+pub mod nnue;
 pub mod random_games;
 pub mod rules;
 pub mod scores;

@@ -23,14 +23,21 @@ pub trait JobSubmitter: Send + Sync {
     fn submit(&self, id: JobId, spec: JobSpec) -> Result<(), JobError>;
 }
 
-/// Runs `train` jobs. Lives in `lakefish-train` (the only crate linking libtorch); workers
-/// that have it pass it in, others refuse training jobs with a reason.
+/// Runs `train` and `quantize` jobs (both need the float model). Lives in `lakefish-train`
+/// (the only crate linking libtorch); workers that have it pass it in, others refuse these
+/// jobs with a reason.
 pub trait Trainer: Send + Sync {
     fn train(
         &self,
         ctx: &JobContext,
         id: &JobId,
         spec: &lakefish_schemas::TrainSpec,
+    ) -> Result<serde_json::Value, JobError>;
+
+    fn quantize(
+        &self,
+        ctx: &JobContext,
+        spec: &lakefish_schemas::QuantizeSpec,
     ) -> Result<serde_json::Value, JobError>;
 }
 

@@ -17,6 +17,7 @@ pub mod ingest_pgn;
 pub mod input;
 pub mod lake;
 pub mod masks;
+pub mod nets;
 pub mod parts;
 pub mod pgn;
 pub mod records;

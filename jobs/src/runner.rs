@@ -40,6 +40,16 @@ pub fn run_spec(
                 "this process cannot train (it was built without lakefish-train)".into(),
             )),
         },
+        JobSpec::Quantize(s) => match &ctx.trainer {
+            Some(t) => t.quantize(ctx, s),
+            None => Err(JobError::Failed(
+                "this process cannot quantize (it was built without lakefish-train)".into(),
+            )),
+        },
+        JobSpec::Register(s) => {
+            let m = crate::nets::register(ctx, s)?;
+            serde_json::to_value(m).map_err(|e| JobError::Internal(e.to_string()))
+        }
         JobSpec::ShuffleDeal(t) => crate::shuffle::deal_task(ctx, t),
         JobSpec::ShufflePile(t) => crate::shuffle::pile_task(ctx, t),
         JobSpec::Mask(s) => {

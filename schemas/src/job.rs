@@ -83,6 +83,10 @@ pub enum JobSpec {
     Mask(MaskSpec),
     Shuffle(ShuffleSpec),
     Train(crate::TrainSpec),
+    /// A run's checkpoint to a `.nnue` file, checked against the float model.
+    Quantize(crate::QuantizeSpec),
+    /// A quantized checkpoint into the content-addressed registry `nets/`.
+    Register(crate::RegisterSpec),
     /// Pass 1 of a fanned-out shuffle for one input part (queued by the `shuffle` job).
     ShuffleDeal(ShuffleTask),
     /// Pass 2 of a fanned-out shuffle for one pile (queued by the last deal).
@@ -132,8 +136,15 @@ impl IngestSpec {
 }
 
 impl JobSpec {
-    pub const KINDS: &'static [&'static str] =
-        &["ingest_binpack", "ingest_pgn", "mask", "shuffle", "train"];
+    pub const KINDS: &'static [&'static str] = &[
+        "ingest_binpack",
+        "ingest_pgn",
+        "mask",
+        "shuffle",
+        "train",
+        "quantize",
+        "register",
+    ];
 
     pub fn kind(&self) -> &'static str {
         match self {
@@ -142,6 +153,8 @@ impl JobSpec {
             JobSpec::Mask(_) => "mask",
             JobSpec::Shuffle(_) => "shuffle",
             JobSpec::Train(_) => "train",
+            JobSpec::Quantize(_) => "quantize",
+            JobSpec::Register(_) => "register",
             JobSpec::ShuffleDeal(_) => "shuffle_deal",
             JobSpec::ShufflePile(_) => "shuffle_pile",
         }
@@ -218,6 +231,24 @@ impl JobSpec {
                 let s: crate::TrainSpec = from_spec(spec).map_err(invalid)?;
                 s.validate().map_err(invalid)?;
                 Ok(JobSpec::Train(s))
+            }
+            "quantize" => {
+                let invalid = |message: String| SpecError::Invalid {
+                    kind: "quantize",
+                    message,
+                };
+                let s: crate::QuantizeSpec = from_spec(spec).map_err(invalid)?;
+                s.validate().map_err(invalid)?;
+                Ok(JobSpec::Quantize(s))
+            }
+            "register" => {
+                let invalid = |message: String| SpecError::Invalid {
+                    kind: "register",
+                    message,
+                };
+                let s: crate::RegisterSpec = from_spec(spec).map_err(invalid)?;
+                s.validate().map_err(invalid)?;
+                Ok(JobSpec::Register(s))
             }
             k @ ("shuffle_deal" | "shuffle_pile") if internal => {
                 let kind = if k == "shuffle_deal" {

@@ -9,6 +9,7 @@ pub mod games;
 pub mod job;
 pub mod mask;
 pub mod names;
+pub mod nets;
 pub mod positions;
 pub mod shuffle;
 pub mod train;
@@ -20,5 +21,6 @@ pub use job::{
 };
 pub use mask::{MaskDefinition, MaskManifest, MaskName, MaskSpec};
 pub use names::{DatasetName, NameError, Source, raw_key};
+pub use nets::{NetManifest, QuantizationError, QuantizeReport, QuantizeSpec, RegisterSpec};
 pub use shuffle::{ShuffleManifest, ShufflePlan, ShuffleSpec, ShuffleTask};
 pub use train::{RunRecord, TrainSpec};

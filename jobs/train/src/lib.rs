@@ -7,6 +7,7 @@
 pub mod bench;
 pub mod loader;
 pub mod model;
+pub mod quantize;
 pub mod train;
 
 use lakefish_jobs::{JobContext, JobError};
@@ -16,12 +17,14 @@ use lakefish_schemas::{JobId, TrainSpec};
 pub enum TrainError {
     #[error("chunk {chunk}: {reason}")]
     Data { chunk: String, reason: String },
-    #[error("architecture {arch:?} does not parse: {reason}")]
-    Arch { arch: String, reason: String },
+    #[error(transparent)]
+    Arch(#[from] lakefish_engine::nnue::ArchError),
     #[error("{0}")]
     Spec(String),
     #[error("checkpoint {key}: {reason}")]
     Checkpoint { key: String, reason: String },
+    #[error("tensor {tensor}: {reason}; nothing was written")]
+    Quantize { tensor: String, reason: String },
     #[error("libtorch: {0}")]
     Torch(#[from] tch::TchError),
     #[error(transparent)]
@@ -52,5 +55,14 @@ impl lakefish_jobs::Trainer for LakefishTrainer {
     ) -> Result<serde_json::Value, JobError> {
         let record = train::train(ctx, id, spec)?;
         serde_json::to_value(record).map_err(|e| JobError::Internal(e.to_string()))
+    }
+
+    fn quantize(
+        &self,
+        ctx: &JobContext,
+        spec: &lakefish_schemas::QuantizeSpec,
+    ) -> Result<serde_json::Value, JobError> {
+        let report = quantize::quantize(ctx, spec)?;
+        serde_json::to_value(report).map_err(|e| JobError::Internal(e.to_string()))
     }
 }

@@ -68,6 +68,17 @@ impl Batch {
         self.score.is_empty()
     }
 
+    /// A row with features only (score, result and material zero): for evaluating nets.
+    pub fn push_features(&mut self, stm: &[u32], nstm: &[u32]) {
+        self.stm_offsets.push(self.stm_indices.len() as i64);
+        self.stm_indices.extend(stm.iter().map(|&i| i as i64));
+        self.nstm_offsets.push(self.nstm_indices.len() as i64);
+        self.nstm_indices.extend(nstm.iter().map(|&i| i as i64));
+        self.score.push(0.0);
+        self.result.push(0.0);
+        self.material.push(0.0);
+    }
+
     fn push(&mut self, s: &Sample) {
         self.stm_offsets.push(self.stm_indices.len() as i64);
         self.stm_indices.extend(s.stm.iter().map(|&i| i as i64));

@@ -4,67 +4,10 @@
 //! Parameters are plain tensors (not a `VarStore`) so that checkpoints hold exactly what
 //! exact resume needs: weights, Adam moments and the step, by name.
 
-use crate::TrainError;
 use crate::loader::Batch;
 use tch::{Device, Kind, Tensor};
 
-/// Network shape from strings like `256x2-32-32`: feature transformer width 256 (the `x2` is
-/// the two perspectives), then hidden layers of 32 and 32, then one output.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Arch {
-    pub l1: i64,
-    pub hidden: Vec<i64>,
-}
-
-impl Arch {
-    pub fn parse(s: &str) -> Result<Arch, TrainError> {
-        let bad = |why: &str| TrainError::Arch {
-            arch: s.to_string(),
-            reason: why.to_string(),
-        };
-        let mut parts = s.split('-');
-        let first = parts.next().unwrap_or("");
-        let l1 = first
-            .strip_suffix("x2")
-            .ok_or_else(|| bad("the first layer must be written WIDTHx2, like 256x2"))?;
-        let l1: i64 = l1.parse().map_err(|_| bad("the width is not a number"))?;
-        let hidden = parts
-            .map(|p| {
-                p.parse::<i64>()
-                    .map_err(|_| bad("a hidden layer size is not a number"))
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        if !(1..=4096).contains(&l1) || hidden.iter().any(|h| !(1..=1024).contains(h)) {
-            return Err(bad(
-                "layer sizes must be 1..=4096 (first) and 1..=1024 (hidden)",
-            ));
-        }
-        Ok(Arch { l1, hidden })
-    }
-
-    /// Input and output widths of each dense layer, the output layer last.
-    pub fn dense(&self) -> Vec<(i64, i64)> {
-        let mut widths = vec![2 * self.l1];
-        widths.extend(&self.hidden);
-        widths.push(1);
-        widths.windows(2).map(|w| (w[0], w[1])).collect()
-    }
-}
-
-impl std::fmt::Display for Arch {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}x2", self.l1)?;
-        for h in &self.hidden {
-            write!(f, "-{h}")?;
-        }
-        Ok(())
-    }
-}
-
-/// Largest magnitude a dense weight may take: the quantizer stores them as int8 × 64.
-pub const MAX_DENSE_WEIGHT: f64 = 127.0 / 64.0;
-/// The network's output times this is a score in internal units (nnue-pytorch's nnue2score).
-pub const OUTPUT_SCALE: f64 = 600.0;
+pub use lakefish_engine::nnue::{Arch, MAX_HIDDEN_WEIGHT, MAX_OUTPUT_WEIGHT, OUTPUT_SCALE};
 
 pub struct Model {
     pub arch: Arch,
@@ -84,15 +27,16 @@ impl Model {
         let mut params = vec![
             (
                 "ft.weight".to_string(),
-                uniform(&[inputs, arch.l1], ft_bound),
+                uniform(&[inputs, arch.l1 as i64], ft_bound),
             ),
             (
                 "ft.bias".to_string(),
-                Tensor::zeros([arch.l1], (Kind::Float, device)),
+                Tensor::zeros([arch.l1 as i64], (Kind::Float, device)),
             ),
         ];
         for (i, (fan_in, out)) in arch.dense().into_iter().enumerate() {
             let b = 1.0 / (fan_in as f64).sqrt();
+            let (out, fan_in) = (out as i64, fan_in as i64);
             params.push((format!("l{i}.weight"), uniform(&[out, fan_in], b)));
             params.push((format!("l{i}.bias"), uniform(&[out], b)));
         }
@@ -118,6 +62,18 @@ impl Model {
 
     /// Network output (`[batch, 1]`); times [`OUTPUT_SCALE`] it is a score in internal units.
     pub fn forward(&self, b: &BatchTensors) -> Tensor {
+        let mut inputs = self.dense_inputs(b);
+        let last = inputs.len() - 1;
+        let x = inputs.pop().expect("an output layer");
+        x.linear(
+            self.param(&format!("l{last}.weight")),
+            Some(self.param(&format!("l{last}.bias"))),
+        )
+    }
+
+    /// The input of every dense layer (the feature transformer's output first), after the
+    /// clipped ReLU: what the quantizer calibrates biases with.
+    pub fn dense_inputs(&self, b: &BatchTensors) -> Vec<Tensor> {
         let w = self.param("ft.weight");
         let bias = self.param("ft.bias");
         let bag = |idx: &Tensor, off: &Tensor| {
@@ -125,27 +81,29 @@ impl Model {
         };
         let stm = bag(&b.stm_indices, &b.stm_offsets);
         let nstm = bag(&b.nstm_indices, &b.nstm_offsets);
-        let mut x = Tensor::cat(&[stm, nstm], 1).clamp(0.0, 1.0);
-        let layers = self.arch.dense().len();
-        for i in 0..layers {
+        let mut inputs = vec![Tensor::cat(&[stm, nstm], 1).clamp(0.0, 1.0)];
+        for i in 0..self.arch.dense().len() - 1 {
             let w = self.param(&format!("l{i}.weight"));
             let bias = self.param(&format!("l{i}.bias"));
-            x = x.linear(w, Some(bias));
-            if i + 1 < layers {
-                x = x.clamp(0.0, 1.0);
-            }
+            let x = inputs[i].linear(w, Some(bias)).clamp(0.0, 1.0);
+            inputs.push(x);
         }
-        x
+        inputs
     }
 
-    /// Keeps dense weights where the quantizer can represent them.
+    /// Keeps dense weights where the quantizer can represent them (int8 at the layer's
+    /// scale, see `lakefish_engine::nnue`).
     pub fn clip(&self) {
+        let output = format!("l{}.weight", self.arch.dense().len() - 1);
         tch::no_grad(|| {
             for (name, t) in &self.params {
                 if name.starts_with('l') && name.ends_with(".weight") {
-                    let _ = t
-                        .shallow_clone()
-                        .clamp_(-MAX_DENSE_WEIGHT, MAX_DENSE_WEIGHT);
+                    let max = if *name == output {
+                        MAX_OUTPUT_WEIGHT
+                    } else {
+                        MAX_HIDDEN_WEIGHT
+                    };
+                    let _ = t.shallow_clone().clamp_(-max, max);
                 }
             }
         });

@@ -66,17 +66,20 @@ impl ChunkSource for LakeChunks {
 }
 
 /// The resolved settings of a run.
-struct Setup {
-    features: FeatureSetKind,
-    arch: Arch,
+pub(crate) struct Setup {
+    pub(crate) features: FeatureSetKind,
+    pub(crate) arch: Arch,
     loss: Loss,
     device: Device,
-    train: Vec<usize>,
-    val: Vec<usize>,
-    source: Arc<LakeChunks>,
+    pub(crate) train: Vec<usize>,
+    pub(crate) val: Vec<usize>,
+    pub(crate) source: Arc<LakeChunks>,
 }
 
-fn resolve(ctx: &JobContext, spec: &TrainSpec) -> Result<(Setup, ShuffleManifest), TrainError> {
+pub(crate) fn resolve(
+    ctx: &JobContext,
+    spec: &TrainSpec,
+) -> Result<(Setup, ShuffleManifest), TrainError> {
     let features =
         FeatureSetKind::from_name(&spec.features).map_err(|e| TrainError::Spec(e.to_string()))?;
     let arch = Arch::parse(&spec.arch)?;
@@ -231,7 +234,7 @@ pub(crate) fn train_step(
 
 /// Where a run stands in its data, saved in every checkpoint.
 #[derive(Debug, Clone, Copy, PartialEq)]
-struct Position {
+pub(crate) struct Position {
     step: u64,
     epoch: u32,
     /// Batches of this epoch already trained.
@@ -257,7 +260,7 @@ fn save_checkpoint(model: &Model, adam: &Adam, at: Position) -> Result<Vec<u8>, 
 
 /// Loads a checkpoint into a model of the same architecture; an error naming the tensor that
 /// does not fit otherwise.
-fn load_checkpoint(
+pub(crate) fn load_checkpoint(
     bytes: &[u8],
     key: &str,
     model: &Model,

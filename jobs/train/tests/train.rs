@@ -1,52 +1,11 @@
 //! Training on a real (local) lake: exact resume, quality against a material-only predictor,
 //! and bad input (missing shuffle, bad architecture, a malformed FEN in a chunk).
 
-use lakefish_jobs::binpack::synthetic_binpack;
-use lakefish_jobs::{JobContext, Lake};
-use lakefish_schemas::{JobId, TrainSpec};
+use lakefish_schemas::JobId;
 use lakefish_train::train::{epoch_order, read_run, run_prefix, train};
-use std::collections::HashMap;
-use std::path::Path;
 
-struct Fixture {
-    _dir: tempfile::TempDir,
-    ctx: JobContext,
-    rt: tokio::runtime::Runtime,
-    shuffle: String,
-}
-
-/// A lake with a quiet-masked, shuffled dataset: the shared sample binpack when present,
-/// else generated games.
-fn fixture(chunks: u32) -> Fixture {
-    let dir = tempfile::tempdir().unwrap();
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    let lake = Lake::open(dir.path().join("lake").to_str().unwrap(), &HashMap::new()).unwrap();
-    let ctx = JobContext::new(lake, rt.handle().clone()).with_threads(2);
-    let shared =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/binpack/small.binpack");
-    let input = if shared.exists() {
-        shared
-    } else {
-        let p = dir.path().join("games.binpack");
-        std::fs::write(&p, synthetic_binpack(3000, 5)).unwrap();
-        p
-    };
-    let m = lakefish_jobs::bench::quiet_shuffle(&ctx, input.to_str().unwrap(), "train", chunks, 3)
-        .unwrap();
-    Fixture {
-        _dir: dir,
-        ctx,
-        rt,
-        shuffle: m.id,
-    }
-}
-
-fn spec(shuffle: &str) -> TrainSpec {
-    serde_json::from_value(serde_json::json!({
-        "shuffle": shuffle, "arch": "32x2-8", "batch_size": 1024, "device": "cpu", "seed": 11
-    }))
-    .unwrap()
-}
+mod common;
+use common::{Fixture, fixture, spec};
 
 fn last_checkpoint(fx: &Fixture, run: &str) -> Vec<(String, tch::Tensor)> {
     let rec = fx

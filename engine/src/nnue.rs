@@ -1,0 +1,715 @@
+//! Quantized NNUE networks: the `.nnue` file format and integer inference.
+//!
+//! # Quantization (the Stockfish scheme, as nnue-pytorch serializes it)
+//!
+//! | tensor                 | stored | scale                  | float range            |
+//! |------------------------|--------|------------------------|------------------------|
+//! | `ft.weight`, `ft.bias` | i16    | ×127                   | ±258                   |
+//! | hidden `lN.weight`     | i8     | ×64                    | ±127/64                |
+//! | hidden `lN.bias`       | i32    | ×127·64                | ±2^31/8128             |
+//! | output weight          | i8     | ×600·16/127 (≈ 75.6)   | ±127²/9600 ≈ ±1.68     |
+//! | output bias            | i32    | ×600·16                |                        |
+//!
+//! Activations are 0..=127 for 0..=1. A hidden layer's sums carry scale 127·64 and are
+//! divided by 64 (rounded) before the clipped ReLU. The output layer's sum carries scale
+//! 600·16, so dividing it by 16 gives 600 × the float output: a score in Stockfish internal
+//! units (the lake's score unit), like nnue-pytorch's `nnue2score = 600`.
+//!
+//! # File layout (all integers little-endian)
+//!
+//! ```text
+//! magic        8 bytes  "LKFNNUE\n"
+//! version      u32      1
+//! arch hash    u32      FNV-1a of "features=<set>;arch=<arch>;<scheme>" (see arch_hash)
+//! features     u16 length, UTF-8   e.g. "halfkp"
+//! arch         u16 length, UTF-8   e.g. "256x2-32-32"
+//! description  u32 length, UTF-8   free text (run, checkpoint, ...)
+//! tensors      u32 count, then per tensor:
+//!              u16 length + name, u8 dtype (1 = i8, 2 = i16, 4 = i32),
+//!              u8 rank, rank × u32 dims, then the values
+//! ```
+//!
+//! Tensors come in a fixed order: `ft.bias` `[l1]`, `ft.weight` `[inputs, l1]`, then for
+//! each dense layer `lN.bias` `[out]` and `lN.weight` `[out, in]`. The reader checks every
+//! name, type and shape against the header's architecture and rejects a wrong version, a
+//! wrong hash, a short file and trailing bytes.
+
+use crate::features::{FeatureError, FeatureSetKind};
+use shakmaty::{Board, Color};
+use std::fmt;
+
+pub const MAGIC: &[u8; 8] = b"LKFNNUE\n";
+pub const VERSION: u32 = 1;
+/// Feature-transformer quantization: 1.0 is stored as 127.
+pub const FT_SCALE: f64 = 127.0;
+/// Hidden-layer weight quantization: 1.0 is stored as 64 (a right shift by 6).
+pub const WEIGHT_SCALE: f64 = 64.0;
+const WEIGHT_SHIFT: u32 = 6;
+/// The float network's output times this is a score in internal units.
+pub const OUTPUT_SCALE: f64 = 600.0;
+/// The output layer's sum is divided by this (a right shift by 4).
+const OUTPUT_DIVISOR_SHIFT: u32 = 4;
+/// Output-layer weight quantization: `OUTPUT_SCALE · 16 / 127`.
+pub const OUTPUT_WEIGHT_SCALE: f64 = OUTPUT_SCALE * 16.0 / FT_SCALE;
+/// Output-layer bias quantization: `OUTPUT_SCALE · 16`.
+pub const OUTPUT_BIAS_SCALE: f64 = OUTPUT_SCALE * 16.0;
+/// Largest float weight a hidden layer may have (int8 at ×64).
+pub const MAX_HIDDEN_WEIGHT: f64 = 127.0 / WEIGHT_SCALE;
+/// Largest float weight the output layer may have (int8 at ×[`OUTPUT_WEIGHT_SCALE`]).
+pub const MAX_OUTPUT_WEIGHT: f64 = 127.0 / OUTPUT_WEIGHT_SCALE;
+/// Names the quantization scheme inside the architecture hash.
+const SCHEME: &str = "ft=i16x127;hidden=i8x64,i32x8128;out=i8x9600/127,i32x9600,/16";
+
+/// Network shape from strings like `256x2-32-32`: feature transformer width 256 (the `x2` is
+/// the two perspectives), then hidden layers of 32 and 32, then one output.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Arch {
+    pub l1: usize,
+    pub hidden: Vec<usize>,
+}
+
+/// An architecture string that does not parse.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("architecture {arch:?} does not parse: {reason}")]
+pub struct ArchError {
+    pub arch: String,
+    pub reason: String,
+}
+
+impl Arch {
+    pub fn parse(s: &str) -> Result<Arch, ArchError> {
+        let bad = |why: &str| ArchError {
+            arch: s.to_string(),
+            reason: why.to_string(),
+        };
+        let mut parts = s.split('-');
+        let first = parts.next().unwrap_or("");
+        let l1 = first
+            .strip_suffix("x2")
+            .ok_or_else(|| bad("the first layer must be written WIDTHx2, like 256x2"))?;
+        let l1: usize = l1.parse().map_err(|_| bad("the width is not a number"))?;
+        let hidden = parts
+            .map(|p| {
+                p.parse::<usize>()
+                    .map_err(|_| bad("a hidden layer size is not a number"))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        if !(1..=4096).contains(&l1) || hidden.iter().any(|h| !(1..=1024).contains(h)) {
+            return Err(bad(
+                "layer sizes must be 1..=4096 (first) and 1..=1024 (hidden)",
+            ));
+        }
+        Ok(Arch { l1, hidden })
+    }
+
+    /// `(inputs, outputs)` of each dense layer, the output layer last.
+    pub fn dense(&self) -> Vec<(usize, usize)> {
+        let mut widths = vec![2 * self.l1];
+        widths.extend(&self.hidden);
+        widths.push(1);
+        widths.windows(2).map(|w| (w[0], w[1])).collect()
+    }
+}
+
+impl fmt::Display for Arch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}x2", self.l1)?;
+        for h in &self.hidden {
+            write!(f, "-{h}")?;
+        }
+        Ok(())
+    }
+}
+
+/// The hash a file's header must carry for its feature set and architecture: FNV-1a (32 bit)
+/// of `features=<set>;arch=<arch>;<quantization scheme>`. It changes whenever the meaning
+/// of the tensors would, so a file written under other rules is refused, not misread.
+pub fn arch_hash(features: FeatureSetKind, arch: &Arch) -> u32 {
+    let text = format!("features={};arch={arch};{SCHEME}", features.name());
+    text.bytes().fold(0x811c_9dc5u32, |h, b| {
+        (h ^ b as u32).wrapping_mul(0x0100_0193)
+    })
+}
+
+/// Why a `.nnue` file or a set of quantized tensors was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NnueError {
+    #[error("not a lakefish .nnue file (magic bytes {0:?})")]
+    Magic(Vec<u8>),
+    #[error("format version {found}; this build reads version {VERSION}")]
+    Version { found: u32 },
+    #[error(
+        "architecture hash {found:#010x} does not match {expected:#010x} for {features} {arch} (written under other quantization rules, or a corrupt header)"
+    )]
+    Hash {
+        found: u32,
+        expected: u32,
+        features: String,
+        arch: String,
+    },
+    #[error("the file ends early at byte {at} while reading {what}")]
+    Truncated { at: usize, what: String },
+    #[error("{0} trailing bytes after the last tensor")]
+    Trailing(usize),
+    #[error("tensor {name}: {reason}")]
+    Tensor { name: String, reason: String },
+    #[error("header: {0}")]
+    Header(String),
+}
+
+/// One dense layer: `weights` is `[outputs, inputs]`, row-major.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Dense {
+    pub inputs: usize,
+    pub outputs: usize,
+    pub bias: Vec<i32>,
+    pub weights: Vec<i8>,
+}
+
+/// A quantized network, ready to evaluate.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Network {
+    pub features: FeatureSetKind,
+    pub arch: Arch,
+    pub description: String,
+    pub ft_bias: Vec<i16>,
+    /// `[inputs, l1]`: the row of feature `f` starts at `f · l1`.
+    pub ft_weights: Vec<i16>,
+    /// Hidden layers, then the output layer.
+    pub layers: Vec<Dense>,
+}
+
+/// The feature transformer's output for both perspectives, indexed by `Color as usize`
+/// (shakmaty: Black 0, White 1).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Accumulator {
+    pub values: [Vec<i16>; 2],
+}
+
+impl Network {
+    /// Assembles a network, checking every tensor's length against the architecture.
+    pub fn new(
+        features: FeatureSetKind,
+        arch: Arch,
+        description: String,
+        ft_bias: Vec<i16>,
+        ft_weights: Vec<i16>,
+        layers: Vec<Dense>,
+    ) -> Result<Network, NnueError> {
+        let net = Network {
+            features,
+            arch,
+            description,
+            ft_bias,
+            ft_weights,
+            layers,
+        };
+        for t in net.expected_tensors() {
+            let len = match t.name.as_str() {
+                "ft.bias" => net.ft_bias.len(),
+                "ft.weight" => net.ft_weights.len(),
+                _ => {
+                    let i = t.layer.expect("dense tensor");
+                    match net.layers.get(i) {
+                        None => 0,
+                        Some(l) if t.name.ends_with("bias") => l.bias.len(),
+                        Some(l) => l.weights.len(),
+                    }
+                }
+            };
+            if len != t.len() {
+                let reason = format!("{len} values, the architecture needs {}", t.len());
+                return Err(NnueError::Tensor {
+                    name: t.name,
+                    reason,
+                });
+            }
+        }
+        if net.layers.len() != net.arch.dense().len() {
+            return Err(NnueError::Header(format!(
+                "{} dense layers, the architecture has {}",
+                net.layers.len(),
+                net.arch.dense().len()
+            )));
+        }
+        Ok(net)
+    }
+
+    fn expected_tensors(&self) -> Vec<TensorSpec> {
+        let l1 = self.arch.l1;
+        let mut v = vec![
+            TensorSpec::new("ft.bias", 2, vec![l1], None),
+            TensorSpec::new("ft.weight", 2, vec![self.features.inputs(), l1], None),
+        ];
+        for (i, (inputs, outputs)) in self.arch.dense().into_iter().enumerate() {
+            v.push(TensorSpec::new(
+                &format!("l{i}.bias"),
+                4,
+                vec![outputs],
+                Some(i),
+            ));
+            v.push(TensorSpec::new(
+                &format!("l{i}.weight"),
+                1,
+                vec![outputs, inputs],
+                Some(i),
+            ));
+        }
+        v
+    }
+
+    /// The file's bytes.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(64 + 2 * self.ft_weights.len());
+        out.extend_from_slice(MAGIC);
+        out.extend_from_slice(&VERSION.to_le_bytes());
+        out.extend_from_slice(&arch_hash(self.features, &self.arch).to_le_bytes());
+        let short = |out: &mut Vec<u8>, s: &str| {
+            out.extend_from_slice(&(s.len() as u16).to_le_bytes());
+            out.extend_from_slice(s.as_bytes());
+        };
+        short(&mut out, self.features.name());
+        short(&mut out, &self.arch.to_string());
+        out.extend_from_slice(&(self.description.len() as u32).to_le_bytes());
+        out.extend_from_slice(self.description.as_bytes());
+        let specs = self.expected_tensors();
+        out.extend_from_slice(&(specs.len() as u32).to_le_bytes());
+        for t in specs {
+            short(&mut out, &t.name);
+            out.push(t.dtype);
+            out.push(t.dims.len() as u8);
+            for d in &t.dims {
+                out.extend_from_slice(&(*d as u32).to_le_bytes());
+            }
+            match (t.name.as_str(), t.layer) {
+                ("ft.bias", _) => self.ft_bias.iter().for_each(|v| {
+                    out.extend_from_slice(&v.to_le_bytes());
+                }),
+                ("ft.weight", _) => self.ft_weights.iter().for_each(|v| {
+                    out.extend_from_slice(&v.to_le_bytes());
+                }),
+                (name, Some(i)) if name.ends_with("bias") => self.layers[i]
+                    .bias
+                    .iter()
+                    .for_each(|v| out.extend_from_slice(&v.to_le_bytes())),
+                (_, Some(i)) => out.extend(self.layers[i].weights.iter().map(|&v| v as u8)),
+                _ => unreachable!("every tensor is ft.* or a dense layer's"),
+            }
+        }
+        out
+    }
+
+    /// Reads a `.nnue` file, refusing anything that is not exactly one well-formed network.
+    pub fn from_bytes(bytes: &[u8]) -> Result<Network, NnueError> {
+        let mut r = Reader { bytes, at: 0 };
+        let magic = r.take(8, "the magic bytes")?;
+        if magic != MAGIC {
+            return Err(NnueError::Magic(magic.to_vec()));
+        }
+        let version = r.u32("the version")?;
+        if version != VERSION {
+            return Err(NnueError::Version { found: version });
+        }
+        let hash = r.u32("the architecture hash")?;
+        let features = r.string16("the feature set")?;
+        let arch_text = r.string16("the architecture")?;
+        let features =
+            FeatureSetKind::from_name(&features).map_err(|e| NnueError::Header(e.to_string()))?;
+        let arch = Arch::parse(&arch_text).map_err(|e| NnueError::Header(e.to_string()))?;
+        let expected = arch_hash(features, &arch);
+        if hash != expected {
+            return Err(NnueError::Hash {
+                found: hash,
+                expected,
+                features: features.name().to_string(),
+                arch: arch_text,
+            });
+        }
+        let len = r.u32("the description length")? as usize;
+        let description = String::from_utf8(r.take(len, "the description")?.to_vec())
+            .map_err(|_| NnueError::Header("the description is not UTF-8".into()))?;
+        let mut net = Network {
+            features,
+            arch,
+            description,
+            ft_bias: Vec::new(),
+            ft_weights: Vec::new(),
+            layers: Vec::new(),
+        };
+        let specs = net.expected_tensors();
+        let count = r.u32("the tensor count")? as usize;
+        if count != specs.len() {
+            return Err(NnueError::Header(format!(
+                "{count} tensors, the architecture has {}",
+                specs.len()
+            )));
+        }
+        for t in specs {
+            let name = r.string16("a tensor name")?;
+            if name != t.name {
+                return Err(NnueError::Tensor {
+                    name,
+                    reason: format!("found where {} belongs", t.name),
+                });
+            }
+            let what = format!("tensor {name}");
+            let dtype = r.take(1, &what)?[0];
+            let rank = r.take(1, &what)?[0] as usize;
+            let dims = (0..rank)
+                .map(|_| r.u32(&what).map(|d| d as usize))
+                .collect::<Result<Vec<_>, _>>()?;
+            if dtype != t.dtype || dims != t.dims {
+                return Err(NnueError::Tensor {
+                    name,
+                    reason: format!(
+                        "type {dtype} shape {dims:?}, the architecture needs type {} shape {:?}",
+                        t.dtype, t.dims
+                    ),
+                });
+            }
+            let data = r.take(t.len() * dtype as usize, &what)?;
+            match (t.name.as_str(), t.layer) {
+                ("ft.bias", _) => net.ft_bias = i16s(data),
+                ("ft.weight", _) => net.ft_weights = i16s(data),
+                (n, Some(_)) if n.ends_with("bias") => {
+                    // Its weights follow and fill in `inputs`.
+                    net.layers.push(Dense {
+                        inputs: 0,
+                        outputs: t.dims[0],
+                        bias: data
+                            .chunks_exact(4)
+                            .map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                            .collect(),
+                        weights: Vec::new(),
+                    });
+                }
+                (_, Some(i)) => {
+                    let layer = &mut net.layers[i];
+                    layer.inputs = t.dims[1];
+                    layer.weights = data.iter().map(|&b| b as i8).collect();
+                }
+                _ => unreachable!("every tensor is ft.* or a dense layer's"),
+            }
+        }
+        if r.at != bytes.len() {
+            return Err(NnueError::Trailing(bytes.len() - r.at));
+        }
+        Ok(net)
+    }
+
+    /// A fresh accumulator for `board`, both perspectives.
+    pub fn refresh(&self, board: &Board) -> Result<Accumulator, FeatureError> {
+        let mut features = Vec::with_capacity(self.features.max_active());
+        let mut values = [Vec::new(), Vec::new()];
+        for color in Color::ALL {
+            features.clear();
+            self.features.active_features(board, color, &mut features)?;
+            values[color as usize] = self.accumulate(&features);
+        }
+        Ok(Accumulator { values })
+    }
+
+    /// Feature-transformer output for one perspective's active features.
+    pub fn accumulate(&self, features: &[u32]) -> Vec<i16> {
+        let l1 = self.arch.l1;
+        let mut acc = self.ft_bias.clone();
+        for &f in features {
+            let row = &self.ft_weights[f as usize * l1..(f as usize + 1) * l1];
+            for (a, w) in acc.iter_mut().zip(row) {
+                // The quantizer proves sums of reachable positions fit; wrapping is what
+                // SIMD lanes would do and never panics on odd input.
+                *a = a.wrapping_add(*w);
+            }
+        }
+        acc
+    }
+
+    /// Score of the position for the side to move, in internal units.
+    pub fn evaluate(&self, acc: &Accumulator, side_to_move: Color) -> i32 {
+        self.propagate(
+            &acc.values[side_to_move as usize],
+            &acc.values[side_to_move.other() as usize],
+        )
+    }
+
+    /// Full-refresh evaluation of a board, for the side to move.
+    pub fn evaluate_board(&self, board: &Board, side_to_move: Color) -> Result<i32, FeatureError> {
+        Ok(self.evaluate(&self.refresh(board)?, side_to_move))
+    }
+
+    /// Dense layers over the two accumulators, side to move first.
+    pub fn propagate(&self, stm: &[i16], nstm: &[i16]) -> i32 {
+        let mut x: Vec<i32> = stm
+            .iter()
+            .chain(nstm)
+            .map(|&v| (v as i32).clamp(0, 127))
+            .collect();
+        let last = self.layers.len() - 1;
+        for (i, layer) in self.layers.iter().enumerate() {
+            let sums = layer.bias.iter().enumerate().map(|(o, &b)| {
+                let row = &layer.weights[o * layer.inputs..(o + 1) * layer.inputs];
+                b + row.iter().zip(&x).map(|(&w, &a)| w as i32 * a).sum::<i32>()
+            });
+            if i == last {
+                let sum = sums.into_iter().next().expect("one output");
+                return rounded_shift(sum, OUTPUT_DIVISOR_SHIFT);
+            }
+            x = sums
+                .map(|s| rounded_shift(s, WEIGHT_SHIFT).clamp(0, 127))
+                .collect();
+        }
+        unreachable!("a network has an output layer")
+    }
+}
+
+/// `v / 2^shift` rounded to nearest (halves up).
+fn rounded_shift(v: i32, shift: u32) -> i32 {
+    (v + (1 << (shift - 1))) >> shift
+}
+
+fn i16s(data: &[u8]) -> Vec<i16> {
+    data.chunks_exact(2)
+        .map(|c| i16::from_le_bytes([c[0], c[1]]))
+        .collect()
+}
+
+struct TensorSpec {
+    name: String,
+    dtype: u8,
+    dims: Vec<usize>,
+    layer: Option<usize>,
+}
+
+impl TensorSpec {
+    fn new(name: &str, dtype: u8, dims: Vec<usize>, layer: Option<usize>) -> Self {
+        TensorSpec {
+            name: name.to_string(),
+            dtype,
+            dims,
+            layer,
+        }
+    }
+    fn len(&self) -> usize {
+        self.dims.iter().product()
+    }
+}
+
+struct Reader<'a> {
+    bytes: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize, what: &str) -> Result<&'a [u8], NnueError> {
+        let end = self.at.checked_add(n).filter(|&e| e <= self.bytes.len());
+        let Some(end) = end else {
+            return Err(NnueError::Truncated {
+                at: self.bytes.len(),
+                what: what.to_string(),
+            });
+        };
+        let s = &self.bytes[self.at..end];
+        self.at = end;
+        Ok(s)
+    }
+    fn u32(&mut self, what: &str) -> Result<u32, NnueError> {
+        let b = self.take(4, what)?;
+        Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    }
+    fn string16(&mut self, what: &str) -> Result<String, NnueError> {
+        let b = self.take(2, what)?;
+        let n = u16::from_le_bytes([b[0], b[1]]) as usize;
+        let s = self.take(n, what)?;
+        String::from_utf8(s.to_vec()).map_err(|_| NnueError::Header(format!("{what} is not UTF-8")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::random_games::SplitMix;
+    use shakmaty::{Chess, Position};
+
+    /// A small random network with values spread over each type's whole range.
+    fn random_net(features: FeatureSetKind, arch: &str, seed: u64) -> Network {
+        let arch = Arch::parse(arch).unwrap();
+        let mut rng = SplitMix(seed);
+        let mut small = |range: i64| (rng.next_u64() % (2 * range as u64 + 1)) as i64 - range;
+        let l1 = arch.l1;
+        let ft_bias = (0..l1).map(|_| small(60) as i16).collect();
+        let ft_weights = (0..features.inputs() * l1)
+            .map(|_| small(20) as i16)
+            .collect();
+        let layers = arch
+            .dense()
+            .into_iter()
+            .map(|(inputs, outputs)| Dense {
+                inputs,
+                outputs,
+                bias: (0..outputs).map(|_| small(4000) as i32).collect(),
+                weights: (0..inputs * outputs).map(|_| small(127) as i8).collect(),
+            })
+            .collect();
+        Network::new(
+            features,
+            arch,
+            "test net".into(),
+            ft_bias,
+            ft_weights,
+            layers,
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn arch_parses_and_prints() {
+        let a = Arch::parse("256x2-32-32").unwrap();
+        assert_eq!(a.l1, 256);
+        assert_eq!(a.hidden, vec![32, 32]);
+        assert_eq!(a.to_string(), "256x2-32-32");
+        assert_eq!(a.dense(), vec![(512, 32), (32, 32), (32, 1)]);
+        for bad in ["256-32", "x2-32", "256x2-3a", "0x2", "256x2-2000", ""] {
+            let e = Arch::parse(bad).unwrap_err();
+            assert!(e.to_string().contains("does not parse"), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn round_trip_is_exact() {
+        for (features, arch) in [
+            (FeatureSetKind::All768, "16x2-8-4"),
+            (FeatureSetKind::HalfKp, "8x2-4"),
+            (FeatureSetKind::HalfKaV2Hm, "8x2"),
+        ] {
+            let net = random_net(features, arch, 7);
+            let bytes = net.to_bytes();
+            let back = Network::from_bytes(&bytes).unwrap();
+            assert_eq!(back, net);
+            assert_eq!(back.to_bytes(), bytes);
+        }
+    }
+
+    #[test]
+    fn damaged_files_are_refused_with_reasons() {
+        let net = random_net(FeatureSetKind::All768, "16x2-8", 1);
+        let bytes = net.to_bytes();
+
+        let mut v = bytes.clone();
+        v[8] = 2;
+        assert_eq!(
+            Network::from_bytes(&v).unwrap_err(),
+            NnueError::Version { found: 2 }
+        );
+
+        let mut v = bytes.clone();
+        v[12] ^= 1;
+        let e = Network::from_bytes(&v).unwrap_err();
+        assert!(matches!(e, NnueError::Hash { .. }), "{e}");
+        assert!(e.to_string().contains("all768 16x2-8"), "{e}");
+
+        let mut v = bytes.clone();
+        v.push(0);
+        assert_eq!(Network::from_bytes(&v).unwrap_err(), NnueError::Trailing(1));
+
+        for cut in [0, 7, 20, bytes.len() / 2, bytes.len() - 1] {
+            let e = Network::from_bytes(&bytes[..cut]).unwrap_err();
+            assert!(
+                matches!(e, NnueError::Truncated { .. } | NnueError::Magic(_)),
+                "cut at {cut}: {e}"
+            );
+        }
+
+        assert!(matches!(
+            Network::from_bytes(b"garbage garbage garbage").unwrap_err(),
+            NnueError::Magic(_)
+        ));
+
+        // A header claiming another width: the hash no longer matches.
+        let other = random_net(FeatureSetKind::All768, "32x2-8", 1);
+        let mut v = other.to_bytes();
+        let at = 8 + 4 + 4 + 2 + "all768".len() + 2;
+        v[at..at + 6].copy_from_slice(b"16x2-8");
+        let e = Network::from_bytes(&v).unwrap_err();
+        assert!(matches!(e, NnueError::Hash { .. }), "{e}");
+    }
+
+    #[test]
+    fn wrong_lengths_are_refused_on_assembly() {
+        let net = random_net(FeatureSetKind::All768, "16x2-8", 3);
+        let mut bias = net.ft_bias.clone();
+        bias.pop();
+        let e = Network::new(
+            net.features,
+            net.arch.clone(),
+            String::new(),
+            bias,
+            net.ft_weights.clone(),
+            net.layers.clone(),
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("ft.bias"), "{e}");
+    }
+
+    /// Integer inference against the same arithmetic written out in f64.
+    #[test]
+    fn evaluation_matches_a_reference_computation() {
+        for features in FeatureSetKind::ALL {
+            let net = random_net(features, "16x2-8-4", 11);
+            let mut pos = Chess::default();
+            let mut rng = SplitMix(5);
+            for _ in 0..40 {
+                let board = pos.board().clone();
+                let turn = pos.turn();
+                let got = net.evaluate_board(&board, turn).unwrap();
+                let acc = |c: Color| {
+                    let mut f = Vec::new();
+                    features.active_features(&board, c, &mut f).unwrap();
+                    (0..16)
+                        .map(|j| {
+                            let s: i64 = f
+                                .iter()
+                                .map(|&i| net.ft_weights[i as usize * 16 + j] as i64)
+                                .sum();
+                            (s + net.ft_bias[j] as i64).clamp(0, 127)
+                        })
+                        .collect::<Vec<_>>()
+                };
+                let mut x: Vec<i64> = acc(turn).into_iter().chain(acc(turn.other())).collect();
+                for (k, l) in net.layers.iter().enumerate() {
+                    let y: Vec<i64> = (0..l.outputs)
+                        .map(|o| {
+                            l.bias[o] as i64
+                                + (0..l.inputs)
+                                    .map(|i| l.weights[o * l.inputs + i] as i64 * x[i])
+                                    .sum::<i64>()
+                        })
+                        .collect();
+                    x = if k + 1 == net.layers.len() {
+                        vec![(y[0] as f64 / 16.0 + 0.5).floor() as i64]
+                    } else {
+                        y.iter()
+                            .map(|&v| ((v as f64 / 64.0 + 0.5).floor() as i64).clamp(0, 127))
+                            .collect()
+                    };
+                }
+                assert_eq!(got as i64, x[0], "{features} at {board}");
+                let moves = pos.legal_moves();
+                if moves.is_empty() {
+                    break;
+                }
+                let m = moves[(rng.next_u64() % moves.len() as u64) as usize];
+                pos.play_unchecked(m);
+            }
+        }
+    }
+
+    #[test]
+    fn hash_depends_on_features_and_arch() {
+        let a = Arch::parse("256x2-32-32").unwrap();
+        let b = Arch::parse("256x2-32").unwrap();
+        let h = arch_hash(FeatureSetKind::HalfKp, &a);
+        assert_ne!(h, arch_hash(FeatureSetKind::All768, &a));
+        assert_ne!(h, arch_hash(FeatureSetKind::HalfKp, &b));
+        assert_eq!(h, arch_hash(FeatureSetKind::HalfKp, &a.clone()));
+    }
+}

@@ -1,0 +1,210 @@
+//! The content-addressed net registry: `nets/nn-<sha256[:12]>.nnue` plus a manifest.
+//!
+//! Registration copies a quantized checkpoint (written by `lakefish quantize`) into `nets/`,
+//! after checking that its bytes still hash to what the quantizer recorded and parse as a
+//! network. The manifest is written last, so a net without one is not registered; the same
+//! bytes registered again find the manifest and change nothing.
+
+use crate::{JobContext, JobError, Lake};
+use bytes::Bytes;
+use lakefish_engine::nnue::Network;
+use lakefish_schemas::nets::{
+    NETS_PREFIX, checkpoint_step, name_for_sha256, net_keys, net_name, quantized_keys,
+};
+use lakefish_schemas::train::RUN_FILE;
+use lakefish_schemas::{NetManifest, QuantizeReport, RegisterSpec, RunRecord};
+use sha2::{Digest, Sha256};
+
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    hex::encode(Sha256::digest(bytes))
+}
+
+pub async fn read_run(lake: &Lake, run: &str) -> Result<Option<RunRecord>, JobError> {
+    lake.get_json(&format!("runs/{run}/{RUN_FILE}"), "run record")
+        .await
+}
+
+/// The step of the checkpoint a quantize or register job means: the one asked for, which
+/// must exist, or the run's last.
+pub fn pick_checkpoint(run: &RunRecord, step: Option<u64>) -> Result<(String, u64), JobError> {
+    let known: Vec<(String, u64)> = run
+        .checkpoints
+        .iter()
+        .filter_map(|c| checkpoint_step(c).map(|s| (c.clone(), s)))
+        .collect();
+    match step {
+        None => known
+            .last()
+            .cloned()
+            .ok_or_else(|| JobError::Failed(format!("run {} has no checkpoints yet", run.id))),
+        Some(s) => known.iter().find(|(_, k)| *k == s).cloned().ok_or_else(|| {
+            let steps: Vec<String> = known.iter().map(|(_, k)| k.to_string()).collect();
+            JobError::Failed(format!(
+                "run {} has no checkpoint at step {s} (it has: {})",
+                run.id,
+                if steps.is_empty() {
+                    "none".to_string()
+                } else {
+                    steps.join(", ")
+                }
+            ))
+        }),
+    }
+}
+
+/// Registers a quantized checkpoint. Idempotent: the same bytes give the same name and the
+/// existing manifest is returned unchanged.
+pub fn register(ctx: &JobContext, spec: &RegisterSpec) -> Result<NetManifest, JobError> {
+    ctx.block_on(register_async(&ctx.lake, spec))
+}
+
+async fn register_async(lake: &Lake, spec: &RegisterSpec) -> Result<NetManifest, JobError> {
+    let run = read_run(lake, &spec.run)
+        .await?
+        .ok_or_else(|| JobError::Failed(format!("run {} does not exist", spec.run)))?;
+    let (checkpoint, step) = pick_checkpoint(&run, spec.checkpoint)?;
+    let (nnue_key, report_key) = quantized_keys(&run.id, step);
+    let report: QuantizeReport = lake
+        .get_json(&report_key, "quantization report")
+        .await?
+        .ok_or_else(|| {
+            JobError::Failed(format!(
+                "checkpoint {checkpoint} of run {} is not quantized yet: run `lakefish quantize --run {} --checkpoint {step}` first",
+                run.id, run.id
+            ))
+        })?;
+    let corrupt = |reason: String| JobError::Corrupt {
+        what: "quantized net",
+        key: nnue_key.clone(),
+        reason,
+    };
+    let bytes = lake
+        .get(&nnue_key)
+        .await?
+        .ok_or_else(|| corrupt("missing although its report exists".into()))?;
+    let sha = sha256_hex(&bytes);
+    if sha != report.sha256 {
+        return Err(corrupt(format!(
+            "sha256 {sha} differs from the {} its report recorded",
+            report.sha256
+        )));
+    }
+    let net = Network::from_bytes(&bytes).map_err(|e| corrupt(e.to_string()))?;
+    let name = name_for_sha256(&sha);
+    let (file_key, manifest_key) = net_keys(&name);
+    if let Some(parent) = &spec.parent {
+        let parent = net_name(parent).map_err(JobError::Failed)?;
+        if read_net(lake, &parent).await?.is_none() {
+            return Err(JobError::Failed(format!(
+                "parent net {parent} is not registered"
+            )));
+        }
+    }
+    if let Some(existing) = read_net(lake, &name).await? {
+        return Ok(existing);
+    }
+    let shuffle = crate::shuffle::read_shuffle_manifest(lake, &run.spec.shuffle)
+        .await?
+        .ok_or_else(|| {
+            JobError::Failed(format!(
+                "shuffle {} of run {} is gone from the lake",
+                run.spec.shuffle, run.id
+            ))
+        })?;
+    let manifest = NetManifest {
+        name: name.clone(),
+        sha256: sha,
+        bytes: bytes.len() as u64,
+        features: net.features.name().to_string(),
+        arch: net.arch.to_string(),
+        arch_hash: report.arch_hash.clone(),
+        description: net.description.clone(),
+        run: run.id.clone(),
+        checkpoint,
+        step,
+        shuffle: shuffle.id.clone(),
+        datasets: shuffle
+            .datasets
+            .iter()
+            .map(|d| format!("{}/{d}", shuffle.source.as_str()))
+            .collect(),
+        mask: shuffle.mask.to_string(),
+        parent: spec
+            .parent
+            .as_deref()
+            .map(net_name)
+            .transpose()
+            .map_err(JobError::Failed)?,
+        quantization: report.error.clone(),
+        created: crate::records::now(),
+    };
+    lake.put(&file_key, bytes).await?;
+    let json =
+        serde_json::to_vec_pretty(&manifest).map_err(|e| JobError::Internal(e.to_string()))?;
+    if !lake.put_if_absent(&manifest_key, json).await? {
+        // Registered by a concurrent job a moment ago: its manifest stands.
+        return read_net(lake, &name)
+            .await?
+            .ok_or_else(|| JobError::Internal(format!("{manifest_key} vanished")));
+    }
+    Ok(manifest)
+}
+
+/// A registered net's manifest (`None` when it is not registered).
+pub async fn read_net(lake: &Lake, name: &str) -> Result<Option<NetManifest>, JobError> {
+    let name = net_name(name).map_err(JobError::Failed)?;
+    lake.get_json(&net_keys(&name).1, "net manifest").await
+}
+
+/// All registered nets, oldest first.
+pub async fn list_nets(lake: &Lake) -> Result<Vec<NetManifest>, JobError> {
+    let mut out = Vec::new();
+    for meta in lake.list(NETS_PREFIX).await? {
+        let key = meta.location.to_string();
+        if let Some(stem) = key
+            .strip_prefix(&format!("{NETS_PREFIX}/"))
+            .and_then(|k| k.strip_suffix(".json"))
+            && let Some(m) = read_net(lake, stem).await?
+        {
+            out.push(m);
+        }
+    }
+    out.sort_by(|a, b| (&a.created, &a.name).cmp(&(&b.created, &b.name)));
+    Ok(out)
+}
+
+/// A registered net's bytes, checked against its manifest's sha256.
+pub async fn fetch_net(lake: &Lake, name: &str) -> Result<(NetManifest, Bytes), JobError> {
+    let manifest = read_net(lake, name)
+        .await?
+        .ok_or_else(|| JobError::Failed(format!("net {name} is not registered")))?;
+    let (file_key, _) = net_keys(&manifest.name);
+    let bytes = lake
+        .get(&file_key)
+        .await?
+        .ok_or_else(|| JobError::Corrupt {
+            what: "net",
+            key: file_key.clone(),
+            reason: "its manifest exists but the file is missing".into(),
+        })?;
+    verify(&manifest, &bytes).map_err(|reason| JobError::Corrupt {
+        what: "net",
+        key: file_key,
+        reason,
+    })?;
+    Ok((manifest, bytes))
+}
+
+/// Whether `bytes` are the net `manifest` describes.
+pub fn verify(manifest: &NetManifest, bytes: &[u8]) -> Result<(), String> {
+    let sha = sha256_hex(bytes);
+    if sha != manifest.sha256 {
+        return Err(format!(
+            "sha256 {sha} does not match the manifest's {} ({} bytes received, {} expected)",
+            manifest.sha256,
+            bytes.len(),
+            manifest.bytes
+        ));
+    }
+    Ok(())
+}

@@ -1,0 +1,186 @@
+//! Quantize and register on a real (local) lake: the integer net against the float model on
+//! at least 10,000 lake positions, the `.nnue` round trip, the registry's content addressing
+//! and idempotence, and the errors for values that do not fit or damaged files.
+
+mod common;
+
+use common::{fixture, spec};
+use lakefish_engine::nnue::Network;
+use lakefish_jobs::nets::{fetch_net, list_nets, read_net, register};
+use lakefish_schemas::nets::{net_keys, quantized_keys};
+use lakefish_schemas::{JobId, QuantizeSpec, RegisterSpec};
+use lakefish_train::model::{Arch, Model};
+use lakefish_train::quantize::{quantize, quantize_model};
+use lakefish_train::train::train;
+
+#[test]
+fn a_trained_net_quantizes_within_targets_and_registers_once() {
+    let fx = fixture(6);
+    let mut s = spec(&fx.shuffle);
+    s.arch = "64x2-16-16".into();
+    s.epochs = 2;
+    s.lr = 3e-3;
+    let run = train(&fx.ctx, &JobId::new(), &s).unwrap();
+
+    let report = quantize(&fx.ctx, &QuantizeSpec::new(&run.id)).unwrap();
+    let e = &report.error;
+    eprintln!(
+        "{} positions: mean |Δ| {:.3} cp, p99 {:.3} cp, max {:.3} cp; internal mean {:.3}, p99 {:.3}",
+        e.positions,
+        e.mean_abs_cp,
+        e.p99_abs_cp,
+        e.max_abs_cp,
+        e.mean_abs_internal,
+        e.p99_abs_internal
+    );
+    assert_eq!(e.positions, 10_000);
+    assert!(e.mean_abs_cp <= 3.0 && e.p99_abs_cp <= 15.0, "{e:?}");
+    // The comparison is not vacuous: the net's outputs differ from the float model's a bit.
+    assert!(e.max_abs_cp > 0.0);
+
+    let (nnue_key, _) = quantized_keys(&run.id, run.step);
+    let bytes = fx.rt.block_on(fx.ctx.lake.get(&nnue_key)).unwrap().unwrap();
+    let net = Network::from_bytes(&bytes).unwrap();
+    assert_eq!(net.arch.to_string(), "64x2-16-16");
+    assert_eq!(net.features.name(), "all768");
+    assert!(net.description.contains(&run.id), "{}", net.description);
+    assert_eq!(net.to_bytes(), bytes.to_vec());
+
+    // Quantizing again writes the same bytes.
+    let again = quantize(&fx.ctx, &QuantizeSpec::new(&run.id)).unwrap();
+    assert_eq!(again.sha256, report.sha256);
+
+    let reg = RegisterSpec {
+        run: run.id.clone(),
+        checkpoint: None,
+        parent: None,
+    };
+    let m = register(&fx.ctx, &reg).unwrap();
+    assert_eq!(m.name, format!("nn-{}.nnue", &report.sha256[..12]));
+    assert_eq!(m.run, run.id);
+    assert_eq!(m.shuffle, fx.shuffle);
+    assert_eq!(m.datasets, vec!["binpack/train".to_string()]);
+    // (JSON keeps these to within an ulp.)
+    assert_eq!(m.quantization.positions, again.error.positions);
+    assert!((m.quantization.p99_abs_cp - again.error.p99_abs_cp).abs() < 1e-9);
+    assert!((m.quantization.mean_abs_cp - again.error.mean_abs_cp).abs() < 1e-9);
+    // Registering the same bytes again is a no-op: the first manifest stands.
+    std::thread::sleep(std::time::Duration::from_millis(5));
+    let m2 = register(&fx.ctx, &reg).unwrap();
+    assert_eq!(m2, m);
+    let all = fx.rt.block_on(list_nets(&fx.ctx.lake)).unwrap();
+    assert_eq!(all, vec![m.clone()]);
+    let (got, file) = fx.rt.block_on(fetch_net(&fx.ctx.lake, &m.name)).unwrap();
+    assert_eq!(got, m);
+    assert_eq!(file, bytes);
+
+    // A child names its parent; an unknown parent is refused.
+    let bad_parent = RegisterSpec {
+        parent: Some("nn-000000000000".into()),
+        ..reg.clone()
+    };
+    let e = register(&fx.ctx, &bad_parent).unwrap_err().to_string();
+    assert!(
+        e.contains("parent net nn-000000000000.nnue is not registered"),
+        "{e}"
+    );
+
+    // A damaged registry file is caught on fetch, naming the key.
+    let (file_key, _) = net_keys(&m.name);
+    let mut damaged = bytes.to_vec();
+    damaged[100] ^= 0x40;
+    fx.rt.block_on(fx.ctx.lake.put(&file_key, damaged)).unwrap();
+    let e = fx
+        .rt
+        .block_on(fetch_net(&fx.ctx.lake, &m.name))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains(&file_key) && e.contains("sha256"), "{e}");
+    assert!(
+        fx.rt
+            .block_on(read_net(&fx.ctx.lake, "nn-ffffffffffff"))
+            .unwrap()
+            .is_none()
+    );
+}
+
+#[test]
+fn king_relative_feature_sets_quantize_too() {
+    let fx = fixture(4);
+    for features in ["halfkp", "halfka_v2_hm"] {
+        let mut s = spec(&fx.shuffle);
+        s.features = features.into();
+        s.arch = "16x2-8".into();
+        s.max_steps = Some(20);
+        s.lr = 3e-3;
+        let run = train(&fx.ctx, &JobId::new(), &s).unwrap();
+        let mut q = QuantizeSpec::new(&run.id);
+        q.positions = 3000;
+        let report = quantize(&fx.ctx, &q).unwrap();
+        eprintln!("{features}: {:?}", report.error);
+        assert_eq!(report.features, features);
+        assert!(report.error.positions > 0);
+        assert!(report.error.mean_abs_cp <= 3.0, "{:?}", report.error);
+    }
+}
+
+#[test]
+fn unrepresentable_values_and_missing_steps_are_named() {
+    let arch = Arch::parse("8x2-4").unwrap();
+    let model = Model::new(&arch, 768, 32, tch::Device::Cpu);
+    tch::no_grad(|| {
+        let _ = model.param("l0.weight").shallow_clone().fill_(3.0);
+    });
+    let e = quantize_model(
+        &model,
+        lakefish_engine::features::FeatureSetKind::All768,
+        String::new(),
+        None,
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("tensor l0.weight") && e.contains("nothing was written"),
+        "{e}"
+    );
+
+    // An accumulator that could overflow int16 is refused, not wrapped.
+    let model = Model::new(&arch, 768, 32, tch::Device::Cpu);
+    tch::no_grad(|| {
+        let _ = model.param("ft.weight").shallow_clone().fill_(20.0);
+    });
+    let e = quantize_model(
+        &model,
+        lakefish_engine::features::FeatureSetKind::All768,
+        String::new(),
+        None,
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("ft.weight") && e.contains("int16"), "{e}");
+
+    let fx = fixture(3);
+    let e = quantize(&fx.ctx, &QuantizeSpec::new("run-nosuchrun"))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("run-nosuchrun does not exist"), "{e}");
+    let mut s = spec(&fx.shuffle);
+    s.max_steps = Some(2);
+    let run = train(&fx.ctx, &JobId::new(), &s).unwrap();
+    let mut q = QuantizeSpec::new(&run.id);
+    q.checkpoint = Some(999);
+    let e = quantize(&fx.ctx, &q).unwrap_err().to_string();
+    assert!(e.contains("no checkpoint at step 999"), "{e}");
+    // Registering before quantizing says what to run.
+    let e = register(
+        &fx.ctx,
+        &RegisterSpec {
+            run: run.id.clone(),
+            checkpoint: None,
+            parent: None,
+        },
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("lakefish quantize --run"), "{e}");
+}

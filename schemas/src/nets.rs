@@ -1,0 +1,233 @@
+//! Quantized nets: the `quantize` and `register` job specs, the quantization report written
+//! beside a run's `.nnue` files, and the registry's manifests.
+//!
+//! Lake layout:
+//! - `runs/<run>/nets/step-NNNNNNNNN.nnue` and `.json` (a [`QuantizeReport`]; written last,
+//!   so its presence means the `.nnue` beside it is complete);
+//! - `nets/nn-<first 12 hex of sha256>.nnue` and `nets/nn-<...>.json` (a [`NetManifest`],
+//!   written after the bytes: a net is registered once its manifest exists).
+
+use serde::{Deserialize, Serialize};
+
+pub const NETS_PREFIX: &str = "nets";
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct QuantizeSpec {
+    /// The training run (`run-...`).
+    pub run: String,
+    /// The checkpoint's step (default: the run's last checkpoint).
+    #[serde(default)]
+    pub checkpoint: Option<u64>,
+    /// Lake positions the integer net is compared with the float model on.
+    #[serde(default = "d_positions")]
+    pub positions: u32,
+    /// Refuse the net when the mean absolute difference exceeds this (centipawns).
+    #[serde(default = "d_mean")]
+    pub max_mean_cp: f64,
+    /// Refuse the net when the 99th-percentile absolute difference exceeds this.
+    #[serde(default = "d_p99")]
+    pub max_p99_cp: f64,
+}
+
+fn d_positions() -> u32 {
+    10_000
+}
+fn d_mean() -> f64 {
+    3.0
+}
+fn d_p99() -> f64 {
+    15.0
+}
+
+impl QuantizeSpec {
+    pub fn new(run: &str) -> Self {
+        QuantizeSpec {
+            run: run.to_string(),
+            checkpoint: None,
+            positions: d_positions(),
+            max_mean_cp: d_mean(),
+            max_p99_cp: d_p99(),
+        }
+    }
+
+    pub fn validate(&self) -> Result<(), String> {
+        crate::names::check_segment("run", &self.run, 64).map_err(|e| e.to_string())?;
+        if self.positions == 0 {
+            return Err("positions must be at least 1".into());
+        }
+        if !(self.max_mean_cp >= 0.0 && self.max_p99_cp >= 0.0) {
+            return Err("max_mean_cp and max_p99_cp must be non-negative".into());
+        }
+        Ok(())
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RegisterSpec {
+    pub run: String,
+    /// The quantized checkpoint's step (default: the run's last checkpoint).
+    #[serde(default)]
+    pub checkpoint: Option<u64>,
+    /// The registered net this one was trained from or is meant to replace.
+    #[serde(default)]
+    pub parent: Option<String>,
+}
+
+impl RegisterSpec {
+    pub fn validate(&self) -> Result<(), String> {
+        crate::names::check_segment("run", &self.run, 64).map_err(|e| e.to_string())?;
+        if let Some(p) = &self.parent {
+            net_name(p)?;
+        }
+        Ok(())
+    }
+}
+
+/// How far the integer net is from the float model it came from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct QuantizationError {
+    /// Lake positions compared.
+    pub positions: u64,
+    /// Absolute differences in UCI centipawns (Stockfish's normalization per position).
+    pub mean_abs_cp: f64,
+    pub p99_abs_cp: f64,
+    pub max_abs_cp: f64,
+    /// The same in internal units (the lake's score unit).
+    pub mean_abs_internal: f64,
+    pub p99_abs_internal: f64,
+}
+
+/// `runs/<run>/nets/step-NNNNNNNNN.json`: one quantized checkpoint.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct QuantizeReport {
+    pub run: String,
+    /// Checkpoint file name under `runs/<run>/checkpoints/`.
+    pub checkpoint: String,
+    pub step: u64,
+    /// Lake key of the `.nnue` file.
+    pub file: String,
+    pub sha256: String,
+    pub bytes: u64,
+    pub features: String,
+    pub arch: String,
+    pub arch_hash: String,
+    pub error: QuantizationError,
+    pub created: String,
+}
+
+/// `nets/<name>.json`: a registered net.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NetManifest {
+    /// `nn-<first 12 hex of sha256>.nnue`.
+    pub name: String,
+    pub sha256: String,
+    pub bytes: u64,
+    pub features: String,
+    pub arch: String,
+    pub arch_hash: String,
+    pub description: String,
+    pub run: String,
+    pub checkpoint: String,
+    pub step: u64,
+    pub shuffle: String,
+    /// The shuffle's inputs: `source/dataset` pairs.
+    pub datasets: Vec<String>,
+    pub mask: String,
+    pub parent: Option<String>,
+    pub quantization: QuantizationError,
+    pub created: String,
+}
+
+/// Lake keys of a run's quantized checkpoint at `step`: the `.nnue` file and its report.
+pub fn quantized_keys(run: &str, step: u64) -> (String, String) {
+    let base = format!("runs/{run}/nets/step-{step:09}");
+    (format!("{base}.nnue"), format!("{base}.json"))
+}
+
+/// The step of a checkpoint file name (`step-000000123.ot`).
+pub fn checkpoint_step(file_name: &str) -> Option<u64> {
+    file_name
+        .strip_prefix("step-")?
+        .strip_suffix(".ot")?
+        .parse()
+        .ok()
+}
+
+/// The registry name of bytes with this sha256 (hex).
+pub fn name_for_sha256(sha256_hex: &str) -> String {
+    format!("nn-{}.nnue", &sha256_hex[..12])
+}
+
+/// Checks a net name (`nn-` + 12 lowercase hex + `.nnue`; the extension may be left off) and
+/// returns it in full.
+pub fn net_name(name: &str) -> Result<String, String> {
+    let stem = name.strip_suffix(".nnue").unwrap_or(name);
+    let ok = stem.len() == 15
+        && stem.starts_with("nn-")
+        && stem[3..]
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+    if ok {
+        Ok(format!("{stem}.nnue"))
+    } else {
+        Err(format!(
+            "net name {name:?} is not nn-<12 lowercase hex digits>.nnue"
+        ))
+    }
+}
+
+/// Lake keys of a registered net: its bytes and its manifest.
+pub fn net_keys(name: &str) -> (String, String) {
+    let stem = name.strip_suffix(".nnue").unwrap_or(name);
+    (
+        format!("{NETS_PREFIX}/{stem}.nnue"),
+        format!("{NETS_PREFIX}/{stem}.json"),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn net_names_are_checked() {
+        assert_eq!(net_name("nn-0123456789ab").unwrap(), "nn-0123456789ab.nnue");
+        assert_eq!(
+            net_name("nn-0123456789ab.nnue").unwrap(),
+            "nn-0123456789ab.nnue"
+        );
+        for bad in [
+            "nn-0123456789AB",
+            "nn-0123",
+            "../nets/nn-0123456789ab",
+            "nn-0123456789ab.json",
+            "",
+        ] {
+            assert!(net_name(bad).is_err(), "{bad}");
+        }
+        assert_eq!(
+            net_keys("nn-0123456789ab.nnue"),
+            (
+                "nets/nn-0123456789ab.nnue".to_string(),
+                "nets/nn-0123456789ab.json".to_string()
+            )
+        );
+    }
+
+    #[test]
+    fn specs_validate() {
+        assert!(QuantizeSpec::new("run-abc").validate().is_ok());
+        assert!(QuantizeSpec::new("../x").validate().is_err());
+        let mut q = QuantizeSpec::new("run-abc");
+        q.positions = 0;
+        assert!(q.validate().is_err());
+        let r = RegisterSpec {
+            run: "run-abc".into(),
+            checkpoint: None,
+            parent: Some("best".into()),
+        };
+        assert!(r.validate().unwrap_err().contains("best"));
+    }
+}
