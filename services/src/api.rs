@@ -36,6 +36,9 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/shuffles/{id}", get(shuffle))
         .route("/v1/runs", get(runs))
         .route("/v1/runs/{id}", get(run))
+        .route("/v1/nets", get(nets))
+        .route("/v1/nets/{name}", get(net))
+        .route("/v1/nets/{name}/file", get(net_file))
         .fallback(not_found)
         .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(state)
@@ -208,4 +211,48 @@ async fn run(State(s): State<AppState>, Path(id): Path<String>) -> Result<Respon
         .await?
         .ok_or_else(unknown)?;
     Ok(Json(v).into_response())
+}
+
+async fn nets(State(s): State<AppState>) -> Result<Response, ApiError> {
+    let all = lakefish_jobs::nets::list_nets(&s.lake).await?;
+    Ok(Json(json!({ "nets": all })).into_response())
+}
+
+fn net_name(name: &str) -> Result<String, ApiError> {
+    lakefish_schemas::nets::net_name(name).map_err(ApiError::NotFound)
+}
+
+async fn net(State(s): State<AppState>, Path(name): Path<String>) -> Result<Response, ApiError> {
+    let name = net_name(&name)?;
+    let m = lakefish_jobs::nets::read_net(&s.lake, &name)
+        .await?
+        .ok_or_else(|| ApiError::NotFound(format!("net {name} is not registered")))?;
+    Ok(Json(m).into_response())
+}
+
+/// The net's bytes, checked against its manifest before they are sent; the sha256 also goes
+/// out as a header so clients can check what arrived.
+async fn net_file(
+    State(s): State<AppState>,
+    Path(name): Path<String>,
+) -> Result<Response, ApiError> {
+    let name = net_name(&name)?;
+    if lakefish_jobs::nets::read_net(&s.lake, &name)
+        .await?
+        .is_none()
+    {
+        return Err(ApiError::NotFound(format!("net {name} is not registered")));
+    }
+    let (m, bytes) = lakefish_jobs::nets::fetch_net(&s.lake, &name).await?;
+    let headers = [
+        (
+            axum::http::header::CONTENT_TYPE,
+            "application/octet-stream".to_string(),
+        ),
+        (
+            axum::http::header::CONTENT_DISPOSITION,
+            format!("attachment; filename=\"{}\"", m.name),
+        ),
+    ];
+    Ok((headers, [("x-sha256", m.sha256)], bytes).into_response())
 }

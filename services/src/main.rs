@@ -3,6 +3,7 @@
 
 mod api;
 mod cli_progress;
+mod nets_cmd;
 mod queue;
 
 use anyhow::{Context, bail};
@@ -73,6 +74,24 @@ enum Command {
     Train(TrainArgs),
     /// Training runs in the lake: all of them, or one with its metrics.
     Runs { id: Option<String> },
+    /// Quantize a run's checkpoint into a .nnue file (Stockfish integer scheme), in-process.
+    ///
+    /// The integer net is compared with the float model on lake positions (held-out chunks
+    /// first); the mean and 99th-percentile differences go into the report, and a net beyond
+    /// the limits is refused. Writes runs/<run>/nets/step-N.nnue and step-N.json.
+    Quantize(QuantizeArgs),
+    /// Register a quantized checkpoint as nets/nn-<sha256[:12]>.nnue with a manifest.
+    ///
+    /// Content-addressed: the same bytes registered again change nothing.
+    Register(RegisterArgs),
+    /// The net registry: list, show a manifest, or pull a net's file (hash-checked).
+    Nets {
+        /// Read through a running service instead of the lake directly.
+        #[arg(long, env = "LAKEFISH_API")]
+        api: Option<String>,
+        #[command(subcommand)]
+        what: nets_cmd::NetsCommand,
+    },
     /// Write a per-position mask beside a dataset, in-process, with a progress bar.
     Mask {
         #[command(subcommand)]
@@ -179,6 +198,10 @@ enum SubmitCommand {
     Shuffle(ShuffleArgs),
     /// Queue a training job.
     Train(TrainArgs),
+    /// Queue a quantize job.
+    Quantize(QuantizeArgs),
+    /// Queue a register job.
+    Register(RegisterArgs),
     /// Queue a mask job.
     Mask {
         #[command(subcommand)]
@@ -345,6 +368,66 @@ impl TrainArgs {
 }
 
 #[derive(clap::Args)]
+struct QuantizeArgs {
+    /// The training run (run-...).
+    #[arg(long)]
+    run: String,
+    /// The checkpoint's step (default: the run's last checkpoint).
+    #[arg(long)]
+    checkpoint: Option<u64>,
+    /// Lake positions to compare the integer net with the float model on.
+    #[arg(long, default_value_t = 10_000)]
+    positions: u32,
+    /// Refuse the net above this mean absolute difference (centipawns).
+    #[arg(long, default_value_t = 3.0)]
+    max_mean_cp: f64,
+    /// Refuse the net above this 99th-percentile absolute difference (centipawns).
+    #[arg(long, default_value_t = 15.0)]
+    max_p99_cp: f64,
+    #[arg(long)]
+    threads: Option<usize>,
+}
+
+impl QuantizeArgs {
+    fn spec(&self) -> anyhow::Result<lakefish_schemas::QuantizeSpec> {
+        let spec = lakefish_schemas::QuantizeSpec {
+            run: self.run.clone(),
+            checkpoint: self.checkpoint,
+            positions: self.positions,
+            max_mean_cp: self.max_mean_cp,
+            max_p99_cp: self.max_p99_cp,
+        };
+        spec.validate().map_err(anyhow::Error::msg)?;
+        Ok(spec)
+    }
+}
+
+#[derive(clap::Args)]
+struct RegisterArgs {
+    /// The training run (run-...).
+    #[arg(long)]
+    run: String,
+    /// The quantized checkpoint's step (default: the run's last checkpoint).
+    #[arg(long)]
+    checkpoint: Option<u64>,
+    /// The registered net this one descends from (nn-....nnue).
+    #[arg(long)]
+    parent: Option<String>,
+}
+
+impl RegisterArgs {
+    fn spec(&self) -> anyhow::Result<lakefish_schemas::RegisterSpec> {
+        let spec = lakefish_schemas::RegisterSpec {
+            run: self.run.clone(),
+            checkpoint: self.checkpoint,
+            parent: self.parent.clone(),
+        };
+        spec.validate().map_err(anyhow::Error::msg)?;
+        Ok(spec)
+    }
+}
+
+#[derive(clap::Args)]
 struct BinpackArgs {
     /// Input files (local paths, or lake:raw/... keys).
     #[arg(required = true)]
@@ -434,7 +517,7 @@ fn init_logging(json: bool) {
     }
 }
 
-fn open_lake(spec: &str) -> anyhow::Result<Lake> {
+pub(crate) fn open_lake(spec: &str) -> anyhow::Result<Lake> {
     let env: HashMap<String, String> = std::env::vars().collect();
     Ok(Lake::open(spec, &env)?)
 }
@@ -503,6 +586,16 @@ fn main() -> anyhow::Result<()> {
             what: MaskCommand::Quiet(a),
         } => run_here(&cli.lake, rt.handle(), JobSpec::Mask(a.spec()?), a.threads),
         Command::Train(a) => run_here(&cli.lake, rt.handle(), JobSpec::Train(a.spec()?), a.threads),
+        Command::Quantize(a) => run_here(
+            &cli.lake,
+            rt.handle(),
+            JobSpec::Quantize(a.spec()?),
+            a.threads,
+        ),
+        Command::Register(a) => {
+            run_here(&cli.lake, rt.handle(), JobSpec::Register(a.spec()?), None)
+        }
+        Command::Nets { api, what } => rt.block_on(nets_cmd::run(&cli.lake, api, what)),
         Command::Runs { id } => rt.block_on(async {
             let lake = open_lake(&cli.lake)?;
             let v = match id {
@@ -740,8 +833,6 @@ fn main() -> anyhow::Result<()> {
     }
 }
 
-/// `<host>-<pid>-<random>`: apalis refuses a worker name it still believes alive, and a
-/// restarted container can get the same pid.
 /// Runs a job in this process with a progress bar and prints its result.
 fn run_here(
     lake: &str,
@@ -764,6 +855,8 @@ fn run_here(
     Ok(())
 }
 
+/// `<host>-<pid>-<random>`: apalis refuses a worker name it still believes alive, and a
+/// restarted container can get the same pid.
 fn default_worker_name() -> String {
     let host = std::fs::read_to_string("/etc/hostname").unwrap_or_default();
     let host = if host.trim().is_empty() {
@@ -829,14 +922,14 @@ async fn serve(
     Ok(())
 }
 
-fn client() -> reqwest::Client {
+pub(crate) fn client() -> reqwest::Client {
     reqwest::Client::builder()
         .timeout(Duration::from_secs(30))
         .build()
         .expect("http client")
 }
 
-async fn check(resp: reqwest::Response) -> anyhow::Result<serde_json::Value> {
+pub(crate) async fn check(resp: reqwest::Response) -> anyhow::Result<serde_json::Value> {
     let status = resp.status();
     let body: serde_json::Value = resp.json().await.unwrap_or(serde_json::Value::Null);
     if !status.is_success() {
@@ -921,6 +1014,8 @@ async fn submit(api: &str, wait: bool, upload: bool, what: SubmitCommand) -> any
         } => serde_json::to_vec(&JobSpec::Mask(a.spec()?))?,
         SubmitCommand::Shuffle(a) => serde_json::to_vec(&JobSpec::Shuffle(a.spec()?))?,
         SubmitCommand::Train(a) => serde_json::to_vec(&JobSpec::Train(a.spec()?))?,
+        SubmitCommand::Quantize(a) => serde_json::to_vec(&JobSpec::Quantize(a.spec()?))?,
+        SubmitCommand::Register(a) => serde_json::to_vec(&JobSpec::Register(a.spec()?))?,
     };
     let resp = client()
         .post(format!("{api}/v1/jobs"))

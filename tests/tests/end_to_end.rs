@@ -96,6 +96,108 @@ async fn embedded_default_rest_queue_worker_lake() {
         404
     );
 
+    // Train a small net on the shuffle, quantize it, register it (twice: same name), all
+    // through the queue; then read the registry over HTTP and pull the file with the CLI.
+    let body = json!({ "kind": "train", "spec": { "shuffle": shuffle_id, "arch": "32x2-8",
+        "batch_size": 1024, "epochs": 1, "lr": 0.003, "device": "cpu", "seed": 5 } });
+    let rec = wait_for_job(
+        &api,
+        &submit_job(&api, &body).await,
+        Duration::from_secs(300),
+    )
+    .await;
+    assert_eq!(rec.state, JobState::Succeeded, "{rec:?}");
+    let run = rec.result.as_ref().unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let body = json!({ "kind": "quantize", "spec": { "run": run } });
+    let rec = wait_for_job(
+        &api,
+        &submit_job(&api, &body).await,
+        Duration::from_secs(300),
+    )
+    .await;
+    assert_eq!(rec.state, JobState::Succeeded, "{rec:?}");
+    let report = rec.result.unwrap();
+    assert!(
+        report["error"]["positions"].as_u64().unwrap() > 1000,
+        "{report}"
+    );
+    assert!(
+        report["error"]["mean_abs_cp"].as_f64().unwrap() <= 3.0,
+        "{report}"
+    );
+    let body = json!({ "kind": "register", "spec": { "run": run } });
+    let first = wait_for_job(
+        &api,
+        &submit_job(&api, &body).await,
+        Duration::from_secs(60),
+    )
+    .await;
+    let again = wait_for_job(
+        &api,
+        &submit_job(&api, &body).await,
+        Duration::from_secs(60),
+    )
+    .await;
+    assert_eq!(first.state, JobState::Succeeded, "{first:?}");
+    assert_eq!(
+        first.result, again.result,
+        "registering twice changes nothing"
+    );
+    let name = first.result.as_ref().unwrap()["name"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let sha = report["sha256"].as_str().unwrap();
+    assert_eq!(name, format!("nn-{}.nnue", &sha[..12]));
+    let nets: serde_json::Value = get_json(format!("{api}/v1/nets")).await;
+    assert_eq!(nets["nets"].as_array().unwrap().len(), 1);
+    assert_eq!(nets["nets"][0]["name"], name);
+    let m: serde_json::Value = get_json(format!("{api}/v1/nets/{name}")).await;
+    assert_eq!(m["run"], run.as_str());
+    assert_eq!(m["shuffle"], shuffle_id.as_str());
+    assert_eq!(m["datasets"], json!(["binpack/embedded"]));
+    let file = reqwest::get(format!("{api}/v1/nets/{name}/file"))
+        .await
+        .unwrap();
+    assert_eq!(file.status(), 200);
+    assert_eq!(file.headers()["x-sha256"], sha);
+    let bytes = file.bytes().await.unwrap();
+    assert_eq!(lakefish_jobs::nets::sha256_hex(&bytes), sha);
+    lakefish_engine::nnue::Network::from_bytes(&bytes).unwrap();
+    for (path, status) in [
+        (format!("/v1/nets/nn-000000000000"), 404),
+        (format!("/v1/nets/../runs/file"), 404),
+        (format!("/v1/nets/best.nnue/file"), 404),
+    ] {
+        let r = reqwest::get(format!("{api}{path}")).await.unwrap();
+        assert_eq!(r.status(), status, "{path}");
+    }
+    let pulled = dir.path().join("pulled.nnue");
+    let out = std::process::Command::new(lakefish_tests::lakefish_bin())
+        .args([
+            "nets",
+            "--api",
+            &api,
+            "pull",
+            &name,
+            "-o",
+            pulled.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert_success(&out);
+    assert_eq!(std::fs::read(&pulled).unwrap(), bytes.to_vec());
+    let out = std::process::Command::new(lakefish_tests::lakefish_bin())
+        .args(["--lake", "lake", "nets", "ls"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert_success(&out);
+    assert!(String::from_utf8_lossy(&out.stdout).contains(&name));
+
     // The file followed by a truncated copy of itself: the whole part is ingested, and the
     // record's result names what was skipped, and where.
     let whole = std::fs::read(&input).unwrap();
