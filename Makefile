@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 CARGO ?= cargo
 
-.PHONY: setup build demo test lint bench clean-demo
+.PHONY: setup build demo test lint bench bench-train clean-demo
 
 setup:
 	@bash infra/setup.sh
@@ -25,6 +25,12 @@ lint:
 
 bench: build
 	target/release/lakefish bench ingest-binpack $${BENCH_FILE:-../shared/data/binpack/small.binpack}
+
+# Trainer vs a plain PyTorch loop on the same batches. The reference needs Python torch with
+# its CUDA libraries (several GB from PyPI), so it gets its own venv, only for this bench.
+bench-train: build
+	@test -x .venv-bench/bin/python || (python3 -m venv .venv-bench && .venv-bench/bin/pip install -q torch==2.11.0 numpy)
+	target/release/lakefish bench train $${BENCH_FILE:-../shared/data/binpack/small.binpack}
 
 clean-demo:
 	rm -rf demo-run

@@ -486,6 +486,13 @@ enum BenchCommand {
         /// Training steps to time.
         #[arg(long, default_value_t = 30)]
         steps: usize,
+        /// A Python with torch 2.11 for the plain PyTorch reference (`make bench-train` sets
+        /// one up in .venv-bench); skipped when it does not exist.
+        #[arg(long, default_value = ".venv-bench/bin/python")]
+        torch_python: String,
+        /// The reference training script.
+        #[arg(long, default_value = "infra/bench/torch_reference.py")]
+        torch_script: String,
     },
     /// Full binpack ingest vs a bare sfbinpack decode loop over the same file.
     IngestBinpack {
@@ -643,10 +650,29 @@ fn main() -> anyhow::Result<()> {
                     file,
                     threads,
                     steps,
+                    torch_python,
+                    torch_script,
                 },
         } => {
             let threads = threads.unwrap_or_else(cores);
-            let r = lakefish_train::bench::bench_train(rt.handle(), &file, threads, steps)?;
+            let reference = std::path::Path::new(&torch_python).exists().then(|| {
+                lakefish_train::bench::TorchReference {
+                    python: torch_python.clone().into(),
+                    script: torch_script.into(),
+                }
+            });
+            if reference.is_none() {
+                eprintln!(
+                    "no {torch_python}: the PyTorch reference is skipped (make bench-train sets it up)"
+                );
+            }
+            let r = lakefish_train::bench::bench_train(
+                rt.handle(),
+                &file,
+                threads,
+                steps,
+                reference.as_ref(),
+            )?;
             println!(
                 "file                     {} ({} positions in batches)",
                 r.file, r.positions
@@ -667,6 +693,15 @@ fn main() -> anyhow::Result<()> {
                 "loader per core / trainer {:>11.1} (target >= 10)",
                 r.loader_to_trainer
             );
+            if let (Some(p), Some(ratio)) = (r.pytorch_positions_per_s, r.trainer_to_pytorch) {
+                println!(
+                    "plain PyTorch {} (CPU) {:>12.0} positions/s ({} threads)",
+                    r.pytorch_version.as_deref().unwrap_or("?"),
+                    p,
+                    r.threads
+                );
+                println!("trainer / PyTorch       {:>12.2} (target >= 1)", ratio);
+            }
             println!("{}", serde_json::to_string(&r)?);
             Ok(())
         }

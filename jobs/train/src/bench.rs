@@ -27,6 +27,75 @@ pub struct TrainBench {
     pub trainer_positions_per_s: f64,
     /// loader per core / trainer (target: at least 10).
     pub loader_to_trainer: f64,
+    /// The plain PyTorch loop (`infra/bench/torch_reference.py`) on the same batches, same
+    /// torch, same threads; `None` when no Python with torch was given.
+    pub pytorch_positions_per_s: Option<f64>,
+    /// trainer / PyTorch (target: at least 1).
+    pub trainer_to_pytorch: Option<f64>,
+    pub pytorch_version: Option<String>,
+}
+
+/// Where the PyTorch reference runs: a Python with torch 2.11 and the script.
+pub struct TorchReference {
+    pub python: std::path::PathBuf,
+    pub script: std::path::PathBuf,
+}
+
+/// Writes batches in the layout `torch_reference.py` reads.
+fn write_batches(path: &std::path::Path, batches: &[Batch]) -> std::io::Result<()> {
+    let mut out = Vec::new();
+    for b in batches {
+        for n in [b.len(), b.stm_indices.len(), b.nstm_indices.len()] {
+            out.extend_from_slice(&(n as u64).to_le_bytes());
+        }
+        for v in [
+            &b.stm_indices,
+            &b.stm_offsets,
+            &b.nstm_indices,
+            &b.nstm_offsets,
+        ] {
+            v.iter()
+                .for_each(|x| out.extend_from_slice(&x.to_le_bytes()));
+        }
+        for v in [&b.score, &b.result] {
+            v.iter()
+                .for_each(|x| out.extend_from_slice(&x.to_le_bytes()));
+        }
+    }
+    std::fs::write(path, out)
+}
+
+fn run_reference(
+    r: &TorchReference,
+    batches_file: &std::path::Path,
+    arch: &str,
+    steps: usize,
+    threads: usize,
+) -> Result<(f64, String), TrainError> {
+    let out = std::process::Command::new(&r.python)
+        .arg(&r.script)
+        .arg(batches_file)
+        .args(["--arch", arch, "--inputs", "768"])
+        .args([
+            "--steps",
+            &steps.to_string(),
+            "--threads",
+            &threads.to_string(),
+        ])
+        .output()
+        .map_err(|e| TrainError::Spec(format!("cannot run {}: {e}", r.python.display())))?;
+    if !out.status.success() {
+        return Err(TrainError::Spec(format!(
+            "the PyTorch reference failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        )));
+    }
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .map_err(|e| TrainError::Internal(format!("reference output: {e}")))?;
+    let rate = v["positions_per_s"]
+        .as_f64()
+        .ok_or_else(|| TrainError::Internal("reference printed no rate".into()))?;
+    Ok((rate, v["torch"].as_str().unwrap_or("?").to_string()))
 }
 
 fn drain(
@@ -40,6 +109,7 @@ pub fn bench_train(
     file: &str,
     threads: usize,
     steps: usize,
+    reference: Option<&TorchReference>,
 ) -> Result<TrainBench, TrainError> {
     let dir = std::env::temp_dir().join(format!("lakefish-bench-train-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
@@ -111,6 +181,15 @@ pub fn bench_train(
         }
         let trainer = (steps * batch_size) as f64 / start.elapsed().as_secs_f64();
         let loader_one = positions as f64 / one;
+        let pytorch = match reference {
+            Some(r) => {
+                let path = dir.join("batches.bin");
+                write_batches(&path, &batches)
+                    .map_err(|e| TrainError::Internal(format!("{}: {e}", path.display())))?;
+                Some(run_reference(r, &path, &arch.to_string(), steps, threads)?)
+            }
+            None => None,
+        };
         Ok(TrainBench {
             file: file.to_string(),
             positions,
@@ -121,6 +200,9 @@ pub fn bench_train(
             loader_positions_per_s: positions as f64 / all,
             trainer_positions_per_s: trainer,
             loader_to_trainer: loader_one / trainer,
+            pytorch_positions_per_s: pytorch.as_ref().map(|p| p.0),
+            trainer_to_pytorch: pytorch.as_ref().map(|p| trainer / p.0),
+            pytorch_version: pytorch.map(|p| p.1),
         })
     })();
     let _ = std::fs::remove_dir_all(&dir);
