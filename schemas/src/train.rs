@@ -53,6 +53,10 @@ pub struct TrainSpec {
     /// Continue this run from its last checkpoint instead of starting a new one.
     #[serde(default)]
     pub resume: Option<String>,
+    /// A mask definition applied to the chunks' rows at load time (the quiet predicate plus
+    /// its optional ply and score limits), for training on a subset without a new shuffle.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub filter: Option<crate::MaskDefinition>,
 }
 
 fn d_features() -> String {

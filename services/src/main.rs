@@ -337,6 +337,12 @@ struct TrainArgs {
     /// Continue this run from its last checkpoint (same settings; more steps or epochs).
     #[arg(long)]
     resume: Option<String>,
+    /// Filter the chunks' rows at load time: quiet rows from this ply on.
+    #[arg(long)]
+    filter_min_ply: Option<u16>,
+    /// Filter the chunks' rows at load time: quiet rows with |score| at most this.
+    #[arg(long)]
+    filter_max_abs_score: Option<u16>,
     #[arg(long)]
     threads: Option<usize>,
 }
@@ -361,6 +367,13 @@ impl TrainArgs {
             seed: self.seed,
             device: self.device.clone(),
             resume: self.resume.clone(),
+            filter: (self.filter_min_ply.is_some() || self.filter_max_abs_score.is_some()).then(
+                || MaskDefinition {
+                    name: MaskName::new("train-filter").expect("a valid name"),
+                    min_ply: self.filter_min_ply,
+                    max_abs_score: self.filter_max_abs_score,
+                },
+            ),
         };
         spec.validate().map_err(anyhow::Error::msg)?;
         Ok(spec)

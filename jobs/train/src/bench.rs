@@ -142,6 +142,7 @@ pub fn bench_train(
                 source.clone(),
                 order.clone(),
                 features,
+                None,
                 batch_size,
                 0,
                 t,

@@ -6,8 +6,10 @@
 //! sees exactly the batches the uninterrupted run would have seen.
 
 use crate::TrainError;
-use arrow_array::{Array, Int8Array, Int16Array, RecordBatch, StringArray};
+use arrow_array::{Array, Int8Array, Int16Array, RecordBatch, StringArray, UInt16Array};
 use lakefish_engine::features::FeatureSetKind;
+use lakefish_jobs::masks::keep_row;
+use lakefish_schemas::MaskDefinition;
 use rayon::prelude::*;
 use shakmaty::{Board, Color};
 use std::sync::mpsc::{Receiver, sync_channel};
@@ -104,11 +106,13 @@ pub fn parse_fen_board(fen: &str) -> Result<(Board, Color), String> {
 }
 
 /// Decodes the rows of one chunk into samples, in row order, on the current rayon pool.
-/// Rows without a score or a result are left out (a trainer cannot use them). A malformed
-/// FEN is an error naming the chunk and row.
+/// Rows without a score or a result are left out (a trainer cannot use them), and so are rows
+/// a `filter` mask (the predicate of stored masks, `lakefish_jobs::masks::keep_row`) drops. A
+/// malformed FEN is an error naming the chunk and row.
 pub fn samples_of(
     batch: &RecordBatch,
     features: FeatureSetKind,
+    filter: Option<&MaskDefinition>,
     chunk: &str,
 ) -> Result<Vec<Sample>, TrainError> {
     let col = |name: &str| {
@@ -133,9 +137,40 @@ pub fn samples_of(
         .as_any()
         .downcast_ref::<Int8Array>()
         .ok_or_else(|| wrong("result"))?;
-    let rows: Vec<usize> = (0..batch.num_rows())
+    let mut rows: Vec<usize> = (0..batch.num_rows())
         .filter(|&i| score.is_valid(i) && result.is_valid(i))
         .collect();
+    if let Some(def) = filter {
+        let moves = col("move")?
+            .as_any()
+            .downcast_ref::<StringArray>()
+            .ok_or_else(|| wrong("move"))?;
+        let ply = col("ply")?
+            .as_any()
+            .downcast_ref::<UInt16Array>()
+            .ok_or_else(|| wrong("ply"))?;
+        let keep = rows
+            .par_iter()
+            .map(|&i| {
+                keep_row(
+                    def,
+                    fen.value(i),
+                    moves.value(i),
+                    Some(score.value(i)),
+                    ply.value(i),
+                )
+                .map_err(|reason| TrainError::Data {
+                    chunk: chunk.to_string(),
+                    reason: format!("row {i}: {reason}"),
+                })
+            })
+            .collect::<Result<Vec<bool>, _>>()?;
+        rows = rows
+            .into_iter()
+            .zip(keep)
+            .filter_map(|(i, k)| k.then_some(i))
+            .collect();
+    }
     rows.par_iter()
         .map(|&i| {
             let (board, turn) =
@@ -179,6 +214,7 @@ pub fn stream_batches(
     source: std::sync::Arc<dyn ChunkSource>,
     order: Vec<usize>,
     features: FeatureSetKind,
+    filter: Option<MaskDefinition>,
     batch_size: usize,
     skip: usize,
     threads: usize,
@@ -211,8 +247,9 @@ pub fn stream_batches(
             let mut current = Batch::default();
             let mut emitted = 0usize;
             for (i, read) in crx {
-                let samples =
-                    read.and_then(|b| pool.install(|| samples_of(&b, features, &source.name(i))));
+                let samples = read.and_then(|b| {
+                    pool.install(|| samples_of(&b, features, filter.as_ref(), &source.name(i)))
+                });
                 let samples = match samples {
                     Ok(s) => s,
                     Err(e) => {

@@ -226,3 +226,66 @@ fn the_same_job_delivered_again_continues_its_run() {
     );
     assert_eq!((again.step, &again.checkpoints), (3, &first.checkpoints));
 }
+
+/// A load-time filter (a mask definition) trains on exactly the rows it keeps: with batch
+/// 1024 and one epoch, the run takes floor(kept training rows / 1024) steps, counted here
+/// independently from the chunks.
+#[test]
+fn a_load_time_filter_trains_on_the_rows_it_keeps() {
+    use arrow_array::{Array, Int8Array, Int16Array, UInt16Array};
+    let fx = fixture(4);
+    let manifest = fx
+        .rt
+        .block_on(lakefish_jobs::shuffle::read_shuffle_manifest(
+            &fx.ctx.lake,
+            &fx.shuffle,
+        ))
+        .unwrap()
+        .unwrap();
+    let min_ply = 40;
+    let mut kept = 0u64;
+    let train_chunks = &manifest.chunks[..manifest.chunks.len() - 1];
+    for c in train_chunks {
+        let key = format!(
+            "{}/{}",
+            lakefish_jobs::shuffle::shuffle_prefix(&fx.shuffle),
+            c.name
+        );
+        let bytes = fx.rt.block_on(fx.ctx.lake.get(&key)).unwrap().unwrap();
+        let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(bytes)
+            .unwrap()
+            .build()
+            .unwrap();
+        for b in reader {
+            let b = b.unwrap();
+            let col = |n: &str| b.column_by_name(n).unwrap().clone();
+            let score = col("score");
+            let score = score.as_any().downcast_ref::<Int16Array>().unwrap();
+            let result = col("result");
+            let result = result.as_any().downcast_ref::<Int8Array>().unwrap();
+            let ply = col("ply");
+            let ply = ply.as_any().downcast_ref::<UInt16Array>().unwrap();
+            kept += (0..b.num_rows())
+                .filter(|&i| score.is_valid(i) && result.is_valid(i) && ply.value(i) >= min_ply)
+                .count() as u64;
+        }
+    }
+    let mut s = spec(&fx.shuffle);
+    s.filter = Some(lakefish_schemas::MaskDefinition {
+        name: lakefish_schemas::MaskName::new("late").unwrap(),
+        min_ply: Some(min_ply),
+        max_abs_score: None,
+    });
+    let filtered = train(&fx.ctx, &JobId::new(), &s).unwrap();
+    let all = train(&fx.ctx, &JobId::new(), &spec(&fx.shuffle)).unwrap();
+    eprintln!(
+        "kept {kept} rows: {} steps filtered, {} unfiltered",
+        filtered.step, all.step
+    );
+    assert_eq!(filtered.step, kept / 1024);
+    assert!(filtered.step < all.step);
+    assert_eq!(
+        filtered.spec.filter, s.filter,
+        "the run record keeps the filter"
+    );
+}
