@@ -45,7 +45,8 @@ pub enum JobError {
     NothingIngested(String),
     #[error("writing parquet part {key}: {reason}")]
     Parquet { key: String, reason: String },
-    #[error("job {0} not found")]
+    /// Something asked for by name does not exist (the message names it).
+    #[error("{0}")]
     NotFound(String),
     #[error("unusable job payload: {0}")]
     Payload(String),

@@ -177,7 +177,7 @@ pub async fn list_nets(lake: &Lake) -> Result<Vec<NetManifest>, JobError> {
 pub async fn fetch_net(lake: &Lake, name: &str) -> Result<(NetManifest, Bytes), JobError> {
     let manifest = read_net(lake, name)
         .await?
-        .ok_or_else(|| JobError::Failed(format!("net {name} is not registered")))?;
+        .ok_or_else(|| JobError::NotFound(format!("net {name} is not registered")))?;
     let (file_key, _) = net_keys(&manifest.name);
     let bytes = lake
         .get(&file_key)

@@ -368,6 +368,12 @@ pub async fn wait_for_job(api: &str, id: &str, timeout: Duration) -> JobRecord {
     }
 }
 
+/// Submits a job and waits for it to end.
+pub async fn run_job(api: &str, body: &serde_json::Value, timeout: Duration) -> JobRecord {
+    let id = submit_job(api, body).await;
+    wait_for_job(api, &id, timeout).await
+}
+
 pub use lakefish_jobs::parts::PositionRow as Row;
 
 /// Every row of a binpack dataset, parts in name order, read through the lake.

@@ -100,24 +100,14 @@ async fn embedded_default_rest_queue_worker_lake() {
     // through the queue; then read the registry over HTTP and pull the file with the CLI.
     let body = json!({ "kind": "train", "spec": { "shuffle": shuffle_id, "arch": "32x2-8",
         "batch_size": 1024, "epochs": 1, "lr": 0.003, "device": "cpu", "seed": 5 } });
-    let rec = wait_for_job(
-        &api,
-        &submit_job(&api, &body).await,
-        Duration::from_secs(300),
-    )
-    .await;
+    let rec = run_job(&api, &body, Duration::from_secs(300)).await;
     assert_eq!(rec.state, JobState::Succeeded, "{rec:?}");
     let run = rec.result.as_ref().unwrap()["id"]
         .as_str()
         .unwrap()
         .to_string();
     let body = json!({ "kind": "quantize", "spec": { "run": run } });
-    let rec = wait_for_job(
-        &api,
-        &submit_job(&api, &body).await,
-        Duration::from_secs(300),
-    )
-    .await;
+    let rec = run_job(&api, &body, Duration::from_secs(300)).await;
     assert_eq!(rec.state, JobState::Succeeded, "{rec:?}");
     let report = rec.result.unwrap();
     assert!(
@@ -129,18 +119,8 @@ async fn embedded_default_rest_queue_worker_lake() {
         "{report}"
     );
     let body = json!({ "kind": "register", "spec": { "run": run } });
-    let first = wait_for_job(
-        &api,
-        &submit_job(&api, &body).await,
-        Duration::from_secs(60),
-    )
-    .await;
-    let again = wait_for_job(
-        &api,
-        &submit_job(&api, &body).await,
-        Duration::from_secs(60),
-    )
-    .await;
+    let first = run_job(&api, &body, Duration::from_secs(60)).await;
+    let again = run_job(&api, &body, Duration::from_secs(60)).await;
     assert_eq!(first.state, JobState::Succeeded, "{first:?}");
     assert_eq!(
         first.result, again.result,
@@ -279,6 +259,24 @@ async fn malformed_requests_get_400_and_unknown_ids_404() {
             r#"{"kind":"train","spec":{"shuffle":"sh-000000000000","batch_size":"big"}}"#,
             "batch_size",
         ),
+        (
+            r#"{"kind":"train","spec":{"shuffle":"sh-000000000000","filter":{"name":"x","min_ply":-1}}}"#,
+            "filter.min_ply",
+        ),
+        (r#"{"kind":"quantize","spec":{"run":"../jobs"}}"#, "run"),
+        (
+            r#"{"kind":"quantize","spec":{"run":"run-1","positions":0}}"#,
+            "positions",
+        ),
+        (
+            r#"{"kind":"quantize","spec":{"run":"run-1","bits":4}}"#,
+            "unknown field",
+        ),
+        (r#"{"kind":"register","spec":{}}"#, "run"),
+        (
+            r#"{"kind":"register","spec":{"run":"run-1","parent":"best"}}"#,
+            "net name",
+        ),
     ] {
         let resp = client
             .post(format!("{api}/v1/jobs"))
@@ -314,6 +312,10 @@ async fn malformed_requests_get_400_and_unknown_ids_404() {
         "/v1/runs/run-000000000000",
         "/v1/runs/..%2F..%2Fjobs",
         "/v1/shuffles/sh-000000000000",
+        "/v1/nets/nn-000000000000.nnue",
+        "/v1/nets/nn-000000000000/file",
+        "/v1/nets/..%2Fjobs",
+        "/v1/nets/best/file",
         "/v1/nothing",
     ] {
         let resp = client.get(format!("{api}{path}")).send().await.unwrap();

@@ -361,11 +361,8 @@ async fn put_json<T: serde::Serialize>(lake: &Lake, key: &str, v: &T) -> Result<
     Ok(())
 }
 
-pub async fn read_run(lake: &Lake, id: &str) -> Result<Option<RunRecord>, TrainError> {
-    Ok(lake
-        .get_json(&format!("{}/{RUN_FILE}", run_prefix(id)), "run record")
-        .await?)
-}
+/// `runs/<id>/run.json`, read the one way every crate reads it.
+pub use lakefish_jobs::nets::read_run;
 
 /// Validation loss over the held-out chunks, plus the material-only baseline's.
 fn validate(

@@ -85,6 +85,17 @@ fn a_trained_net_quantizes_within_targets_and_registers_once() {
         "{e}"
     );
 
+    // A damaged quantized file is refused by register, and the registry stays as it was.
+    let mut damaged = bytes.to_vec();
+    damaged[60] ^= 0x01;
+    fx.rt.block_on(fx.ctx.lake.put(&nnue_key, damaged)).unwrap();
+    let e = register(&fx.ctx, &reg).unwrap_err().to_string();
+    assert!(e.contains(&nnue_key) && e.contains("sha256"), "{e}");
+    assert_eq!(
+        fx.rt.block_on(list_nets(&fx.ctx.lake)).unwrap(),
+        vec![m.clone()]
+    );
+
     // A damaged registry file is caught on fetch, naming the key.
     let (file_key, _) = net_keys(&m.name);
     let mut damaged = bytes.to_vec();
@@ -126,37 +137,28 @@ fn king_relative_feature_sets_quantize_too() {
 
 #[test]
 fn unrepresentable_values_and_missing_steps_are_named() {
-    let arch = Arch::parse("8x2-4").unwrap();
-    let model = Model::new(&arch, 768, 32, tch::Device::Cpu);
-    tch::no_grad(|| {
-        let _ = model.param("l0.weight").shallow_clone().fill_(3.0);
-    });
-    let e = quantize_model(
-        &model,
-        lakefish_engine::features::FeatureSetKind::All768,
-        String::new(),
-        None,
-    )
-    .unwrap_err()
-    .to_string();
+    // The error a model gets when `tensor` is filled with `value` before quantizing.
+    let refused = |tensor: &str, value: f64| {
+        let model = Model::new(&Arch::parse("8x2-4").unwrap(), 768, 32, tch::Device::Cpu);
+        tch::no_grad(|| {
+            let _ = model.param(tensor).shallow_clone().fill_(value);
+        });
+        quantize_model(
+            &model,
+            lakefish_engine::features::FeatureSetKind::All768,
+            String::new(),
+            None,
+        )
+        .unwrap_err()
+        .to_string()
+    };
+    let e = refused("l0.weight", 3.0);
     assert!(
         e.contains("tensor l0.weight") && e.contains("nothing was written"),
         "{e}"
     );
-
     // An accumulator that could overflow int16 is refused, not wrapped.
-    let model = Model::new(&arch, 768, 32, tch::Device::Cpu);
-    tch::no_grad(|| {
-        let _ = model.param("ft.weight").shallow_clone().fill_(20.0);
-    });
-    let e = quantize_model(
-        &model,
-        lakefish_engine::features::FeatureSetKind::All768,
-        String::new(),
-        None,
-    )
-    .unwrap_err()
-    .to_string();
+    let e = refused("ft.weight", 20.0);
     assert!(e.contains("ft.weight") && e.contains("int16"), "{e}");
 
     let fx = fixture(3);

@@ -88,14 +88,7 @@ fn bad_inputs_fail_clearly_and_keep_the_last_good_checkpoint() {
     assert!(err.to_string().contains("256-32"), "{err}");
 
     // Spoil the second training chunk of epoch 0 with an unreadable FEN in its last row.
-    let m = fx
-        .rt
-        .block_on(lakefish_jobs::shuffle::read_shuffle_manifest(
-            &fx.ctx.lake,
-            &fx.shuffle,
-        ))
-        .unwrap()
-        .unwrap();
+    let m = fx.shuffle_manifest();
     let order = epoch_order(&[0, 1], 11, 0);
     let key = format!("shuffled/{}/{}", fx.shuffle, m.chunks[order[1]].name);
     let bytes = fx.rt.block_on(fx.ctx.lake.get(&key)).unwrap().unwrap();
@@ -232,16 +225,8 @@ fn the_same_job_delivered_again_continues_its_run() {
 /// independently from the chunks.
 #[test]
 fn a_load_time_filter_trains_on_the_rows_it_keeps() {
-    use arrow_array::{Array, Int8Array, Int16Array, UInt16Array};
     let fx = fixture(4);
-    let manifest = fx
-        .rt
-        .block_on(lakefish_jobs::shuffle::read_shuffle_manifest(
-            &fx.ctx.lake,
-            &fx.shuffle,
-        ))
-        .unwrap()
-        .unwrap();
+    let manifest = fx.shuffle_manifest();
     let min_ply = 40;
     let mut kept = 0u64;
     let train_chunks = &manifest.chunks[..manifest.chunks.len() - 1];
@@ -252,23 +237,11 @@ fn a_load_time_filter_trains_on_the_rows_it_keeps() {
             c.name
         );
         let bytes = fx.rt.block_on(fx.ctx.lake.get(&key)).unwrap().unwrap();
-        let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(bytes)
-            .unwrap()
-            .build()
-            .unwrap();
-        for b in reader {
-            let b = b.unwrap();
-            let col = |n: &str| b.column_by_name(n).unwrap().clone();
-            let score = col("score");
-            let score = score.as_any().downcast_ref::<Int16Array>().unwrap();
-            let result = col("result");
-            let result = result.as_any().downcast_ref::<Int8Array>().unwrap();
-            let ply = col("ply");
-            let ply = ply.as_any().downcast_ref::<UInt16Array>().unwrap();
-            kept += (0..b.num_rows())
-                .filter(|&i| score.is_valid(i) && result.is_valid(i) && ply.value(i) >= min_ply)
-                .count() as u64;
-        }
+        let rows = lakefish_jobs::parts::read_positions(bytes, &key).unwrap();
+        kept += rows
+            .iter()
+            .filter(|r| r.score.is_some() && r.result.is_some() && r.ply >= min_ply)
+            .count() as u64;
     }
     let mut s = spec(&fx.shuffle);
     s.filter = Some(lakefish_schemas::MaskDefinition {

@@ -1,5 +1,8 @@
 //! The lake fixture the trainer's tests share: a quiet-masked, shuffled dataset.
 
+// Each test binary compiles this module and uses a different part of it.
+#![allow(dead_code)]
+
 use lakefish_jobs::binpack::synthetic_binpack;
 use lakefish_jobs::{JobContext, Lake};
 use lakefish_schemas::TrainSpec;
@@ -36,6 +39,19 @@ pub fn fixture(chunks: u32) -> Fixture {
         ctx,
         rt,
         shuffle: m.id,
+    }
+}
+
+impl Fixture {
+    /// The committed manifest of the fixture's shuffle.
+    pub fn shuffle_manifest(&self) -> lakefish_schemas::ShuffleManifest {
+        self.rt
+            .block_on(lakefish_jobs::shuffle::read_shuffle_manifest(
+                &self.ctx.lake,
+                &self.shuffle,
+            ))
+            .unwrap()
+            .unwrap()
     }
 }
 
