@@ -5,10 +5,15 @@
 //!
 //! Architecture invariant: no tokio, no object_store, no job or HTTP types in this crate.
 
+pub mod bench;
+pub mod eval;
 pub mod features;
 pub mod fen;
 pub mod nnue;
 pub mod random_games;
 pub mod rules;
 pub mod scores;
+pub mod search;
+pub mod simd;
 pub mod sprt;
+pub mod uci;

@@ -35,6 +35,7 @@
 //! wrong hash, a short file and trailing bytes.
 
 use crate::features::{FeatureError, FeatureSetKind};
+use crate::simd::Kernel;
 use shakmaty::{Board, Color};
 use std::fmt;
 
@@ -462,6 +463,72 @@ impl Network {
     }
 }
 
+impl Network {
+    /// [`Network::propagate`] on `kernel`; the same result, faster.
+    pub fn propagate_with(&self, kernel: Kernel, stm: &[i16], nstm: &[i16]) -> i32 {
+        let n = stm.len() + nstm.len();
+        if self.layers.iter().any(|l| l.outputs > 256) {
+            self.propagate(stm, nstm)
+        } else if n <= 1024 {
+            self.propagate_in::<1024>(kernel, stm, nstm)
+        } else if n <= 4096 {
+            self.propagate_in::<4096>(kernel, stm, nstm)
+        } else {
+            self.propagate(stm, nstm)
+        }
+    }
+
+    /// With an activation buffer of `N` bytes (sized to the net, so clearing it stays cheap).
+    fn propagate_in<const N: usize>(&self, kernel: Kernel, stm: &[i16], nstm: &[i16]) -> i32 {
+        let mut x = [0u8; N];
+        let mut sums = [0i32; 256];
+        kernel.clip(stm, nstm, &mut x[..stm.len() + nstm.len()]);
+        let last = self.layers.len() - 1;
+        for (i, layer) in self.layers.iter().enumerate() {
+            kernel.dense(&x[..layer.inputs], layer, &mut sums);
+            if i == last {
+                break;
+            }
+            for (x, &s) in x.iter_mut().zip(&sums[..layer.outputs]) {
+                *x = rounded_shift(s, WEIGHT_SHIFT).clamp(0, 127) as u8;
+            }
+        }
+        rounded_shift(sums[0], OUTPUT_DIVISOR_SHIFT)
+    }
+}
+
+/// A network with random values spread over each type's whole range, for tests and speed
+/// benchmarks (it evaluates nonsense, at the real cost).
+pub fn random_network(features: FeatureSetKind, arch: &str, seed: u64) -> Network {
+    let arch = Arch::parse(arch).unwrap();
+    let mut rng = crate::random_games::SplitMix(seed);
+    let mut small = |range: i64| (rng.next_u64() % (2 * range as u64 + 1)) as i64 - range;
+    let l1 = arch.l1;
+    let ft_bias = (0..l1).map(|_| small(60) as i16).collect();
+    let ft_weights = (0..features.inputs() * l1)
+        .map(|_| small(20) as i16)
+        .collect();
+    let layers = arch
+        .dense()
+        .into_iter()
+        .map(|(inputs, outputs)| Dense {
+            inputs,
+            outputs,
+            bias: (0..outputs).map(|_| small(4000) as i32).collect(),
+            weights: (0..inputs * outputs).map(|_| small(127) as i8).collect(),
+        })
+        .collect();
+    Network::new(
+        features,
+        arch,
+        "test net".into(),
+        ft_bias,
+        ft_weights,
+        layers,
+    )
+    .unwrap()
+}
+
 /// `v / 2^shift` rounded to nearest (halves up).
 fn rounded_shift(v: i32, shift: u32) -> i32 {
     (v + (1 << (shift - 1))) >> shift
@@ -530,37 +597,6 @@ mod tests {
     use crate::random_games::SplitMix;
     use shakmaty::{Chess, Position};
 
-    /// A small random network with values spread over each type's whole range.
-    fn random_net(features: FeatureSetKind, arch: &str, seed: u64) -> Network {
-        let arch = Arch::parse(arch).unwrap();
-        let mut rng = SplitMix(seed);
-        let mut small = |range: i64| (rng.next_u64() % (2 * range as u64 + 1)) as i64 - range;
-        let l1 = arch.l1;
-        let ft_bias = (0..l1).map(|_| small(60) as i16).collect();
-        let ft_weights = (0..features.inputs() * l1)
-            .map(|_| small(20) as i16)
-            .collect();
-        let layers = arch
-            .dense()
-            .into_iter()
-            .map(|(inputs, outputs)| Dense {
-                inputs,
-                outputs,
-                bias: (0..outputs).map(|_| small(4000) as i32).collect(),
-                weights: (0..inputs * outputs).map(|_| small(127) as i8).collect(),
-            })
-            .collect();
-        Network::new(
-            features,
-            arch,
-            "test net".into(),
-            ft_bias,
-            ft_weights,
-            layers,
-        )
-        .unwrap()
-    }
-
     #[test]
     fn arch_parses_and_prints() {
         let a = Arch::parse("256x2-32-32").unwrap();
@@ -581,7 +617,7 @@ mod tests {
             (FeatureSetKind::HalfKp, "8x2-4"),
             (FeatureSetKind::HalfKaV2Hm, "8x2"),
         ] {
-            let net = random_net(features, arch, 7);
+            let net = random_network(features, arch, 7);
             let bytes = net.to_bytes();
             let back = Network::from_bytes(&bytes).unwrap();
             assert_eq!(back, net);
@@ -591,7 +627,7 @@ mod tests {
 
     #[test]
     fn damaged_files_are_refused_with_reasons() {
-        let net = random_net(FeatureSetKind::All768, "16x2-8", 1);
+        let net = random_network(FeatureSetKind::All768, "16x2-8", 1);
         let bytes = net.to_bytes();
 
         let mut v = bytes.clone();
@@ -625,7 +661,7 @@ mod tests {
         ));
 
         // A header claiming another width: the hash no longer matches.
-        let other = random_net(FeatureSetKind::All768, "32x2-8", 1);
+        let other = random_network(FeatureSetKind::All768, "32x2-8", 1);
         let mut v = other.to_bytes();
         let at = 8 + 4 + 4 + 2 + "all768".len() + 2;
         v[at..at + 6].copy_from_slice(b"16x2-8");
@@ -635,7 +671,7 @@ mod tests {
 
     #[test]
     fn wrong_lengths_are_refused_on_assembly() {
-        let net = random_net(FeatureSetKind::All768, "16x2-8", 3);
+        let net = random_network(FeatureSetKind::All768, "16x2-8", 3);
         let mut bias = net.ft_bias.clone();
         bias.pop();
         let e = Network::new(
@@ -654,7 +690,7 @@ mod tests {
     #[test]
     fn evaluation_matches_a_reference_computation() {
         for features in FeatureSetKind::ALL {
-            let net = random_net(features, "16x2-8-4", 11);
+            let net = random_network(features, "16x2-8-4", 11);
             let mut pos = Chess::default();
             let mut rng = SplitMix(5);
             for _ in 0..40 {

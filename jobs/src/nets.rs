@@ -9,7 +9,8 @@ use crate::{JobContext, JobError, Lake};
 use bytes::Bytes;
 use lakefish_engine::nnue::Network;
 use lakefish_schemas::nets::{
-    NETS_PREFIX, checkpoint_step, name_for_sha256, net_keys, net_name, quantized_keys,
+    BEST_KEY, BestNet, NETS_PREFIX, checkpoint_step, name_for_sha256, net_keys, net_name,
+    quantized_keys,
 };
 use lakefish_schemas::train::RUN_FILE;
 use lakefish_schemas::{NetManifest, QuantizeReport, RegisterSpec, RunRecord};
@@ -207,4 +208,24 @@ pub fn verify(manifest: &NetManifest, bytes: &[u8]) -> Result<(), String> {
         ));
     }
     Ok(())
+}
+
+/// The current best net (`None` before any promotion).
+pub async fn read_best(lake: &Lake) -> Result<Option<BestNet>, JobError> {
+    lake.get_json(BEST_KEY, "best-net pointer").await
+}
+
+/// Makes `name`, which must be registered, the best net.
+pub async fn set_best(lake: &Lake, name: &str, reason: &str) -> Result<BestNet, JobError> {
+    let manifest = read_net(lake, name)
+        .await?
+        .ok_or_else(|| JobError::NotFound(format!("net {name} is not registered")))?;
+    let best = BestNet {
+        name: manifest.name,
+        since: crate::records::now(),
+        reason: reason.to_string(),
+    };
+    let json = serde_json::to_vec_pretty(&best).expect("serializable");
+    lake.put(BEST_KEY, json).await?;
+    Ok(best)
 }

@@ -231,3 +231,18 @@ mod tests {
         assert!(r.validate().unwrap_err().contains("best"));
     }
 }
+
+/// `registry/best.json`: the net new candidates are tested against. Absent until a first net
+/// is promoted; then the hand-written evaluation is the one to beat.
+pub const BEST_KEY: &str = "registry/best.json";
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BestNet {
+    /// A registered net's name, `nn-<12 hex>`.
+    pub name: String,
+    /// When it became the best (RFC 3339).
+    pub since: String,
+    /// Why: the SPRT that accepted it, or a manual promotion.
+    pub reason: String,
+}

@@ -3,6 +3,7 @@
 
 mod api;
 mod cli_progress;
+mod engine_cmd;
 mod nets_cmd;
 mod queue;
 
@@ -49,6 +50,12 @@ enum Command {
         #[arg(long)]
         no_workers: bool,
     },
+    /// The UCI chess engine on stdin/stdout (NNUE or hand-written evaluation), or its bench.
+    ///
+    /// Speaks uci, isready, ucinewgame, position, go (depth, nodes, movetime, wtime/btime,
+    /// winc/binc, movestogo, infinite), stop, quit, and setoption Hash / EvalFile /
+    /// UCI_Chess960. `eval` prints the static evaluation of the current position.
+    Engine(engine_cmd::EngineArgs),
     /// Run queued jobs from a shared Redis queue.
     Worker {
         #[arg(long, env = "LAKEFISH_REDIS", required = true)]
@@ -567,10 +574,15 @@ fn ingest_spec(a: &BinpackArgs, absolute: bool) -> anyhow::Result<IngestBinpackS
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     init_logging(cli.log_json);
+    // The engine runs without the multi-threaded runtime: the search owns the threads.
+    if let Command::Engine(args) = cli.command {
+        return engine_cmd::run(&cli.lake, args);
+    }
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
     match cli.command {
+        Command::Engine(_) => unreachable!("handled above"),
         Command::Serve {
             listen,
             queue,

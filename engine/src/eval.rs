@@ -1,0 +1,380 @@
+//! Static evaluation for the search: a quantized NNUE with accumulators updated move by move,
+//! or the hand-written material + piece-square evaluation that plays before any net exists
+//! and serves as the baseline opponent.
+//!
+//! Scores are in Stockfish internal units (the lake's score unit), from the side to move's
+//! point of view, kept inside ±[`MAX_EVAL`] so they never look like mate scores.
+
+use std::sync::Arc;
+
+use shakmaty::{Bitboard, Board, Chess, Color, Move, Piece, Position, Role, Square};
+
+use crate::features::BoardDelta;
+use crate::nnue::Network;
+use crate::scores::MAX_EVAL;
+use crate::simd::Kernel;
+
+/// What the engine evaluates with.
+#[derive(Debug, Clone)]
+pub enum Evaluator {
+    /// Material and piece-square tables, tapered between middlegame and endgame.
+    Classical,
+    Nnue(Arc<Network>),
+}
+
+impl Evaluator {
+    /// `classical`, or the net's feature set, architecture and description.
+    pub fn describe(&self) -> String {
+        match self {
+            Evaluator::Classical => "classical (material + piece-square tables)".to_string(),
+            Evaluator::Nnue(net) => format!("nnue {} {}", net.features, net.arch),
+        }
+    }
+}
+
+/// Evaluation state along one search path: for NNUE, one accumulator pair per ply, each
+/// derived from its parent by the move's feature changes (a fresh refresh only when a
+/// king-bucketed perspective's king changes bucket).
+pub struct EvalStack {
+    evaluator: Evaluator,
+    kernel: Kernel,
+    width: usize,
+    /// `[ply][perspective][width]`, perspective indexed by `Color as usize`.
+    acc: Vec<i16>,
+    scratch: Vec<u32>,
+}
+
+impl EvalStack {
+    /// Room for `plies` plies below the root.
+    pub fn new(evaluator: Evaluator, plies: usize) -> EvalStack {
+        let width = match &evaluator {
+            Evaluator::Classical => 0,
+            Evaluator::Nnue(net) => net.arch.l1,
+        };
+        EvalStack {
+            kernel: Kernel::detect(width),
+            evaluator,
+            width,
+            acc: vec![0; (plies + 1) * 2 * width],
+            scratch: Vec::with_capacity(64),
+        }
+    }
+
+    /// Forces a kernel (tests and benchmarks compare them).
+    pub fn with_kernel(mut self, kernel: Kernel) -> EvalStack {
+        self.kernel = kernel;
+        self
+    }
+
+    pub fn evaluator(&self) -> &Evaluator {
+        &self.evaluator
+    }
+
+    pub fn plies(&self) -> usize {
+        match self.width {
+            0 => usize::MAX,
+            w => self.acc.len() / (2 * w) - 1,
+        }
+    }
+
+    /// Computes ply 0 from scratch for `pos`.
+    pub fn reset(&mut self, pos: &Chess) {
+        if let Evaluator::Nnue(_) = self.evaluator {
+            for color in Color::ALL {
+                self.refresh(0, pos.board(), color);
+            }
+        }
+    }
+
+    fn slot(&self, ply: usize, color: Color) -> std::ops::Range<usize> {
+        let start = (ply * 2 + color as usize) * self.width;
+        start..start + self.width
+    }
+
+    fn refresh(&mut self, ply: usize, board: &Board, color: Color) {
+        let range = self.slot(ply, color);
+        if let Evaluator::Nnue(net) = &self.evaluator {
+            refresh_into(
+                net,
+                self.kernel,
+                &mut self.acc[range],
+                board,
+                color,
+                &mut self.scratch,
+            );
+        }
+    }
+
+    /// Derives ply `ply + 1` from ply `ply` for `mv`, played by `turn`, which led to `child`.
+    pub fn push(&mut self, ply: usize, turn: Color, mv: Move, child: &Chess) {
+        let Evaluator::Nnue(net) = &self.evaluator else {
+            return;
+        };
+        let delta = BoardDelta::from_move(turn, mv);
+        let w = self.width;
+        for color in Color::ALL {
+            let dst = ((ply + 1) * 2 + color as usize) * w;
+            if net.features.needs_refresh_for(color, &delta) {
+                let acc = &mut self.acc[dst..dst + w];
+                refresh_into(
+                    net,
+                    self.kernel,
+                    acc,
+                    child.board(),
+                    color,
+                    &mut self.scratch,
+                );
+                continue;
+            }
+            let src = (ply * 2 + color as usize) * w;
+            let king = child.board().king_of(color).unwrap_or(Square::A1);
+            let changes = net.features.changed(color, king, &delta);
+            let (parent, child_acc) = self.acc.split_at_mut(dst);
+            self.kernel.update(
+                &mut child_acc[..w],
+                &parent[src..src + w],
+                &net.ft_weights,
+                changes.removed(),
+                changes.added(),
+            );
+        }
+    }
+
+    /// A null move changes no piece: ply `ply + 1` copies ply `ply`.
+    pub fn push_null(&mut self, ply: usize) {
+        if self.width > 0 {
+            let from = self.slot(ply, Color::Black).start;
+            self.acc
+                .copy_within(from..from + 2 * self.width, from + 2 * self.width);
+        }
+    }
+
+    /// The accumulator of `color` at `ply` (tests compare it with a full refresh).
+    pub fn accumulator(&self, ply: usize, color: Color) -> &[i16] {
+        &self.acc[self.slot(ply, color)]
+    }
+
+    /// Score of `pos` (the position at `ply`) for its side to move.
+    pub fn evaluate(&self, ply: usize, pos: &Chess) -> i32 {
+        let v = match &self.evaluator {
+            Evaluator::Classical => classical(pos.board(), pos.turn()),
+            Evaluator::Nnue(net) => {
+                let turn = pos.turn();
+                net.propagate_with(
+                    self.kernel,
+                    self.accumulator(ply, turn),
+                    self.accumulator(ply, turn.other()),
+                )
+            }
+        };
+        v.clamp(-MAX_EVAL, MAX_EVAL)
+    }
+}
+
+/// Rebuilds one perspective's accumulator from the board.
+fn refresh_into(
+    net: &Network,
+    kernel: Kernel,
+    acc: &mut [i16],
+    board: &Board,
+    color: Color,
+    scratch: &mut Vec<u32>,
+) {
+    scratch.clear();
+    net.features
+        .active_features(board, color, scratch)
+        .expect("legal positions have both kings");
+    kernel.update(acc, &net.ft_bias, &net.ft_weights, &[], scratch);
+}
+
+/// Game phase weight of a role: 24 with all minor and major pieces on the board.
+const PHASE: [i32; 6] = [0, 1, 1, 2, 4, 0];
+const PHASE_TOTAL: i32 = 24;
+/// Piece values (middlegame, endgame) in internal units (about 3.7 per centipawn).
+const VALUE: [(i32, i32); 6] = [
+    (310, 440),
+    (1120, 1010),
+    (1180, 1070),
+    (1600, 1750),
+    (3300, 3400),
+    (0, 0),
+];
+const TEMPO: i32 = 40;
+
+/// Piece-square bonus (middlegame, endgame) for a piece of `role` on `sq`, seen from its own
+/// side (rank 0 is its back rank). Built from a few plain ideas rather than tuned tables:
+/// knights, bishops and queens like the centre, pawns gain as they advance, rooks like the
+/// seventh rank, the king hides in the middlegame and centralizes in the endgame.
+const fn square_bonus(role: Role, sq: usize) -> (i32, i32) {
+    let file = (sq % 8) as i32;
+    let rank = (sq / 8) as i32;
+    // 0 in the four centre squares, 6 in the corners.
+    let fd = if file < 4 { 3 - file } else { file - 4 };
+    let rd = if rank < 4 { 3 - rank } else { rank - 4 };
+    let centre = 6 - (fd + rd);
+    match role {
+        Role::Pawn => {
+            let central = if file == 3 || file == 4 { 12 } else { 0 };
+            let advance = if rank > 4 { 3 } else { rank - 1 };
+            ((rank - 1) * 10 + central * advance, (rank - 1) * 28)
+        }
+        Role::Knight => (centre * 28 - 70, centre * 22 - 60),
+        Role::Bishop => (centre * 14 - 30, centre * 12 - 30),
+        Role::Rook => {
+            let seventh = if rank == 6 { 70 } else { 0 };
+            let central = if file == 3 || file == 4 { 15 } else { 0 };
+            (seventh + central, seventh / 2)
+        }
+        Role::Queen => (centre * 6 - 15, centre * 14 - 35),
+        Role::King => {
+            let shelter = match file {
+                1 | 2 | 6 => 60,
+                0 | 7 => 35,
+                _ => 0,
+            };
+            (shelter - rank * 70, centre * 35 - 100)
+        }
+    }
+}
+
+/// `(mg, eg)` material plus square bonus for every role and square, White's view.
+const TABLE: [[(i32, i32); 64]; 6] = {
+    let roles = [
+        Role::Pawn,
+        Role::Knight,
+        Role::Bishop,
+        Role::Rook,
+        Role::Queen,
+        Role::King,
+    ];
+    let mut t = [[(0, 0); 64]; 6];
+    let mut r = 0;
+    while r < 6 {
+        let mut sq = 0;
+        while sq < 64 {
+            let (mg, eg) = square_bonus(roles[r], sq);
+            t[r][sq] = (VALUE[r].0 + mg, VALUE[r].1 + eg);
+            sq += 1;
+        }
+        r += 1;
+    }
+    t
+};
+
+/// The hand-written evaluation of `board` for `turn`, in internal units.
+pub fn classical(board: &Board, turn: Color) -> i32 {
+    let (mut mg, mut eg, mut phase) = (0, 0, 0);
+    for color in Color::ALL {
+        let sign = if color == Color::White { 1 } else { -1 };
+        for role in Role::ALL {
+            let r = role as usize - 1;
+            let pieces: Bitboard = board.by_piece(Piece { color, role });
+            for sq in pieces {
+                let own = if color == Color::White {
+                    sq as usize
+                } else {
+                    sq as usize ^ 56
+                };
+                let (m, e) = TABLE[r][own];
+                mg += sign * m;
+                eg += sign * e;
+                phase += PHASE[r];
+            }
+        }
+    }
+    let phase = phase.min(PHASE_TOTAL);
+    let white = (mg * phase + eg * (PHASE_TOTAL - phase)) / PHASE_TOTAL;
+    let v = if turn == Color::White { white } else { -white };
+    v + TEMPO
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use shakmaty::CastlingMode;
+    use shakmaty::fen::Fen;
+
+    fn pos(fen: &str) -> Chess {
+        fen.parse::<Fen>()
+            .unwrap()
+            .into_position(CastlingMode::Standard)
+            .unwrap()
+    }
+
+    #[test]
+    fn classical_is_symmetric_and_counts_material() {
+        let start = Chess::default();
+        assert_eq!(classical(start.board(), Color::White), TEMPO);
+        assert_eq!(classical(start.board(), Color::Black), TEMPO);
+        // A colour-flipped mirror scores the same for its side to move.
+        let a = pos("r1bqkb1r/pppp1ppp/2n2n2/4p3/2B1P3/5N2/PPPP1PPP/RNBQK2R w KQkq - 4 4");
+        let b = pos("rnbqk2r/pppp1ppp/5n2/2b1p3/4P3/2N2N2/PPPP1PPP/R1BQKB1R b KQkq - 4 4");
+        assert_eq!(
+            classical(a.board(), Color::White),
+            classical(b.board(), Color::Black)
+        );
+        // A queen up is a lot better, whoever is to move.
+        let up = pos("rnb1kbnr/pppppppp/8/8/8/8/PPPPPPPP/RNBQKBNR w KQkq - 0 1");
+        assert!(classical(up.board(), Color::White) > 2500);
+        assert!(classical(up.board(), Color::Black) < -2500);
+    }
+}
+
+#[cfg(test)]
+mod property_tests {
+    use super::*;
+    use crate::features::FeatureSetKind;
+    use crate::nnue::random_network;
+    use crate::random_games::SplitMix;
+
+    /// After every move of random games, for every feature set and every kernel this CPU
+    /// has: the incrementally updated accumulators equal a full refresh, and the evaluation
+    /// equals the scalar reference over that refresh (so SIMD equals scalar too).
+    #[test]
+    fn incremental_equals_refresh_and_simd_equals_scalar() {
+        for features in FeatureSetKind::ALL {
+            let net = Arc::new(random_network(features, "64x2-32-32", 5));
+            for kernel in Kernel::available(64) {
+                let mut rng = SplitMix(features as u64 * 1000 + kernel as u64);
+                let mut checked = 0;
+                for _game in 0..12 {
+                    let mut stack =
+                        EvalStack::new(Evaluator::Nnue(Arc::clone(&net)), 160).with_kernel(kernel);
+                    let mut pos = Chess::default();
+                    stack.reset(&pos);
+                    for ply in 0..150 {
+                        let moves = pos.legal_moves();
+                        if moves.is_empty() {
+                            break;
+                        }
+                        let mv = moves[rng.below(moves.len() as u64) as usize];
+                        let mut child = pos.clone();
+                        child.play_unchecked(mv);
+                        if rng.below(16) == 0 {
+                            // A null move copies; the next real move derives from the copy.
+                            stack.push_null(ply);
+                            stack.push(ply + 1, pos.turn(), mv, &child);
+                            stack.push_null(ply + 1);
+                            stack.push(ply, pos.turn(), mv, &child);
+                        } else {
+                            stack.push(ply, pos.turn(), mv, &child);
+                        }
+                        pos = child;
+                        let fresh = net.refresh(pos.board()).unwrap();
+                        for color in Color::ALL {
+                            assert_eq!(
+                                stack.accumulator(ply + 1, color),
+                                &fresh.values[color as usize][..],
+                                "{features} {kernel:?} ply {ply} {color:?}"
+                            );
+                        }
+                        let reference = net.evaluate(&fresh, pos.turn()).clamp(-MAX_EVAL, MAX_EVAL);
+                        assert_eq!(stack.evaluate(ply + 1, &pos), reference);
+                        checked += 1;
+                    }
+                }
+                assert!(checked > 1000, "{features}: only {checked} positions");
+            }
+        }
+    }
+}

@@ -1,0 +1,241 @@
+//! The two hot integer kernels of NNUE inference, in AVX2 (chosen at run time when the CPU
+//! has it) and in plain Rust. Both give bit-identical results; the property tests compare
+//! them on every move of random games.
+//!
+//! - [`Kernel::update`]: a child accumulator is the parent's minus the weight rows of the
+//!   features a move switched off plus those it switched on (i16, wrapping like SIMD lanes).
+//! - [`Kernel::dense`]: a dense layer over clipped activations (the accumulators of both
+//!   perspectives for the first layer), `u8 × i8` products summed in i32. `_mm256_maddubs_epi16` saturates pairs
+//!   at i16, which never happens here: activations are at most 127, so a pair is within
+//!   `2·127·128 = 32512`.
+
+use crate::nnue::Dense;
+
+/// Which implementation runs the kernels.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kernel {
+    Scalar,
+    /// x86-64 AVX2. Only constructed by [`Kernel::detect`] after checking the CPU.
+    Avx2,
+}
+
+impl Kernel {
+    /// The fastest kernel this CPU runs for accumulators `width` wide (AVX2 needs
+    /// multiples of 32 lanes).
+    pub fn detect(width: usize) -> Kernel {
+        #[cfg(target_arch = "x86_64")]
+        if width.is_multiple_of(32) && std::is_x86_feature_detected!("avx2") {
+            return Kernel::Avx2;
+        }
+        let _ = width;
+        Kernel::Scalar
+    }
+
+    /// Every kernel usable here for `width`, scalar first (for tests and benchmarks).
+    pub fn available(width: usize) -> Vec<Kernel> {
+        let mut v = vec![Kernel::Scalar];
+        if Kernel::detect(width) == Kernel::Avx2 {
+            v.push(Kernel::Avx2);
+        }
+        v
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Kernel::Scalar => "scalar",
+            Kernel::Avx2 => "avx2",
+        }
+    }
+
+    /// `dst = src - Σ rows(removed) + Σ rows(added)` over `weights` laid out `[inputs, width]`.
+    pub fn update(
+        self,
+        dst: &mut [i16],
+        src: &[i16],
+        weights: &[i16],
+        removed: &[u32],
+        added: &[u32],
+    ) {
+        let width = dst.len();
+        debug_assert_eq!(src.len(), width);
+        match self {
+            Kernel::Scalar => update_scalar(dst, src, weights, removed, added),
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: Avx2 is only constructed after the CPU reported AVX2, with width.is_multiple_of(32).
+            Kernel::Avx2 => unsafe { avx2::update(dst, src, weights, removed, added) },
+            #[cfg(not(target_arch = "x86_64"))]
+            Kernel::Avx2 => update_scalar(dst, src, weights, removed, added),
+        }
+    }
+
+    /// Clipped ReLU of both accumulators, side to move first, as bytes 0..=127.
+    pub fn clip(self, stm: &[i16], nstm: &[i16], out: &mut [u8]) {
+        debug_assert!(out.len() >= stm.len() + nstm.len());
+        match self {
+            Kernel::Scalar => clip_scalar(stm, nstm, out),
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: as in `update`.
+            Kernel::Avx2 => unsafe { avx2::clip(stm, nstm, out) },
+            #[cfg(not(target_arch = "x86_64"))]
+            Kernel::Avx2 => clip_scalar(stm, nstm, out),
+        }
+    }
+
+    /// A dense layer's sums, bias included, over byte activations.
+    pub fn dense(self, x: &[u8], layer: &Dense, out: &mut [i32]) {
+        debug_assert_eq!(x.len(), layer.inputs);
+        match self {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: as in `update`; rows of a multiple of 32 bytes fill whole registers.
+            Kernel::Avx2 if layer.inputs.is_multiple_of(32) => unsafe {
+                avx2::dense(x, layer, out)
+            },
+            _ => dense_scalar(x, layer, out),
+        }
+    }
+}
+
+fn clip_scalar(stm: &[i16], nstm: &[i16], out: &mut [u8]) {
+    for (x, &v) in out.iter_mut().zip(stm.iter().chain(nstm)) {
+        *x = v.clamp(0, 127) as u8;
+    }
+}
+
+fn dense_scalar(x: &[u8], layer: &Dense, out: &mut [i32]) {
+    let n = layer.inputs;
+    for (o, out) in out.iter_mut().enumerate().take(layer.outputs) {
+        let row = &layer.weights[o * n..][..n];
+        let dot: i32 = row.iter().zip(x).map(|(&w, &a)| w as i32 * a as i32).sum();
+        *out = layer.bias[o] + dot;
+    }
+}
+
+fn update_scalar(dst: &mut [i16], src: &[i16], weights: &[i16], removed: &[u32], added: &[u32]) {
+    let width = dst.len();
+    dst.copy_from_slice(src);
+    for &f in removed {
+        let row = &weights[f as usize * width..][..width];
+        for (d, w) in dst.iter_mut().zip(row) {
+            *d = d.wrapping_sub(*w);
+        }
+    }
+    for &f in added {
+        let row = &weights[f as usize * width..][..width];
+        for (d, w) in dst.iter_mut().zip(row) {
+            *d = d.wrapping_add(*w);
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod avx2 {
+    use super::Dense;
+    use std::arch::x86_64::*;
+
+    #[target_feature(enable = "avx2")]
+    pub unsafe fn update(
+        dst: &mut [i16],
+        src: &[i16],
+        weights: &[i16],
+        removed: &[u32],
+        added: &[u32],
+    ) {
+        let width = dst.len();
+        // Bounds are checked once per row so the loads below stay in range.
+        for &f in removed.iter().chain(added) {
+            assert!((f as usize + 1) * width <= weights.len());
+        }
+        unsafe {
+            let mut i = 0;
+            while i < width {
+                let mut v = _mm256_loadu_si256(src.as_ptr().add(i) as *const __m256i);
+                for &f in removed {
+                    let w = weights.as_ptr().add(f as usize * width + i) as *const __m256i;
+                    v = _mm256_sub_epi16(v, _mm256_loadu_si256(w));
+                }
+                for &f in added {
+                    let w = weights.as_ptr().add(f as usize * width + i) as *const __m256i;
+                    v = _mm256_add_epi16(v, _mm256_loadu_si256(w));
+                }
+                _mm256_storeu_si256(dst.as_mut_ptr().add(i) as *mut __m256i, v);
+                i += 16;
+            }
+        }
+    }
+
+    #[target_feature(enable = "avx2")]
+    pub unsafe fn clip(stm: &[i16], nstm: &[i16], out: &mut [u8]) {
+        assert!(out.len() >= stm.len() + nstm.len());
+        unsafe {
+            let zero = _mm256_setzero_si256();
+            let max = _mm256_set1_epi16(127);
+            let mut at = 0;
+            for half in [stm, nstm] {
+                let mut i = 0;
+                while i + 32 <= half.len() {
+                    let a = _mm256_loadu_si256(half.as_ptr().add(i) as *const __m256i);
+                    let b = _mm256_loadu_si256(half.as_ptr().add(i + 16) as *const __m256i);
+                    let a = _mm256_min_epi16(_mm256_max_epi16(a, zero), max);
+                    let b = _mm256_min_epi16(_mm256_max_epi16(b, zero), max);
+                    // packus interleaves 128-bit lanes; the permute restores the order.
+                    let packed = _mm256_permute4x64_epi64(_mm256_packus_epi16(a, b), 0b11_01_10_00);
+                    _mm256_storeu_si256(out.as_mut_ptr().add(at + i) as *mut __m256i, packed);
+                    i += 32;
+                }
+                at += half.len();
+            }
+        }
+    }
+
+    /// Sum of the eight i32 lanes.
+    #[target_feature(enable = "avx2")]
+    unsafe fn hsum(v: __m256i) -> i32 {
+        let s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+        let s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0b01_00_11_10));
+        let s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0b10_11_00_01));
+        _mm_cvtsi128_si32(s)
+    }
+
+    #[target_feature(enable = "avx2")]
+    pub unsafe fn dense(x: &[u8], layer: &Dense, out: &mut [i32]) {
+        let n = layer.inputs;
+        assert!(x.len() >= n && n.is_multiple_of(32) && layer.weights.len() >= n * layer.outputs);
+        assert!(out.len() >= layer.outputs && layer.bias.len() >= layer.outputs);
+        unsafe {
+            let ones = _mm256_set1_epi16(1);
+            let w = layer.weights.as_ptr();
+            let mut o = 0;
+            // Four rows at a time share each activation load.
+            while o + 4 <= layer.outputs {
+                let mut sums = [_mm256_setzero_si256(); 4];
+                let mut i = 0;
+                while i < n {
+                    let a = _mm256_loadu_si256(x.as_ptr().add(i) as *const __m256i);
+                    for (k, sum) in sums.iter_mut().enumerate() {
+                        let row = _mm256_loadu_si256(w.add((o + k) * n + i) as *const __m256i);
+                        let pairs = _mm256_maddubs_epi16(a, row);
+                        *sum = _mm256_add_epi32(*sum, _mm256_madd_epi16(pairs, ones));
+                    }
+                    i += 32;
+                }
+                for (k, sum) in sums.into_iter().enumerate() {
+                    out[o + k] = layer.bias[o + k] + hsum(sum);
+                }
+                o += 4;
+            }
+            while o < layer.outputs {
+                let mut sum = _mm256_setzero_si256();
+                let mut i = 0;
+                while i < n {
+                    let a = _mm256_loadu_si256(x.as_ptr().add(i) as *const __m256i);
+                    let row = _mm256_loadu_si256(w.add(o * n + i) as *const __m256i);
+                    let pairs = _mm256_maddubs_epi16(a, row);
+                    sum = _mm256_add_epi32(sum, _mm256_madd_epi16(pairs, ones));
+                    i += 32;
+                }
+                out[o] = layer.bias[o] + hsum(sum);
+                o += 1;
+            }
+        }
+    }
+}

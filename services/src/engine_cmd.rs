@@ -1,0 +1,144 @@
+//! `lakefish engine`: the UCI engine on stdin/stdout, and `lakefish engine bench`.
+//!
+//! The engine crate knows nothing of the lake; this module turns `--net` (and UCI's
+//! `EvalFile`) into an evaluator: `best`, a registry name, a file path, or `classical`.
+
+use std::sync::Arc;
+
+use anyhow::{Context, bail};
+use lakefish_engine::eval::Evaluator;
+use lakefish_engine::features::FeatureSetKind;
+use lakefish_engine::nnue::{Network, random_network};
+
+#[derive(clap::Args)]
+pub struct EngineArgs {
+    /// Evaluation: `best` (the registry's best net, or the hand-written evaluation until a
+    /// net has been promoted), a registered name (nn-<12 hex>, pulled from the lake and
+    /// hash-checked), a path to a .nnue file, or `classical`.
+    #[arg(long, default_value = "best")]
+    pub net: String,
+    /// Transposition table size in MiB.
+    #[arg(long, default_value_t = 16)]
+    pub hash: usize,
+    #[command(subcommand)]
+    pub command: Option<EngineCommand>,
+}
+
+#[derive(clap::Subcommand)]
+pub enum EngineCommand {
+    /// Search a fixed set of 16 positions to a fixed depth on one thread: prints the total
+    /// node count (the same on every run for the same evaluation) and nodes per second.
+    Bench {
+        #[arg(long, default_value_t = 8)]
+        depth: u32,
+        /// Use a random net of this shape instead of --net (speed only): FEATURES:ARCH,
+        /// e.g. all768:256x2-32-32 or halfkp:256x2-32-32.
+        #[arg(long)]
+        random_net: Option<String>,
+        /// Also time the evaluation: incremental accumulator updates against full refreshes
+        /// over the same positions (needs a net).
+        #[arg(long)]
+        eval: bool,
+    },
+}
+
+/// The evaluator `what` names, and a line saying what it is.
+pub fn resolve(lake: &str, what: &str) -> anyhow::Result<Evaluator> {
+    let what = what.trim();
+    if what == "classical" {
+        return Ok(Evaluator::Classical);
+    }
+    let path = std::path::Path::new(what);
+    if path.is_file() {
+        let bytes = std::fs::read(path).with_context(|| format!("reading {what}"))?;
+        let net = Network::from_bytes(&bytes).with_context(|| format!("{what} is not a net"))?;
+        return Ok(Evaluator::Nnue(Arc::new(net)));
+    }
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(async {
+        let lake = crate::open_lake(lake)?;
+        let name = if what == "best" {
+            match lakefish_jobs::nets::read_best(&lake).await? {
+                Some(best) => best.name,
+                None => return Ok(Evaluator::Classical),
+            }
+        } else if what.starts_with("nn-") && !what.contains('/') {
+            what.to_string()
+        } else {
+            bail!(
+                "{what:?} is neither a file, a registered net name (nn-<12 hex>), `best` nor \
+                 `classical`"
+            );
+        };
+        let (_, bytes) = lakefish_jobs::nets::fetch_net(&lake, &name).await?;
+        let net = Network::from_bytes(&bytes).with_context(|| format!("net {name}"))?;
+        Ok(Evaluator::Nnue(Arc::new(net)))
+    })
+}
+
+pub fn run(lake: &str, args: EngineArgs) -> anyhow::Result<()> {
+    match args.command {
+        None => {
+            let evaluator = resolve(lake, &args.net)?;
+            eprintln!("lakefish engine: {}", evaluator.describe());
+            let lake = lake.to_string();
+            let resolver = Box::new(move |v: &str| resolve(&lake, v).map_err(|e| format!("{e:#}")));
+            let mut session = lakefish_engine::uci::Session::new(
+                std::io::stdout(),
+                evaluator,
+                &args.net,
+                resolver,
+            );
+            if args.hash != lakefish_engine::uci::DEFAULT_HASH_MB {
+                session.command(&format!("setoption name Hash value {}", args.hash));
+            }
+            session.run(std::io::stdin().lock());
+            Ok(())
+        }
+        Some(EngineCommand::Bench {
+            depth,
+            random_net,
+            eval,
+        }) => {
+            let evaluator = match random_net {
+                Some(shape) => {
+                    let (features, arch) = shape
+                        .split_once(':')
+                        .context("--random-net is FEATURES:ARCH, e.g. all768:256x2-32-32")?;
+                    let features = FeatureSetKind::from_name(features)?;
+                    lakefish_engine::nnue::Arch::parse(arch)?;
+                    Evaluator::Nnue(Arc::new(random_network(features, arch, 1)))
+                }
+                None => resolve(lake, &args.net)?,
+            };
+            println!("evaluation: {}", evaluator.describe());
+            if eval {
+                let Evaluator::Nnue(net) = &evaluator else {
+                    bail!("--eval needs a net (--net or --random-net)");
+                };
+                let e = lakefish_engine::bench::bench_eval(Arc::clone(net), 200);
+                println!(
+                    "eval ({} positions): accumulators incremental {:.1} ns, full refresh {:.1} ns \
+                     (ratio {:.2}x); dense layers {:.1} ns; whole evaluation ratio {:.2}x",
+                    e.positions,
+                    e.incremental_ns,
+                    e.refresh_ns,
+                    e.accumulator_ratio(),
+                    e.propagate_ns,
+                    e.evaluation_ratio()
+                );
+            }
+            let r = lakefish_engine::bench::bench(evaluator, depth);
+            println!(
+                "bench: depth {depth}, {} positions, {} nodes, {:.3} s, {:.0} nodes/s",
+                lakefish_engine::bench::POSITIONS.len(),
+                r.nodes,
+                r.elapsed.as_secs_f64(),
+                r.nps()
+            );
+            Ok(())
+        }
+    }
+}
