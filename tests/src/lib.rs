@@ -412,3 +412,28 @@ pub fn assert_rows_match_binpack(rows: &[Row], binpack: &Path) {
     }
     assert_eq!(rows.len(), i, "row count");
 }
+
+/// Plays one game of `lakefish ARGS` (an engine command line) against itself through
+/// python-chess's UCI client (tests/uci/play_game.py): the JSON it prints.
+pub fn play_through_python_chess(args: &[&str], nodes: u32, max_plies: u32) -> serde_json::Value {
+    let script = workspace_root().join("tests/uci/play_game.py");
+    let out = std::process::Command::new(venv_bin("python"))
+        .arg(script)
+        .arg(lakefish_bin())
+        .args(args)
+        .args([
+            "--",
+            "--nodes",
+            &nodes.to_string(),
+            "--max-plies",
+            &max_plies.to_string(),
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "python-chess game failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}

@@ -178,6 +178,15 @@ async fn embedded_default_rest_queue_worker_lake() {
     assert_success(&out);
     assert!(String::from_utf8_lossy(&out.stdout).contains(&name));
 
+    // The engine plays with the registered net, pulled from the lake by name and
+    // hash-checked, through a real UCI client; and with the pulled file by path.
+    let lake_dir = dir.path().join("lake");
+    for net in [name.as_str(), pulled.to_str().unwrap()] {
+        let args = ["--lake", lake_dir.to_str().unwrap(), "engine", "--net", net];
+        let game = lakefish_tests::play_through_python_chess(&args, 500, 24);
+        assert_eq!(game["moves"].as_array().unwrap().len(), 24, "{game}");
+    }
+
     // The file followed by a truncated copy of itself: the whole part is ingested, and the
     // record's result names what was skipped, and where.
     let whole = std::fs::read(&input).unwrap();

@@ -1,0 +1,145 @@
+//! `lakefish engine` through a real UCI client (python-chess's `chess.engine`), and the
+//! engine's refusals of bad nets on the command line and over UCI.
+
+use std::io::Write;
+use std::process::{Command, Stdio};
+
+use lakefish_engine::features::FeatureSetKind;
+use lakefish_engine::nnue::random_network;
+use lakefish_tests::{lakefish_bin, play_through_python_chess};
+
+#[test]
+fn python_chess_plays_a_whole_game() {
+    let game = play_through_python_chess(&["engine", "--net", "classical"], 2000, 400);
+    let moves = game["moves"].as_array().unwrap();
+    let result = game["result"].as_str().unwrap();
+    // The game ended by the rules (python-chess judged it), or at the ply cap.
+    assert!(
+        ["1-0", "0-1", "1/2-1/2"].contains(&result) || moves.len() == 400,
+        "{game}"
+    );
+    assert!(moves.len() >= 20, "{game}");
+    let options = game["options"].as_array().unwrap();
+    for o in ["Hash", "EvalFile", "UCI_Chess960"] {
+        assert!(options.iter().any(|v| v == o), "{o} not offered: {game}");
+    }
+    assert!(!game["scores"].as_array().unwrap().is_empty(), "{game}");
+    assert!(game["max_depth"].as_u64().unwrap() >= 4, "{game}");
+    assert!(game["analysis_depth"].as_u64().unwrap() >= 1, "{game}");
+}
+
+/// Feeds `script` to `lakefish engine ARGS` and returns (success, stdout, stderr).
+fn uci(args: &[&str], script: &str) -> (bool, String, String) {
+    let mut child = Command::new(lakefish_bin())
+        .arg("engine")
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(script.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn nets_from_files_and_refusals() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = dir.path().join("good.nnue");
+    let bytes = random_network(FeatureSetKind::HalfKp, "64x2-32-32", 3).to_bytes();
+    std::fs::write(&good, &bytes).unwrap();
+    // A file whose header claims another architecture than its tensors have.
+    let text = String::from_utf8_lossy(&bytes).into_owned();
+    let at = text.find("64x2-32-32").unwrap();
+    let mut lying = bytes.clone();
+    lying[at..at + 2].copy_from_slice(b"32");
+    let wrong = dir.path().join("wrong-arch.nnue");
+    std::fs::write(&wrong, &lying).unwrap();
+
+    // A real net file plays.
+    let (ok, out, err) = uci(
+        &["--net", good.to_str().unwrap()],
+        "uci\nposition startpos moves e2e4\ngo nodes 5000\nquit\n",
+    );
+    assert!(ok, "{err}");
+    assert!(err.contains("nnue halfkp 64x2-32-32"), "{err}");
+    assert!(out.contains("bestmove "), "{out}");
+
+    // The wrong architecture is refused on the command line, naming the file and reason.
+    let (ok, _, err) = uci(&["--net", wrong.to_str().unwrap()], "quit\n");
+    assert!(!ok);
+    assert!(err.contains("wrong-arch.nnue is not a net"), "{err}");
+    assert!(err.contains("hash"), "{err}");
+    // ...and over UCI, where the session carries on with the evaluation it had.
+    let script = format!(
+        "setoption name EvalFile value {}\nsetoption name EvalFile value nn-000000000000\n\
+         position startpos\ngo depth 3\nquit\n",
+        wrong.display()
+    );
+    let lake = dir.path().join("lake");
+    let (ok, out, _) = uci(
+        &["--lake", lake.to_str().unwrap(), "--net", "classical"],
+        &script,
+    );
+    assert!(ok);
+    assert!(
+        out.contains("info string error: setoption EvalFile"),
+        "{out}"
+    );
+    assert!(out.contains("is not a net"), "{out}");
+    assert!(out.contains("nn-000000000000 is not registered"), "{out}");
+    assert!(out.contains("bestmove "), "{out}");
+    // An unknown name that is no file, and `best` before any promotion.
+    let (ok, _, err) = uci(&["--net", "no-such-thing"], "quit\n");
+    assert!(!ok && err.contains("neither a file"), "{err}");
+    let (ok, _, err) = uci(
+        &["--lake", lake.to_str().unwrap(), "--net", "best"],
+        "quit\n",
+    );
+    assert!(ok && err.contains("classical"), "{err}");
+}
+
+#[test]
+fn garbage_uci_input_never_crashes() {
+    let mut script = String::from("uci\n");
+    for line in [
+        "position",
+        "position fen",
+        "position fen 8/8/8/8/8/8/8/8 w - - 0 1",
+        "position startpos moves",
+        "position startpos moves e2e4 zzzz",
+        "position startpos garbage",
+        "go depth",
+        "go nodes -5",
+        "go movetime 1e9",
+        "go wtime 100 btime",
+        "setoption",
+        "setoption name",
+        "setoption name Hash value 99999999999999999999",
+        "setoption name UCI_Chess960 value maybe",
+        "\u{0}\u{1}\u{2}",
+        "ünïcödé",
+        "stop",
+        "isready",
+    ] {
+        script.push_str(line);
+        script.push('\n');
+    }
+    script.push_str("position startpos moves e2e4\ngo depth 2\nisready\nquit\n");
+    let (ok, out, err) = uci(&["--net", "classical"], &script);
+    assert!(ok, "{err}");
+    assert!(out.matches("info string error").count() >= 12, "{out}");
+    assert!(out.contains("readyok"), "{out}");
+    // `go nodes -5` searches one node's worth; the last go answers too.
+    assert!(out.matches("bestmove").count() >= 2, "{out}");
+}
