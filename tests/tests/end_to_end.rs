@@ -148,9 +148,9 @@ async fn embedded_default_rest_queue_worker_lake() {
     assert_eq!(lakefish_jobs::nets::sha256_hex(&bytes), sha);
     lakefish_engine::nnue::Network::from_bytes(&bytes).unwrap();
     for (path, status) in [
-        (format!("/v1/nets/nn-000000000000"), 404),
-        (format!("/v1/nets/../runs/file"), 404),
-        (format!("/v1/nets/best.nnue/file"), 404),
+        ("/v1/nets/nn-000000000000", 404),
+        ("/v1/nets/../runs/file", 404),
+        ("/v1/nets/best.nnue/file", 404),
     ] {
         let r = reqwest::get(format!("{api}{path}")).await.unwrap();
         assert_eq!(r.status(), status, "{path}");
