@@ -19,6 +19,8 @@ use crate::simd::Kernel;
 pub enum Evaluator {
     /// Material and piece-square tables, tapered between middlegame and endgame.
     Classical,
+    /// Material alone: a weaker built-in opponent, so matches can be tested without nets.
+    Material,
     Nnue(Arc<Network>),
 }
 
@@ -27,6 +29,7 @@ impl Evaluator {
     pub fn describe(&self) -> String {
         match self {
             Evaluator::Classical => "classical (material + piece-square tables)".to_string(),
+            Evaluator::Material => "material (piece values only)".to_string(),
             Evaluator::Nnue(net) => format!("nnue {} {}", net.features, net.arch),
         }
     }
@@ -48,7 +51,7 @@ impl EvalStack {
     /// Room for `plies` plies below the root.
     pub fn new(evaluator: Evaluator, plies: usize) -> EvalStack {
         let width = match &evaluator {
-            Evaluator::Classical => 0,
+            Evaluator::Classical | Evaluator::Material => 0,
             Evaluator::Nnue(net) => net.arch.l1,
         };
         EvalStack {
@@ -158,6 +161,7 @@ impl EvalStack {
     pub fn evaluate(&self, ply: usize, pos: &Chess) -> i32 {
         let v = match &self.evaluator {
             Evaluator::Classical => classical(pos.board(), pos.turn()),
+            Evaluator::Material => material_only(pos.board(), pos.turn()),
             Evaluator::Nnue(net) => {
                 let turn = pos.turn();
                 net.propagate_with(
@@ -286,6 +290,24 @@ pub fn classical(board: &Board, turn: Color) -> i32 {
     let white = (mg * phase + eg * (PHASE_TOTAL - phase)) / PHASE_TOTAL;
     let v = if turn == Color::White { white } else { -white };
     v + TEMPO
+}
+
+/// Tapered piece values alone, for `turn`.
+pub fn material_only(board: &Board, turn: Color) -> i32 {
+    let (mut mg, mut eg, mut phase) = (0, 0, 0);
+    for color in Color::ALL {
+        let sign = if color == Color::White { 1 } else { -1 };
+        for role in Role::ALL {
+            let r = role as usize - 1;
+            let n = board.by_piece(Piece { color, role }).count() as i32;
+            mg += sign * n * VALUE[r].0;
+            eg += sign * n * VALUE[r].1;
+            phase += n * PHASE[r];
+        }
+    }
+    let phase = phase.min(PHASE_TOTAL);
+    let white = (mg * phase + eg * (PHASE_TOTAL - phase)) / PHASE_TOTAL;
+    if turn == Color::White { white } else { -white }
 }
 
 #[cfg(test)]

@@ -6,9 +6,11 @@
 //! Architecture invariant: no tokio, no object_store, no job or HTTP types in this crate.
 
 pub mod bench;
+pub mod book;
 pub mod eval;
 pub mod features;
 pub mod fen;
+pub mod matchplay;
 pub mod nnue;
 pub mod random_games;
 pub mod rules;

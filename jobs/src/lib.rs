@@ -23,6 +23,7 @@ pub mod pgn;
 pub mod records;
 pub mod runner;
 pub mod shuffle;
+pub mod sprt;
 
 pub use context::{Hooks, JobContext, JobSubmitter, ProgressSink, Trainer};
 pub use error::JobError;

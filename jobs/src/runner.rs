@@ -50,6 +50,12 @@ pub fn run_spec(
             let m = crate::nets::register(ctx, s)?;
             serde_json::to_value(m).map_err(|e| JobError::Internal(e.to_string()))
         }
+        JobSpec::Sprt(s) if ctx.submitter.is_some() => crate::sprt::fan_out(ctx, s),
+        JobSpec::Sprt(s) => {
+            let status = crate::sprt::run_here(ctx, s)?;
+            serde_json::to_value(status).map_err(|e| JobError::Internal(e.to_string()))
+        }
+        JobSpec::SprtBatch(t) => crate::sprt::batch_task(ctx, t),
         JobSpec::ShuffleDeal(t) => crate::shuffle::deal_task(ctx, t),
         JobSpec::ShufflePile(t) => crate::shuffle::pile_task(ctx, t),
         JobSpec::Mask(s) => {

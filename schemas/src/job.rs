@@ -87,10 +87,14 @@ pub enum JobSpec {
     Quantize(crate::QuantizeSpec),
     /// A quantized checkpoint into the content-addressed registry `nets/`.
     Register(crate::RegisterSpec),
+    /// An SPRT match; queued, it fans out as `sprt_batch` jobs.
+    Sprt(crate::SprtSpec),
     /// Pass 1 of a fanned-out shuffle for one input part (queued by the `shuffle` job).
     ShuffleDeal(ShuffleTask),
     /// Pass 2 of a fanned-out shuffle for one pile (queued by the last deal).
     ShufflePile(ShuffleTask),
+    /// One batch of an SPRT's game pairs (queued by the `sprt` job and by earlier batches).
+    SprtBatch(crate::SprtTask),
 }
 
 /// Ingest files into a dataset: Stockfish `.binpack` files (`ingest_binpack`) into
@@ -144,6 +148,7 @@ impl JobSpec {
         "train",
         "quantize",
         "register",
+        "sprt",
     ];
 
     pub fn kind(&self) -> &'static str {
@@ -155,6 +160,8 @@ impl JobSpec {
             JobSpec::Train(_) => "train",
             JobSpec::Quantize(_) => "quantize",
             JobSpec::Register(_) => "register",
+            JobSpec::Sprt(_) => "sprt",
+            JobSpec::SprtBatch(_) => "sprt_batch",
             JobSpec::ShuffleDeal(_) => "shuffle_deal",
             JobSpec::ShufflePile(_) => "shuffle_pile",
         }
@@ -166,7 +173,8 @@ impl JobSpec {
     }
 
     /// Kinds lakefish queues itself (a shuffle's passes); clients cannot submit them.
-    pub const INTERNAL_KINDS: &'static [&'static str] = &["shuffle_deal", "shuffle_pile"];
+    pub const INTERNAL_KINDS: &'static [&'static str] =
+        &["shuffle_deal", "shuffle_pile", "sprt_batch"];
 
     fn decode(body: &[u8], internal: bool) -> Result<JobSpec, SpecError> {
         let value: serde_json::Value =
@@ -249,6 +257,24 @@ impl JobSpec {
                 let s: crate::RegisterSpec = from_spec(spec).map_err(invalid)?;
                 s.validate().map_err(invalid)?;
                 Ok(JobSpec::Register(s))
+            }
+            "sprt" => {
+                let invalid = |message: String| SpecError::Invalid {
+                    kind: "sprt",
+                    message,
+                };
+                let s: crate::SprtSpec = from_spec(spec).map_err(invalid)?;
+                s.validate().map_err(invalid)?;
+                Ok(JobSpec::Sprt(s))
+            }
+            "sprt_batch" if internal => {
+                let invalid = |message: String| SpecError::Invalid {
+                    kind: "sprt_batch",
+                    message,
+                };
+                let t: crate::SprtTask = from_spec(spec).map_err(invalid)?;
+                t.validate().map_err(invalid)?;
+                Ok(JobSpec::SprtBatch(t))
             }
             k @ ("shuffle_deal" | "shuffle_pile") if internal => {
                 let kind = if k == "shuffle_deal" {

@@ -12,6 +12,7 @@ pub mod names;
 pub mod nets;
 pub mod positions;
 pub mod shuffle;
+pub mod sprt;
 pub mod train;
 
 pub use dataset::{DatasetManifest, InputReport, PartInfo, SkippedGame, SkippedRange};
@@ -23,4 +24,5 @@ pub use mask::{MaskDefinition, MaskManifest, MaskName, MaskSpec};
 pub use names::{DatasetName, NameError, Source, raw_key};
 pub use nets::{NetManifest, QuantizationError, QuantizeReport, QuantizeSpec, RegisterSpec};
 pub use shuffle::{ShuffleManifest, ShufflePlan, ShuffleSpec, ShuffleTask};
+pub use sprt::{SprtBatch, SprtPlan, SprtSpec, SprtState, SprtStatus, SprtTask};
 pub use train::{RunRecord, TrainSpec};

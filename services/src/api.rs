@@ -39,6 +39,10 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/nets", get(nets))
         .route("/v1/nets/{name}", get(net))
         .route("/v1/nets/{name}/file", get(net_file))
+        .route("/v1/sprt", post(submit_sprt).get(list_sprt))
+        .route("/v1/sprt/calc", get(sprt_calc))
+        .route("/v1/sprt/{id}", get(get_sprt))
+        .route("/v1/sprt/{id}/pgn", get(sprt_pgn))
         .fallback(not_found)
         .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(state)
@@ -65,7 +69,9 @@ impl From<lakefish_train::TrainError> for ApiError {
 impl From<JobError> for ApiError {
     fn from(e: JobError) -> Self {
         match e {
-            JobError::Name(_) | JobError::Input { .. } => ApiError::BadRequest(e.to_string()),
+            JobError::Name(_) | JobError::Input { .. } | JobError::Payload(_) => {
+                ApiError::BadRequest(e.to_string())
+            }
             JobError::NotFound(_) => ApiError::NotFound(e.to_string()),
             JobError::Lake { .. } => ApiError::Unavailable(e.to_string()),
             _ => ApiError::Internal(e.to_string()),
@@ -255,4 +261,127 @@ async fn net_file(
         ),
     ];
     Ok((headers, [("x-sha256", m.sha256)], bytes).into_response())
+}
+
+/// Plans the test right away (so a bad book or net is a 400 naming it), then queues it.
+async fn submit_sprt(
+    State(s): State<AppState>,
+    body: Result<Bytes, axum::extract::rejection::BytesRejection>,
+) -> Result<Response, ApiError> {
+    let body = body.map_err(|e| ApiError::BadRequest(e.body_text()))?;
+    let value: serde_json::Value = serde_json::from_slice(&body)
+        .map_err(|e| ApiError::BadRequest(format!("invalid JSON: {e}")))?;
+    let wrapped = serde_json::to_vec(&json!({"kind": "sprt", "spec": value})).expect("json");
+    let spec = JobSpec::from_request(&wrapped).map_err(|e| ApiError::BadRequest(e.to_string()))?;
+    let JobSpec::Sprt(sprt) = &spec else {
+        unreachable!("decoded as sprt")
+    };
+    let ctx = lakefish_jobs::JobContext::new(s.lake.clone(), tokio::runtime::Handle::current());
+    let sprt = sprt.clone();
+    let plan = tokio::task::spawn_blocking(move || lakefish_jobs::sprt::plan(&ctx, &sprt))
+        .await
+        .map_err(|e| ApiError::Internal(e.to_string()))??;
+    let id = JobId::new();
+    let record = JobStore::new_record(id.clone(), spec.clone());
+    s.jobs.put(&record).await?;
+    s.queue
+        .push(QueuedJob::new(id.clone(), &spec))
+        .await
+        .map_err(|e| ApiError::Unavailable(format!("queue unavailable: {e}")))?;
+    let body = json!({
+        "id": plan.id, "job": id, "new": plan.new.name, "base": plan.base.name,
+        "url": format!("/v1/sprt/{}", plan.id),
+    });
+    Ok((StatusCode::ACCEPTED, Json(body)).into_response())
+}
+
+fn sprt_id(id: &str) -> Result<(), ApiError> {
+    lakefish_schemas::names::check_segment("sprt", id, 64)
+        .map_err(|_| ApiError::NotFound(format!("sprt test {id:?} not found")))
+}
+
+async fn get_sprt(State(s): State<AppState>, Path(id): Path<String>) -> Result<Response, ApiError> {
+    sprt_id(&id)?;
+    let st = lakefish_jobs::sprt::status(&s.lake, &id)
+        .await?
+        .ok_or_else(|| ApiError::NotFound(format!("sprt test {id} not found")))?;
+    Ok(Json(st).into_response())
+}
+
+async fn sprt_pgn(State(s): State<AppState>, Path(id): Path<String>) -> Result<Response, ApiError> {
+    sprt_id(&id)?;
+    let pgn = lakefish_jobs::sprt::pgn(&s.lake, &id)
+        .await?
+        .ok_or_else(|| ApiError::NotFound(format!("sprt test {id} not found")))?;
+    Ok((
+        [(axum::http::header::CONTENT_TYPE, "application/x-chess-pgn")],
+        pgn,
+    )
+        .into_response())
+}
+
+#[derive(Deserialize)]
+struct SprtFilter {
+    net: Option<String>,
+    state: Option<String>,
+}
+
+async fn list_sprt(
+    State(s): State<AppState>,
+    Query(q): Query<SprtFilter>,
+) -> Result<Response, ApiError> {
+    let state = match q.state.as_deref() {
+        None => None,
+        Some(v) => Some(lakefish_schemas::SprtState::parse(v).ok_or_else(|| {
+            ApiError::BadRequest(format!(
+                "state {v:?}: expected running, accepted, rejected or inconclusive"
+            ))
+        })?),
+    };
+    let all = lakefish_jobs::sprt::list(&s.lake, q.net.as_deref(), state).await?;
+    Ok(Json(json!({ "tests": all })).into_response())
+}
+
+#[derive(Deserialize)]
+struct CalcQuery {
+    penta: Option<String>,
+    wdl: Option<String>,
+    #[serde(default)]
+    elo0: f64,
+    #[serde(default = "two")]
+    elo1: f64,
+    #[serde(default = "normalized")]
+    model: String,
+    #[serde(default = "five_percent")]
+    alpha: f64,
+    #[serde(default = "five_percent")]
+    beta: f64,
+}
+
+fn two() -> f64 {
+    2.0
+}
+fn normalized() -> String {
+    "normalized".into()
+}
+fn five_percent() -> f64 {
+    0.05
+}
+
+async fn sprt_calc(
+    query: Result<Query<CalcQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Response, ApiError> {
+    let Query(q) = query.map_err(|e| ApiError::BadRequest(e.body_text()))?;
+    let (kind, counts) = match (&q.penta, &q.wdl) {
+        (Some(p), None) => ("penta", p),
+        (None, Some(w)) => ("wdl", w),
+        _ => {
+            return Err(ApiError::BadRequest(
+                "give exactly one of penta=LL,LD,DD,WD,WW and wdl=W,D,L".into(),
+            ));
+        }
+    };
+    let c = lakefish_jobs::sprt::calc(kind, counts, q.elo0, q.elo1, &q.model, q.alpha, q.beta)
+        .map_err(ApiError::BadRequest)?;
+    Ok(Json(c).into_response())
 }

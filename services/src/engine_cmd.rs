@@ -45,8 +45,10 @@ pub enum EngineCommand {
 /// The evaluator `what` names, and a line saying what it is.
 pub fn resolve(lake: &str, what: &str) -> anyhow::Result<Evaluator> {
     let what = what.trim();
-    if what == "classical" {
-        return Ok(Evaluator::Classical);
+    match what {
+        "classical" => return Ok(Evaluator::Classical),
+        "material" => return Ok(Evaluator::Material),
+        _ => {}
     }
     let path = std::path::Path::new(what);
     if path.is_file() {

@@ -6,6 +6,7 @@ mod cli_progress;
 mod engine_cmd;
 mod nets_cmd;
 mod queue;
+mod sprt_cmd;
 
 use anyhow::{Context, bail};
 use clap::{Parser, Subcommand};
@@ -56,6 +57,12 @@ enum Command {
     /// winc/binc, movestogo, infinite), stop, quit, and setoption Hash / EvalFile /
     /// UCI_Chess960. `eval` prints the static evaluation of the current position.
     Engine(engine_cmd::EngineArgs),
+    /// SPRT of two evaluations in colour-reversed game pairs from an opening book, played
+    /// here on all cores (or queued with --api); `sprt calc` and `sprt show ID`.
+    ///
+    /// Counts W/D/L and pentanomial pairs, and stops when the LLR (fishtest's normalized
+    /// model by default) leaves ln(β/(1-α)), ln((1-β)/α). Games go to sprt/<id>/games.pgn.
+    Sprt(sprt_cmd::SprtArgs),
     /// Run queued jobs from a shared Redis queue.
     Worker {
         #[arg(long, env = "LAKEFISH_REDIS", required = true)]
@@ -583,6 +590,7 @@ fn main() -> anyhow::Result<()> {
         .build()?;
     match cli.command {
         Command::Engine(_) => unreachable!("handled above"),
+        Command::Sprt(a) => rt.block_on(sprt_cmd::run(&cli.lake, rt.handle(), a)),
         Command::Serve {
             listen,
             queue,
@@ -900,6 +908,18 @@ fn run_here(
     spec: JobSpec,
     threads: Option<usize>,
 ) -> anyhow::Result<()> {
+    let out = run_here_value(lake, rt, spec, threads)?;
+    println!("{}", serde_json::to_string_pretty(&out)?);
+    Ok(())
+}
+
+/// Runs a job in this process with a progress bar and returns its result.
+fn run_here_value(
+    lake: &str,
+    rt: &tokio::runtime::Handle,
+    spec: JobSpec,
+    threads: Option<usize>,
+) -> anyhow::Result<serde_json::Value> {
     let lake = open_lake(lake)?;
     let bar = Arc::new(cli_progress::Bar::new());
     let ctx = JobContext::new(lake, rt.clone())
@@ -911,8 +931,7 @@ fn run_here(
         });
     let out = lakefish_jobs::runner::run_spec(&ctx, &JobId::new(), &spec);
     bar.finish();
-    println!("{}", serde_json::to_string_pretty(&out?)?);
-    Ok(())
+    Ok(out?)
 }
 
 /// `<host>-<pid>-<random>`: apalis refuses a worker name it still believes alive, and a

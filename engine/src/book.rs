@@ -1,0 +1,256 @@
+//! Opening books for matches: EPD (one position per line) or PGN (each game's final
+//! position after its main line). Every line or game that cannot be read is an error naming
+//! where; a book must hold at least one position.
+
+use shakmaty::fen::Fen;
+use shakmaty::san::San;
+use shakmaty::{CastlingMode, Chess, EnPassantMode, Position};
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum BookError {
+    #[error("book {book}: line {line}: {reason}")]
+    Line {
+        book: String,
+        line: usize,
+        reason: String,
+    },
+    #[error("book {book}: game {game}: {reason}")]
+    Game {
+        book: String,
+        game: usize,
+        reason: String,
+    },
+    #[error("book {0} has no positions")]
+    Empty(String),
+    #[error("book {0} is not UTF-8 text")]
+    NotText(String),
+}
+
+/// Opening positions, in file order.
+#[derive(Debug, Clone)]
+pub struct Book {
+    pub positions: Vec<Chess>,
+}
+
+impl Book {
+    /// Parses `bytes`, named `name` in errors; PGN when the name ends in `.pgn` or the text
+    /// starts with a tag, EPD otherwise.
+    pub fn parse(name: &str, bytes: &[u8]) -> Result<Book, BookError> {
+        let text = std::str::from_utf8(bytes).map_err(|_| BookError::NotText(name.into()))?;
+        let text = text.trim_start_matches('\u{feff}');
+        let positions = if name.ends_with(".pgn") || text.trim_start().starts_with('[') {
+            parse_pgn(name, text)?
+        } else {
+            parse_epd(name, text)?
+        };
+        if positions.is_empty() {
+            return Err(BookError::Empty(name.into()));
+        }
+        Ok(Book { positions })
+    }
+
+    /// The positions as FEN lines (how a test stores the book it was started with).
+    pub fn to_epd(&self) -> String {
+        self.positions
+            .iter()
+            .map(|p| format!("{}\n", Fen::from_position(p, EnPassantMode::Legal)))
+            .collect()
+    }
+}
+
+fn parse_epd(name: &str, text: &str) -> Result<Vec<Chess>, BookError> {
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let err = |reason: String| BookError::Line {
+            book: name.into(),
+            line: i + 1,
+            reason,
+        };
+        // EPD: four fields then operations; FEN: six fields.
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        if fields.len() < 4 {
+            return Err(err(format!("{line:?} has fewer than four FEN fields")));
+        }
+        let clocks = fields.len() >= 6
+            && fields[4].parse::<u32>().is_ok()
+            && fields[5].parse::<u32>().is_ok();
+        let fen = if clocks {
+            fields[..6].join(" ")
+        } else {
+            format!("{} 0 1", fields[..4].join(" "))
+        };
+        let parsed: Fen = fen
+            .parse()
+            .map_err(|e| err(format!("bad FEN {fen:?}: {e}")))?;
+        let pos: Chess = parsed
+            .into_position(CastlingMode::Standard)
+            .map_err(|e| err(format!("illegal position {fen:?}: {e}")))?;
+        if pos.is_game_over() {
+            return Err(err(format!("{fen:?} is already decided")));
+        }
+        out.push(pos);
+    }
+    Ok(out)
+}
+
+/// Movetext tokens that are moves: comments, variations, NAGs, move numbers and results go.
+fn san_tokens(movetext: &str) -> Vec<String> {
+    let mut tokens = Vec::new();
+    let (mut depth, mut in_comment) = (0usize, false);
+    let mut cur = String::new();
+    let flush = |cur: &mut String, tokens: &mut Vec<String>| {
+        let t = cur.trim_start_matches(|c: char| c.is_ascii_digit() || c == '.');
+        let result = ["1-0", "0-1", "1/2-1/2", "*"].contains(&cur.as_str());
+        if !t.is_empty() && !t.starts_with('$') && !result {
+            tokens.push(t.trim_end_matches(['!', '?']).to_string());
+        }
+        cur.clear();
+    };
+    for c in movetext.chars() {
+        match c {
+            '{' if !in_comment => in_comment = true,
+            '}' if in_comment => in_comment = false,
+            _ if in_comment => {}
+            '(' => depth += 1,
+            ')' => depth = depth.saturating_sub(1),
+            _ if depth > 0 => {}
+            c if c.is_whitespace() => flush(&mut cur, &mut tokens),
+            c => cur.push(c),
+        }
+    }
+    flush(&mut cur, &mut tokens);
+    tokens
+}
+
+fn parse_pgn(name: &str, text: &str) -> Result<Vec<Chess>, BookError> {
+    let mut out = Vec::new();
+    let mut game = 0;
+    let mut tags: Vec<(String, String)> = Vec::new();
+    let mut movetext = String::new();
+    let mut finish = |tags: &mut Vec<(String, String)>, movetext: &mut String, game: usize| {
+        if tags.is_empty() && movetext.trim().is_empty() {
+            return Ok(());
+        }
+        let err = |reason: String| BookError::Game {
+            book: name.into(),
+            game,
+            reason,
+        };
+        let mut pos = match tags.iter().find(|(k, _)| k == "FEN") {
+            Some((_, fen)) => fen
+                .parse::<Fen>()
+                .map_err(|e| err(format!("bad FEN tag {fen:?}: {e}")))?
+                .into_position(CastlingMode::Standard)
+                .map_err(|e| err(format!("illegal FEN tag {fen:?}: {e}")))?,
+            None => Chess::default(),
+        };
+        for (ply, token) in san_tokens(movetext).iter().enumerate() {
+            let san: San = token
+                .parse()
+                .map_err(|_| err(format!("ply {}: {token:?} is not a move", ply + 1)))?;
+            let mv = san
+                .to_move(&pos)
+                .map_err(|e| err(format!("ply {}: {token} is illegal here: {e}", ply + 1)))?;
+            pos.play_unchecked(mv);
+        }
+        if pos.is_game_over() {
+            return Err(err("the opening ends the game".into()));
+        }
+        out.push(pos);
+        tags.clear();
+        movetext.clear();
+        Ok(())
+    };
+    let mut in_moves = false;
+    for line in text.lines() {
+        let t = line.trim();
+        if t.starts_with('[') && t.ends_with(']') {
+            if in_moves {
+                game += 1;
+                finish(&mut tags, &mut movetext, game)?;
+                in_moves = false;
+            }
+            let inner = &t[1..t.len() - 1];
+            if let Some((k, v)) = inner.split_once(' ') {
+                tags.push((k.to_string(), v.trim().trim_matches('"').to_string()));
+            }
+        } else if !t.is_empty() {
+            in_moves = true;
+            movetext.push_str(t);
+            movetext.push(' ');
+        }
+    }
+    if in_moves || !tags.is_empty() {
+        game += 1;
+        finish(&mut tags, &mut movetext, game)?;
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn epd_and_fen_lines() {
+        let b = Book::parse(
+            "b.epd",
+            b"rnbqkbnr/pppppppp/8/8/4P3/8/PPPP1PPP/RNBQKBNR b KQkq - c0 \"x\";\n\n\
+              r1bqkbnr/pppp1ppp/2n5/4p3/4P3/5N2/PPPP1PPP/RNBQKB1R w KQkq - 2 3\n",
+        )
+        .unwrap();
+        assert_eq!(b.positions.len(), 2);
+        assert_eq!(b.positions[1].halfmoves(), 2);
+    }
+
+    #[test]
+    fn pgn_games_end_positions() {
+        let pgn = "[Event \"a\"]\n\n1. e4 {best} e5 (1... c5 2. Nf3) 2. Nf3!? Nc6 $1 *\n\n\
+                   [Event \"b\"]\n[FEN \"4k3/8/8/8/8/8/4P3/4K3 w - - 0 1\"]\n\n1. e4 Kd7 *\n\
+                   [Event \"c\"]\n\n1. O-O *\n";
+        let err = Book::parse("b.pgn", pgn.as_bytes()).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "book b.pgn: game 3: ply 1: O-O is illegal here: illegal san"
+        );
+        let ok = &pgn[..pgn.find("[Event \"c\"]").unwrap()];
+        let b = Book::parse("b.pgn", ok.as_bytes()).unwrap();
+        assert_eq!(b.positions.len(), 2);
+        assert_eq!(
+            Fen::from_position(&b.positions[0], EnPassantMode::Legal).to_string(),
+            "r1bqkbnr/pppp1ppp/2n5/4p3/4P3/5N2/PPPP1PPP/RNBQKB1R w KQkq - 2 3"
+        );
+    }
+
+    #[test]
+    fn bad_books_name_the_place() {
+        let e = Book::parse(
+            "x.epd",
+            b"rnbqkbnr/pppppppp/8/8/8/8/PPPPPPPP/RNBQKBNR w KQkq -\nnot a fen at all\n",
+        )
+        .unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("book x.epd: line 2: bad FEN \"not a fen at 0 1\""),
+            "{e}"
+        );
+        let e = Book::parse("x.epd", b"8/8/8/8/8/8/8/8 w - -\n").unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("book x.epd: line 1: illegal position"),
+            "{e}"
+        );
+        assert_eq!(
+            Book::parse("e.epd", b"\n\n").unwrap_err(),
+            BookError::Empty("e.epd".into())
+        );
+        assert_eq!(
+            Book::parse("e.epd", &[0xff, 0xfe]).unwrap_err(),
+            BookError::NotText("e.epd".into())
+        );
+    }
+}

@@ -1,0 +1,588 @@
+//! SPRT tests: plan (resolve nets, read the book), play batches of colour-reversed game
+//! pairs (in-process or fanned out over the queue), and count them the way fishtest does.
+//!
+//! Determinism is what makes the queue safe: games are node-limited, so a batch re-run after
+//! a worker died writes the same file, and counts come only from batch files, taken over the
+//! consecutive batches from 0. A batch is never counted twice, and the first prefix whose LLR
+//! leaves the bounds decides the test, whatever order the batches finished in.
+
+use std::sync::Arc;
+
+use lakefish_engine::book::Book;
+use lakefish_engine::eval::Evaluator;
+use lakefish_engine::matchplay::{MatchConfig, Player, play_pair};
+use lakefish_engine::nnue::Network;
+use lakefish_engine::random_games::SplitMix;
+use lakefish_engine::sprt::{
+    Pentanomial, SprtBounds, SprtDecision, elo_estimate, llr_logistic, llr_normalized,
+};
+use lakefish_schemas::sprt::{EloSummary, SPRT_PREFIX, SprtSide, parse_tc};
+use lakefish_schemas::{
+    JobId, JobSpec, Progress, SprtBatch, SprtPlan, SprtSpec, SprtState, SprtStatus, SprtTask,
+};
+use shakmaty::Chess;
+
+use crate::{JobContext, JobError, Lake};
+
+fn plan_key(id: &str) -> String {
+    format!("{SPRT_PREFIX}/{id}/test.json")
+}
+fn book_key(id: &str) -> String {
+    format!("{SPRT_PREFIX}/{id}/book.epd")
+}
+fn batch_key(id: &str, index: u64) -> String {
+    format!("{SPRT_PREFIX}/{id}/batches/batch-{index:06}.json")
+}
+fn result_key(id: &str) -> String {
+    format!("{SPRT_PREFIX}/{id}/result.json")
+}
+fn pgn_key(id: &str) -> String {
+    format!("{SPRT_PREFIX}/{id}/games.pgn")
+}
+
+/// `classical` or a registered net's name for `requested` (`best` resolves now).
+async fn resolve_side(lake: &Lake, requested: &str) -> Result<SprtSide, JobError> {
+    let name = match requested {
+        "classical" | "material" => requested.to_string(),
+        "best" => match crate::nets::read_best(lake).await? {
+            Some(b) => b.name,
+            None => "classical".to_string(),
+        },
+        name => {
+            let m = crate::nets::read_net(lake, name)
+                .await
+                .map_err(|e| JobError::Payload(format!("{requested}: {e}")))?
+                .ok_or_else(|| {
+                    JobError::Payload(format!(
+                        "net {name} is not registered (expected a registered net, best, classical or \
+                         material)"
+                    ))
+                })?;
+            m.name
+        }
+    };
+    Ok(SprtSide {
+        name,
+        requested: requested.to_string(),
+    })
+}
+
+async fn load_evaluator(lake: &Lake, side: &SprtSide) -> Result<Evaluator, JobError> {
+    match side.name.as_str() {
+        "classical" => return Ok(Evaluator::Classical),
+        "material" => return Ok(Evaluator::Material),
+        _ => {}
+    }
+    let (_, bytes) = crate::nets::fetch_net(lake, &side.name).await?;
+    let net = Network::from_bytes(&bytes).map_err(|e| JobError::Corrupt {
+        what: "net",
+        key: side.name.clone(),
+        reason: e.to_string(),
+    })?;
+    Ok(Evaluator::Nnue(Arc::new(net)))
+}
+
+/// Reads and parses the book named in the spec (a local path or `lake:<key>`).
+fn read_book(ctx: &JobContext, spec: &SprtSpec) -> Result<Book, JobError> {
+    let input = crate::input::Input::open(ctx, &spec.book)?;
+    let bytes = input.read_at(0, input.len() as usize)?;
+    Book::parse(&spec.book, &bytes).map_err(|e| JobError::Payload(e.to_string()))
+}
+
+/// Plans a test: resolves both sides and the book, and writes `test.json` and `book.epd`.
+/// The id hashes the spec and the resolved nets, so the same request finds the same test.
+pub fn plan(ctx: &JobContext, spec: &SprtSpec) -> Result<SprtPlan, JobError> {
+    spec.validate().map_err(JobError::Payload)?;
+    let bounds =
+        SprtBounds::new(spec.alpha, spec.beta).map_err(|e| JobError::Payload(e.to_string()))?;
+    let new = ctx.block_on(resolve_side(&ctx.lake, &spec.new))?;
+    let base = ctx.block_on(resolve_side(&ctx.lake, &spec.base))?;
+    if new.name == base.name {
+        return Err(JobError::Payload(format!(
+            "new and base are the same evaluation ({})",
+            new.name
+        )));
+    }
+    let book = read_book(ctx, spec)?;
+    let epd = book.to_epd();
+    let identity = serde_json::json!({"spec": spec, "new": new.name, "base": base.name, "book": crate::nets::sha256_hex(epd.as_bytes())});
+    let id = format!(
+        "sprt-{}",
+        &crate::nets::sha256_hex(identity.to_string().as_bytes())[..12]
+    );
+    if let Some(existing) = ctx.block_on(read_plan(&ctx.lake, &id))? {
+        return Ok(existing);
+    }
+    let plan = SprtPlan {
+        id: id.clone(),
+        spec: spec.clone(),
+        new,
+        base,
+        openings: book.positions.len(),
+        lower: bounds.lower,
+        upper: bounds.upper,
+        created: crate::records::now(),
+    };
+    ctx.block_on(ctx.lake.put(&book_key(&id), epd))?;
+    let json = serde_json::to_vec_pretty(&plan).expect("serializable");
+    ctx.block_on(ctx.lake.put(&plan_key(&id), json))?;
+    Ok(plan)
+}
+
+pub async fn read_plan(lake: &Lake, id: &str) -> Result<Option<SprtPlan>, JobError> {
+    lake.get_json(&plan_key(id), "sprt test").await
+}
+
+/// How the test's games are played.
+fn match_config(spec: &SprtSpec) -> MatchConfig {
+    let clock = spec
+        .tc
+        .as_deref()
+        .map(|tc| parse_tc(tc).expect("validated"));
+    MatchConfig {
+        nodes: if clock.is_some() {
+            None
+        } else {
+            Some(spec.nodes.unwrap_or(5000))
+        },
+        clock,
+        ..MatchConfig::default()
+    }
+}
+
+/// The opening of pair `pair`: the book in an order shuffled by the seed, cycled.
+fn opening(book: &[Chess], seed: u64, pair: u64) -> Chess {
+    let n = book.len() as u64;
+    let round = pair / n;
+    // A fresh permutation per pass over the book, so long tests do not repeat pairs in order.
+    let mut order: Vec<u64> = (0..n).collect();
+    let mut rng = SplitMix(seed ^ round.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+    for i in (1..order.len()).rev() {
+        order.swap(i, rng.below(i as u64 + 1) as usize);
+    }
+    book[order[(pair % n) as usize] as usize].clone()
+}
+
+/// What one worker needs to play batches of a test.
+struct Arena {
+    plan: SprtPlan,
+    book: Vec<Chess>,
+    new: Player,
+    base: Player,
+    config: MatchConfig,
+}
+
+fn arena(ctx: &JobContext, plan: &SprtPlan) -> Result<Arena, JobError> {
+    let epd = ctx
+        .block_on(ctx.lake.get(&book_key(&plan.id)))?
+        .ok_or_else(|| JobError::Corrupt {
+            what: "sprt book",
+            key: book_key(&plan.id),
+            reason: "missing".into(),
+        })?;
+    let book = Book::parse("book.epd", &epd).map_err(|e| JobError::Corrupt {
+        what: "sprt book",
+        key: book_key(&plan.id),
+        reason: e.to_string(),
+    })?;
+    let new = Player {
+        name: plan.new.name.clone(),
+        evaluator: ctx.block_on(load_evaluator(&ctx.lake, &plan.new))?,
+    };
+    let base = Player {
+        name: plan.base.name.clone(),
+        evaluator: ctx.block_on(load_evaluator(&ctx.lake, &plan.base))?,
+    };
+    Ok(Arena {
+        config: match_config(&plan.spec),
+        plan: plan.clone(),
+        book: book.positions,
+        new,
+        base,
+    })
+}
+
+/// Plays batch `index` on `threads` threads (pairs are independent) and returns it.
+fn play_batch(arena: &Arena, index: u64, threads: usize) -> SprtBatch {
+    let spec = &arena.plan.spec;
+    let first = index * spec.batch_pairs as u64;
+    let last = (first + spec.batch_pairs as u64).min(spec.max_pairs);
+    let pairs: Vec<u64> = (first..last).collect();
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let results = std::sync::Mutex::new(vec![None; pairs.len()]);
+    std::thread::scope(|s| {
+        for _ in 0..threads.max(1).min(pairs.len()) {
+            s.spawn(|| {
+                loop {
+                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let Some(&pair) = pairs.get(i) else { break };
+                    let open = opening(&arena.book, spec.seed, pair);
+                    let r = play_pair(&arena.new, &arena.base, &open, &arena.config);
+                    results.lock().expect("results")[i] = Some(r);
+                }
+            });
+        }
+    });
+    let mut batch = SprtBatch {
+        index,
+        first_pair: first,
+        wdl: [0; 3],
+        penta: [0; 5],
+        pgn: String::new(),
+    };
+    for (i, r) in results
+        .into_inner()
+        .expect("results")
+        .into_iter()
+        .enumerate()
+    {
+        let r = r.expect("every pair played");
+        let pair = first + i as u64;
+        let (w, d, l) = r.wdl();
+        batch.wdl[0] += w;
+        batch.wdl[1] += d;
+        batch.wdl[2] += l;
+        batch.penta[r.bin()] += 1;
+        for (g, game) in r.games.iter().enumerate() {
+            let event = format!("lakefish sprt {}", arena.plan.id);
+            batch
+                .pgn
+                .push_str(&game.to_pgn(&event, &format!("{}.{}", pair + 1, g + 1)));
+        }
+    }
+    batch
+}
+
+/// Plays and stores batch `index` unless it is already stored.
+fn ensure_batch(ctx: &JobContext, arena: &Arena, index: u64) -> Result<bool, JobError> {
+    let key = batch_key(&arena.plan.id, index);
+    if ctx.block_on(ctx.lake.size(&key))?.is_some() {
+        return Ok(false);
+    }
+    let batch = play_batch(arena, index, ctx.threads);
+    let json = serde_json::to_vec(&batch).expect("serializable");
+    ctx.block_on(ctx.lake.put(&key, json))?;
+    Ok(true)
+}
+
+/// The test's state from its stored batches (or its result once decided).
+pub async fn status(lake: &Lake, id: &str) -> Result<Option<SprtStatus>, JobError> {
+    if let Some(done) = lake
+        .get_json::<SprtStatus>(&result_key(id), "sprt result")
+        .await?
+    {
+        return Ok(Some(done));
+    }
+    let Some(plan) = read_plan(lake, id).await? else {
+        return Ok(None);
+    };
+    let batches = consecutive_batches(lake, &plan).await?;
+    Ok(Some(summarize(&plan, &batches).0))
+}
+
+/// Batches 0, 1, 2, ... while they exist.
+async fn consecutive_batches(lake: &Lake, plan: &SprtPlan) -> Result<Vec<SprtBatch>, JobError> {
+    let mut out = Vec::new();
+    for index in 0..plan.spec.batches() {
+        match lake
+            .get_json::<SprtBatch>(&batch_key(&plan.id, index), "sprt batch")
+            .await?
+        {
+            Some(b) => out.push(b),
+            None => break,
+        }
+    }
+    Ok(out)
+}
+
+fn llr(plan: &SprtPlan, penta: Pentanomial) -> f64 {
+    if penta.pairs() == 0 {
+        return 0.0;
+    }
+    let (e0, e1) = (plan.spec.elo0, plan.spec.elo1);
+    let r = if plan.spec.model == "logistic" {
+        llr_logistic(penta, e0, e1)
+    } else {
+        llr_normalized(penta, e0, e1)
+    };
+    r.unwrap_or(0.0)
+}
+
+/// Counts over `batches` up to the first that decides the test; the status and how many
+/// batches it used.
+fn summarize(plan: &SprtPlan, batches: &[SprtBatch]) -> (SprtStatus, usize) {
+    let bounds = SprtBounds {
+        lower: plan.lower,
+        upper: plan.upper,
+    };
+    let (mut wdl, mut penta) = ([0u64; 3], [0u64; 5]);
+    let mut history = Vec::new();
+    let mut state = SprtState::Running;
+    let mut used = 0;
+    for b in batches {
+        for (total, n) in wdl.iter_mut().zip(b.wdl) {
+            *total += n;
+        }
+        for (total, n) in penta.iter_mut().zip(b.penta) {
+            *total += n;
+        }
+        used += 1;
+        let value = llr(plan, Pentanomial(penta));
+        history.push(value);
+        state = match bounds.decide(value) {
+            SprtDecision::AcceptH1 => SprtState::Accepted,
+            SprtDecision::AcceptH0 => SprtState::Rejected,
+            SprtDecision::Continue => SprtState::Running,
+        };
+        if state != SprtState::Running {
+            break;
+        }
+    }
+    if state == SprtState::Running && used as u64 == plan.spec.batches() {
+        state = SprtState::Inconclusive;
+    }
+    let elo = elo_estimate(Pentanomial(penta)).ok().map(|e| EloSummary {
+        elo: e.elo,
+        elo_error: e.elo_error,
+        nelo: e.nelo,
+        nelo_error: e.nelo_error,
+        los: e.los,
+    });
+    let status = SprtStatus {
+        id: plan.id.clone(),
+        state,
+        new: plan.new.clone(),
+        base: plan.base.clone(),
+        elo0: plan.spec.elo0,
+        elo1: plan.spec.elo1,
+        model: plan.spec.model.clone(),
+        llr: history.last().copied().unwrap_or(0.0),
+        lower: plan.lower,
+        upper: plan.upper,
+        wins: wdl[0],
+        draws: wdl[1],
+        losses: wdl[2],
+        penta,
+        games: 2 * penta.iter().sum::<u64>(),
+        batches: used as u64,
+        llr_history: history,
+        elo,
+        spec: plan.spec.clone(),
+        created: plan.created.clone(),
+    };
+    (status, used)
+}
+
+/// After a batch: recount; once decided, write `games.pgn` and then `result.json`.
+fn advance(ctx: &JobContext, plan: &SprtPlan) -> Result<SprtStatus, JobError> {
+    let batches = ctx.block_on(consecutive_batches(&ctx.lake, plan))?;
+    let (status, used) = summarize(plan, &batches);
+    ctx.progress.report(&Progress {
+        stage: format!(
+            "LLR {:.2} in ({:.2}, {:.2}), W/D/L {}/{}/{}",
+            status.llr, status.lower, status.upper, status.wins, status.draws, status.losses
+        ),
+        done: status.games,
+        total: Some(2 * plan.spec.max_pairs),
+        unit: "games".into(),
+        rows: 0,
+    });
+    if status.state != SprtState::Running {
+        let pgn: String = batches[..used].iter().map(|b| b.pgn.as_str()).collect();
+        ctx.block_on(ctx.lake.put(&pgn_key(&plan.id), pgn))?;
+        let json = serde_json::to_vec_pretty(&status).expect("serializable");
+        ctx.block_on(ctx.lake.put(&result_key(&plan.id), json))?;
+    }
+    Ok(status)
+}
+
+fn decided(ctx: &JobContext, id: &str) -> Result<Option<SprtStatus>, JobError> {
+    ctx.block_on(
+        ctx.lake
+            .get_json::<SprtStatus>(&result_key(id), "sprt result"),
+    )
+}
+
+/// Runs a whole test in this process, batch after batch, each on all the job's threads.
+pub fn run_here(ctx: &JobContext, spec: &SprtSpec) -> Result<SprtStatus, JobError> {
+    let plan = plan(ctx, spec)?;
+    if let Some(done) = decided(ctx, &plan.id)? {
+        return Ok(done);
+    }
+    let arena = arena(ctx, &plan)?;
+    for index in 0..plan.spec.batches() {
+        ensure_batch(ctx, &arena, index)?;
+        let status = advance(ctx, &plan)?;
+        if status.state != SprtState::Running {
+            return Ok(status);
+        }
+    }
+    advance(ctx, &plan)
+}
+
+fn batch_id(id: &str, index: u64) -> JobId {
+    JobId::derived(&format!("{id}/batch/{index}"))
+}
+
+/// Plans the test and queues its first `concurrency` batches; each batch queues the next.
+pub fn fan_out(ctx: &JobContext, spec: &SprtSpec) -> Result<serde_json::Value, JobError> {
+    let plan = plan(ctx, spec)?;
+    let submit = ctx
+        .submitter
+        .as_ref()
+        .ok_or_else(|| JobError::Internal("an sprt fans out only through a queue".into()))?;
+    if decided(ctx, &plan.id)?.is_none() {
+        for index in 0..(plan.spec.concurrency as u64).min(plan.spec.batches()) {
+            let task = SprtTask {
+                sprt: plan.id.clone(),
+                index,
+            };
+            submit.submit(batch_id(&plan.id, index), JobSpec::SprtBatch(task))?;
+        }
+    }
+    Ok(serde_json::json!({"sprt": plan.id, "new": plan.new.name, "base": plan.base.name}))
+}
+
+/// A queued batch: plays it (unless stored), recounts, and queues the batch `concurrency`
+/// further on while the test is undecided.
+pub fn batch_task(ctx: &JobContext, task: &SprtTask) -> Result<serde_json::Value, JobError> {
+    task.validate().map_err(JobError::Payload)?;
+    if let Some(done) = decided(ctx, &task.sprt)? {
+        return Ok(
+            serde_json::json!({"sprt": task.sprt, "batch": task.index, "skipped": "decided", "state": done.state}),
+        );
+    }
+    let plan = ctx
+        .block_on(read_plan(&ctx.lake, &task.sprt))?
+        .ok_or_else(|| JobError::NotFound(format!("sprt test {}", task.sprt)))?;
+    let arena = arena(ctx, &plan)?;
+    let played = ensure_batch(ctx, &arena, task.index)?;
+    let status = advance(ctx, &plan)?;
+    let next = task.index + plan.spec.concurrency as u64;
+    if status.state == SprtState::Running && next < plan.spec.batches() {
+        let submit = ctx
+            .submitter
+            .as_ref()
+            .ok_or_else(|| JobError::Internal("sprt batches run on a queue".into()))?;
+        let t = SprtTask {
+            sprt: plan.id.clone(),
+            index: next,
+        };
+        submit.submit(batch_id(&plan.id, next), JobSpec::SprtBatch(t))?;
+    }
+    Ok(serde_json::json!({
+        "sprt": plan.id, "batch": task.index, "played": played,
+        "state": status.state, "llr": status.llr, "games": status.games,
+    }))
+}
+
+/// All tests, newest first, optionally those involving `net` or in `state`.
+pub async fn list(
+    lake: &Lake,
+    net: Option<&str>,
+    state: Option<SprtState>,
+) -> Result<Vec<SprtStatus>, JobError> {
+    let mut out = Vec::new();
+    for dir in lake.list_dirs(SPRT_PREFIX).await? {
+        let id = dir.trim_end_matches('/').rsplit('/').next().unwrap_or("");
+        if let Some(s) = status(lake, id).await? {
+            let involves = |n: &str| s.new.name == n || s.base.name == n;
+            if net.is_none_or(|n| involves(n.trim_end_matches(".nnue")))
+                && state.is_none_or(|st| s.state == st)
+            {
+                out.push(s);
+            }
+        }
+    }
+    out.sort_by(|a, b| b.created.cmp(&a.created));
+    Ok(out)
+}
+
+/// The games played so far (all counted games once decided), as PGN.
+pub async fn pgn(lake: &Lake, id: &str) -> Result<Option<String>, JobError> {
+    if let Some(bytes) = lake.get(&pgn_key(id)).await? {
+        return Ok(Some(String::from_utf8_lossy(&bytes).into_owned()));
+    }
+    let Some(plan) = read_plan(lake, id).await? else {
+        return Ok(None);
+    };
+    let batches = consecutive_batches(lake, &plan).await?;
+    Ok(Some(batches.iter().map(|b| b.pgn.as_str()).collect()))
+}
+
+/// LLR, bounds and Elo from counts alone (`lakefish sprt calc`, `GET /v1/sprt/calc`).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Calc {
+    pub games: u64,
+    pub model: String,
+    pub elo0: f64,
+    pub elo1: f64,
+    pub llr: f64,
+    pub lower: f64,
+    pub upper: f64,
+    /// `accept_h1`, `accept_h0` or `continue`.
+    pub decision: &'static str,
+    pub elo: f64,
+    pub elo_error: f64,
+    pub nelo: f64,
+    pub nelo_error: f64,
+    pub los: f64,
+}
+
+/// `counts` is `penta` (LL,LD,DD,WD,WW) or `wdl` (W,D,L) as comma-separated integers.
+pub fn calc(
+    kind: &str,
+    counts: &str,
+    elo0: f64,
+    elo1: f64,
+    model: &str,
+    alpha: f64,
+    beta: f64,
+) -> Result<Calc, String> {
+    use lakefish_engine::sprt::{Counts, Wdl};
+    let numbers: Vec<u64> = counts
+        .split(',')
+        .map(|v| {
+            v.trim()
+                .parse::<u64>()
+                .map_err(|_| format!("{kind}: {v:?} is not a non-negative integer"))
+        })
+        .collect::<Result<_, _>>()?;
+    let counts: Counts = match (kind, numbers.as_slice()) {
+        ("penta", &[a, b, c, d, e]) => Pentanomial([a, b, c, d, e]).into(),
+        ("wdl", &[w, d, l]) => Wdl::new(w, d, l).into(),
+        ("penta", _) => return Err("penta needs five counts: LL,LD,DD,WD,WW".into()),
+        ("wdl", _) => return Err("wdl needs three counts: W,D,L".into()),
+        _ => return Err(format!("unknown count kind {kind:?}")),
+    };
+    if elo1 <= elo0 {
+        return Err(format!("elo1 ({elo1}) must be greater than elo0 ({elo0})"));
+    }
+    let bounds = SprtBounds::new(alpha, beta).map_err(|e| e.to_string())?;
+    let llr = match model {
+        "normalized" => llr_normalized(counts, elo0, elo1),
+        "logistic" => llr_logistic(counts, elo0, elo1),
+        other => return Err(format!("model {other:?}: expected normalized or logistic")),
+    }
+    .map_err(|e| e.to_string())?;
+    let e = elo_estimate(counts).map_err(|e| e.to_string())?;
+    Ok(Calc {
+        games: counts.games(),
+        model: model.to_string(),
+        elo0,
+        elo1,
+        llr,
+        lower: bounds.lower,
+        upper: bounds.upper,
+        decision: match bounds.decide(llr) {
+            SprtDecision::AcceptH1 => "accept_h1",
+            SprtDecision::AcceptH0 => "accept_h0",
+            SprtDecision::Continue => "continue",
+        },
+        elo: e.elo,
+        elo_error: e.elo_error,
+        nelo: e.nelo,
+        nelo_error: e.nelo_error,
+        los: e.los,
+    })
+}

@@ -1,0 +1,262 @@
+//! SPRT matches between two evaluations (registered nets, `best`, or `classical`).
+//!
+//! Lake layout, under `sprt/<id>/`:
+//! - `test.json`: the [`SprtPlan`] (spec, the nets it resolved to, bounds), written once;
+//! - `book.epd`: the openings, as parsed when the test started;
+//! - `batches/batch-NNNNNN.json`: one [`SprtBatch`] per batch of game pairs, written whole by
+//!   the one job that plays it (a re-run writes the same bytes);
+//! - `games.pgn` then `result.json` (an [`SprtStatus`]) once the test is decided.
+//!
+//! Counts are taken over the longest run of consecutive batches from 0, and the test ends at
+//! the first batch after which the LLR is outside its bounds: so the result is the same
+//! whatever the number of workers and the order batches finished in.
+
+use serde::{Deserialize, Serialize};
+
+pub const SPRT_PREFIX: &str = "sprt";
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SprtSpec {
+    /// The candidate: a registered net name, `best`, or `classical`.
+    pub new: String,
+    /// The baseline, named the same ways.
+    pub base: String,
+    /// Opening book (EPD or PGN): a local path readable where the test is planned, or a lake
+    /// key `lake:raw/...`.
+    pub book: String,
+    /// Nodes per move (the default, 5000, when no time control is given).
+    #[serde(default)]
+    pub nodes: Option<u64>,
+    /// Time control `base+increment` in seconds, e.g. `10+0.1`, instead of nodes.
+    #[serde(default)]
+    pub tc: Option<String>,
+    #[serde(default)]
+    pub elo0: f64,
+    #[serde(default = "d_elo1")]
+    pub elo1: f64,
+    #[serde(default = "d_rate")]
+    pub alpha: f64,
+    #[serde(default = "d_rate")]
+    pub beta: f64,
+    /// `normalized` (fishtest's default, pentanomial nElo) or `logistic`.
+    #[serde(default = "d_model")]
+    pub model: String,
+    /// Game pairs per batch (one queued job each).
+    #[serde(default = "d_batch")]
+    pub batch_pairs: u32,
+    /// The test stops undecided after this many pairs.
+    #[serde(default = "d_max_pairs")]
+    pub max_pairs: u64,
+    /// Batches in flight at once over the queue.
+    #[serde(default = "d_concurrency")]
+    pub concurrency: u32,
+    /// Shuffles the book's order; pair `i` plays opening `i` of the shuffled book, cycling.
+    #[serde(default)]
+    pub seed: u64,
+}
+
+fn d_elo1() -> f64 {
+    2.0
+}
+fn d_rate() -> f64 {
+    0.05
+}
+fn d_model() -> String {
+    "normalized".into()
+}
+fn d_batch() -> u32 {
+    8
+}
+fn d_max_pairs() -> u64 {
+    20_000
+}
+fn d_concurrency() -> u32 {
+    4
+}
+
+impl SprtSpec {
+    pub fn validate(&self) -> Result<(), String> {
+        for (field, v) in [
+            ("new", &self.new),
+            ("base", &self.base),
+            ("book", &self.book),
+        ] {
+            if v.trim().is_empty() {
+                return Err(format!("{field} is empty"));
+            }
+        }
+        if !self.elo0.is_finite() || !self.elo1.is_finite() {
+            return Err("elo0 and elo1 must be finite numbers".into());
+        }
+        if self.elo1 <= self.elo0 {
+            return Err(format!(
+                "elo1 ({}) must be greater than elo0 ({})",
+                self.elo1, self.elo0
+            ));
+        }
+        for (name, r) in [("alpha", self.alpha), ("beta", self.beta)] {
+            if !(r > 0.0 && r < 0.5) {
+                return Err(format!(
+                    "{name} must lie strictly between 0 and 0.5, got {r}"
+                ));
+            }
+        }
+        if !["normalized", "logistic"].contains(&self.model.as_str()) {
+            return Err(format!(
+                "model {:?}: expected normalized or logistic",
+                self.model
+            ));
+        }
+        if self.nodes.is_some() && self.tc.is_some() {
+            return Err("give nodes or tc, not both".into());
+        }
+        if self.nodes == Some(0) {
+            return Err("nodes must be at least 1".into());
+        }
+        if let Some(tc) = &self.tc {
+            parse_tc(tc)?;
+        }
+        if !(1..=1000).contains(&self.batch_pairs) {
+            return Err("batch_pairs must be between 1 and 1000".into());
+        }
+        if self.max_pairs == 0 {
+            return Err("max_pairs must be at least 1".into());
+        }
+        if !(1..=256).contains(&self.concurrency) {
+            return Err("concurrency must be between 1 and 256".into());
+        }
+        Ok(())
+    }
+
+    pub fn batches(&self) -> u64 {
+        self.max_pairs.div_ceil(self.batch_pairs as u64)
+    }
+}
+
+/// `base+inc` in seconds to milliseconds.
+pub fn parse_tc(tc: &str) -> Result<(u64, u64), String> {
+    let bad = || format!("time control {tc:?}: expected base+increment in seconds, like 10+0.1");
+    let (base, inc) = tc.split_once('+').unwrap_or((tc, "0"));
+    let secs = |s: &str| -> Result<u64, String> {
+        let v: f64 = s.trim().parse().map_err(|_| bad())?;
+        if !(0.0..=86_400.0).contains(&v) {
+            return Err(bad());
+        }
+        Ok((v * 1000.0).round() as u64)
+    };
+    let (base, inc) = (secs(base)?, secs(inc)?);
+    if base == 0 {
+        return Err(bad());
+    }
+    Ok((base, inc))
+}
+
+/// An evaluation as a test resolved it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SprtSide {
+    /// `classical` or a registered net's name.
+    pub name: String,
+    /// What the spec said (`best` resolves to a name when the test starts).
+    pub requested: String,
+}
+
+/// `sprt/<id>/test.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SprtPlan {
+    pub id: String,
+    pub spec: SprtSpec,
+    pub new: SprtSide,
+    pub base: SprtSide,
+    pub openings: usize,
+    pub lower: f64,
+    pub upper: f64,
+    pub created: String,
+}
+
+/// One batch of game pairs: `sprt/<id>/batches/batch-NNNNNN.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SprtBatch {
+    pub index: u64,
+    /// Index of the batch's first pair in the test.
+    pub first_pair: u64,
+    /// W/D/L of the candidate.
+    pub wdl: [u64; 3],
+    /// Pairs by the candidate's half points: LL, LD, DD+WL, WD, WW.
+    pub penta: [u64; 5],
+    pub pgn: String,
+}
+
+/// A queued batch of an SPRT (internal job kind `sprt_batch`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SprtTask {
+    pub sprt: String,
+    pub index: u64,
+}
+
+impl SprtTask {
+    pub fn validate(&self) -> Result<(), String> {
+        crate::names::check_segment("sprt", &self.sprt, 64).map_err(|e| e.to_string())
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SprtState {
+    Running,
+    /// H1: the candidate is better by about elo1.
+    Accepted,
+    /// H0: it is not better than elo0.
+    Rejected,
+    /// max_pairs played without a decision.
+    Inconclusive,
+}
+
+impl SprtState {
+    pub fn parse(s: &str) -> Option<SprtState> {
+        Some(match s {
+            "running" => SprtState::Running,
+            "accepted" => SprtState::Accepted,
+            "rejected" => SprtState::Rejected,
+            "inconclusive" => SprtState::Inconclusive,
+            _ => return None,
+        })
+    }
+}
+
+/// Elo summary of counts (logistic Elo with its 95% interval, normalized Elo, LOS).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EloSummary {
+    pub elo: f64,
+    pub elo_error: f64,
+    pub nelo: f64,
+    pub nelo_error: f64,
+    pub los: f64,
+}
+
+/// Where a test stands: `GET /v1/sprt/{id}`, and `result.json` once decided.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SprtStatus {
+    pub id: String,
+    pub state: SprtState,
+    pub new: SprtSide,
+    pub base: SprtSide,
+    pub elo0: f64,
+    pub elo1: f64,
+    pub model: String,
+    pub llr: f64,
+    pub lower: f64,
+    pub upper: f64,
+    pub wins: u64,
+    pub draws: u64,
+    pub losses: u64,
+    pub penta: [u64; 5],
+    pub games: u64,
+    /// Batches counted (consecutive from 0) and the LLR after each.
+    pub batches: u64,
+    pub llr_history: Vec<f64>,
+    pub elo: Option<EloSummary>,
+    pub spec: SprtSpec,
+    pub created: String,
+}

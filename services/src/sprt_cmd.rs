@@ -1,0 +1,210 @@
+//! `lakefish sprt`: run an SPRT here (or queue it with --api), `sprt calc` from counts, and
+//! `sprt show ID`.
+
+use anyhow::bail;
+use lakefish_schemas::{JobSpec, SprtSpec, SprtStatus};
+
+#[derive(clap::Args)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct SprtArgs {
+    #[command(subcommand)]
+    pub command: Option<SprtCommand>,
+    #[command(flatten)]
+    pub run: RunArgs,
+}
+
+#[derive(clap::Args)]
+pub struct RunArgs {
+    /// The candidate: a registered net name, `best`, or `classical`.
+    #[arg(long)]
+    pub new: Option<String>,
+    /// The baseline: a registered net name, `best`, or `classical`.
+    #[arg(long)]
+    pub base: Option<String>,
+    /// Opening book, EPD or PGN (samples in ../shared/data/openings/); with --api, upload it
+    /// first or name a lake key as lake:raw/...
+    #[arg(long)]
+    pub book: Option<String>,
+    /// Nodes per move (default 5000); games are then deterministic.
+    #[arg(long, conflicts_with = "tc")]
+    pub nodes: Option<u64>,
+    /// Time control instead of nodes: base+increment in seconds, e.g. 10+0.1.
+    #[arg(long)]
+    pub tc: Option<String>,
+    #[arg(long, default_value_t = 0.0, allow_negative_numbers = true)]
+    pub elo0: f64,
+    #[arg(long, default_value_t = 2.0, allow_negative_numbers = true)]
+    pub elo1: f64,
+    #[arg(long, default_value_t = 0.05)]
+    pub alpha: f64,
+    #[arg(long, default_value_t = 0.05)]
+    pub beta: f64,
+    /// normalized (fishtest's default) or logistic.
+    #[arg(long, default_value = "normalized")]
+    pub model: String,
+    /// Game pairs per batch; counts and LLR update after each batch.
+    #[arg(long, default_value_t = 8)]
+    pub batch_pairs: u32,
+    /// Stop undecided after this many game pairs.
+    #[arg(long, default_value_t = 20_000)]
+    pub max_pairs: u64,
+    /// Shuffles the book's order.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Queue the test on a running service instead of playing it here.
+    #[arg(long)]
+    pub api: Option<String>,
+    /// Threads for games played here (default: all cores).
+    #[arg(long)]
+    pub threads: Option<usize>,
+}
+
+#[derive(clap::Subcommand)]
+pub enum SprtCommand {
+    /// LLR, Elo ± 95% interval and LOS from counts alone, like fishtest's calculator.
+    Calc {
+        /// Pair counts LL,LD,DD,WD,WW (DD counts WL pairs too).
+        #[arg(long, conflicts_with = "wdl")]
+        penta: Option<String>,
+        /// Game counts W,D,L.
+        #[arg(long)]
+        wdl: Option<String>,
+        #[arg(long, default_value_t = 0.0, allow_negative_numbers = true)]
+        elo0: f64,
+        #[arg(long, default_value_t = 2.0, allow_negative_numbers = true)]
+        elo1: f64,
+        #[arg(long, default_value = "normalized")]
+        model: String,
+        #[arg(long, default_value_t = 0.05)]
+        alpha: f64,
+        #[arg(long, default_value_t = 0.05)]
+        beta: f64,
+    },
+    /// One test's state: LLR and bounds, W/D/L, pentanomial, Elo, games.
+    Show {
+        id: String,
+        /// Read through a running service instead of the lake.
+        #[arg(long)]
+        api: Option<String>,
+    },
+}
+
+impl RunArgs {
+    pub fn spec(&self) -> anyhow::Result<SprtSpec> {
+        let need = |v: &Option<String>, flag: &str| match v {
+            Some(v) => Ok(v.clone()),
+            None => bail!("{flag} is required (see lakefish sprt --help)"),
+        };
+        let spec = SprtSpec {
+            new: need(&self.new, "--new")?,
+            base: need(&self.base, "--base")?,
+            book: need(&self.book, "--book")?,
+            nodes: self.nodes,
+            tc: self.tc.clone(),
+            elo0: self.elo0,
+            elo1: self.elo1,
+            alpha: self.alpha,
+            beta: self.beta,
+            model: self.model.clone(),
+            batch_pairs: self.batch_pairs,
+            max_pairs: self.max_pairs,
+            concurrency: 4,
+            seed: self.seed,
+        };
+        spec.validate().map_err(anyhow::Error::msg)?;
+        Ok(spec)
+    }
+}
+
+/// Prints a status the way people read SPRT results.
+pub fn print_status(s: &SprtStatus) {
+    println!("sprt {}: {:?}", s.id, s.state);
+    println!("  new  {} ({})", s.new.name, s.new.requested);
+    println!("  base {} ({})", s.base.name, s.base.requested);
+    println!(
+        "  LLR {:.3} in ({:.3}, {:.3}) [{}, {:.2}, {:.2}]",
+        s.llr, s.lower, s.upper, s.model, s.elo0, s.elo1
+    );
+    println!(
+        "  games {}: W {} D {} L {}, pentanomial {:?}",
+        s.games, s.wins, s.draws, s.losses, s.penta
+    );
+    if let Some(e) = &s.elo {
+        println!(
+            "  Elo {:.2} ± {:.2}, nElo {:.2} ± {:.2}, LOS {:.1}%",
+            e.elo,
+            e.elo_error,
+            e.nelo,
+            e.nelo_error,
+            100.0 * e.los
+        );
+    }
+}
+
+pub async fn run(lake: &str, rt: &tokio::runtime::Handle, args: SprtArgs) -> anyhow::Result<()> {
+    match args.command {
+        Some(SprtCommand::Calc {
+            penta,
+            wdl,
+            elo0,
+            elo1,
+            model,
+            alpha,
+            beta,
+        }) => {
+            let (kind, counts) = match (penta, wdl) {
+                (Some(p), None) => ("penta", p),
+                (None, Some(w)) => ("wdl", w),
+                _ => bail!("give --penta LL,LD,DD,WD,WW or --wdl W,D,L"),
+            };
+            let c = lakefish_jobs::sprt::calc(kind, &counts, elo0, elo1, &model, alpha, beta)
+                .map_err(anyhow::Error::msg)?;
+            println!(
+                "LLR {:.4} in ({:.4}, {:.4}) [{model}, {elo0}, {elo1}]: {}",
+                c.llr, c.lower, c.upper, c.decision
+            );
+            println!(
+                "games {}: Elo {:.2} ± {:.2}, nElo {:.2} ± {:.2}, LOS {:.2}%",
+                c.games,
+                c.elo,
+                c.elo_error,
+                c.nelo,
+                c.nelo_error,
+                100.0 * c.los
+            );
+            Ok(())
+        }
+        Some(SprtCommand::Show { id, api }) => {
+            let status: SprtStatus = match api {
+                Some(api) => {
+                    let url = format!("{api}/v1/sprt/{id}");
+                    let v = crate::check(crate::client().get(url).send().await?).await?;
+                    serde_json::from_value(v)?
+                }
+                None => match lakefish_jobs::sprt::status(&crate::open_lake(lake)?, &id).await? {
+                    Some(s) => s,
+                    None => bail!("sprt test {id} not found"),
+                },
+            };
+            print_status(&status);
+            Ok(())
+        }
+        None => {
+            let spec = args.run.spec()?;
+            if let Some(api) = &args.run.api {
+                let url = format!("{api}/v1/sprt");
+                let v = crate::check(crate::client().post(url).json(&spec).send().await?).await?;
+                println!("{}", serde_json::to_string_pretty(&v)?);
+                return Ok(());
+            }
+            let (lake, rt, threads) = (lake.to_string(), rt.clone(), args.run.threads);
+            let out = tokio::task::spawn_blocking(move || {
+                crate::run_here_value(&lake, &rt, JobSpec::Sprt(spec), threads)
+            })
+            .await??;
+            let status: SprtStatus = serde_json::from_value(out)?;
+            print_status(&status);
+            Ok(())
+        }
+    }
+}
