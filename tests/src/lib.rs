@@ -192,6 +192,11 @@ pub struct Cluster {
 }
 
 impl Cluster {
+    /// SIGKILLs worker `i` (0-based, in the order given to `start`).
+    pub fn kill_worker(&mut self, i: usize) {
+        self._procs[1 + i].kill();
+    }
+
     pub fn start(dir: &Path, bucket: &str, workers: &[&str]) -> Cluster {
         let redis = Redis::start();
         let s3 = S3::start(bucket);
