@@ -88,6 +88,20 @@ pub fn ingest_binpack(
     ingest(ctx, job_id, spec, &FORMAT)
 }
 
+/// Self-play binpacks (written by `datagen`) into `positions/source=selfplay/...`.
+pub fn ingest_selfplay(
+    ctx: &JobContext,
+    job_id: &JobId,
+    spec: &IngestSpec,
+) -> Result<IngestSummary, JobError> {
+    ingest(ctx, job_id, spec, &SELFPLAY)
+}
+
+const SELFPLAY: InputFormat = InputFormat {
+    source: Source::Selfplay,
+    ..FORMAT
+};
+
 const FORMAT: InputFormat = InputFormat {
     source: Source::Binpack,
     has_games: false,

@@ -9,6 +9,7 @@
 pub mod bench;
 pub mod binpack;
 pub mod context;
+pub mod datagen;
 pub mod dataset_writer;
 pub mod datasets;
 pub mod error;

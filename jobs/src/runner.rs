@@ -56,6 +56,7 @@ pub fn run_spec(
             serde_json::to_value(status).map_err(|e| JobError::Internal(e.to_string()))
         }
         JobSpec::SprtBatch(t) => crate::sprt::batch_task(ctx, t),
+        JobSpec::Datagen(s) => crate::datagen::datagen(ctx, id, s),
         JobSpec::ShuffleDeal(t) => crate::shuffle::deal_task(ctx, t),
         JobSpec::ShufflePile(t) => crate::shuffle::pile_task(ctx, t),
         JobSpec::Mask(s) => {

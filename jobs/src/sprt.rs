@@ -41,7 +41,7 @@ fn pgn_key(id: &str) -> String {
 }
 
 /// `classical` or a registered net's name for `requested` (`best` resolves now).
-async fn resolve_side(lake: &Lake, requested: &str) -> Result<SprtSide, JobError> {
+pub(crate) async fn resolve_side(lake: &Lake, requested: &str) -> Result<SprtSide, JobError> {
     let name = match requested {
         "classical" | "material" => requested.to_string(),
         "best" => match crate::nets::read_best(lake).await? {
@@ -67,7 +67,7 @@ async fn resolve_side(lake: &Lake, requested: &str) -> Result<SprtSide, JobError
     })
 }
 
-async fn load_evaluator(lake: &Lake, side: &SprtSide) -> Result<Evaluator, JobError> {
+pub(crate) async fn load_evaluator(lake: &Lake, side: &SprtSide) -> Result<Evaluator, JobError> {
     match side.name.as_str() {
         "classical" => return Ok(Evaluator::Classical),
         "material" => return Ok(Evaluator::Material),

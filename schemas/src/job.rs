@@ -87,6 +87,8 @@ pub enum JobSpec {
     Quantize(crate::QuantizeSpec),
     /// A quantized checkpoint into the content-addressed registry `nets/`.
     Register(crate::RegisterSpec),
+    /// Self-play games into a binpack, ingested as `positions/source=selfplay`.
+    Datagen(crate::DatagenSpec),
     /// An SPRT match; queued, it fans out as `sprt_batch` jobs.
     Sprt(crate::SprtSpec),
     /// Pass 1 of a fanned-out shuffle for one input part (queued by the `shuffle` job).
@@ -149,6 +151,7 @@ impl JobSpec {
         "quantize",
         "register",
         "sprt",
+        "datagen",
     ];
 
     pub fn kind(&self) -> &'static str {
@@ -161,6 +164,7 @@ impl JobSpec {
             JobSpec::Quantize(_) => "quantize",
             JobSpec::Register(_) => "register",
             JobSpec::Sprt(_) => "sprt",
+            JobSpec::Datagen(_) => "datagen",
             JobSpec::SprtBatch(_) => "sprt_batch",
             JobSpec::ShuffleDeal(_) => "shuffle_deal",
             JobSpec::ShufflePile(_) => "shuffle_pile",
@@ -266,6 +270,15 @@ impl JobSpec {
                 let s: crate::SprtSpec = from_spec(spec).map_err(invalid)?;
                 s.validate().map_err(invalid)?;
                 Ok(JobSpec::Sprt(s))
+            }
+            "datagen" => {
+                let invalid = |message: String| SpecError::Invalid {
+                    kind: "datagen",
+                    message,
+                };
+                let s: crate::DatagenSpec = from_spec(spec).map_err(invalid)?;
+                s.validate().map_err(invalid)?;
+                Ok(JobSpec::Datagen(s))
             }
             "sprt_batch" if internal => {
                 let invalid = |message: String| SpecError::Invalid {

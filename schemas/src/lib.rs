@@ -4,6 +4,7 @@
 //! Architecture invariant: this crate does no I/O and knows nothing about tokio, object
 //! storage or chess rules. Anything here can be used from a browser, a test or a worker.
 
+pub mod datagen;
 pub mod dataset;
 pub mod games;
 pub mod job;
@@ -15,6 +16,7 @@ pub mod shuffle;
 pub mod sprt;
 pub mod train;
 
+pub use datagen::DatagenSpec;
 pub use dataset::{DatasetManifest, InputReport, PartInfo, SkippedGame, SkippedRange};
 pub use job::{
     IngestBinpackSpec, IngestSpec, JOB_PAYLOAD_VERSION, JobId, JobRecord, JobSpec, JobState,

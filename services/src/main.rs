@@ -63,6 +63,10 @@ enum Command {
     /// Counts W/D/L and pentanomial pairs, and stops when the LLR (fishtest's normalized
     /// model by default) leaves ln(β/(1-α)), ln((1-β)/α). Games go to sprt/<id>/games.pgn.
     Sprt(sprt_cmd::SprtArgs),
+    /// Self-play training data: games with a few random opening plies, then searched moves;
+    /// every position with its score, best move, ply and the game's result, written as a
+    /// binpack (raw/selfplay/...) and ingested as positions/source=selfplay/dataset=NAME.
+    Datagen(DatagenArgs),
     /// Run queued jobs from a shared Redis queue.
     Worker {
         #[arg(long, env = "LAKEFISH_REDIS", required = true)]
@@ -578,6 +582,55 @@ fn ingest_spec(a: &BinpackArgs, absolute: bool) -> anyhow::Result<IngestBinpackS
     Ok(spec)
 }
 
+#[derive(clap::Args)]
+struct DatagenArgs {
+    /// The evaluation both sides use: a registered net, `best`, or `classical`.
+    #[arg(long, default_value = "best")]
+    net: String,
+    /// Dataset to ingest the games into.
+    #[arg(long)]
+    dataset: String,
+    #[arg(long, default_value_t = 100)]
+    games: u64,
+    /// The same seed gives the same games, whatever the number of threads.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Nodes per move (default 5000).
+    #[arg(long, conflicts_with = "depth")]
+    nodes: Option<u64>,
+    /// A fixed depth per move instead of nodes.
+    #[arg(long)]
+    depth: Option<u32>,
+    #[arg(long, default_value_t = 6)]
+    random_plies: u32,
+    /// Searched plies before adjudication (|score| below --draw-cp is a draw).
+    #[arg(long, default_value_t = 200)]
+    max_plies: u32,
+    #[arg(long, default_value_t = 400)]
+    draw_cp: i32,
+    /// Threads (default: all cores).
+    #[arg(long)]
+    threads: Option<usize>,
+}
+
+impl DatagenArgs {
+    fn spec(&self) -> anyhow::Result<lakefish_schemas::DatagenSpec> {
+        let spec = lakefish_schemas::DatagenSpec {
+            net: self.net.clone(),
+            dataset: DatasetName::new(&self.dataset)?,
+            games: self.games,
+            seed: self.seed,
+            nodes: self.nodes,
+            depth: self.depth,
+            random_plies: self.random_plies,
+            max_plies: self.max_plies,
+            draw_cp: self.draw_cp,
+        };
+        spec.validate().map_err(anyhow::Error::msg)?;
+        Ok(spec)
+    }
+}
+
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     init_logging(cli.log_json);
@@ -591,6 +644,10 @@ fn main() -> anyhow::Result<()> {
     match cli.command {
         Command::Engine(_) => unreachable!("handled above"),
         Command::Sprt(a) => rt.block_on(sprt_cmd::run(&cli.lake, rt.handle(), a)),
+        Command::Datagen(a) => {
+            let spec = a.spec()?;
+            run_here(&cli.lake, rt.handle(), JobSpec::Datagen(spec), a.threads)
+        }
         Command::Serve {
             listen,
             queue,

@@ -383,7 +383,12 @@ pub use lakefish_jobs::parts::PositionRow as Row;
 
 /// Every row of a binpack dataset, parts in name order, read through the lake.
 pub async fn read_dataset(lake: &Lake, dataset: &str) -> Vec<Row> {
-    let prefix = format!("positions/source=binpack/dataset={dataset}");
+    read_source_dataset(lake, "binpack", dataset).await
+}
+
+/// Every row of a dataset of `source`, parts in name order.
+pub async fn read_source_dataset(lake: &Lake, source: &str, dataset: &str) -> Vec<Row> {
+    let prefix = format!("positions/source={source}/dataset={dataset}");
     let mut rows = Vec::new();
     for meta in lake.list(&prefix).await.unwrap() {
         let key = meta.location.to_string();

@@ -143,3 +143,72 @@ fn garbage_uci_input_never_crashes() {
     // `go nodes -5` searches one node's worth; the last go answers too.
     assert!(out.matches("bestmove").count() >= 2, "{out}");
 }
+
+/// Self-play data: the same seed gives the same binpack whatever the thread count; the rows
+/// in positions/source=selfplay are exactly the file's entries, every move is legal in its
+/// position, and results alternate along each game.
+#[tokio::test(flavor = "multi_thread")]
+async fn datagen_writes_reproducible_selfplay_data() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut outputs = Vec::new();
+    for threads in ["1", "2"] {
+        let lake = dir.path().join(format!("lake-{threads}"));
+        let out = Command::new(lakefish_bin())
+            .args([
+                "--lake",
+                lake.to_str().unwrap(),
+                "datagen",
+                "--net",
+                "classical",
+            ])
+            .args([
+                "--games",
+                "6",
+                "--nodes",
+                "500",
+                "--dataset",
+                "sp",
+                "--seed",
+                "9",
+            ])
+            .args(["--threads", threads])
+            .output()
+            .unwrap();
+        lakefish_tests::assert_success(&out);
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        outputs.push((lake, v));
+    }
+    let (lake_dir, v) = &outputs[0];
+    assert_eq!(
+        v["binpack"], outputs[1].1["binpack"],
+        "same games on 1 and 2 threads"
+    );
+    let positions = v["positions"].as_u64().unwrap();
+    assert_eq!(v["ingest"]["rows"].as_u64().unwrap(), positions);
+    assert!(positions > 6 * 10, "{v}");
+
+    let lake = lakefish_jobs::Lake::open(lake_dir.to_str().unwrap(), &Default::default()).unwrap();
+    let rows = lakefish_tests::read_source_dataset(&lake, "selfplay", "sp").await;
+    let binpack = lake_dir.join(v["binpack"].as_str().unwrap());
+    lakefish_tests::assert_rows_match_binpack(&rows, &binpack);
+    for (i, row) in rows.iter().enumerate() {
+        let pos: shakmaty::Chess = row
+            .fen
+            .parse::<shakmaty::fen::Fen>()
+            .unwrap()
+            .into_position(shakmaty::CastlingMode::Standard)
+            .unwrap();
+        let uci: shakmaty::uci::UciMove = row.mv.parse().unwrap();
+        assert!(
+            uci.to_move(&pos).is_ok(),
+            "row {i}: {} illegal in {}",
+            row.mv,
+            row.fen
+        );
+        assert!(row.score.is_some() && row.result.is_some(), "row {i}");
+        if let Some(next) = rows.get(i + 1).filter(|n| n.game_id == row.game_id) {
+            assert_eq!(next.ply, row.ply + 1, "row {i}");
+            assert_eq!(next.result, row.result.map(|r| -r), "row {i}");
+        }
+    }
+}

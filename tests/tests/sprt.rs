@@ -140,6 +140,16 @@ async fn distributed_sprt_survives_a_killed_worker_and_equals_in_process() {
     ] {
         assert_eq!(here[k], status[k], "{k}");
     }
+    let out = std::process::Command::new(lakefish_bin())
+        .args(["--lake", local.to_str().unwrap(), "sprt", "show", &id])
+        .output()
+        .unwrap();
+    assert_success(&out);
+    let shown = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        shown.contains(&format!("sprt {id}: Accepted")) && shown.contains("pentanomial"),
+        "{shown}"
+    );
     let pgn = reqwest::get(format!("{api}/v1/sprt/{id}/pgn"))
         .await
         .unwrap()

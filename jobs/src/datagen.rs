@@ -1,0 +1,139 @@
+//! `datagen`: self-play games (engine::datagen) on all the job's threads, written as one
+//! binpack with sfbinpack's writer to `raw/selfplay/<dataset>-<sha256[:12]>.binpack`, then
+//! ingested like any binpack into `positions/source=selfplay/dataset=<name>/`.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use lakefish_engine::datagen::{DatagenConfig, Sample, selfplay_game};
+use lakefish_schemas::{DatagenSpec, IngestSpec, JobId, Progress};
+use sfbinpack::TrainingDataEntry;
+use sfbinpack::chess::coords::Square;
+use sfbinpack::chess::r#move::Move as BinMove;
+use sfbinpack::chess::piece::Piece;
+use sfbinpack::chess::piecetype::PieceType;
+use sfbinpack::chess::position::Position;
+use shakmaty::fen::Fen;
+use shakmaty::{EnPassantMode, Move, Role};
+
+use crate::{JobContext, JobError};
+
+/// A sample as a binpack entry (castling as king-takes-rook, like Stockfish).
+fn entry(s: &Sample) -> TrainingDataEntry {
+    let fen = Fen::from_position(&s.pos, EnPassantMode::Legal).to_string();
+    let pos = Position::from_fen(&fen).expect("shakmaty writes valid FEN");
+    let sq = |q: shakmaty::Square| Square::new(q as u32);
+    let mv = match s.mv {
+        Move::Normal {
+            from,
+            to,
+            promotion: Some(role),
+            ..
+        } => {
+            let t = match role {
+                Role::Knight => PieceType::Knight,
+                Role::Bishop => PieceType::Bishop,
+                Role::Rook => PieceType::Rook,
+                _ => PieceType::Queen,
+            };
+            BinMove::promotion(sq(from), sq(to), Piece::new(t, pos.side_to_move()))
+        }
+        Move::Normal { from, to, .. } => BinMove::normal(sq(from), sq(to)),
+        Move::EnPassant { from, to } => BinMove::en_passant(sq(from), sq(to)),
+        Move::Castle { king, rook } => BinMove::castle(sq(king), sq(rook)),
+        Move::Put { .. } => unreachable!("no drops in standard chess"),
+    };
+    TrainingDataEntry {
+        pos,
+        mv,
+        score: s.score,
+        ply: s.ply,
+        result: s.result as i16,
+    }
+}
+
+pub fn datagen(
+    ctx: &JobContext,
+    job_id: &JobId,
+    spec: &DatagenSpec,
+) -> Result<serde_json::Value, JobError> {
+    spec.validate().map_err(JobError::Payload)?;
+    let side = ctx.block_on(crate::sprt::resolve_side(&ctx.lake, &spec.net))?;
+    let evaluator = ctx.block_on(crate::sprt::load_evaluator(&ctx.lake, &side))?;
+    let config = DatagenConfig {
+        random_plies: spec.random_plies,
+        depth: spec.depth,
+        nodes: spec.nodes.or(if spec.depth.is_none() {
+            Some(5000)
+        } else {
+            None
+        }),
+        max_plies: spec.max_plies,
+        draw_cp: spec.draw_cp,
+        hash_mb: 8,
+    };
+    let games = spec.games as usize;
+    let next = AtomicUsize::new(0);
+    let done = AtomicUsize::new(0);
+    let results: Mutex<Vec<Option<Vec<Sample>>>> = Mutex::new(vec![None; games]);
+    let progress = Arc::clone(&ctx.progress);
+    std::thread::scope(|s| {
+        for _ in 0..ctx.threads.max(1).min(games) {
+            s.spawn(|| {
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    if i >= games {
+                        break;
+                    }
+                    let seed = spec.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ i as u64;
+                    let samples = selfplay_game(&evaluator, &config, seed);
+                    results.lock().expect("results")[i] = Some(samples);
+                    let n = done.fetch_add(1, Ordering::Relaxed) + 1;
+                    progress.report(&Progress {
+                        stage: format!("self-play with {}", side.name),
+                        done: n as u64,
+                        total: Some(games as u64),
+                        unit: "games".into(),
+                        rows: 0,
+                    });
+                }
+            });
+        }
+    });
+    let mut writer = sfbinpack::CompressedTrainingDataEntryWriter::new_in_memory()
+        .map_err(|e| JobError::Internal(format!("binpack writer: {e}")))?;
+    let (mut positions, mut results_count) = (0u64, [0u64; 3]);
+    for game in results.into_inner().expect("results").into_iter().flatten() {
+        if let Some(first) = game.first() {
+            results_count[(first.result as i32 + 1) as usize] += 1;
+        }
+        for s in &game {
+            writer
+                .write_entry(&entry(s))
+                .map_err(|e| JobError::Internal(format!("binpack write: {e}")))?;
+            positions += 1;
+        }
+    }
+    let bytes = writer
+        .into_bytes()
+        .map_err(|e| JobError::Internal(format!("binpack writer: {e}")))?;
+    let sha = crate::nets::sha256_hex(&bytes);
+    let key = format!("raw/selfplay/{}-{}.binpack", spec.dataset, &sha[..12]);
+    let size = bytes.len();
+    ctx.block_on(ctx.lake.put(&key, bytes))?;
+    let ingest = IngestSpec {
+        inputs: vec![format!("{}{key}", crate::input::LAKE_PREFIX)],
+        dataset: spec.dataset.clone(),
+        rows_per_part: lakefish_schemas::job::default_rows_per_part(),
+    };
+    let summary = crate::ingest_binpack::ingest_selfplay(ctx, job_id, &ingest)?;
+    Ok(serde_json::json!({
+        "net": side.name,
+        "games": games,
+        "positions": positions,
+        "first_mover_results": {"losses": results_count[0], "draws": results_count[1], "wins": results_count[2]},
+        "binpack": key,
+        "binpack_bytes": size,
+        "ingest": summary,
+    }))
+}
