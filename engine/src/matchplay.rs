@@ -367,6 +367,26 @@ mod tests {
     }
 
     #[test]
+    fn a_game_on_the_clock_ends_without_a_forfeit() {
+        let config = MatchConfig {
+            nodes: None,
+            clock: Some((1500, 20)),
+            max_plies: 120,
+            ..MatchConfig::default()
+        };
+        let start = std::time::Instant::now();
+        let g = play_game(&classical("a"), &classical("b"), &Chess::default(), &config);
+        assert_ne!(g.termination, Termination::TimeForfeit, "{g:?}");
+        assert!(!g.moves.is_empty());
+        // Two clocks of 1.5 s plus increments bound the game's length.
+        assert!(
+            start.elapsed().as_secs_f64() < 3.0 + 0.04 * 120.0,
+            "{:?}",
+            start.elapsed()
+        );
+    }
+
+    #[test]
     fn adjudication_rules() {
         let c = MatchConfig::default();
         assert_eq!(adjudicate(&[700; 8], 8, &c), Some(Some(Color::White)));
