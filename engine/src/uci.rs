@@ -34,6 +34,10 @@ pub struct Session<W: Write + Send + 'static> {
     /// Keys of the positions before `position`, for repetition draws.
     history: Vec<u64>,
     running: Option<JoinHandle<()>>,
+    /// True from `go` until just before `bestmove` is written. A GUI may send the next `go`
+    /// the moment it reads `bestmove`, while the old thread is still exiting: that search is
+    /// over, so the new one only has to join it.
+    busy: Arc<AtomicBool>,
 }
 
 impl<W: Write + Send + 'static> Session<W> {
@@ -50,6 +54,7 @@ impl<W: Write + Send + 'static> Session<W> {
             position: Chess::default(),
             history: Vec::new(),
             running: None,
+            busy: Arc::new(AtomicBool::new(false)),
         }
     }
 
@@ -83,7 +88,7 @@ impl<W: Write + Send + 'static> Session<W> {
     }
 
     fn searching(&self) -> bool {
-        self.running.as_ref().is_some_and(|h| !h.is_finished())
+        self.busy.load(std::sync::atomic::Ordering::Acquire)
     }
 
     /// Handles one line; false on `quit`.
@@ -244,6 +249,8 @@ impl<W: Write + Send + 'static> Session<W> {
             Err(e) => return self.error(&format!("go: {e}; not searching")),
         };
         let (searcher, out) = (Arc::clone(&self.searcher), Arc::clone(&self.out));
+        let busy = Arc::clone(&self.busy);
+        busy.store(true, std::sync::atomic::Ordering::Release);
         let (pos, history, chess960) = (self.position.clone(), self.history.clone(), self.chess960);
         let mode = if chess960 {
             CastlingMode::Chess960
@@ -275,12 +282,16 @@ impl<W: Write + Send + 'static> Session<W> {
                     UciMove::from_move(m, mode).to_string()
                 });
                 let mut out = out.lock().expect("output lock");
+                busy.store(false, std::sync::atomic::Ordering::Release);
                 let _ = writeln!(out, "bestmove {best}");
                 let _ = out.flush();
             });
         match spawned {
             Ok(h) => self.running = Some(h),
-            Err(e) => self.error(&format!("go: cannot start the search thread: {e}")),
+            Err(e) => {
+                self.busy.store(false, std::sync::atomic::Ordering::Release);
+                self.error(&format!("go: cannot start the search thread: {e}"))
+            }
         }
     }
 }
@@ -389,6 +400,41 @@ mod tests {
         assert!(out.contains("score mate 1"), "{out}");
         assert!(out.trim_end().ends_with("bestmove a1a8"), "{out}");
         assert_eq!(out.matches("bestmove").count(), 2, "{out}");
+    }
+
+    /// A GUI sends the next `go` as soon as it reads `bestmove`, while the finished search's
+    /// thread may still be exiting: every such `go` must search.
+    #[test]
+    fn go_right_after_bestmove_always_searches() {
+        let buf = Buf::default();
+        let (reader, mut writer) = std::io::pipe().unwrap();
+        let session = Session::new(
+            buf.clone(),
+            Evaluator::Classical,
+            "classical",
+            Box::new(|_| Err("none".into())),
+        );
+        let runner = std::thread::spawn(move || session.run(std::io::BufReader::new(reader)));
+        let bestmoves = |b: &Buf| {
+            String::from_utf8_lossy(&b.0.lock().unwrap())
+                .matches("bestmove")
+                .count()
+        };
+        for i in 1..=100 {
+            writeln!(writer, "go depth 1").unwrap();
+            let deadline = std::time::Instant::now() + Duration::from_secs(10);
+            while bestmoves(&buf) < i {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "go {i} got no bestmove"
+                );
+                std::thread::yield_now();
+            }
+        }
+        writeln!(writer, "quit").unwrap();
+        runner.join().unwrap();
+        let out = String::from_utf8(buf.0.lock().unwrap().clone()).unwrap();
+        assert!(!out.contains("already running"), "{out}");
     }
 
     #[test]
