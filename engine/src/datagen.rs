@@ -6,6 +6,7 @@ use shakmaty::zobrist::Zobrist64;
 use shakmaty::{Chess, Color, EnPassantMode, Move, Position};
 
 use crate::eval::Evaluator;
+use crate::matchplay::rule_ending;
 use crate::random_games::SplitMix;
 use crate::search::{Limits, Score, Searcher};
 
@@ -84,26 +85,14 @@ pub fn selfplay_game(evaluator: &Evaluator, config: &DatagenConfig, seed: u64) -
         |p: &Chess| ((p.fullmoves().get() - 1) * 2 + (p.turn() == Color::Black) as u32) as u16;
     // The winner, None for a draw.
     let winner: Option<Color> = loop {
-        if pos.legal_moves().is_empty() {
-            break pos.is_check().then_some(!pos.turn());
-        }
         let key = pos.zobrist_hash::<Zobrist64>(EnPassantMode::Legal).0;
-        let window = (pos.halfmoves() as usize).min(keys.len());
-        let repeated = keys[keys.len() - window..]
-            .iter()
-            .filter(|&&k| k == key)
-            .count()
-            >= 2;
-        if pos.is_insufficient_material() || pos.halfmoves() >= 100 || repeated {
-            break None;
+        if let Some((winner, _)) = rule_ending(&pos, key, &keys) {
+            break winner;
         }
         let result = searcher.search(&pos, &keys, &limits, |_| {});
         let mv = result.best.expect("a legal move exists");
         if searched >= config.max_plies {
-            let cp = match Score::from_internal(result.value, &pos) {
-                Score::Cp(cp) => cp,
-                Score::Mate(m) => m.signum() * 100_000,
-            };
+            let cp = Score::from_internal(result.value, &pos).centipawns_or_mate();
             break if cp.abs() < config.draw_cp {
                 None
             } else if cp > 0 {

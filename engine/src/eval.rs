@@ -243,14 +243,7 @@ const fn square_bonus(role: Role, sq: usize) -> (i32, i32) {
 
 /// `(mg, eg)` material plus square bonus for every role and square, White's view.
 const TABLE: [[(i32, i32); 64]; 6] = {
-    let roles = [
-        Role::Pawn,
-        Role::Knight,
-        Role::Bishop,
-        Role::Rook,
-        Role::Queen,
-        Role::King,
-    ];
+    let roles = Role::ALL;
     let mut t = [[(0, 0); 64]; 6];
     let mut r = 0;
     while r < 6 {
@@ -313,15 +306,8 @@ pub fn material_only(board: &Board, turn: Color) -> i32 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use shakmaty::CastlingMode;
-    use shakmaty::fen::Fen;
 
-    fn pos(fen: &str) -> Chess {
-        fen.parse::<Fen>()
-            .unwrap()
-            .into_position(CastlingMode::Standard)
-            .unwrap()
-    }
+    use crate::fen::test_position as pos;
 
     #[test]
     fn classical_is_symmetric_and_counts_material() {

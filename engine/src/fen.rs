@@ -16,6 +16,15 @@ const ROLES: [Role; 6] = [
     Role::King,
 ];
 
+/// A standard-chess position from a FEN that tests know to be legal.
+#[cfg(test)]
+pub(crate) fn test_position(fen: &str) -> Chess {
+    fen.parse::<Fen>()
+        .expect("test FEN parses")
+        .into_position(CastlingMode::Standard)
+        .expect("test FEN is legal")
+}
+
 /// Appends the FEN of `pos` to `out`. Standard castling rights are written as `KQkq`;
 /// positions whose rights need Chess960 notation go through shakmaty's writer (rare).
 pub fn write_fen(pos: &Chess, out: &mut Vec<u8>) {

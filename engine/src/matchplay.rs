@@ -160,6 +160,31 @@ fn termination_text(t: Termination) -> &'static str {
     }
 }
 
+/// How the rules end the game at `pos`, whose Zobrist key is `key` and whose earlier
+/// positions had `keys`; `None` while it goes on.
+pub fn rule_ending(pos: &Chess, key: u64, keys: &[u64]) -> Option<(Winner, Termination)> {
+    if pos.legal_moves().is_empty() {
+        return Some(if pos.is_check() {
+            (Some(!pos.turn()), Termination::Checkmate)
+        } else {
+            (None, Termination::Stalemate)
+        });
+    }
+    if pos.is_insufficient_material() {
+        return Some((None, Termination::InsufficientMaterial));
+    }
+    if pos.halfmoves() >= 100 {
+        return Some((None, Termination::FiftyMoves));
+    }
+    // Threefold: two earlier occurrences since the last irreversible move.
+    let window = (pos.halfmoves() as usize).min(keys.len());
+    let seen = keys[keys.len() - window..]
+        .iter()
+        .filter(|&&x| x == key)
+        .count();
+    (seen >= 2).then_some((None, Termination::Repetition))
+}
+
 /// A side of a match: a name and what it evaluates with.
 #[derive(Debug, Clone)]
 pub struct Player {
@@ -201,28 +226,9 @@ pub fn play_game(
         termination,
     };
     loop {
-        // The rules first.
-        if pos.legal_moves().is_empty() {
-            return if pos.is_check() {
-                finish(Some(!pos.turn()), Termination::Checkmate, moves)
-            } else {
-                finish(None, Termination::Stalemate, moves)
-            };
-        }
-        if pos.is_insufficient_material() {
-            return finish(None, Termination::InsufficientMaterial, moves);
-        }
-        if pos.halfmoves() >= 100 {
-            return finish(None, Termination::FiftyMoves, moves);
-        }
         let k = key(&pos);
-        let window = (pos.halfmoves() as usize).min(keys.len());
-        let seen = keys[keys.len() - window..]
-            .iter()
-            .filter(|&&x| x == k)
-            .count();
-        if seen >= 2 {
-            return finish(None, Termination::Repetition, moves);
+        if let Some((winner, termination)) = rule_ending(&pos, k, &keys) {
+            return finish(winner, termination, moves);
         }
         if moves.len() as u32 >= config.max_plies {
             return finish(None, Termination::PlyLimit, moves);
@@ -259,11 +265,7 @@ pub fn play_game(
             *left = *left - used + Duration::from_millis(inc);
         }
         let mv = result.best.expect("a legal move exists");
-        let cp = match Score::from_internal(result.value, &pos) {
-            Score::Cp(cp) => cp,
-            Score::Mate(m) if m > 0 => 100_000,
-            Score::Mate(_) => -100_000,
-        };
+        let cp = Score::from_internal(result.value, &pos).centipawns_or_mate();
         white_scores.push(if turn == Color::White { cp } else { -cp });
         moves.push(SanPlus::from_move(pos.clone(), mv).to_string());
         keys.push(k);

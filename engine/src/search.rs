@@ -103,6 +103,16 @@ impl Score {
     }
 }
 
+impl Score {
+    /// Centipawns, with a mate counted as ±100,000 (for adjudication thresholds).
+    pub fn centipawns_or_mate(self) -> i32 {
+        match self {
+            Score::Cp(cp) => cp,
+            Score::Mate(m) => m.signum() * 100_000,
+        }
+    }
+}
+
 impl std::fmt::Display for Score {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
@@ -311,6 +321,17 @@ fn see(pos: &Chess, mv: &Move) -> i32 {
         d -= 1;
     }
     gain[0]
+}
+
+/// Selection sort, one step: moves the best-scored of `moves[i..]` (earliest on ties) to
+/// `i` and returns it. Cut-offs usually come early, so sorting the whole list would waste work.
+fn pick_next(moves: &mut MoveList, scores: &mut [i32; 256], i: usize) -> Move {
+    let pick = (i..moves.len())
+        .max_by_key(|&j| (scores[j], std::cmp::Reverse(j)))
+        .expect("non-empty range");
+    scores.swap(i, pick);
+    moves.swap(i, pick);
+    moves[i]
 }
 
 /// Reductions for late quiet moves, by depth and move number.
@@ -644,12 +665,7 @@ impl Searcher {
         let mut n_quiets = 0;
 
         for i in 0..moves.len() {
-            let pick = (i..moves.len())
-                .max_by_key(|&j| (scores[j], std::cmp::Reverse(j)))
-                .expect("non-empty range");
-            scores.swap(i, pick);
-            moves.swap(i, pick);
-            let mv = moves[i];
+            let mv = pick_next(&mut moves, &mut scores, i);
             let mut child = pos.clone();
             child.play_unchecked(mv);
             let child_key = child_hash(pos, key, mv, &child);
@@ -766,12 +782,7 @@ impl Searcher {
         let turn = pos.turn();
         let mut scores = self.score_moves(pos, &moves, 0, MAX_SEARCH_PLY);
         for i in 0..moves.len() {
-            let pick = (i..moves.len())
-                .max_by_key(|&j| (scores[j], std::cmp::Reverse(j)))
-                .expect("non-empty range");
-            scores.swap(i, pick);
-            moves.swap(i, pick);
-            let mv = moves[i];
+            let mv = pick_next(&mut moves, &mut scores, i);
             let mut child = pos.clone();
             child.play_unchecked(mv);
             self.eval.push(ply, turn, mv, &child);
@@ -796,15 +807,8 @@ impl Searcher {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use shakmaty::CastlingMode;
-    use shakmaty::fen::Fen;
 
-    fn pos(fen: &str) -> Chess {
-        fen.parse::<Fen>()
-            .unwrap()
-            .into_position(CastlingMode::Standard)
-            .unwrap()
-    }
+    use crate::fen::test_position as pos;
 
     fn search(fen: &str, limits: Limits) -> SearchResult {
         Searcher::new(Evaluator::Classical, 4).search(&pos(fen), &[], &limits, |_| {})

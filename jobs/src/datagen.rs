@@ -59,7 +59,7 @@ pub fn datagen(
 ) -> Result<serde_json::Value, JobError> {
     spec.validate().map_err(JobError::Payload)?;
     let side = ctx.block_on(crate::sprt::resolve_side(&ctx.lake, &spec.net))?;
-    let evaluator = ctx.block_on(crate::sprt::load_evaluator(&ctx.lake, &side))?;
+    let evaluator = ctx.block_on(crate::nets::load_evaluator(&ctx.lake, &side.name))?;
     let config = DatagenConfig {
         random_plies: spec.random_plies,
         depth: spec.depth,

@@ -229,3 +229,47 @@ pub async fn set_best(lake: &Lake, name: &str, reason: &str) -> Result<BestNet, 
     lake.put(BEST_KEY, json).await?;
     Ok(best)
 }
+
+/// The name an evaluation request resolves to: `classical` and `material` (built in) stay,
+/// `best` becomes the best net's name (`classical` before any promotion), and anything else
+/// must be a registered net.
+pub async fn resolve_evaluation(lake: &Lake, requested: &str) -> Result<String, JobError> {
+    match requested {
+        "classical" | "material" => Ok(requested.to_string()),
+        "best" => Ok(read_best(lake)
+            .await?
+            .map_or_else(|| "classical".to_string(), |b| b.name)),
+        name => {
+            let m = read_net(lake, name)
+                .await
+                .map_err(|e| JobError::Payload(format!("{requested}: {e}")))?
+                .ok_or_else(|| {
+                    JobError::Payload(format!(
+                        "net {name} is not registered (expected a registered net, best, \
+                         classical or material)"
+                    ))
+                })?;
+            Ok(m.name)
+        }
+    }
+}
+
+/// The evaluator for a name from [`resolve_evaluation`]; nets are fetched and hash-checked.
+pub async fn load_evaluator(
+    lake: &Lake,
+    name: &str,
+) -> Result<lakefish_engine::eval::Evaluator, JobError> {
+    use lakefish_engine::eval::Evaluator;
+    match name {
+        "classical" => return Ok(Evaluator::Classical),
+        "material" => return Ok(Evaluator::Material),
+        _ => {}
+    }
+    let (_, bytes) = fetch_net(lake, name).await?;
+    let net = Network::from_bytes(&bytes).map_err(|e| JobError::Corrupt {
+        what: "net",
+        key: name.to_string(),
+        reason: e.to_string(),
+    })?;
+    Ok(Evaluator::Nnue(std::sync::Arc::new(net)))
+}

@@ -6,12 +6,8 @@
 //! consecutive batches from 0. A batch is never counted twice, and the first prefix whose LLR
 //! leaves the bounds decides the test, whatever order the batches finished in.
 
-use std::sync::Arc;
-
 use lakefish_engine::book::Book;
-use lakefish_engine::eval::Evaluator;
 use lakefish_engine::matchplay::{MatchConfig, Player, play_pair};
-use lakefish_engine::nnue::Network;
 use lakefish_engine::random_games::SplitMix;
 use lakefish_engine::sprt::{
     Pentanomial, SprtBounds, SprtDecision, elo_estimate, llr_logistic, llr_normalized,
@@ -40,46 +36,12 @@ fn pgn_key(id: &str) -> String {
     format!("{SPRT_PREFIX}/{id}/games.pgn")
 }
 
-/// `classical` or a registered net's name for `requested` (`best` resolves now).
+/// `requested` with `best` resolved now (see [`crate::nets::resolve_evaluation`]).
 pub(crate) async fn resolve_side(lake: &Lake, requested: &str) -> Result<SprtSide, JobError> {
-    let name = match requested {
-        "classical" | "material" => requested.to_string(),
-        "best" => match crate::nets::read_best(lake).await? {
-            Some(b) => b.name,
-            None => "classical".to_string(),
-        },
-        name => {
-            let m = crate::nets::read_net(lake, name)
-                .await
-                .map_err(|e| JobError::Payload(format!("{requested}: {e}")))?
-                .ok_or_else(|| {
-                    JobError::Payload(format!(
-                        "net {name} is not registered (expected a registered net, best, classical or \
-                         material)"
-                    ))
-                })?;
-            m.name
-        }
-    };
     Ok(SprtSide {
-        name,
+        name: crate::nets::resolve_evaluation(lake, requested).await?,
         requested: requested.to_string(),
     })
-}
-
-pub(crate) async fn load_evaluator(lake: &Lake, side: &SprtSide) -> Result<Evaluator, JobError> {
-    match side.name.as_str() {
-        "classical" => return Ok(Evaluator::Classical),
-        "material" => return Ok(Evaluator::Material),
-        _ => {}
-    }
-    let (_, bytes) = crate::nets::fetch_net(lake, &side.name).await?;
-    let net = Network::from_bytes(&bytes).map_err(|e| JobError::Corrupt {
-        what: "net",
-        key: side.name.clone(),
-        reason: e.to_string(),
-    })?;
-    Ok(Evaluator::Nnue(Arc::new(net)))
 }
 
 /// Reads and parses the book named in the spec (a local path or `lake:<key>`).
@@ -192,11 +154,11 @@ fn arena(ctx: &JobContext, plan: &SprtPlan) -> Result<Arena, JobError> {
     })?;
     let new = Player {
         name: plan.new.name.clone(),
-        evaluator: ctx.block_on(load_evaluator(&ctx.lake, &plan.new))?,
+        evaluator: ctx.block_on(crate::nets::load_evaluator(&ctx.lake, &plan.new.name))?,
     };
     let base = Player {
         name: plan.base.name.clone(),
-        evaluator: ctx.block_on(load_evaluator(&ctx.lake, &plan.base))?,
+        evaluator: ctx.block_on(crate::nets::load_evaluator(&ctx.lake, &plan.base.name))?,
     };
     Ok(Arena {
         config: match_config(&plan.spec),

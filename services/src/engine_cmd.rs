@@ -42,9 +42,11 @@ pub enum EngineCommand {
     },
 }
 
-/// The evaluator `what` names, and a line saying what it is.
+/// The evaluator `what` names: a .nnue file, or what the lake resolves (built-ins, `best`,
+/// registered nets).
 pub fn resolve(lake: &str, what: &str) -> anyhow::Result<Evaluator> {
     let what = what.trim();
+    // Built-ins need no lake.
     match what {
         "classical" => return Ok(Evaluator::Classical),
         "material" => return Ok(Evaluator::Material),
@@ -56,27 +58,20 @@ pub fn resolve(lake: &str, what: &str) -> anyhow::Result<Evaluator> {
         let net = Network::from_bytes(&bytes).with_context(|| format!("{what} is not a net"))?;
         return Ok(Evaluator::Nnue(Arc::new(net)));
     }
+    let registry_name = what.starts_with("nn-") && !what.contains('/');
+    if what != "best" && !registry_name {
+        bail!(
+            "{what:?} is neither a file, a registered net name (nn-<12 hex>), `best`, \
+             `classical` nor `material`"
+        );
+    }
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
     rt.block_on(async {
         let lake = crate::open_lake(lake)?;
-        let name = if what == "best" {
-            match lakefish_jobs::nets::read_best(&lake).await? {
-                Some(best) => best.name,
-                None => return Ok(Evaluator::Classical),
-            }
-        } else if what.starts_with("nn-") && !what.contains('/') {
-            what.to_string()
-        } else {
-            bail!(
-                "{what:?} is neither a file, a registered net name (nn-<12 hex>), `best` nor \
-                 `classical`"
-            );
-        };
-        let (_, bytes) = lakefish_jobs::nets::fetch_net(&lake, &name).await?;
-        let net = Network::from_bytes(&bytes).with_context(|| format!("net {name}"))?;
-        Ok(Evaluator::Nnue(Arc::new(net)))
+        let name = lakefish_jobs::nets::resolve_evaluation(&lake, what).await?;
+        Ok(lakefish_jobs::nets::load_evaluator(&lake, &name).await?)
     })
 }
 
