@@ -286,6 +286,36 @@ async fn malformed_requests_get_400_and_unknown_ids_404() {
             r#"{"kind":"register","spec":{"run":"run-1","parent":"best"}}"#,
             "net name",
         ),
+        (
+            r#"{"kind":"datagen","spec":{"net":"classical","dataset":"../x","games":1}}"#,
+            "dataset name",
+        ),
+        (
+            r#"{"kind":"datagen","spec":{"net":"classical","dataset":"x","games":0}}"#,
+            "games must be",
+        ),
+        (
+            r#"{"kind":"datagen","spec":{"net":"classical","dataset":"x","games":1,"nodes":9,"depth":3}}"#,
+            "nodes or depth",
+        ),
+        (
+            r#"{"kind":"datagen","spec":{"net":"classical","dataset":"x","games":"many"}}"#,
+            "games",
+        ),
+        (
+            r#"{"kind":"sprt","spec":{"new":"a","base":"b","book":"c","elo0":5,"elo1":1}}"#,
+            "elo1 (1) must be greater than elo0 (5)",
+        ),
+        (
+            r#"{"kind":"sprt","spec":{"new":"a","base":"b","book":"c","alpha":0.9}}"#,
+            "alpha",
+        ),
+        (r#"{"kind":"sprt","spec":{"new":"a"}}"#, "base"),
+        // SPRT batches are queued by lakefish itself, never by clients.
+        (
+            r#"{"kind":"sprt_batch","spec":{"sprt":"sprt-000000000000","index":0}}"#,
+            "unknown job kind",
+        ),
     ] {
         let resp = client
             .post(format!("{api}/v1/jobs"))

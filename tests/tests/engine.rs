@@ -211,4 +211,36 @@ async fn datagen_writes_reproducible_selfplay_data() {
             assert_eq!(next.result, row.result.map(|r| -r), "row {i}");
         }
     }
+
+    // An unknown net, a bad dataset name, bad limits: clear errors, and the dataset
+    // already there is untouched.
+    for (args, needle) in [
+        (
+            vec!["--net", "nn-000000000000", "--dataset", "sp"],
+            "nn-000000000000 is not registered",
+        ),
+        (
+            vec!["--net", "classical", "--dataset", "../sp"],
+            "dataset name",
+        ),
+        (
+            vec!["--net", "classical", "--dataset", "sp", "--games", "0"],
+            "games must be",
+        ),
+        (
+            vec!["--net", "classical", "--dataset", "sp", "--max-plies", "0"],
+            "max_plies",
+        ),
+    ] {
+        let out = Command::new(lakefish_bin())
+            .args(["--lake", lake_dir.to_str().unwrap(), "datagen"])
+            .args(&args)
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(needle), "{args:?}: {err}");
+    }
+    let after = lakefish_tests::read_source_dataset(&lake, "selfplay", "sp").await;
+    assert_eq!(after, rows);
 }
