@@ -171,9 +171,25 @@ impl EvalStack {
                 )
             }
         };
+        #[cfg(test)]
+        if let Evaluator::Nnue(net) = &self.evaluator
+            && VERIFY_SEARCH.load(std::sync::atomic::Ordering::Relaxed)
+        {
+            let fresh = net.refresh(pos.board()).expect("features");
+            assert_eq!(
+                v,
+                net.evaluate(&fresh, pos.turn()),
+                "stale accumulator at ply {ply}"
+            );
+        }
         v.clamp(-MAX_EVAL, MAX_EVAL)
     }
 }
+
+/// Tests set this to check every evaluation in a search against a full refresh.
+#[cfg(test)]
+pub(crate) static VERIFY_SEARCH: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(false);
 
 /// Rebuilds one perspective's accumulator from the board.
 fn refresh_into(

@@ -830,6 +830,34 @@ mod tests {
             })
     }
 
+    /// Every evaluation inside real searches (null moves, captures, castling, promotions,
+    /// checks) equals a refresh of the searched position: the accumulator stack never goes
+    /// stale however the search walks the tree.
+    #[test]
+    fn nnue_search_evaluates_the_position_it_is_at() {
+        use crate::features::FeatureSetKind;
+        crate::eval::VERIFY_SEARCH.store(true, std::sync::atomic::Ordering::Relaxed);
+        for (i, kind) in [
+            FeatureSetKind::All768,
+            FeatureSetKind::HalfKp,
+            FeatureSetKind::HalfKaV2Hm,
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let net = Arc::new(crate::nnue::random_network(kind, "32x2-8-8", i as u64));
+            let mut s = Searcher::new(Evaluator::Nnue(net), 4);
+            for fen in crate::bench::POSITIONS {
+                let limits = Limits {
+                    nodes: Some(3000),
+                    ..Limits::default()
+                };
+                s.search(&pos(fen), &[], &limits, |_| {});
+            }
+        }
+        crate::eval::VERIFY_SEARCH.store(false, std::sync::atomic::Ordering::Relaxed);
+    }
+
     #[test]
     fn finds_the_shortest_mate_a_brute_force_confirms() {
         for fen in [

@@ -4,6 +4,7 @@
 //! Architecture invariant: this crate does no I/O and knows nothing about tokio, object
 //! storage or chess rules. Anything here can be used from a browser, a test or a worker.
 
+pub mod config;
 pub mod datagen;
 pub mod dataset;
 pub mod games;

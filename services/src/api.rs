@@ -11,19 +11,29 @@ use axum::{Json, Router};
 use lakefish_jobs::datasets::list_datasets;
 use lakefish_jobs::records::JobStore;
 use lakefish_jobs::{JobError, Lake};
+use lakefish_schemas::config::Config;
 use lakefish_schemas::{JobId, JobSpec, JobState, QueuedJob, Source, raw_key};
 use serde::Deserialize;
 use serde_json::json;
+use std::sync::Arc;
 
 #[derive(Clone)]
 pub struct AppState {
     pub lake: Lake,
     pub jobs: JobStore,
     pub queue: Queue,
+    /// `lakefish.toml` as loaded at start (auth tokens, pipelines, limits).
+    pub config: Arc<Config>,
 }
 
-/// Largest accepted JSON body.
+/// Largest accepted JSON body unless the config says otherwise.
 pub const MAX_BODY_BYTES: usize = 1 << 20;
+
+impl AppState {
+    pub fn max_body(&self) -> usize {
+        self.config.server.max_body_bytes.unwrap_or(MAX_BODY_BYTES)
+    }
+}
 
 pub fn router(state: AppState) -> Router {
     Router::new()
@@ -44,7 +54,11 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/sprt/{id}", get(get_sprt))
         .route("/v1/sprt/{id}/pgn", get(sprt_pgn))
         .fallback(not_found)
-        .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .layer(axum::extract::DefaultBodyLimit::max(state.max_body()))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            crate::auth::check,
+        ))
         .with_state(state)
 }
 
@@ -109,7 +123,7 @@ async fn submit_job(
 ) -> Result<Response, ApiError> {
     let body = body.map_err(|e| match e.status() {
         StatusCode::PAYLOAD_TOO_LARGE => {
-            ApiError::TooLarge(format!("request body larger than {MAX_BODY_BYTES} bytes"))
+            ApiError::TooLarge(format!("request body larger than {} bytes", s.max_body()))
         }
         _ => ApiError::BadRequest(e.body_text()),
     })?;

@@ -2,6 +2,7 @@
 //! and hands over to the API, the workers or a job run in-process.
 
 mod api;
+mod auth;
 mod cli_progress;
 mod engine_cmd;
 mod nets_cmd;
@@ -12,6 +13,7 @@ use anyhow::{Context, bail};
 use clap::{Parser, Subcommand};
 use lakefish_jobs::records::JobStore;
 use lakefish_jobs::{JobContext, Lake};
+use lakefish_schemas::config::Config;
 use lakefish_schemas::{
     DatasetName, IngestBinpackSpec, JobId, JobRecord, JobSpec, JobState, MaskDefinition, MaskName,
     MaskSpec, ShuffleSpec, Source, raw_key,
@@ -30,6 +32,10 @@ struct Cli {
     /// Log as JSON lines instead of text.
     #[arg(long, global = true, env = "LAKEFISH_LOG_JSON")]
     log_json: bool,
+    /// lakefish.toml: server settings, API tokens, pipelines (example: infra/lakefish.toml).
+    /// Flags and their LAKEFISH_* variables win over it; LAKEFISH__SECTION__KEY overrides keys.
+    #[arg(long, global = true, env = "LAKEFISH_CONFIG")]
+    config: Option<String>,
     #[command(subcommand)]
     command: Command,
 }
@@ -69,8 +75,9 @@ enum Command {
     Datagen(DatagenArgs),
     /// Run queued jobs from a shared Redis queue.
     Worker {
-        #[arg(long, env = "LAKEFISH_REDIS", required = true)]
-        redis: String,
+        /// The shared queue (or `server.redis` in the config).
+        #[arg(long, env = "LAKEFISH_REDIS")]
+        redis: Option<String>,
         #[command(flatten)]
         work: WorkArgs,
         /// Name shown in job records (default: host name and process id).
@@ -155,6 +162,16 @@ enum Command {
         #[command(subcommand)]
         what: BenchCommand,
     },
+    /// API tokens: `token new NAME --scope read` prints a fresh token and its config entry.
+    Token {
+        #[command(subcommand)]
+        what: TokenCommand,
+    },
+    /// Check a config file (and the LAKEFISH__* overrides) and print it as loaded.
+    CheckConfig {
+        /// The file (default: --config).
+        file: Option<String>,
+    },
     /// Write test data: a binpack of random legal games.
     Synth {
         /// Output file.
@@ -163,6 +180,17 @@ enum Command {
         games: usize,
         #[arg(long, default_value_t = 1)]
         seed: u64,
+    },
+}
+
+#[derive(Subcommand)]
+enum TokenCommand {
+    /// A new random token: give the token to the client, paste the entry into lakefish.toml.
+    New {
+        name: String,
+        /// read, submit or admin (repeat the flag for several).
+        #[arg(long = "scope", required = true)]
+        scopes: Vec<String>,
     },
 }
 
@@ -555,6 +583,56 @@ fn init_logging(json: bool) {
     }
 }
 
+/// Reads the config file once, with the LAKEFISH__* overrides; no file: the defaults.
+fn load_config(path: Option<&str>) -> anyhow::Result<Config> {
+    let Some(path) = path else {
+        return Ok(Config::default());
+    };
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read the config file {path}"))?;
+    Ok(Config::parse(path, &text, std::env::vars())?)
+}
+
+/// Config values fill in what the command line (and its LAKEFISH_* variables) left unset.
+fn apply_config(cli: &mut Cli, matches: &clap::ArgMatches, config: &Config) {
+    use clap::parser::ValueSource;
+    let defaulted = |m: &clap::ArgMatches, id: &str| {
+        !matches!(
+            m.value_source(id),
+            Some(ValueSource::CommandLine | ValueSource::EnvVariable)
+        )
+    };
+    let server = &config.server;
+    if let Some(lake) = &server.lake
+        && defaulted(matches, "lake")
+    {
+        cli.lake = lake.clone();
+    }
+    if server.log_json == Some(true) {
+        cli.log_json = true;
+    }
+    let sub = matches.subcommand().map(|(_, m)| m);
+    match (&mut cli.command, sub) {
+        (Command::Serve { listen, queue, .. }, Some(m)) => {
+            if let Some(l) = &server.listen
+                && defaulted(m, "listen")
+            {
+                *listen = l.clone();
+            }
+            if queue.redis.is_none() {
+                queue.redis = server.redis.clone();
+            }
+            if let Some(db) = &server.queue_db
+                && defaulted(m, "queue_db")
+            {
+                queue.queue_db = db.clone();
+            }
+        }
+        (Command::Worker { redis, .. }, _) if redis.is_none() => *redis = server.redis.clone(),
+        _ => {}
+    }
+}
+
 pub(crate) fn open_lake(spec: &str) -> anyhow::Result<Lake> {
     let env: HashMap<String, String> = std::env::vars().collect();
     Ok(Lake::open(spec, &env)?)
@@ -632,7 +710,10 @@ impl DatagenArgs {
 }
 
 fn main() -> anyhow::Result<()> {
-    let cli = Cli::parse();
+    let matches = <Cli as clap::CommandFactory>::command().get_matches();
+    let mut cli = <Cli as clap::FromArgMatches>::from_arg_matches(&matches)?;
+    let config = load_config(cli.config.as_deref())?;
+    apply_config(&mut cli, &matches, &config);
     init_logging(cli.log_json);
     // The engine runs without the multi-threaded runtime: the search owns the threads.
     if let Command::Engine(args) = cli.command {
@@ -653,9 +734,12 @@ fn main() -> anyhow::Result<()> {
             queue,
             work,
             no_workers,
-        } => rt.block_on(serve(&cli.lake, &listen, queue, work, no_workers)),
+        } => rt.block_on(serve(&cli.lake, &listen, queue, work, no_workers, config)),
         Command::Worker { redis, work, name } => rt.block_on(async {
             let lake = open_lake(&cli.lake)?;
+            let redis = redis.context(
+                "a worker needs the shared queue: --redis URL, LAKEFISH_REDIS or server.redis in the config",
+            )?;
             let q = Queue::redis(&redis).await?;
             let name = name.unwrap_or_else(default_worker_name);
             tracing::info!(lake = lake.describe(), queue = q.describe(), %name, "worker ready");
@@ -949,6 +1033,39 @@ fn main() -> anyhow::Result<()> {
             println!("{}", serde_json::to_string(&r)?);
             Ok(())
         }
+        Command::Token {
+            what: TokenCommand::New { name, scopes },
+        } => {
+            let scopes = scopes
+                .iter()
+                .map(|s| match s.as_str() {
+                    "read" | "submit" | "admin" => Ok(format!("{s:?}")),
+                    other => bail!("unknown scope {other:?} (read, submit or admin)"),
+                })
+                .collect::<anyhow::Result<Vec<_>>>()?;
+            let token = format!(
+                "lf_{}{}",
+                uuid::Uuid::new_v4().simple(),
+                uuid::Uuid::new_v4().simple()
+            );
+            println!("token (give it to the client; it is not stored anywhere): {token}");
+            println!("\n# for lakefish.toml:\n[[auth.tokens]]\nname = {name:?}");
+            println!(
+                "sha256 = \"{}\"\nscopes = [{}]",
+                lakefish_schemas::config::token_sha256(&token),
+                scopes.join(", ")
+            );
+            Ok(())
+        }
+        Command::CheckConfig { file } => {
+            let path = file
+                .or(cli.config.clone())
+                .context("name the file: lakefish check-config FILE (or --config)")?;
+            let config = load_config(Some(&path))?;
+            println!("{path}: ok (version {})", config.version);
+            println!("{}", serde_json::to_string_pretty(&config)?);
+            Ok(())
+        }
         Command::Synth { out, games, seed } => {
             let bytes = lakefish_jobs::binpack::synthetic_binpack(games, seed);
             std::fs::write(&out, &bytes).with_context(|| format!("writing {out}"))?;
@@ -1010,6 +1127,7 @@ async fn serve(
     q: QueueArgs,
     work: WorkArgs,
     no_workers: bool,
+    config: Config,
 ) -> anyhow::Result<()> {
     if no_workers && q.redis.is_none() {
         bail!(
@@ -1025,6 +1143,7 @@ async fn serve(
         lake: lake.clone(),
         jobs: JobStore::new(lake.clone()),
         queue: queue.clone(),
+        config: Arc::new(config),
     };
     let listener = tokio::net::TcpListener::bind(listen)
         .await
@@ -1058,11 +1177,24 @@ async fn serve(
     Ok(())
 }
 
+/// The HTTP client of every `--api` command: sends `LAKEFISH_TOKEN` as a bearer token when set.
 pub(crate) fn client() -> reqwest::Client {
-    reqwest::Client::builder()
-        .timeout(Duration::from_secs(30))
-        .build()
-        .expect("http client")
+    client_with_timeout(Some(Duration::from_secs(30)))
+}
+
+fn client_with_timeout(timeout: Option<Duration>) -> reqwest::Client {
+    let mut headers = reqwest::header::HeaderMap::new();
+    if let Ok(token) = std::env::var("LAKEFISH_TOKEN")
+        && let Ok(mut v) = reqwest::header::HeaderValue::from_str(&format!("Bearer {token}"))
+    {
+        v.set_sensitive(true);
+        headers.insert(reqwest::header::AUTHORIZATION, v);
+    }
+    let mut b = reqwest::Client::builder().default_headers(headers);
+    if let Some(t) = timeout {
+        b = b.timeout(t);
+    }
+    b.build().expect("http client")
 }
 
 pub(crate) async fn check(resp: reqwest::Response) -> anyhow::Result<serde_json::Value> {
@@ -1110,7 +1242,8 @@ async fn upload_via_api(api: &str, source: Source, path: &str) -> anyhow::Result
     let name = file_name(path)?;
     raw_key(source, name)?;
     let body = reqwest::Body::wrap_stream(file_stream(path).await?);
-    let resp = reqwest::Client::new()
+    // No overall timeout: an upload takes as long as the file needs.
+    let resp = client_with_timeout(None)
         .put(format!("{api}/v1/raw/{source}/{name}"))
         .body(body)
         .send()

@@ -1,0 +1,575 @@
+//! `lakefish.toml`: the one configuration file of a running service (server, auth tokens,
+//! pipelines), versioned, with unknown keys rejected, plus `LAKEFISH__SECTION__KEY=value`
+//! environment overrides. Parsing only; the file is read by the binary, once, at start.
+
+use crate::names::check_segment;
+use crate::{DatagenSpec, DatasetName, MaskName, QuantizeSpec, Source, SprtSpec, TrainSpec};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use std::collections::BTreeMap;
+
+/// The only configuration version this build reads.
+pub const CONFIG_VERSION: u32 = 1;
+/// Environment variables with this prefix override config keys: `LAKEFISH__AUTH__ANONYMOUS_READ
+/// =true` sets `auth.anonymous_read`. Keys are lower-cased; `__` separates table levels.
+pub const ENV_PREFIX: &str = "LAKEFISH__";
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("{origin}: {message}")]
+    Parse { origin: String, message: String },
+    #[error(
+        "{origin}: version {found} is not supported (this lakefish reads version {CONFIG_VERSION})"
+    )]
+    Version { origin: String, found: u32 },
+    #[error("{origin}: {key}: {message}")]
+    Invalid {
+        origin: String,
+        key: String,
+        message: String,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// Must be [`CONFIG_VERSION`]: a file written for another version is refused, not guessed at.
+    pub version: u32,
+    #[serde(default)]
+    pub server: ServerConfig,
+    #[serde(default)]
+    pub auth: AuthConfig,
+    /// Pipelines by name (`[pipelines.nightly]`).
+    #[serde(default)]
+    pub pipelines: BTreeMap<String, PipelineConfig>,
+}
+
+impl Default for Config {
+    /// What a service without a config file runs with: no tokens (open API), no pipelines.
+    fn default() -> Self {
+        Config {
+            version: CONFIG_VERSION,
+            server: ServerConfig::default(),
+            auth: AuthConfig::default(),
+            pipelines: BTreeMap::new(),
+        }
+    }
+}
+
+/// Settings of `lakefish serve` / `worker`. Command-line flags and their `LAKEFISH_*`
+/// variables win over these; these win over the built-in defaults.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerConfig {
+    pub lake: Option<String>,
+    pub listen: Option<String>,
+    pub redis: Option<String>,
+    pub queue_db: Option<String>,
+    /// Largest accepted JSON request body, bytes (raw uploads have their own, larger limit).
+    pub max_body_bytes: Option<usize>,
+    pub log_json: Option<bool>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Scope {
+    /// GET anything.
+    Read,
+    /// Submit jobs, SPRT tests and raw uploads.
+    Submit,
+    /// Run pipelines by hand; implies the others.
+    Admin,
+}
+
+impl Scope {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Scope::Read => "read",
+            Scope::Submit => "submit",
+            Scope::Admin => "admin",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuthConfig {
+    /// Without tokens the API is open (fine on loopback). With tokens, every request needs one,
+    /// except reads when this is true.
+    #[serde(default)]
+    pub anonymous_read: bool,
+    #[serde(default)]
+    pub tokens: Vec<TokenConfig>,
+}
+
+/// A token as stored: its SHA-256 only (`lakefish token new` prints both).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TokenConfig {
+    pub name: String,
+    /// Lower-case hex SHA-256 of the token.
+    pub sha256: String,
+    pub scopes: Vec<Scope>,
+}
+
+/// The SHA-256 a token is stored under.
+pub fn token_sha256(token: &str) -> String {
+    let digest = Sha256::digest(token.as_bytes());
+    digest.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+impl AuthConfig {
+    pub fn enabled(&self) -> bool {
+        !self.tokens.is_empty()
+    }
+
+    /// The token's entry, if the presented token is one of ours.
+    pub fn find(&self, presented: &str) -> Option<&TokenConfig> {
+        let hash = token_sha256(presented);
+        self.tokens.iter().find(|t| t.sha256 == hash)
+    }
+}
+
+impl TokenConfig {
+    pub fn allows(&self, needed: Scope) -> bool {
+        self.scopes.contains(&needed) || self.scopes.contains(&Scope::Admin)
+    }
+}
+
+/// Raw files a pipeline picks up: every file under `prefix` not ingested before becomes a
+/// dataset of its own (named after the file), of this source.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PipelineInput {
+    pub source: Source,
+    /// A lake prefix under `raw/`, e.g. `raw/binpack/`.
+    pub prefix: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PipelineShuffle {
+    pub chunks: u32,
+    #[serde(default)]
+    pub seed: u64,
+}
+
+/// The parameters of one step: its job spec's fields without those the run fills in (the
+/// dataset, shuffle, run or nets of the run), checked by building the spec.
+pub type StepParams = serde_json::Map<String, serde_json::Value>;
+
+/// Training parameters: a [`TrainSpec`] without the shuffle, plus `warm_start`: begin from
+/// the float weights of the current best net when it has the same features and architecture.
+// No deny_unknown_fields here (serde cannot combine it with flatten): the keys are checked by
+// building a TrainSpec in `Config::validate`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PipelineTrain {
+    #[serde(default = "yes")]
+    pub warm_start: bool,
+    #[serde(flatten)]
+    pub params: StepParams,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PipelineConfig {
+    /// Cron expression, six fields, seconds first, UTC (`0 0 3 * * *`: 03:00 every day).
+    /// Without one the pipeline runs only when triggered.
+    #[serde(default)]
+    pub schedule: Option<String>,
+    #[serde(default)]
+    pub inputs: Vec<PipelineInput>,
+    /// Self-play games at the start of each run: a [`DatagenSpec`] without the dataset.
+    #[serde(default)]
+    pub datagen: Option<StepParams>,
+    /// The mask that selects training rows.
+    #[serde(default = "quiet")]
+    pub mask: MaskName,
+    pub shuffle: PipelineShuffle,
+    pub train: PipelineTrain,
+    /// A [`QuantizeSpec`] without the run.
+    #[serde(default)]
+    pub quantize: StepParams,
+    /// The SPRT of the new net against the current best (classical before any promotion): an
+    /// [`SprtSpec`] without `new` and `base`; `book` is a lake key (`lake:raw/books/x.epd`).
+    pub sprt: StepParams,
+}
+
+fn yes() -> bool {
+    true
+}
+fn quiet() -> MaskName {
+    MaskName::new("quiet").expect("a valid name")
+}
+
+/// A step's spec: the configured parameters plus what the run fills in.
+fn step_spec<T: serde::de::DeserializeOwned>(
+    params: &StepParams,
+    filled: &[(&str, serde_json::Value)],
+) -> Result<T, String> {
+    let mut all = params.clone();
+    for (k, v) in filled {
+        if all.contains_key(*k) {
+            return Err(format!("`{k}` is set by the pipeline run; remove it"));
+        }
+        all.insert(k.to_string(), v.clone());
+    }
+    serde_path_to_error::deserialize(serde_json::Value::Object(all)).map_err(|e| {
+        match e.path().to_string().as_str() {
+            "." => e.inner().to_string(),
+            path => format!("{path}: {}", e.inner()),
+        }
+    })
+}
+
+impl PipelineConfig {
+    pub fn datagen_spec(&self, dataset: &DatasetName) -> Option<Result<DatagenSpec, String>> {
+        let params = self.datagen.as_ref()?;
+        Some(
+            step_spec::<DatagenSpec>(params, &[("dataset", dataset.as_str().into())])
+                .and_then(|s| s.validate().map(|()| s)),
+        )
+    }
+
+    pub fn train_spec(&self, shuffle: &str, resume: Option<&str>) -> Result<TrainSpec, String> {
+        let mut filled = vec![("shuffle", shuffle.into())];
+        if let Some(r) = resume {
+            filled.push(("resume", r.into()));
+        }
+        let spec: TrainSpec = step_spec(&self.train.params, &filled)?;
+        spec.validate()?;
+        Ok(spec)
+    }
+
+    pub fn quantize_spec(&self, run: &str) -> Result<QuantizeSpec, String> {
+        let spec: QuantizeSpec = step_spec(&self.quantize, &[("run", run.into())])?;
+        spec.validate()?;
+        Ok(spec)
+    }
+
+    pub fn sprt_spec(&self, new: &str, base: &str) -> Result<SprtSpec, String> {
+        let spec: SprtSpec = step_spec(&self.sprt, &[("new", new.into()), ("base", base.into())])?;
+        spec.validate()?;
+        Ok(spec)
+    }
+}
+
+impl Config {
+    /// Parses a config file's text, applies the environment overrides, and checks it all.
+    /// `origin` names the file in errors.
+    pub fn parse(
+        origin: &str,
+        text: &str,
+        env: impl IntoIterator<Item = (String, String)>,
+    ) -> Result<Config, ConfigError> {
+        let parse_err = |message: String| ConfigError::Parse {
+            origin: origin.to_string(),
+            message,
+        };
+        let mut table: toml::Table = text
+            .parse()
+            .map_err(|e: toml::de::Error| parse_err(e.to_string().trim_end().replace('\n', " ")))?;
+        let mut overrides: Vec<(String, String)> = env
+            .into_iter()
+            .filter(|(k, _)| k.starts_with(ENV_PREFIX))
+            .collect();
+        overrides.sort();
+        for (key, value) in overrides {
+            apply_override(&mut table, &key, &value)
+                .map_err(|m| parse_err(format!("{key}: {m}")))?;
+        }
+        let version = table.get("version").and_then(|v| v.as_integer());
+        match version {
+            Some(v) if v == CONFIG_VERSION as i64 => {}
+            Some(v) => {
+                return Err(ConfigError::Version {
+                    origin: origin.into(),
+                    found: v.clamp(0, u32::MAX as i64) as u32,
+                });
+            }
+            None => {
+                return Err(parse_err(format!(
+                    "`version = {CONFIG_VERSION}` is missing"
+                )));
+            }
+        }
+        let config: Config =
+            serde_path_to_error::deserialize(toml::Value::Table(table)).map_err(|e| {
+                ConfigError::Invalid {
+                    origin: origin.into(),
+                    key: e.path().to_string(),
+                    message: e.inner().to_string(),
+                }
+            })?;
+        config.validate(origin)?;
+        Ok(config)
+    }
+
+    fn validate(&self, origin: &str) -> Result<(), ConfigError> {
+        let invalid = |key: String, message: String| ConfigError::Invalid {
+            origin: origin.into(),
+            key,
+            message,
+        };
+        let mut names = std::collections::HashSet::new();
+        for (i, t) in self.auth.tokens.iter().enumerate() {
+            let key = format!("auth.tokens[{i}]");
+            if t.name.is_empty() || !names.insert(t.name.as_str()) {
+                return Err(invalid(
+                    key,
+                    format!("token names must be unique and non-empty ({:?})", t.name),
+                ));
+            }
+            if t.sha256.len() != 64
+                || !t
+                    .sha256
+                    .bytes()
+                    .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+            {
+                return Err(invalid(
+                    format!("{key}.sha256"),
+                    "must be 64 lower-case hex digits (`lakefish token new` prints one)".into(),
+                ));
+            }
+            if t.scopes.is_empty() {
+                return Err(invalid(
+                    format!("{key}.scopes"),
+                    "name at least one scope".into(),
+                ));
+            }
+        }
+        for (name, p) in &self.pipelines {
+            let key = format!("pipelines.{name}");
+            check_segment("pipeline name", name, 64)
+                .map_err(|e| invalid(key.clone(), e.to_string()))?;
+            if let Some(s) = &p.schedule {
+                let fields = s.split_whitespace().count();
+                if !(6..=7).contains(&fields) {
+                    return Err(invalid(
+                        format!("{key}.schedule"),
+                        format!(
+                            "{s:?} has {fields} fields; write six, seconds first (\"0 0 3 * * *\")"
+                        ),
+                    ));
+                }
+            }
+            for (i, input) in p.inputs.iter().enumerate() {
+                if !input.prefix.starts_with("raw/") || input.prefix.contains("..") {
+                    return Err(invalid(
+                        format!("{key}.inputs[{i}].prefix"),
+                        format!("{:?} must be a lake prefix under raw/", input.prefix),
+                    ));
+                }
+            }
+            if p.inputs.is_empty() && p.datagen.is_none() {
+                return Err(invalid(
+                    key,
+                    "has neither inputs nor datagen: nothing to train on".into(),
+                ));
+            }
+            let step = |name: &str, r: Result<(), String>| {
+                r.map_err(|m| invalid(format!("{key}.{name}"), m))
+            };
+            let ds = DatasetName::new("check").expect("valid");
+            if let Some(r) = p.datagen_spec(&ds) {
+                step("datagen", r.map(drop))?;
+            }
+            step("train", p.train_spec("sh-000000000000", None).map(drop))?;
+            step("quantize", p.quantize_spec("run-000000000000").map(drop))?;
+            step("sprt", p.sprt_spec("best", "best").map(drop))?;
+            let book = p.sprt.get("book").and_then(|b| b.as_str()).unwrap_or("");
+            if !book.starts_with("lake:raw/") {
+                return Err(invalid(
+                    format!("{key}.sprt.book"),
+                    format!("{book:?} must be a lake key, lake:raw/... (upload the book first)"),
+                ));
+            }
+            if p.shuffle.chunks < 2 {
+                return Err(invalid(
+                    format!("{key}.shuffle.chunks"),
+                    "needs at least 2 chunks (one is held out for validation)".into(),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Datasets a pipeline ingests are named after the raw file: its stem, cleaned to a
+/// [`DatasetName`] (the name stays recognisable; a hash keeps distinct files apart).
+pub fn dataset_for_raw_file(key: &str) -> DatasetName {
+    let file = key.rsplit('/').next().unwrap_or(key);
+    let stem = file.split('.').next().unwrap_or(file);
+    let mut clean: String = stem
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c.to_ascii_lowercase()
+            } else {
+                '-'
+            }
+        })
+        .take(40)
+        .collect();
+    if clean.is_empty() || !clean.as_bytes()[0].is_ascii_alphanumeric() {
+        clean.insert(0, 'f');
+    }
+    let hash = &token_sha256(key)[..8];
+    DatasetName::new(&format!("{clean}-{hash}")).expect("cleaned to valid characters")
+}
+
+fn apply_override(table: &mut toml::Table, key: &str, value: &str) -> Result<(), String> {
+    let path: Vec<String> = key[ENV_PREFIX.len()..]
+        .split("__")
+        .map(|s| s.to_ascii_lowercase())
+        .collect();
+    if path.iter().any(|p| p.is_empty()) {
+        return Err("empty key segment".into());
+    }
+    // A value that parses as TOML keeps its type (true, 3, ["a"]); anything else is a string.
+    let parsed = format!("v = {value}")
+        .parse::<toml::Table>()
+        .ok()
+        .and_then(|mut t| t.remove("v"))
+        .unwrap_or_else(|| toml::Value::String(value.to_string()));
+    let (last, parents) = path.split_last().expect("non-empty");
+    let mut here = table;
+    for p in parents {
+        let entry = here
+            .entry(p.clone())
+            .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+        here = entry
+            .as_table_mut()
+            .ok_or_else(|| format!("{p} is not a table"))?;
+    }
+    here.insert(last.clone(), parsed);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const EXAMPLE: &str = include_str!("../../infra/lakefish.toml");
+
+    #[test]
+    fn the_example_in_infra_loads() {
+        let c = Config::parse("infra/lakefish.toml", EXAMPLE, []).unwrap();
+        assert!(c.pipelines.contains_key("nightly"));
+        assert!(c.auth.enabled());
+        let p = &c.pipelines["nightly"];
+        p.train_spec("sh-0123456789ab", None).unwrap();
+        assert_eq!(p.sprt_spec("nn-0123456789ab", "best").unwrap().elo1, 2.0);
+    }
+
+    #[test]
+    fn unknown_keys_and_versions_are_refused() {
+        let e = Config::parse(
+            "x.toml",
+            "version = 1\n[server]\nlisten = \"a\"\nlistn = 3\n",
+            [],
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("listn"), "{e}");
+        let e = Config::parse("x.toml", "version = 2\n", [])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("version 2 is not supported"), "{e}");
+        let e = Config::parse("x.toml", "[server]\n", [])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("version = 1"), "{e}");
+        let e = Config::parse("x.toml", "version = 1\nserver = [\n", [])
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("x.toml: "), "{e}");
+    }
+
+    #[test]
+    fn environment_overrides_win_and_keep_types() {
+        let env = [
+            (
+                "LAKEFISH__SERVER__LISTEN".to_string(),
+                "127.0.0.1:9".to_string(),
+            ),
+            (
+                "LAKEFISH__AUTH__ANONYMOUS_READ".to_string(),
+                "true".to_string(),
+            ),
+            (
+                "LAKEFISH__SERVER__MAX_BODY_BYTES".to_string(),
+                "1000".to_string(),
+            ),
+            ("OTHER".to_string(), "x".to_string()),
+        ];
+        let c = Config::parse(
+            "x.toml",
+            "version = 1\n[server]\nlisten = \"0.0.0.0:1\"\n",
+            env,
+        )
+        .unwrap();
+        assert_eq!(c.server.listen.as_deref(), Some("127.0.0.1:9"));
+        assert!(c.auth.anonymous_read);
+        assert_eq!(c.server.max_body_bytes, Some(1000));
+        let bad = [("LAKEFISH__SERVER__NOPE".to_string(), "1".to_string())];
+        let e = Config::parse("x.toml", "version = 1\n", bad)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("nope"), "{e}");
+    }
+
+    #[test]
+    fn tokens_are_checked_by_hash_and_scope() {
+        let c = Config::parse("infra/lakefish.toml", EXAMPLE, []).unwrap();
+        assert!(c.auth.find("not a token").is_none());
+        let text = format!(
+            "version = 1\n[[auth.tokens]]\nname = \"ci\"\nsha256 = \"{}\"\nscopes = [\"read\"]\n",
+            token_sha256("s3cret")
+        );
+        let c = Config::parse("x.toml", &text, []).unwrap();
+        let t = c.auth.find("s3cret").unwrap();
+        assert!(t.allows(Scope::Read) && !t.allows(Scope::Submit));
+        let bad = text.replace("[\"read\"]", "[\"root\"]");
+        assert!(Config::parse("x.toml", &bad, []).is_err());
+    }
+
+    #[test]
+    fn raw_files_get_stable_valid_dataset_names() {
+        let a = dataset_for_raw_file("raw/binpack/Test80 Jan.2023.binpack");
+        assert!(a.as_str().starts_with("test80-jan-"), "{a}");
+        assert_eq!(
+            a,
+            dataset_for_raw_file("raw/binpack/Test80 Jan.2023.binpack")
+        );
+        assert_ne!(
+            a,
+            dataset_for_raw_file("raw/binpack/test80 jan.2023.binpack")
+        );
+        dataset_for_raw_file("raw/lichess/.hidden");
+    }
+
+    #[test]
+    fn step_parameters_are_checked_as_job_specs() {
+        let with = |extra: &str| {
+            let text = EXAMPLE.replace(
+                "[pipelines.nightly.train]\n",
+                &format!("[pipelines.nightly.train]\n{extra}\n"),
+            );
+            Config::parse("x.toml", &text, [])
+                .map(drop)
+                .map_err(|e| e.to_string())
+        };
+        with("").unwrap();
+        let e = with("epochz = 3").unwrap_err();
+        assert!(
+            e.contains("pipelines.nightly.train") && e.contains("epochz"),
+            "{e}"
+        );
+        let e = with("shuffle = \"sh-0123456789ab\"").unwrap_err();
+        assert!(e.contains("set by the pipeline run"), "{e}");
+        let text = EXAMPLE.replace("features = \"all768\"", "features = \"halfkz\"");
+        let e = Config::parse("x.toml", &text, []).unwrap_err().to_string();
+        assert!(e.contains("halfkz"), "{e}");
+    }
+}

@@ -1,0 +1,95 @@
+//! Bearer tokens with scopes, checked before any handler runs. Which scope a request needs
+//! depends only on its method and path ([`needed_scope`]); tokens are compared by SHA-256.
+
+use crate::api::AppState;
+use axum::extract::{Request, State};
+use axum::http::{Method, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use lakefish_schemas::config::Scope;
+use serde_json::json;
+
+/// `None`: open to anyone (health checks). Reads need `read`; running a pipeline by hand needs
+/// `admin`; anything else that changes state needs `submit`.
+pub fn needed_scope(method: &Method, path: &str) -> Option<Scope> {
+    if path == "/healthz" {
+        return None;
+    }
+    if method == Method::GET || method == Method::HEAD {
+        return Some(Scope::Read);
+    }
+    if path.starts_with("/v1/pipelines/") {
+        return Some(Scope::Admin);
+    }
+    Some(Scope::Submit)
+}
+
+fn refuse(status: StatusCode, message: String) -> Response {
+    let mut r = (status, axum::Json(json!({ "error": message }))).into_response();
+    if status == StatusCode::UNAUTHORIZED {
+        r.headers_mut().insert(
+            header::WWW_AUTHENTICATE,
+            header::HeaderValue::from_static("Bearer realm=\"lakefish\""),
+        );
+    }
+    r
+}
+
+pub async fn check(State(s): State<AppState>, req: Request, next: Next) -> Response {
+    let auth = &s.config.auth;
+    let Some(needed) = needed_scope(req.method(), req.uri().path()) else {
+        return next.run(req).await;
+    };
+    if !auth.enabled() || (needed == Scope::Read && auth.anonymous_read) {
+        return next.run(req).await;
+    }
+    let presented = req
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::trim);
+    let Some(presented) = presented else {
+        return refuse(
+            StatusCode::UNAUTHORIZED,
+            "this API needs a token: send `Authorization: Bearer <token>`".into(),
+        );
+    };
+    let Some(token) = auth.find(presented) else {
+        return refuse(StatusCode::UNAUTHORIZED, "unknown token".into());
+    };
+    if !token.allows(needed) {
+        return refuse(
+            StatusCode::FORBIDDEN,
+            format!(
+                "token {:?} lacks the {:?} scope needed for {} {}",
+                token.name,
+                needed.as_str(),
+                req.method(),
+                req.uri().path()
+            ),
+        );
+    }
+    next.run(req).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scopes_by_route() {
+        assert_eq!(needed_scope(&Method::GET, "/healthz"), None);
+        assert_eq!(needed_scope(&Method::GET, "/v1/jobs"), Some(Scope::Read));
+        assert_eq!(needed_scope(&Method::GET, "/metrics"), Some(Scope::Read));
+        assert_eq!(needed_scope(&Method::POST, "/v1/jobs"), Some(Scope::Submit));
+        assert_eq!(
+            needed_scope(&Method::PUT, "/v1/raw/binpack/x"),
+            Some(Scope::Submit)
+        );
+        assert_eq!(
+            needed_scope(&Method::POST, "/v1/pipelines/nightly/run"),
+            Some(Scope::Admin)
+        );
+    }
+}

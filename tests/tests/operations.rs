@@ -1,0 +1,213 @@
+//! Operating the service: the config file (and its environment overrides), API tokens with
+//! scopes, request limits, and the configs in infra/ loading.
+
+use lakefish_tests::*;
+use serde_json::json;
+use std::process::Command;
+
+fn token_entry(name: &str, token: &str, scopes: &str) -> String {
+    format!(
+        "[[auth.tokens]]\nname = \"{name}\"\nsha256 = \"{}\"\nscopes = {scopes}\n",
+        lakefish_schemas::config::token_sha256(token)
+    )
+}
+
+async fn status(req: reqwest::RequestBuilder) -> u16 {
+    req.send().await.unwrap().status().as_u16()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn tokens_scopes_and_limits() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = format!(
+        "version = 1\n[server]\nlake = \"lake\"\nmax_body_bytes = 4096\n[auth]\nanonymous_read = false\n{}{}{}",
+        token_entry("reader", "r-token", "[\"read\"]"),
+        token_entry("ci", "s-token", "[\"read\", \"submit\"]"),
+        token_entry("ops", "a-token", "[\"admin\"]"),
+    );
+    std::fs::write(dir.path().join("lakefish.toml"), config).unwrap();
+    // The listen address comes from the environment override, the lake from the file.
+    let env = [(
+        "LAKEFISH__SERVER__LISTEN".to_string(),
+        "127.0.0.1:0".to_string(),
+    )];
+    let (_serve, api) = lakefish(&["--config", "lakefish.toml", "serve"], &env, dir.path());
+    let api = api.unwrap();
+    let c = reqwest::Client::new();
+    let jobs = format!("{api}/v1/jobs");
+
+    // Health checks need no token; everything else does.
+    assert_eq!(status(c.get(format!("{api}/healthz"))).await, 200);
+    let resp = c.get(&jobs).send().await.unwrap();
+    assert_eq!(resp.status(), 401);
+    assert!(resp.headers().contains_key("www-authenticate"));
+    assert_eq!(status(c.get(&jobs).bearer_auth("wrong")).await, 401);
+    assert_eq!(status(c.get(&jobs).bearer_auth("r-token")).await, 200);
+    assert_eq!(status(c.get(&jobs).bearer_auth("a-token")).await, 200);
+
+    // A reader may not submit (403, naming the scope); a submitter may.
+    let mask = json!({ "kind": "mask", "spec": { "dataset": "nothing", "definition": { "name": "quiet" } } });
+    let resp = c
+        .post(&jobs)
+        .bearer_auth("r-token")
+        .json(&mask)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 403);
+    let body: serde_json::Value = resp.json().await.unwrap();
+    assert!(body["error"].as_str().unwrap().contains("submit"), "{body}");
+    assert_eq!(
+        status(c.post(&jobs).bearer_auth("s-token").json(&mask)).await,
+        202
+    );
+    // Nothing was queued by the refused request: one job exists.
+    let listed: serde_json::Value = c
+        .get(&jobs)
+        .bearer_auth("s-token")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(listed["jobs"].as_array().unwrap().len(), 1);
+
+    // Running a pipeline by hand is for admins.
+    let run = format!("{api}/v1/pipelines/nightly/run");
+    assert_eq!(status(c.post(&run).bearer_auth("s-token")).await, 403);
+
+    // The configured body limit (4 KiB) holds.
+    let big = json!({ "kind": "mask", "spec": { "dataset": "x".repeat(5000) } });
+    assert_eq!(
+        status(c.post(&jobs).bearer_auth("s-token").json(&big)).await,
+        413
+    );
+
+    // Names that would walk out of the lake are refused before any lake access.
+    for bad in ["..%2F..%2Fetc", "a%2Fb", "..", "%2E%2E"] {
+        let s = status(c.get(format!("{api}/v1/nets/{bad}")).bearer_auth("r-token")).await;
+        assert!(s == 400 || s == 404, "{bad}: {s}");
+        let s = status(
+            c.put(format!("{api}/v1/raw/binpack/{bad}"))
+                .bearer_auth("s-token")
+                .body("x"),
+        )
+        .await;
+        assert!(s == 400 || s == 404, "{bad}: {s}");
+    }
+    assert!(!dir.path().join("etc").exists());
+
+    // The CLI sends LAKEFISH_TOKEN.
+    let out = Command::new(lakefish_bin())
+        .args(["jobs", "--api", &api])
+        .env("LAKEFISH_TOKEN", "r-token")
+        .output()
+        .unwrap();
+    assert_success(&out);
+    let out = Command::new(lakefish_bin())
+        .args(["jobs", "--api", &api])
+        .env_remove("LAKEFISH_TOKEN")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("401"));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn anonymous_read_opens_reads_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = format!(
+        "version = 1\n[auth]\nanonymous_read = true\n{}",
+        token_entry("ci", "s-token", "[\"submit\"]")
+    );
+    std::fs::write(dir.path().join("lakefish.toml"), config).unwrap();
+    let (_serve, api) = lakefish(
+        &[
+            "--config",
+            "lakefish.toml",
+            "--lake",
+            "lake",
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+        ],
+        &[],
+        dir.path(),
+    );
+    let api = api.unwrap();
+    let c = reqwest::Client::new();
+    assert_eq!(status(c.get(format!("{api}/v1/datasets"))).await, 200);
+    let mask = json!({ "kind": "mask", "spec": { "dataset": "nothing", "definition": { "name": "quiet" } } });
+    assert_eq!(
+        status(c.post(format!("{api}/v1/jobs")).json(&mask)).await,
+        401
+    );
+    assert_eq!(
+        status(
+            c.post(format!("{api}/v1/jobs"))
+                .bearer_auth("s-token")
+                .json(&mask)
+        )
+        .await,
+        202
+    );
+}
+
+#[test]
+fn config_files_are_checked_at_start() {
+    let dir = tempfile::tempdir().unwrap();
+    // The example in infra/ loads as it is.
+    let example = workspace_root().join("infra/lakefish.toml");
+    let out = Command::new(lakefish_bin())
+        .args(["check-config", example.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_success(&out);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("nightly"));
+
+    // An unknown key stops `serve` before it listens, naming the key and the file.
+    std::fs::write(
+        dir.path().join("bad.toml"),
+        "version = 1\n[server]\nlisen = \"x\"\n",
+    )
+    .unwrap();
+    let out = Command::new(lakefish_bin())
+        .args(["--config", "bad.toml", "serve"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("bad.toml") && err.contains("lisen"), "{err}");
+
+    // `token new` prints a token and an entry that loads and matches it.
+    let out = Command::new(lakefish_bin())
+        .args(["token", "new", "ci", "--scope", "read", "--scope", "submit"])
+        .output()
+        .unwrap();
+    assert_success(&out);
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    let token = text
+        .lines()
+        .next()
+        .unwrap()
+        .rsplit(' ')
+        .next()
+        .unwrap()
+        .to_string();
+    let entry: String = text
+        .split("# for lakefish.toml:\n")
+        .nth(1)
+        .unwrap()
+        .to_string();
+    let config =
+        lakefish_schemas::config::Config::parse("new.toml", &format!("version = 1\n{entry}"), [])
+            .unwrap();
+    let t = config
+        .auth
+        .find(&token)
+        .expect("the printed hash matches the token");
+    assert!(t.allows(lakefish_schemas::config::Scope::Submit));
+    assert!(!t.allows(lakefish_schemas::config::Scope::Admin));
+}
