@@ -18,6 +18,7 @@ pub mod ingest_pgn;
 pub mod input;
 pub mod lake;
 pub mod masks;
+pub mod metrics;
 pub mod nets;
 pub mod parts;
 pub mod pgn;

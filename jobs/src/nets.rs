@@ -20,6 +20,22 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
     hex::encode(Sha256::digest(bytes))
 }
 
+/// Every training run's record.
+pub async fn list_runs(lake: &Lake) -> Result<Vec<RunRecord>, JobError> {
+    let mut out = Vec::new();
+    for dir in lake.list_dirs("runs").await? {
+        let id = dir
+            .trim_end_matches('/')
+            .rsplit('/')
+            .next()
+            .unwrap_or_default();
+        if let Some(r) = read_run(lake, id).await? {
+            out.push(r);
+        }
+    }
+    Ok(out)
+}
+
 pub async fn read_run(lake: &Lake, run: &str) -> Result<Option<RunRecord>, JobError> {
     lake.get_json(&format!("runs/{run}/{RUN_FILE}"), "run record")
         .await

@@ -38,6 +38,7 @@ impl AppState {
 pub fn router(state: AppState) -> Router {
     Router::new()
         .route("/healthz", get(healthz))
+        .route("/metrics", get(metrics))
         .route("/v1/jobs", post(submit_job).get(list_jobs))
         .route("/v1/jobs/{id}", get(get_job))
         .route("/v1/datasets", get(datasets))
@@ -111,6 +112,15 @@ impl IntoResponse for ApiError {
 
 async fn healthz(State(s): State<AppState>) -> Json<serde_json::Value> {
     Json(json!({ "status": "ok", "lake": s.lake.describe(), "queue": s.queue.describe() }))
+}
+
+async fn metrics(State(s): State<AppState>) -> Result<Response, ApiError> {
+    let text = lakefish_jobs::metrics::prometheus(&s.lake).await?;
+    let ct = [(
+        axum::http::header::CONTENT_TYPE,
+        "text/plain; version=0.0.4; charset=utf-8",
+    )];
+    Ok((ct, text).into_response())
 }
 
 async fn not_found() -> ApiError {

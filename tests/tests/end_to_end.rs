@@ -46,6 +46,31 @@ async fn embedded_default_rest_queue_worker_lake() {
     assert_eq!(d["rows"], rows.len());
     assert!(d["bytes"].as_u64().unwrap() > 0 && d["partitions"].as_u64().unwrap() >= 1);
 
+    // Prometheus metrics say the same, from the same lake.
+    let metrics = reqwest::get(format!("{api}/metrics")).await.unwrap();
+    assert!(
+        metrics.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/plain; version=0.0.4")
+    );
+    let metrics = metrics.text().await.unwrap();
+    for line in [
+        "lakefish_jobs{kind=\"ingest_binpack\",state=\"succeeded\"} 1".to_string(),
+        "lakefish_jobs{kind=\"ingest_binpack\",state=\"failed\"} 0".to_string(),
+        "lakefish_queue_depth 0".to_string(),
+        format!(
+            "lakefish_rows_ingested{{source=\"binpack\"}} {}",
+            rows.len()
+        ),
+        "lakefish_job_duration_seconds_count{kind=\"ingest_binpack\"} 1".to_string(),
+    ] {
+        assert!(
+            metrics.lines().any(|l| l == line),
+            "{line} missing in\n{metrics}"
+        );
+    }
+
     let listed: serde_json::Value = get_json(format!("{api}/v1/jobs?state=succeeded")).await;
     assert_eq!(listed["jobs"][0]["id"], id);
     let none: serde_json::Value = get_json(format!("{api}/v1/jobs?state=failed")).await;
@@ -106,6 +131,20 @@ async fn embedded_default_rest_queue_worker_lake() {
         .as_str()
         .unwrap()
         .to_string();
+    let metrics = reqwest::get(format!("{api}/metrics"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let speed = format!("lakefish_training_positions_per_second{{run=\"{run}\"}} ");
+    let speed: f64 = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(speed.as_str()))
+        .unwrap_or_else(|| panic!("no training speed for {run} in\n{metrics}"))
+        .parse()
+        .unwrap();
+    assert!(speed > 100.0, "{speed}");
     let body = json!({ "kind": "quantize", "spec": { "run": run } });
     let rec = run_job(&api, &body, Duration::from_secs(300)).await;
     assert_eq!(rec.state, JobState::Succeeded, "{rec:?}");

@@ -669,14 +669,7 @@ fn read_metrics(bytes: &bytes::Bytes) -> Result<Vec<MetricsRow>, String> {
 
 /// Every run in the lake (its record), by id.
 pub async fn list_runs(lake: &Lake) -> Result<Vec<RunRecord>, TrainError> {
-    let mut out = Vec::new();
-    for dir in lake.list_dirs("runs").await? {
-        let id = dir.rsplit('/').next().unwrap_or_default().to_string();
-        if let Some(r) = read_run(lake, &id).await? {
-            out.push(r);
-        }
-    }
-    Ok(out)
+    Ok(lakefish_jobs::nets::list_runs(lake).await?)
 }
 
 /// A run's record with its metrics as rows of JSON (`GET /v1/runs/{id}`).

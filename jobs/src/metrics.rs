@@ -1,0 +1,178 @@
+//! Prometheus metrics, computed from the lake on each scrape. The lake holds every job record,
+//! dataset, run and SPRT test of all processes on all machines, so any API replica reports the
+//! same numbers, and they survive restarts (in-process counters would do neither).
+
+use crate::records::JobStore;
+use crate::{JobError, Lake};
+use lakefish_schemas::{JobState, SprtState};
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+/// Job records read per scrape at most (newest first).
+pub const MAX_JOBS_SCANNED: usize = 100_000;
+
+fn seconds_between(start: &str, end: &str) -> Option<f64> {
+    let a = chrono::DateTime::parse_from_rfc3339(start).ok()?;
+    let b = chrono::DateTime::parse_from_rfc3339(end).ok()?;
+    Some((b - a).num_milliseconds() as f64 / 1000.0)
+}
+
+/// Label values are escaped as the text format asks (backslash, quote, newline).
+fn label(v: &str) -> String {
+    v.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+struct Out(String);
+
+impl Out {
+    fn help(&mut self, name: &str, kind: &str, help: &str) {
+        let _ = writeln!(self.0, "# HELP {name} {help}\n# TYPE {name} {kind}");
+    }
+    fn sample(&mut self, name: &str, labels: &[(&str, &str)], value: f64) {
+        let labels: Vec<String> = labels
+            .iter()
+            .map(|(k, v)| format!("{k}=\"{}\"", label(v)))
+            .collect();
+        let labels = if labels.is_empty() {
+            String::new()
+        } else {
+            format!("{{{}}}", labels.join(","))
+        };
+        let _ = writeln!(self.0, "{name}{labels} {value}");
+    }
+}
+
+/// The metrics in Prometheus text format (version 0.0.4).
+pub async fn prometheus(lake: &Lake) -> Result<String, JobError> {
+    let mut out = Out(String::new());
+    let jobs = JobStore::new(lake.clone())
+        .list(None, MAX_JOBS_SCANNED)
+        .await?;
+
+    let mut by_kind_state: BTreeMap<(String, &'static str), u64> = BTreeMap::new();
+    let mut durations: BTreeMap<String, (f64, u64)> = BTreeMap::new();
+    for j in &jobs {
+        *by_kind_state
+            .entry((j.kind.clone(), j.state.as_str()))
+            .or_default() += 1;
+        if let (Some(s), Some(f)) = (&j.started, &j.finished)
+            && let Some(secs) = seconds_between(s, f)
+        {
+            let d = durations.entry(j.kind.clone()).or_default();
+            d.0 += secs.max(0.0);
+            d.1 += 1;
+        }
+    }
+    out.help("lakefish_jobs", "gauge", "Job records by kind and state.");
+    let kinds: std::collections::BTreeSet<&String> = by_kind_state.keys().map(|(k, _)| k).collect();
+    for kind in kinds {
+        for st in JobState::ALL {
+            let n = by_kind_state
+                .get(&(kind.clone(), st.as_str()))
+                .copied()
+                .unwrap_or(0);
+            out.sample(
+                "lakefish_jobs",
+                &[("kind", kind), ("state", st.as_str())],
+                n as f64,
+            );
+        }
+    }
+    out.help(
+        "lakefish_queue_depth",
+        "gauge",
+        "Jobs waiting for a worker (records in state queued).",
+    );
+    let queued = jobs.iter().filter(|j| j.state == JobState::Queued).count();
+    out.sample("lakefish_queue_depth", &[], queued as f64);
+    out.help(
+        "lakefish_job_duration_seconds",
+        "summary",
+        "Time from start to finish of finished jobs, by kind.",
+    );
+    for (kind, (sum, count)) in &durations {
+        out.sample("lakefish_job_duration_seconds_sum", &[("kind", kind)], *sum);
+        out.sample(
+            "lakefish_job_duration_seconds_count",
+            &[("kind", kind)],
+            *count as f64,
+        );
+    }
+
+    out.help(
+        "lakefish_rows_ingested",
+        "gauge",
+        "Position rows in committed datasets, by source.",
+    );
+    let mut rows: BTreeMap<&'static str, u64> = BTreeMap::new();
+    let datasets = crate::datasets::list_datasets(lake).await?;
+    for d in &datasets {
+        *rows.entry(d.source.as_str()).or_default() += d.rows;
+    }
+    for (source, n) in rows {
+        out.sample("lakefish_rows_ingested", &[("source", source)], n as f64);
+    }
+    out.help("lakefish_datasets", "gauge", "Committed datasets.");
+    out.sample("lakefish_datasets", &[], datasets.len() as f64);
+
+    out.help(
+        "lakefish_training_positions_per_second",
+        "gauge",
+        "Training throughput of each run: positions seen over the run's wall time.",
+    );
+    for run in crate::nets::list_runs(lake).await? {
+        let positions = run.step as f64 * run.spec.batch_size as f64;
+        if let Some(secs) = seconds_between(&run.created, &run.updated)
+            && secs > 0.0
+        {
+            out.sample(
+                "lakefish_training_positions_per_second",
+                &[("run", &run.id)],
+                positions / secs,
+            );
+        }
+    }
+
+    out.help(
+        "lakefish_sprt_games",
+        "counter",
+        "Games played in SPRT tests, by the tests' state.",
+    );
+    let mut games: BTreeMap<&'static str, u64> = BTreeMap::new();
+    for t in crate::sprt::list(lake, None, None).await? {
+        *games.entry(sprt_state(t.state)).or_default() += t.games;
+    }
+    for (state, n) in games {
+        out.sample("lakefish_sprt_games", &[("state", state)], n as f64);
+    }
+    Ok(out.0)
+}
+
+fn sprt_state(s: SprtState) -> &'static str {
+    match s {
+        SprtState::Running => "running",
+        SprtState::Accepted => "accepted",
+        SprtState::Rejected => "rejected",
+        SprtState::Inconclusive => "inconclusive",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn text_format_details() {
+        assert_eq!(label("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
+        assert_eq!(
+            seconds_between("2026-11-22T04:38:11.572Z", "2026-11-22T04:38:13.072Z"),
+            Some(1.5)
+        );
+        let mut o = Out(String::new());
+        o.sample("m", &[("kind", "ingest")], 2.0);
+        o.sample("n", &[], 0.5);
+        assert_eq!(o.0, "m{kind=\"ingest\"} 2\nn 0.5\n");
+    }
+}
