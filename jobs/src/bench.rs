@@ -276,6 +276,7 @@ pub fn bench_shuffle(
                 mask: MaskDefinition::quiet().name,
                 chunks,
                 seed: run as u64,
+                extra: Vec::new(),
             };
             let start = Instant::now();
             let m = crate::shuffle::shuffle_here(ctx, &JobId::new(), &sspec)?;
@@ -609,6 +610,7 @@ pub fn quiet_shuffle(
         mask: quiet,
         chunks,
         seed,
+        extra: Vec::new(),
     };
     crate::shuffle::shuffle_here(ctx, &JobId::new(), &spec)
 }

@@ -22,6 +22,7 @@ pub mod metrics;
 pub mod nets;
 pub mod parts;
 pub mod pgn;
+pub mod pipeline;
 pub mod records;
 pub mod runner;
 pub mod shuffle;

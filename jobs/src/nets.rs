@@ -144,6 +144,12 @@ async fn register_async(lake: &Lake, spec: &RegisterSpec) -> Result<NetManifest,
             .datasets
             .iter()
             .map(|d| format!("{}/{d}", shuffle.source.as_str()))
+            .chain(
+                shuffle
+                    .extra
+                    .iter()
+                    .map(|d| format!("{}/{}", d.source.as_str(), d.dataset)),
+            )
             .collect(),
         mask: shuffle.mask.to_string(),
         parent: spec

@@ -58,17 +58,18 @@ fn corrupt(what: &'static str, key: &str, reason: impl Into<String>) -> JobError
 pub fn plan(ctx: &JobContext, spec: &ShuffleSpec) -> Result<ShufflePlan, JobError> {
     let mut dataset_jobs = Vec::new();
     let mut parts = Vec::new();
-    for ds in &spec.datasets {
+    for input in spec.inputs() {
+        let (source, ds) = (input.source, &input.dataset);
         let m = ctx
-            .block_on(read_manifest(&ctx.lake, spec.source, ds))?
+            .block_on(read_manifest(&ctx.lake, source, ds))?
             .ok_or_else(|| JobError::Input {
-                input: dataset_prefix(spec.source, ds),
+                input: dataset_prefix(source, ds),
                 reason: "no such dataset (no committed manifest)".into(),
             })?;
         let mask = ctx
-            .block_on(read_mask_manifest(&ctx.lake, &spec.mask, spec.source, ds))?
+            .block_on(read_mask_manifest(&ctx.lake, &spec.mask, source, ds))?
             .ok_or_else(|| JobError::Input {
-                input: dataset_prefix(spec.source, ds),
+                input: dataset_prefix(source, ds),
                 reason: format!(
                     "dataset {ds} has no mask {}: run `lakefish mask quiet --dataset {ds} --name {}` first",
                     spec.mask, spec.mask
@@ -76,7 +77,7 @@ pub fn plan(ctx: &JobContext, spec: &ShuffleSpec) -> Result<ShufflePlan, JobErro
             })?;
         if mask.dataset_job_id != m.job_id {
             return Err(JobError::Input {
-                input: dataset_prefix(spec.source, ds),
+                input: dataset_prefix(source, ds),
                 reason: format!(
                     "mask {} was computed from another version of the dataset",
                     spec.mask
@@ -85,6 +86,7 @@ pub fn plan(ctx: &JobContext, spec: &ShuffleSpec) -> Result<ShufflePlan, JobErro
         }
         dataset_jobs.push(m.job_id.clone());
         parts.extend(m.parts.iter().map(|p| PlannedPart {
+            source: (source != spec.source).then_some(source),
             dataset: ds.clone(),
             name: p.name.clone(),
             rows: p.rows,
@@ -160,11 +162,8 @@ pub fn deal_part(ctx: &JobContext, plan: &ShufflePlan, index: usize) -> Result<u
         .parts
         .get(index)
         .ok_or_else(|| JobError::Internal(format!("shuffle {} has no part {index}", plan.id)))?;
-    let key = format!(
-        "{}/{}",
-        dataset_prefix(spec.source, &part.dataset),
-        part.name
-    );
+    let source = part.source.unwrap_or(spec.source);
+    let key = format!("{}/{}", dataset_prefix(source, &part.dataset), part.name);
     let batch = read_batch(ctx, &key)?;
     let info = PartInfo {
         name: part.name.clone(),
@@ -174,7 +173,7 @@ pub fn deal_part(ctx: &JobContext, plan: &ShufflePlan, index: usize) -> Result<u
     let keep = ctx.block_on(read_mask(
         &ctx.lake,
         &spec.mask,
-        spec.source,
+        source,
         &part.dataset,
         &info,
     ))?;
@@ -293,6 +292,7 @@ pub fn commit(ctx: &JobContext, plan: &ShufflePlan) -> Result<ShuffleManifest, J
         id: plan.id.clone(),
         source: spec.source,
         datasets: spec.datasets.clone(),
+        extra: spec.extra.clone(),
         dataset_jobs: plan.dataset_jobs.clone(),
         mask: spec.mask.clone(),
         seed: spec.seed,
@@ -382,6 +382,28 @@ pub struct FannedOut {
 
 fn task_id(plan_id: &str, pass: &str, index: u32) -> JobId {
     JobId::derived(&format!("{plan_id}/{pass}/{index}"))
+}
+
+/// The error of a fanned-out shuffle's first failed pass, if one failed for good (the
+/// shuffle then never completes, and whoever waits for it should stop waiting).
+pub fn failed_task(ctx: &JobContext, id: &str) -> Result<Option<String>, JobError> {
+    let Some(plan) = ctx.block_on(read_plan(&ctx.lake, id))? else {
+        return Ok(None);
+    };
+    let store = crate::records::JobStore::new(ctx.lake.clone());
+    let deals = (0..plan.parts.len() as u32).map(|i| ("deal", i));
+    let piles = (0..plan.spec.chunks).map(|i| ("pile", i));
+    for (pass, i) in deals.chain(piles) {
+        if let Some(rec) = ctx.block_on(store.get(&task_id(id, pass, i)))?
+            && rec.state == lakefish_schemas::JobState::Failed
+        {
+            return Ok(Some(format!(
+                "{pass} {i}: {}",
+                rec.error.unwrap_or_default()
+            )));
+        }
+    }
+    Ok(None)
 }
 
 fn submitter(ctx: &JobContext) -> Result<&std::sync::Arc<dyn crate::JobSubmitter>, JobError> {

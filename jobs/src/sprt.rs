@@ -391,6 +391,26 @@ fn batch_id(id: &str, index: u64) -> JobId {
     JobId::derived(&format!("{id}/batch/{index}"))
 }
 
+/// The error of a failed batch among the next `concurrency` after the `counted` ones: a test
+/// whose batch failed for good never decides.
+pub fn failed_batch(ctx: &JobContext, id: &str, counted: u64) -> Result<Option<String>, JobError> {
+    let Some(plan) = ctx.block_on(read_plan(&ctx.lake, id))? else {
+        return Ok(None);
+    };
+    let store = crate::records::JobStore::new(ctx.lake.clone());
+    for index in counted..counted + plan.spec.concurrency as u64 {
+        if let Some(rec) = ctx.block_on(store.get(&batch_id(id, index)))?
+            && rec.state == lakefish_schemas::JobState::Failed
+        {
+            return Ok(Some(format!(
+                "batch {index}: {}",
+                rec.error.unwrap_or_default()
+            )));
+        }
+    }
+    Ok(None)
+}
+
 /// Plans the test and queues its first `concurrency` batches; each batch queues the next.
 pub fn fan_out(ctx: &JobContext, spec: &SprtSpec) -> Result<serde_json::Value, JobError> {
     let plan = plan(ctx, spec)?;

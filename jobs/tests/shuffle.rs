@@ -99,6 +99,7 @@ fn spec(chunks: u32, seed: u64) -> ShuffleSpec {
         mask: MaskName::new("quiet").unwrap(),
         chunks,
         seed,
+        extra: Vec::new(),
     }
 }
 

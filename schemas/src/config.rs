@@ -354,6 +354,13 @@ impl Config {
                 }
             }
             for (i, input) in p.inputs.iter().enumerate() {
+                if input.source == Source::Selfplay {
+                    return Err(invalid(
+                        format!("{key}.inputs[{i}].source"),
+                        "selfplay data comes from the datagen step; inputs are binpack or lichess"
+                            .into(),
+                    ));
+                }
                 if !input.prefix.starts_with("raw/") || input.prefix.contains("..") {
                     return Err(invalid(
                         format!("{key}.inputs[{i}].prefix"),

@@ -12,6 +12,7 @@ pub mod job;
 pub mod mask;
 pub mod names;
 pub mod nets;
+pub mod pipeline;
 pub mod positions;
 pub mod shuffle;
 pub mod sprt;

@@ -137,6 +137,12 @@ pub fn raw_key(source: Source, file_name: &str) -> Result<String, NameError> {
     Ok(format!("raw/{source}/{file_name}"))
 }
 
+/// Where opening books are uploaded: `raw/books/<file>` (`PUT /v1/books/{name}`).
+pub fn book_key(file_name: &str) -> Result<String, NameError> {
+    check_segment("file", file_name, 200)?;
+    Ok(format!("raw/books/{file_name}"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

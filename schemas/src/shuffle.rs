@@ -18,6 +18,18 @@ pub struct ShuffleSpec {
     pub mask: MaskName,
     pub chunks: u32,
     pub seed: u64,
+    /// Datasets of other sources shuffled in too (a pipeline's binpack, lichess and
+    /// self-play data in one shuffle). Left out of the JSON when empty, so ids stay stable.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub extra: Vec<DatasetRef>,
+}
+
+/// A dataset with its source partition.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DatasetRef {
+    pub source: Source,
+    pub dataset: DatasetName,
 }
 
 /// One task of a shuffle fanned out over the queue: pass 1 for input part `index`
@@ -54,6 +66,18 @@ fn default_source() -> Source {
 }
 
 impl ShuffleSpec {
+    /// Every input dataset with its source: `datasets` (of `source`), then `extra`.
+    pub fn inputs(&self) -> Vec<DatasetRef> {
+        self.datasets
+            .iter()
+            .map(|d| DatasetRef {
+                source: self.source,
+                dataset: d.clone(),
+            })
+            .chain(self.extra.iter().cloned())
+            .collect()
+    }
+
     pub fn validate(&self) -> Result<(), String> {
         if self.datasets.is_empty() {
             return Err("datasets is empty: name at least one dataset".into());
@@ -62,8 +86,12 @@ impl ShuffleSpec {
             return Err(format!("chunks must be between 1 and {MAX_CHUNKS}"));
         }
         let mut seen = std::collections::HashSet::new();
-        if let Some(d) = self.datasets.iter().find(|d| !seen.insert(*d)) {
-            return Err(format!("dataset {d} is named twice"));
+        if let Some(d) = self.inputs().into_iter().find(|d| !seen.insert(d.clone())) {
+            return Err(format!(
+                "dataset {}/{} is named twice",
+                d.source.as_str(),
+                d.dataset
+            ));
         }
         Ok(())
     }
@@ -73,6 +101,9 @@ impl ShuffleSpec {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PlannedPart {
+    /// The part's source when it is not the spec's `source` (an `extra` dataset).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<Source>,
     pub dataset: DatasetName,
     pub name: String,
     pub rows: u64,
@@ -97,6 +128,8 @@ pub struct ShuffleManifest {
     pub id: String,
     pub source: Source,
     pub datasets: Vec<DatasetName>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub extra: Vec<DatasetRef>,
     pub dataset_jobs: Vec<JobId>,
     pub mask: MaskName,
     pub seed: u64,

@@ -57,6 +57,17 @@ pub struct TrainSpec {
     /// its optional ply and score limits), for training on a subset without a new shuffle.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub filter: Option<crate::MaskDefinition>,
+    /// Warm start: a new run begins from the weights (not the optimizer state) of this
+    /// checkpoint of another run, which must have the same features and architecture.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub init_from: Option<InitFrom>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InitFrom {
+    pub run: String,
+    pub step: u64,
 }
 
 fn d_features() -> String {
@@ -124,7 +135,14 @@ impl TrainSpec {
                 return Err(format!("{name} must be between 0 and 1"));
             }
         }
-        for id in std::iter::once(&self.shuffle).chain(self.resume.as_ref()) {
+        if self.init_from.is_some() && self.resume.is_some() {
+            return Err("init_from starts a new run; it cannot be combined with resume".into());
+        }
+        let init = self.init_from.as_ref().map(|i| &i.run);
+        for id in std::iter::once(&self.shuffle)
+            .chain(self.resume.as_ref())
+            .chain(init)
+        {
             crate::names::check_segment("id", id, 64).map_err(|e| e.to_string())?;
         }
         Ok(())

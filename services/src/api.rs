@@ -43,6 +43,7 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/jobs/{id}", get(get_job))
         .route("/v1/datasets", get(datasets))
         .route("/v1/raw/{source}/{name}", put(upload_raw))
+        .route("/v1/books/{name}", put(upload_book))
         .route("/v1/shuffles", get(shuffles))
         .route("/v1/shuffles/{id}", get(shuffle))
         .route("/v1/runs", get(runs))
@@ -54,6 +55,9 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/sprt/calc", get(sprt_calc))
         .route("/v1/sprt/{id}", get(get_sprt))
         .route("/v1/sprt/{id}/pgn", get(sprt_pgn))
+        .route("/v1/pipelines", get(pipelines))
+        .route("/v1/pipelines/{name}/run", post(run_pipeline))
+        .route("/v1/pipelines/{name}/runs/{id}", get(pipeline_run))
         .fallback(not_found)
         .layer(axum::extract::DefaultBodyLimit::max(state.max_body()))
         .layer(axum::middleware::from_fn_with_state(
@@ -121,6 +125,70 @@ async fn metrics(State(s): State<AppState>) -> Result<Response, ApiError> {
         "text/plain; version=0.0.4; charset=utf-8",
     )];
     Ok((ct, text).into_response())
+}
+
+/// Every configured pipeline with its schedule, next start and latest runs.
+async fn pipelines(State(s): State<AppState>) -> Result<Response, ApiError> {
+    let mut out = Vec::new();
+    for (name, p) in &s.config.pipelines {
+        let runs = lakefish_jobs::pipeline::list_runs(&s.lake, name, 10).await?;
+        out.push(json!({
+            "name": name,
+            "schedule": p.schedule,
+            "next_run": p.schedule.as_deref().and_then(crate::scheduler::next_time),
+            "runs": runs,
+        }));
+    }
+    Ok(Json(json!({ "pipelines": out })).into_response())
+}
+
+fn pipeline_config(s: &AppState, name: &str) -> Result<(), ApiError> {
+    if s.config.pipelines.contains_key(name) {
+        Ok(())
+    } else {
+        Err(ApiError::NotFound(format!(
+            "no pipeline {name:?} in the config (configured: {})",
+            s.config
+                .pipelines
+                .keys()
+                .cloned()
+                .collect::<Vec<_>>()
+                .join(", ")
+        )))
+    }
+}
+
+/// Starts a run now (202), or answers with the run already in progress (200).
+async fn run_pipeline(
+    State(s): State<AppState>,
+    Path(name): Path<String>,
+) -> Result<Response, ApiError> {
+    pipeline_config(&s, &name)?;
+    let (run, started) = lakefish_jobs::pipeline::start_run(&s.lake, &name, "manual").await?;
+    let status = if started {
+        StatusCode::ACCEPTED
+    } else {
+        StatusCode::OK
+    };
+    let url = format!("/v1/pipelines/{name}/runs/{}", run.id);
+    Ok((
+        status,
+        Json(json!({ "run": run, "started": started, "url": url })),
+    )
+        .into_response())
+}
+
+async fn pipeline_run(
+    State(s): State<AppState>,
+    Path((name, id)): Path<(String, String)>,
+) -> Result<Response, ApiError> {
+    pipeline_config(&s, &name)?;
+    lakefish_schemas::names::check_segment("run id", &id, 128)
+        .map_err(|e| ApiError::NotFound(e.to_string()))?;
+    let run = lakefish_jobs::pipeline::read_run(&s.lake, &name, &id)
+        .await?
+        .ok_or_else(|| ApiError::NotFound(format!("pipeline {name} has no run {id}")))?;
+    Ok(Json(run).into_response())
 }
 
 async fn not_found() -> ApiError {
@@ -212,6 +280,19 @@ async fn upload_raw(
     let key = raw_key(src, &name).map_err(|e| ApiError::BadRequest(e.to_string()))?;
     let bytes = s.lake.put_stream(&key, body.into_data_stream()).await?;
     let body = json!({ "key": key, "input": format!("{}{key}", lakefish_jobs::input::LAKE_PREFIX), "bytes": bytes });
+    Ok((StatusCode::CREATED, Json(body)).into_response())
+}
+
+/// Stores an opening book as `raw/books/<name>`; SPRT specs name it `lake:raw/books/<name>`.
+async fn upload_book(
+    State(s): State<AppState>,
+    Path(name): Path<String>,
+    body: axum::body::Body,
+) -> Result<Response, ApiError> {
+    let key = lakefish_schemas::names::book_key(&name)
+        .map_err(|e| ApiError::BadRequest(e.to_string()))?;
+    let bytes = s.lake.put_stream(&key, body.into_data_stream()).await?;
+    let body = json!({ "key": key, "book": format!("{}{key}", lakefish_jobs::input::LAKE_PREFIX), "bytes": bytes });
     Ok((StatusCode::CREATED, Json(body)).into_response())
 }
 

@@ -7,6 +7,7 @@ mod cli_progress;
 mod engine_cmd;
 mod nets_cmd;
 mod queue;
+mod scheduler;
 mod sprt_cmd;
 
 use anyhow::{Context, bail};
@@ -56,6 +57,9 @@ enum Command {
         /// Serve the API only; leave the jobs to separate `lakefish worker` processes.
         #[arg(long)]
         no_workers: bool,
+        /// Do not start or advance pipeline runs here (run the scheduler in one server only).
+        #[arg(long)]
+        no_scheduler: bool,
     },
     /// The UCI chess engine on stdin/stdout (NNUE or hand-written evaluation), or its bench.
     ///
@@ -286,6 +290,7 @@ impl ShuffleArgs {
             mask: self.mask.clone(),
             chunks: self.chunks,
             seed: self.seed,
+            extra: Vec::new(),
         };
         spec.validate().map_err(anyhow::Error::msg)?;
         Ok(spec)
@@ -383,6 +388,10 @@ struct TrainArgs {
     /// Continue this run from its last checkpoint (same settings; more steps or epochs).
     #[arg(long)]
     resume: Option<String>,
+    /// Warm start: a new run from the weights of another run's checkpoint, RUN:STEP (same
+    /// features and architecture).
+    #[arg(long)]
+    init_from: Option<String>,
     /// Filter the chunks' rows at load time: quiet rows from this ply on.
     #[arg(long)]
     filter_min_ply: Option<u16>,
@@ -413,6 +422,20 @@ impl TrainArgs {
             seed: self.seed,
             device: self.device.clone(),
             resume: self.resume.clone(),
+            init_from: match &self.init_from {
+                None => None,
+                Some(s) => {
+                    let (run, step) = s
+                        .split_once(':')
+                        .context("--init-from is RUN:STEP, e.g. run-0123456789ab:204")?;
+                    Some(lakefish_schemas::train::InitFrom {
+                        run: run.to_string(),
+                        step: step
+                            .parse()
+                            .context("--init-from RUN:STEP: STEP is a number")?,
+                    })
+                }
+            },
             filter: (self.filter_min_ply.is_some() || self.filter_max_abs_score.is_some()).then(
                 || MaskDefinition {
                     name: MaskName::new("train-filter").expect("a valid name"),
@@ -734,7 +757,15 @@ fn main() -> anyhow::Result<()> {
             queue,
             work,
             no_workers,
-        } => rt.block_on(serve(&cli.lake, &listen, queue, work, no_workers, config)),
+            no_scheduler,
+        } => rt.block_on(serve(
+            &cli.lake,
+            &listen,
+            queue,
+            work,
+            (no_workers, no_scheduler),
+            config,
+        )),
         Command::Worker { redis, work, name } => rt.block_on(async {
             let lake = open_lake(&cli.lake)?;
             let redis = redis.context(
@@ -1126,9 +1157,14 @@ async fn serve(
     listen: &str,
     q: QueueArgs,
     work: WorkArgs,
-    no_workers: bool,
+    (no_workers, no_scheduler): (bool, bool),
     config: Config,
 ) -> anyhow::Result<()> {
+    for (name, p) in &config.pipelines {
+        if let Some(expr) = &p.schedule {
+            scheduler::schedule(name, expr)?;
+        }
+    }
     if no_workers && q.redis.is_none() {
         bail!(
             "--no-workers needs --redis: only a Redis queue can be served by separate `lakefish worker` processes"
@@ -1145,6 +1181,14 @@ async fn serve(
         queue: queue.clone(),
         config: Arc::new(config),
     };
+    if !no_scheduler && !state.config.pipelines.is_empty() {
+        let (lake, queue, config) = (lake.clone(), queue.clone(), state.config.clone());
+        tokio::spawn(async move {
+            if let Err(e) = scheduler::run(lake, queue, config).await {
+                tracing::error!("the pipeline scheduler stopped: {e}");
+            }
+        });
+    }
     let listener = tokio::net::TcpListener::bind(listen)
         .await
         .with_context(|| format!("cannot listen on {listen}"))?;

@@ -102,6 +102,15 @@ impl Queue {
         Ok(())
     }
 
+    /// Lets blocking code (job functions, the pipeline driver) queue jobs.
+    pub fn submitter(&self, lake: Lake) -> Arc<dyn JobSubmitter> {
+        Arc::new(QueueSubmitter {
+            queue: self.clone(),
+            store: JobStore::new(lake),
+            rt: tokio::runtime::Handle::current(),
+        })
+    }
+
     /// Runs `concurrency` jobs at a time until ctrl-c (or the process is killed).
     pub async fn run_workers(
         &self,
@@ -110,11 +119,7 @@ impl Queue {
         concurrency: usize,
         threads: usize,
     ) -> anyhow::Result<()> {
-        let submitter = Arc::new(QueueSubmitter {
-            queue: self.clone(),
-            store: JobStore::new(lake.clone()),
-            rt: tokio::runtime::Handle::current(),
-        });
+        let submitter = self.submitter(lake.clone());
         let state = Arc::new(WorkerState {
             lake,
             name: name.clone(),

@@ -267,6 +267,26 @@ pub(crate) fn load_checkpoint(
     adam: &mut Adam,
     device: Device,
 ) -> Result<Position, TrainError> {
+    load_tensors(bytes, key, model, Some(adam), device)
+}
+
+/// The weights of a checkpoint only (a warm start): the optimizer and position start afresh.
+pub(crate) fn load_weights(
+    bytes: &[u8],
+    key: &str,
+    model: &Model,
+    device: Device,
+) -> Result<(), TrainError> {
+    load_tensors(bytes, key, model, None, device).map(drop)
+}
+
+fn load_tensors(
+    bytes: &[u8],
+    key: &str,
+    model: &Model,
+    adam: Option<&mut Adam>,
+    device: Device,
+) -> Result<Position, TrainError> {
     let bad = |reason: String| TrainError::Checkpoint {
         key: key.to_string(),
         reason,
@@ -282,11 +302,12 @@ pub(crate) fn load_checkpoint(
     };
     tch::no_grad(|| -> Result<(), TrainError> {
         for (i, (name, p)) in model.params.iter().enumerate() {
-            for (t, dst) in [
-                (get(name)?, p),
-                (get(&format!("adam.m.{name}"))?, &adam.m[i]),
-                (get(&format!("adam.v.{name}"))?, &adam.v[i]),
-            ] {
+            let mut pairs = vec![(get(name)?, p)];
+            if let Some(adam) = adam.as_deref() {
+                pairs.push((get(&format!("adam.m.{name}"))?, &adam.m[i]));
+                pairs.push((get(&format!("adam.v.{name}"))?, &adam.v[i]));
+            }
+            for (t, dst) in pairs {
                 if t.size() != dst.size() {
                     return Err(bad(format!(
                         "tensor {name} has shape {:?}, this architecture needs {:?} (a checkpoint of another architecture?)",
@@ -305,7 +326,9 @@ pub(crate) fn load_checkpoint(
     if v.len() != 4 {
         return Err(bad("position tensor has the wrong length".into()));
     }
-    adam.step = v[3];
+    if let Some(adam) = adam {
+        adam.step = v[3];
+    }
     Ok(Position {
         step: v[0] as u64,
         epoch: v[1] as u32,
@@ -505,6 +528,19 @@ fn continue_run(
                 reason: "missing".into(),
             })?;
         at = load_checkpoint(&bytes, &key, &model, &mut adam, setup.device)?;
+    } else if let Some(init) = &spec.init_from {
+        let key = format!(
+            "{}/checkpoints/{}",
+            run_prefix(&init.run),
+            checkpoint_name(init.step)
+        );
+        let bytes = ctx
+            .block_on(ctx.lake.get(&key))?
+            .ok_or_else(|| TrainError::Checkpoint {
+                key: key.clone(),
+                reason: "missing (the warm start's checkpoint)".into(),
+            })?;
+        load_weights(&bytes, &key, &model, setup.device)?;
     }
     let mut metrics = Metrics { rows: Vec::new() };
     if at.step > 0

@@ -1,0 +1,542 @@
+//! Pipeline runs, driven step by step. [`advance`] looks at a run's record and the lake,
+//! queues the jobs the current step still needs (ids derived from the run, so a job is never
+//! queued twice), and moves on once they are done. It keeps no state of its own: calling it
+//! again, from a restarted process or another one, picks up where the record says.
+
+use crate::datasets::{list_datasets, read_manifest};
+use crate::records::{JobStore, now};
+use crate::{JobContext, JobError, Lake};
+use lakefish_schemas::config::{PipelineConfig, dataset_for_raw_file};
+use lakefish_schemas::pipeline::{
+    PIPELINES_PREFIX, PipelineRun, RunState, STEPS, StepJob, run_key,
+};
+use lakefish_schemas::shuffle::DatasetRef;
+use lakefish_schemas::{
+    DatasetName, IngestSpec, JobId, JobSpec, JobState, MaskDefinition, MaskSpec, RegisterSpec,
+    ShuffleSpec, Source, SprtState,
+};
+
+/// What a step found.
+enum Step {
+    Done,
+    Waiting,
+    Failed(String),
+}
+
+fn stamp() -> String {
+    chrono::Utc::now().format("%Y%m%dT%H%M%S").to_string()
+}
+
+/// Starts a run of `name`, unless one is running already (that one is returned instead).
+pub async fn start_run(
+    lake: &Lake,
+    name: &str,
+    trigger: &str,
+) -> Result<(PipelineRun, bool), JobError> {
+    if let Some(running) = list_runs(lake, name, 50)
+        .await?
+        .into_iter()
+        .find(|r| r.state == RunState::Running)
+    {
+        return Ok((running, false));
+    }
+    let t = now();
+    let run = PipelineRun {
+        id: format!("{name}-{}", stamp()),
+        pipeline: name.to_string(),
+        trigger: trigger.to_string(),
+        state: RunState::Running,
+        step: STEPS[0].to_string(),
+        jobs: Vec::new(),
+        datasets: Vec::new(),
+        shuffle: None,
+        train_run: None,
+        checkpoint: None,
+        net: None,
+        base: None,
+        sprt: None,
+        sprt_state: None,
+        promoted: false,
+        error: None,
+        created: t.clone(),
+        updated: t,
+        finished: None,
+    };
+    put_run(lake, &run).await?;
+    tracing::info!(
+        pipeline = name,
+        run = run.id,
+        trigger,
+        "pipeline run started"
+    );
+    Ok((run, true))
+}
+
+async fn put_run(lake: &Lake, run: &PipelineRun) -> Result<(), JobError> {
+    let bytes = serde_json::to_vec_pretty(run).map_err(|e| JobError::Internal(e.to_string()))?;
+    lake.put(&run_key(&run.pipeline, &run.id), bytes).await
+}
+
+pub async fn read_run(
+    lake: &Lake,
+    pipeline: &str,
+    id: &str,
+) -> Result<Option<PipelineRun>, JobError> {
+    lake.get_json(&run_key(pipeline, id), "pipeline run").await
+}
+
+/// Runs of a pipeline, newest first (ids sort by time).
+pub async fn list_runs(
+    lake: &Lake,
+    pipeline: &str,
+    limit: usize,
+) -> Result<Vec<PipelineRun>, JobError> {
+    let mut metas = lake
+        .list(&format!("{PIPELINES_PREFIX}/{pipeline}/runs"))
+        .await?;
+    metas.retain(|m| m.location.as_ref().ends_with(".json"));
+    metas.sort_by(|a, b| b.location.as_ref().cmp(a.location.as_ref()));
+    let mut out = Vec::new();
+    for m in metas.into_iter().take(limit) {
+        if let Some(r) = lake
+            .get_json::<PipelineRun>(m.location.as_ref(), "pipeline run")
+            .await?
+        {
+            out.push(r);
+        }
+    }
+    Ok(out)
+}
+
+/// Moves a running run as far as it can go now, and saves it. Blocking (uses `ctx.block_on`).
+pub fn advance(
+    ctx: &JobContext,
+    config: &PipelineConfig,
+    run: &mut PipelineRun,
+) -> Result<(), JobError> {
+    if run.state != RunState::Running {
+        return Ok(());
+    }
+    let before = run.clone();
+    loop {
+        let outcome = match run.step.as_str() {
+            "datagen" => datagen(ctx, config, run),
+            "ingest" => ingest(ctx, config, run),
+            "mask" => mask(ctx, config, run),
+            "shuffle" => shuffle(ctx, config, run),
+            "train" => train(ctx, config, run),
+            "quantize" => quantize(ctx, config, run),
+            "register" => register(ctx, run),
+            "sprt" => sprt(ctx, config, run),
+            other => Err(JobError::Internal(format!("unknown pipeline step {other}"))),
+        };
+        let outcome = match outcome {
+            Ok(o) => o,
+            // Bad configuration or input is final; the lake being away is retried next time.
+            Err(e) if e.is_transient() => return Err(e),
+            Err(e) => Step::Failed(e.to_string()),
+        };
+        match outcome {
+            Step::Waiting => break,
+            Step::Failed(reason) => {
+                tracing::warn!(
+                    run = run.id,
+                    step = run.step,
+                    "pipeline run failed: {reason}"
+                );
+                run.error = Some(format!("step {} failed: {reason}", run.step));
+                run.state = RunState::Failed;
+                run.finished = Some(now());
+                break;
+            }
+            Step::Done => {
+                let next = STEPS.iter().position(|s| *s == run.step).map(|i| i + 1);
+                match next.and_then(|i| STEPS.get(i)) {
+                    Some(s) => run.step = s.to_string(),
+                    None => {
+                        run.step = "done".into();
+                        run.state = RunState::Succeeded;
+                        run.finished = Some(now());
+                        tracing::info!(
+                            run = run.id,
+                            promoted = run.promoted,
+                            "pipeline run succeeded"
+                        );
+                        break;
+                    }
+                }
+            }
+        }
+    }
+    if *run != before {
+        run.updated = now();
+        ctx.block_on(put_run(&ctx.lake, run))?;
+    }
+    Ok(())
+}
+
+/// Queues the job for (`step`, `target`) of this run unless it exists, and returns its state.
+fn ensure_job(
+    ctx: &JobContext,
+    run: &mut PipelineRun,
+    step: &str,
+    target: &str,
+    spec: JobSpec,
+) -> Result<(JobState, Option<serde_json::Value>, Option<String>), JobError> {
+    let id = JobId::derived(&format!("pipeline/{}/{step}/{target}", run.id));
+    let store = JobStore::new(ctx.lake.clone());
+    let (state, result, error) = match ctx.block_on(store.get(&id))? {
+        Some(rec) => (rec.state, rec.result, rec.error),
+        None => {
+            let submit = ctx
+                .submitter
+                .as_ref()
+                .ok_or_else(|| JobError::Internal("pipelines run only through a queue".into()))?;
+            let kind = spec.kind().to_string();
+            submit.submit(id.clone(), spec)?;
+            run.jobs.push(StepJob {
+                step: step.into(),
+                job: id.clone(),
+                kind,
+                target: target.into(),
+                state: JobState::Queued,
+            });
+            (JobState::Queued, None, None)
+        }
+    };
+    if let Some(j) = run.jobs.iter_mut().find(|j| j.job == id) {
+        j.state = state;
+    }
+    Ok((state, result, error))
+}
+
+/// Folds the states of a step's jobs: any failure fails it, all successes finish it.
+fn all_done(states: &[(JobState, Option<String>, String)]) -> Step {
+    if let Some((_, err, target)) = states.iter().find(|(s, _, _)| *s == JobState::Failed) {
+        return Step::Failed(format!("{target}: {}", err.as_deref().unwrap_or("failed")));
+    }
+    if states.iter().all(|(s, _, _)| *s == JobState::Succeeded) {
+        Step::Done
+    } else {
+        Step::Waiting
+    }
+}
+
+fn selfplay_prefix(pipeline: &str) -> String {
+    format!("{}-sp-", &pipeline[..pipeline.len().min(32)])
+}
+
+fn datagen(
+    ctx: &JobContext,
+    config: &PipelineConfig,
+    run: &mut PipelineRun,
+) -> Result<Step, JobError> {
+    let stamp = run
+        .id
+        .rsplit('-')
+        .next()
+        .unwrap_or("run")
+        .to_ascii_lowercase();
+    let dataset = DatasetName::new(&format!("{}{stamp}", selfplay_prefix(&run.pipeline)))?;
+    let Some(spec) = config.datagen_spec(&dataset) else {
+        return Ok(Step::Done);
+    };
+    let spec = spec.map_err(JobError::Payload)?;
+    let (state, _, err) = ensure_job(
+        ctx,
+        run,
+        "datagen",
+        dataset.as_str(),
+        JobSpec::Datagen(spec),
+    )?;
+    Ok(all_done(&[(state, err, dataset.to_string())]))
+}
+
+fn ingest(
+    ctx: &JobContext,
+    config: &PipelineConfig,
+    run: &mut PipelineRun,
+) -> Result<Step, JobError> {
+    let mut states = Vec::new();
+    let mut datasets = Vec::new();
+    for input in &config.inputs {
+        let mut keys: Vec<String> = ctx
+            .block_on(ctx.lake.list(&input.prefix))?
+            .into_iter()
+            .map(|m| m.location.to_string())
+            .filter(|k| !k.rsplit('/').next().unwrap_or("").starts_with('.'))
+            .collect();
+        keys.sort();
+        for key in keys {
+            let dataset = dataset_for_raw_file(&key);
+            datasets.push(DatasetRef {
+                source: input.source,
+                dataset: dataset.clone(),
+            });
+            if ctx
+                .block_on(read_manifest(&ctx.lake, input.source, &dataset))?
+                .is_some()
+            {
+                continue; // ingested by an earlier run
+            }
+            let spec = IngestSpec {
+                inputs: vec![format!("{}{key}", crate::input::LAKE_PREFIX)],
+                dataset,
+                rows_per_part: lakefish_schemas::job::default_rows_per_part(),
+            };
+            let spec = match input.source {
+                Source::Lichess => JobSpec::IngestPgn(spec),
+                _ => JobSpec::IngestBinpack(spec),
+            };
+            let (state, _, err) = ensure_job(ctx, run, "ingest", &key, spec)?;
+            states.push((state, err, key));
+        }
+    }
+    // Self-play data of this pipeline's runs, this one's included.
+    let prefix = selfplay_prefix(&run.pipeline);
+    for d in ctx.block_on(list_datasets(&ctx.lake))? {
+        if d.source == Source::Selfplay && d.name.as_str().starts_with(&prefix) {
+            datasets.push(DatasetRef {
+                source: d.source,
+                dataset: d.name,
+            });
+        }
+    }
+    let step = all_done(&states);
+    if matches!(step, Step::Done) {
+        if datasets.is_empty() {
+            return Ok(Step::Failed(
+                "no data: no raw files under the inputs and no self-play".into(),
+            ));
+        }
+        datasets
+            .sort_by(|a, b| (a.source, a.dataset.as_str()).cmp(&(b.source, b.dataset.as_str())));
+        run.datasets = datasets
+            .iter()
+            .map(|d| format!("{}/{}", d.source.as_str(), d.dataset))
+            .collect();
+    }
+    Ok(step)
+}
+
+fn run_datasets(run: &PipelineRun) -> Result<Vec<DatasetRef>, JobError> {
+    run.datasets
+        .iter()
+        .map(|s| {
+            let (source, name) = s.split_once('/').unwrap_or(("", s));
+            let source = Source::parse(source)
+                .ok_or_else(|| JobError::Internal(format!("bad dataset entry {s}")))?;
+            Ok(DatasetRef {
+                source,
+                dataset: DatasetName::new(name)?,
+            })
+        })
+        .collect()
+}
+
+fn mask(
+    ctx: &JobContext,
+    config: &PipelineConfig,
+    run: &mut PipelineRun,
+) -> Result<Step, JobError> {
+    let mut states = Vec::new();
+    for d in run_datasets(run)? {
+        let current = ctx.block_on(read_manifest(&ctx.lake, d.source, &d.dataset))?;
+        let mask = ctx.block_on(crate::masks::read_mask_manifest(
+            &ctx.lake,
+            &config.mask,
+            d.source,
+            &d.dataset,
+        ))?;
+        if let (Some(m), Some(ds)) = (&mask, &current)
+            && m.dataset_job_id == ds.job_id
+        {
+            continue;
+        }
+        let definition = MaskDefinition {
+            name: config.mask.clone(),
+            ..MaskDefinition::quiet()
+        };
+        let spec = MaskSpec {
+            dataset: d.dataset.clone(),
+            source: d.source,
+            definition,
+        };
+        let target = format!("{}/{}", d.source.as_str(), d.dataset);
+        let (state, _, err) = ensure_job(ctx, run, "mask", &target, JobSpec::Mask(spec))?;
+        states.push((state, err, target));
+    }
+    Ok(all_done(&states))
+}
+
+fn shuffle(
+    ctx: &JobContext,
+    config: &PipelineConfig,
+    run: &mut PipelineRun,
+) -> Result<Step, JobError> {
+    let inputs = run_datasets(run)?;
+    let source = inputs[0].source;
+    let spec = ShuffleSpec {
+        datasets: inputs
+            .iter()
+            .filter(|d| d.source == source)
+            .map(|d| d.dataset.clone())
+            .collect(),
+        source,
+        extra: inputs
+            .iter()
+            .filter(|d| d.source != source)
+            .cloned()
+            .collect(),
+        mask: config.mask.clone(),
+        chunks: config.shuffle.chunks,
+        seed: config.shuffle.seed,
+    };
+    let id = crate::shuffle::plan(ctx, &spec)?.id;
+    run.shuffle = Some(id.clone());
+    if ctx
+        .block_on(crate::shuffle::read_shuffle_manifest(&ctx.lake, &id))?
+        .is_some()
+    {
+        return Ok(Step::Done);
+    }
+    let (state, _, err) = ensure_job(ctx, run, "shuffle", &id, JobSpec::Shuffle(spec))?;
+    match all_done(&[(state, err, id.clone())]) {
+        // The job only queued the passes; the manifest says when they are all done.
+        Step::Done => Ok(
+            crate::shuffle::failed_task(ctx, &id)?.map_or(Step::Waiting, |e| {
+                Step::Failed(format!("shuffle {id}: {e}"))
+            }),
+        ),
+        other => Ok(other),
+    }
+}
+
+fn train(
+    ctx: &JobContext,
+    config: &PipelineConfig,
+    run: &mut PipelineRun,
+) -> Result<Step, JobError> {
+    let shuffle = run.shuffle.clone().unwrap_or_default();
+    let mut spec = config
+        .train_spec(&shuffle, None)
+        .map_err(JobError::Payload)?;
+    if config.train.warm_start
+        && let Some(best) = ctx.block_on(crate::nets::read_best(&ctx.lake))?
+        && let Some(m) = ctx.block_on(crate::nets::read_net(&ctx.lake, &best.name))?
+        && m.features == spec.features
+        && m.arch == spec.arch
+    {
+        spec.init_from = Some(lakefish_schemas::train::InitFrom {
+            run: m.run,
+            step: m.step,
+        });
+    }
+    let (state, result, err) = ensure_job(ctx, run, "train", &shuffle, JobSpec::Train(spec))?;
+    let step = all_done(&[(state, err, shuffle)]);
+    if matches!(step, Step::Done) {
+        let id = result
+            .as_ref()
+            .and_then(|r| r["id"].as_str())
+            .unwrap_or_default();
+        run.train_run = Some(id.to_string());
+    }
+    Ok(step)
+}
+
+fn quantize(
+    ctx: &JobContext,
+    config: &PipelineConfig,
+    run: &mut PipelineRun,
+) -> Result<Step, JobError> {
+    let train_run = run.train_run.clone().unwrap_or_default();
+    let spec = config
+        .quantize_spec(&train_run)
+        .map_err(JobError::Payload)?;
+    let (state, result, err) =
+        ensure_job(ctx, run, "quantize", &train_run, JobSpec::Quantize(spec))?;
+    let step = all_done(&[(state, err, train_run)]);
+    if matches!(step, Step::Done) {
+        run.checkpoint = result.as_ref().and_then(|r| r["step"].as_u64());
+    }
+    Ok(step)
+}
+
+fn register(ctx: &JobContext, run: &mut PipelineRun) -> Result<Step, JobError> {
+    let train_run = run.train_run.clone().unwrap_or_default();
+    let best = ctx.block_on(crate::nets::read_best(&ctx.lake))?;
+    let spec = RegisterSpec {
+        run: train_run.clone(),
+        checkpoint: run.checkpoint,
+        parent: best.map(|b| b.name),
+    };
+    let (state, result, err) =
+        ensure_job(ctx, run, "register", &train_run, JobSpec::Register(spec))?;
+    let step = all_done(&[(state, err, train_run)]);
+    if matches!(step, Step::Done) {
+        run.net = result
+            .as_ref()
+            .and_then(|r| r["name"].as_str())
+            .map(str::to_string);
+    }
+    Ok(step)
+}
+
+fn sprt(
+    ctx: &JobContext,
+    config: &PipelineConfig,
+    run: &mut PipelineRun,
+) -> Result<Step, JobError> {
+    let net = run.net.clone().unwrap_or_default();
+    // The base is fixed once, when the step starts: a promotion elsewhere meanwhile must not
+    // change what this test compares.
+    let base = match &run.base {
+        Some(b) => b.clone(),
+        None => {
+            let b = ctx
+                .block_on(crate::nets::read_best(&ctx.lake))?
+                .map_or_else(|| "classical".to_string(), |b| b.name);
+            run.base = Some(b.clone());
+            b
+        }
+    };
+    if base == net {
+        run.sprt_state = Some("skipped: the new net is the best net already".into());
+        return Ok(Step::Done);
+    }
+    let spec = config.sprt_spec(&net, &base).map_err(JobError::Payload)?;
+    let (state, result, err) = ensure_job(ctx, run, "sprt", &net, JobSpec::Sprt(spec))?;
+    match all_done(&[(state, err, net.clone())]) {
+        Step::Done => {}
+        other => return Ok(other),
+    }
+    let id = result
+        .as_ref()
+        .and_then(|r| r["sprt"].as_str())
+        .unwrap_or_default()
+        .to_string();
+    run.sprt = Some(id.clone());
+    let Some(status) = ctx.block_on(crate::sprt::status(&ctx.lake, &id))? else {
+        return Ok(Step::Waiting);
+    };
+    if status.state == SprtState::Running {
+        return Ok(crate::sprt::failed_batch(ctx, &id, status.batches)?
+            .map_or(Step::Waiting, |e| Step::Failed(format!("sprt {id}: {e}"))));
+    }
+    run.sprt_state = Some(
+        serde_json::to_value(status.state)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default(),
+    );
+    if status.state == SprtState::Accepted {
+        let reason = format!(
+            "sprt {id} accepted against {base} (pipeline run {})",
+            run.id
+        );
+        ctx.block_on(crate::nets::set_best(&ctx.lake, &net, &reason))?;
+        run.promoted = true;
+        tracing::info!(run = run.id, net, "promoted to best");
+    }
+    Ok(Step::Done)
+}

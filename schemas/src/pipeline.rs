@@ -1,0 +1,68 @@
+//! Pipeline runs: one retraining cycle (ingest → masks → shuffle → train → quantize → register
+//! → SPRT → promotion) as a record in `pipelines/<name>/runs/<run>.json`. Each step is an
+//! ordinary job; the record lists them in order with what they produced.
+
+use crate::{JobId, JobState};
+use serde::{Deserialize, Serialize};
+
+pub const PIPELINES_PREFIX: &str = "pipelines";
+
+/// The steps of a run, in dependency order.
+pub const STEPS: [&str; 8] = [
+    "datagen", "ingest", "mask", "shuffle", "train", "quantize", "register", "sprt",
+];
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunState {
+    Running,
+    /// Every step finished; `promoted` says whether the new net became the best.
+    Succeeded,
+    /// A step failed; `error` says which and why. Later steps never started.
+    Failed,
+}
+
+/// One job of a step (a step may have several: one ingest per new raw file).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StepJob {
+    pub step: String,
+    pub job: JobId,
+    pub kind: String,
+    /// What it works on (a raw file, a dataset, a run...).
+    pub target: String,
+    pub state: JobState,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PipelineRun {
+    /// `<pipeline>-<UTC yyyymmddThhmmss>`.
+    pub id: String,
+    pub pipeline: String,
+    /// `schedule` or `manual`.
+    pub trigger: String,
+    pub state: RunState,
+    /// The step being worked on (one of [`STEPS`], or `done`).
+    pub step: String,
+    pub jobs: Vec<StepJob>,
+    /// Datasets trained on, as `source/dataset`.
+    pub datasets: Vec<String>,
+    pub shuffle: Option<String>,
+    pub train_run: Option<String>,
+    pub checkpoint: Option<u64>,
+    pub net: Option<String>,
+    /// The net the new one was tested against (`classical` before any promotion).
+    pub base: Option<String>,
+    pub sprt: Option<String>,
+    pub sprt_state: Option<String>,
+    pub promoted: bool,
+    pub error: Option<String>,
+    pub created: String,
+    pub updated: String,
+    pub finished: Option<String>,
+}
+
+pub fn run_key(pipeline: &str, run: &str) -> String {
+    format!("{PIPELINES_PREFIX}/{pipeline}/runs/{run}.json")
+}

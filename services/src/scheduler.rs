@@ -1,0 +1,89 @@
+//! The pipeline scheduler of `lakefish serve`: apalis-cron workers start runs at their cron
+//! times, and a driver loop advances every running run once a second. Both only read and
+//! write the lake, so a restarted server carries on where its predecessor stopped.
+
+use crate::queue::Queue;
+use apalis::prelude::*;
+use apalis_cron::{CronScheduler, Tick};
+use lakefish_jobs::{Hooks, JobContext, Lake};
+use lakefish_schemas::config::Config;
+use lakefish_schemas::pipeline::RunState;
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How often running pipeline runs are looked at.
+pub const DRIVE_EVERY: Duration = Duration::from_secs(1);
+
+/// A config's schedule as a cron schedule; the error names the pipeline.
+pub fn schedule(name: &str, expr: &str) -> anyhow::Result<cron::Schedule> {
+    cron::Schedule::from_str(expr)
+        .map_err(|e| anyhow::anyhow!("pipelines.{name}.schedule {expr:?}: {e}"))
+}
+
+/// The next time a schedule fires, RFC 3339.
+pub fn next_time(expr: &str) -> Option<String> {
+    let s = cron::Schedule::from_str(expr).ok()?;
+    s.upcoming(chrono::Utc)
+        .next()
+        .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
+}
+
+struct CronState {
+    lake: Lake,
+    pipeline: String,
+}
+
+async fn on_tick(tick: Tick, state: Data<Arc<CronState>>) -> Result<(), BoxDynError> {
+    tracing::info!(
+        pipeline = state.pipeline,
+        at = tick.get_timestamp(),
+        "scheduled run"
+    );
+    lakefish_jobs::pipeline::start_run(&state.lake, &state.pipeline, "schedule").await?;
+    Ok(())
+}
+
+/// Runs the cron workers and the driver until the process ends.
+pub async fn run(lake: Lake, queue: Queue, config: Arc<Config>) -> anyhow::Result<()> {
+    let mut crons = Vec::new();
+    for (name, p) in &config.pipelines {
+        let Some(expr) = &p.schedule else { continue };
+        let state = Arc::new(CronState {
+            lake: lake.clone(),
+            pipeline: name.clone(),
+        });
+        let worker = WorkerBuilder::new(format!("cron-{name}"))
+            .backend(CronScheduler::new(schedule(name, expr)?))
+            .data(state)
+            .build(on_tick);
+        tracing::info!(pipeline = name, schedule = expr, "pipeline scheduled");
+        crons.push(tokio::spawn(async move { worker.run().await }));
+    }
+    let ctx = JobContext::new(lake.clone(), tokio::runtime::Handle::current()).with_hooks(Hooks {
+        submitter: Some(queue.submitter(lake.clone())),
+        trainer: None,
+    });
+    let ctx = Arc::new(ctx);
+    loop {
+        tokio::time::sleep(DRIVE_EVERY).await;
+        let (ctx, config) = (ctx.clone(), config.clone());
+        let driven = tokio::task::spawn_blocking(move || drive(&ctx, &config)).await;
+        match driven {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::warn!("pipeline driver: {e}; trying again"),
+            Err(e) => tracing::error!("pipeline driver panicked: {e}"),
+        }
+    }
+}
+
+/// Advances every running run of every configured pipeline.
+fn drive(ctx: &JobContext, config: &Config) -> Result<(), lakefish_jobs::JobError> {
+    for (name, p) in &config.pipelines {
+        let runs = ctx.block_on(lakefish_jobs::pipeline::list_runs(&ctx.lake, name, 20))?;
+        for mut run in runs.into_iter().filter(|r| r.state == RunState::Running) {
+            lakefish_jobs::pipeline::advance(ctx, p, &mut run)?;
+        }
+    }
+    Ok(())
+}
