@@ -1,0 +1,240 @@
+//! Nightly retraining as a pipeline: every step a queued job, in order; the best pointer
+//! moves only on an accepted SPRT; a second run ingests nothing old and warm-starts from the
+//! best net; a cron-scheduled pipeline starts on its own and fails with its reason.
+
+use lakefish_tests::*;
+use std::time::{Duration, Instant};
+
+const CONFIG: &str = r#"
+version = 1
+
+[pipelines.retrain]
+mask = "quiet"
+[[pipelines.retrain.inputs]]
+source = "binpack"
+prefix = "raw/binpack/"
+[pipelines.retrain.datagen]
+net = "best"
+games = 12
+nodes = 300
+[pipelines.retrain.shuffle]
+chunks = 4
+seed = 3
+[pipelines.retrain.train]
+warm_start = true
+arch = "32x2-8"
+batch_size = 1024
+epochs = 1
+device = "cpu"
+[pipelines.retrain.quantize]
+max_mean_cp = 1000.0
+max_p99_cp = 1000.0
+[pipelines.retrain.sprt]
+book = "lake:raw/books/book.epd"
+nodes = 200
+# Bounds far below any real difference: the first run's SPRT accepts quickly, which
+# exercises the promotion.
+model = "logistic"
+elo0 = -1000.0
+elo1 = -700.0
+batch_pairs = 2
+max_pairs = 40
+concurrency = 1
+
+[pipelines.every2s]
+schedule = "*/2 * * * * *"
+[[pipelines.every2s.inputs]]
+source = "lichess"
+prefix = "raw/lichess/nothing-here/"
+[pipelines.every2s.shuffle]
+chunks = 2
+[pipelines.every2s.train]
+[pipelines.every2s.sprt]
+book = "lake:raw/books/book.epd"
+"#;
+
+const BOOK: &str = "rnbqkbnr/pppppppp/8/8/4P3/8/PPPP1PPP/RNBQKBNR b KQkq -\n\
+rnbqkbnr/pppppppp/8/8/3P4/8/PPP1PPPP/RNBQKBNR b KQkq -\n\
+rnbqkbnr/pppppppp/8/8/2P5/8/PP1PPPPP/RNBQKBNR b KQkq -\n";
+
+async fn get(url: String) -> serde_json::Value {
+    let r = reqwest::get(&url).await.unwrap();
+    assert!(r.status().is_success(), "{url}: {}", r.status());
+    r.json().await.unwrap()
+}
+
+async fn put(url: String, body: Vec<u8>) {
+    let r = reqwest::Client::new()
+        .put(&url)
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201, "{url}");
+}
+
+/// Triggers a run and follows it to its end.
+async fn run_to_end(api: &str) -> serde_json::Value {
+    let c = reqwest::Client::new();
+    let r = c
+        .post(format!("{api}/v1/pipelines/retrain/run"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 202);
+    let started: serde_json::Value = r.json().await.unwrap();
+    let url = format!("{api}{}", started["url"].as_str().unwrap());
+    // A second trigger while it runs gets the same run, not another.
+    let again = c
+        .post(format!("{api}/v1/pipelines/retrain/run"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(again.status(), 200);
+    let again: serde_json::Value = again.json().await.unwrap();
+    assert_eq!(again["run"]["id"], started["run"]["id"]);
+
+    let t0 = Instant::now();
+    loop {
+        let run = get(url.clone()).await;
+        if run["state"] != "running" {
+            return run;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(400), "run stuck: {run}");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+fn steps_of(run: &serde_json::Value) -> Vec<String> {
+    let mut steps: Vec<String> = Vec::new();
+    for j in run["jobs"].as_array().unwrap() {
+        let s = j["step"].as_str().unwrap().to_string();
+        if steps.last() != Some(&s) {
+            steps.push(s);
+        }
+    }
+    steps
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn nightly_pipeline_promotes_on_accept_and_warm_starts() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("lakefish.toml"), CONFIG).unwrap();
+    let input = binpack_input(dir.path());
+    let (_serve, api) = lakefish(
+        &[
+            "--config",
+            "lakefish.toml",
+            "--lake",
+            "lake",
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+        ],
+        &[],
+        dir.path(),
+    );
+    let api = api.unwrap();
+    put(
+        format!("{api}/v1/raw/binpack/first.binpack"),
+        std::fs::read(&input).unwrap(),
+    )
+    .await;
+    put(format!("{api}/v1/books/book.epd"), BOOK.as_bytes().to_vec()).await;
+
+    let run = run_to_end(&api).await;
+    assert_eq!(run["state"], "succeeded", "{run:#}");
+    assert_eq!(
+        steps_of(&run),
+        [
+            "datagen", "ingest", "mask", "shuffle", "train", "quantize", "register", "sprt"
+        ]
+    );
+    // Every step's jobs are ordinary jobs in the API, all succeeded.
+    for j in run["jobs"].as_array().unwrap() {
+        let rec = get(format!("{api}/v1/jobs/{}", j["job"].as_str().unwrap())).await;
+        assert_eq!(rec["state"], "succeeded", "{rec:#}");
+        assert_eq!(rec["kind"], j["kind"]);
+    }
+    let datasets: Vec<&str> = run["datasets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d.as_str().unwrap())
+        .collect();
+    assert!(
+        datasets.iter().any(|d| d.starts_with("binpack/first-")),
+        "{datasets:?}"
+    );
+    assert!(
+        datasets
+            .iter()
+            .any(|d| d.starts_with("selfplay/retrain-sp-")),
+        "{datasets:?}"
+    );
+    assert_eq!(run["base"], "classical");
+    assert_eq!(run["sprt_state"], "accepted");
+    assert_eq!(run["promoted"], true);
+    let net = run["net"].as_str().unwrap().to_string();
+    let shown = get(format!("{api}/v1/nets/{net}")).await;
+    assert_eq!(shown["name"], net.as_str());
+    let best: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("lake/registry/best.json")).unwrap())
+            .unwrap();
+    assert_eq!(best["name"], net.as_str());
+
+    // The second run: the binpack is not ingested again, training warm-starts from the best
+    // net, and the SPRT is against it.
+    let second = run_to_end(&api).await;
+    assert_eq!(second["state"], "succeeded", "{second:#}");
+    assert!(
+        !steps_of(&second).contains(&"ingest".to_string()),
+        "{second:#}"
+    );
+    assert_eq!(second["base"], net.as_str());
+    let train = second["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|j| j["step"] == "train")
+        .unwrap();
+    let rec = get(format!("{api}/v1/jobs/{}", train["job"].as_str().unwrap())).await;
+    assert_eq!(
+        rec["spec"]["spec"]["init_from"]["run"], run["train_run"],
+        "{rec:#}"
+    );
+
+    // The scheduled pipeline started by itself and failed, saying why.
+    let all = get(format!("{api}/v1/pipelines")).await;
+    let every = all["pipelines"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "every2s")
+        .unwrap();
+    assert!(every["next_run"].as_str().is_some());
+    let runs = every["runs"].as_array().unwrap();
+    assert!(!runs.is_empty(), "{every:#}");
+    assert_eq!(runs[0]["trigger"], "schedule");
+    assert_eq!(runs[0]["state"], "failed");
+    assert!(
+        runs[0]["error"].as_str().unwrap().contains("no data"),
+        "{every:#}"
+    );
+    let retrain = all["pipelines"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "retrain")
+        .unwrap();
+    assert_eq!(retrain["runs"].as_array().unwrap().len(), 2);
+    assert!(retrain["next_run"].is_null());
+
+    // Unknown pipelines are 404s.
+    let r = reqwest::Client::new()
+        .post(format!("{api}/v1/pipelines/nope/run"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 404);
+}
