@@ -1,19 +1,37 @@
 #!/usr/bin/env bash
-# `make demo`: start `lakefish serve` on the embedded default (SQLite queue + local lake),
-# submit a binpack ingest over REST, follow it to the end, then read the lake with DuckDB.
+# `make demo`: the whole lifecycle on the embedded default. `lakefish serve` (local lake,
+# SQLite queue, workers in-process) runs the `demo` pipeline of infra/demo.toml: self-play,
+# ingest of the real samples in ../shared/data, quiet masks, shuffle, training, quantization,
+# registration, an SPRT against the hand-written evaluation, and promotion if it is accepted.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=target/release/lakefish
 RUN=demo-run
+SHARED=../shared/data
 rm -rf "$RUN" && mkdir -p "$RUN"
+export LAKEFISH_LAKE="$RUN/lake"
 
-INPUT=../shared/data/binpack/small.binpack
-if [ ! -f "$INPUT" ]; then
-  INPUT="$RUN/synthetic.binpack"
-  "$BIN" synth "$INPUT" --games 3000 --seed 1
+# Raw inputs go into the lake where the pipeline looks for them (raw/binpack/, raw/lichess/).
+if [ -f "$SHARED/binpack/small.binpack" ]; then
+  "$BIN" upload --source binpack "$SHARED/binpack/small.binpack"
+  [ -f "$SHARED/pgn/lichess_db_1000k.pgn" ] && "$BIN" upload --source lichess "$SHARED/pgn/lichess_db_1000k.pgn"
+else
+  "$BIN" synth "$RUN/synthetic.binpack" --games 3000 --seed 1
+  "$BIN" upload --source binpack "$RUN/synthetic.binpack"
 fi
+BOOK="$RUN/openings.epd"
+if [ -f "$SHARED/openings/noob_2moves.epd" ]; then
+  cp "$SHARED/openings/noob_2moves.epd" "$BOOK"
+else
+  printf '%s\n' \
+    'rnbqkbnr/pppppppp/8/8/4P3/8/PPPP1PPP/RNBQKBNR b KQkq -' \
+    'rnbqkbnr/pppppppp/8/8/3P4/8/PPP1PPPP/RNBQKBNR b KQkq -' \
+    'rnbqkbnr/pppppppp/8/8/2P5/8/PP1PPPPP/RNBQKBNR b KQkq -' \
+    'rnbqkbnr/pppppppp/8/8/8/5N2/PPPPPPPP/RNBQKB1R b KQkq -' >"$BOOK"
+fi
+"$BIN" upload --source books "$BOOK"
 
-"$BIN" --lake "$RUN/lake" serve --listen 127.0.0.1:0 --queue-db "$RUN/queue.sqlite" >"$RUN/serve.out" 2>"$RUN/serve.log" &
+"$BIN" --config infra/demo.toml serve --listen 127.0.0.1:0 --queue-db "$RUN/queue.sqlite" >"$RUN/serve.out" 2>"$RUN/serve.log" &
 SERVER=$!
 trap 'kill $SERVER 2>/dev/null || true' EXIT
 for _ in $(seq 100); do grep -q '^listening on' "$RUN/serve.out" 2>/dev/null && break; sleep 0.1; done
@@ -21,21 +39,17 @@ API=$(sed -n 's/^listening on //p' "$RUN/serve.out")
 [ -n "$API" ] || { cat "$RUN/serve.log"; echo "the server did not start" >&2; exit 1; }
 echo "lakefish API at $API (lake: $RUN/lake, log: $RUN/serve.log)"
 
-"$BIN" submit --api "$API" --wait ingest binpack "$INPUT" --dataset demo >"$RUN/job.json"
-echo "job record: $RUN/job.json"
-"$BIN" submit --api "$API" --wait mask quiet --dataset demo >"$RUN/mask.json"
-echo "quiet mask: $RUN/mask.json"
-"$BIN" submit --api "$API" --wait shuffle --dataset demo --mask quiet --chunks 8 --seed 1 >"$RUN/shuffle.json"
-echo "shuffle: $RUN/shuffle.json"
-echo "datasets (GET $API/v1/datasets):"
-.venv/bin/python -c 'import json,sys,urllib.request; print(json.dumps(json.load(urllib.request.urlopen(sys.argv[1] + "/v1/datasets")), indent=2))' "$API"
+"$BIN" pipeline --api "$API" run demo --wait
 
 .venv/bin/python - "$RUN/lake" <<'PY'
-import sys, duckdb
+import sys, glob, duckdb
 lake = sys.argv[1]
-q = f"select source, dataset, count(*) as rows, count(score) as scored, round(avg(ply), 1) as avg_ply, count(distinct game_id) as games from read_parquet('{lake}/positions/*/*/*.parquet', hive_partitioning=true) group by all"
-print("DuckDB reads the lake:")
+# Lichess partitions have a month level the others lack: one read per layout.
+reads = [f"select source, dataset, score, game_id from read_parquet('{g}', hive_partitioning=true)"
+         for g in (f"{lake}/positions/source=*/dataset=*/*.parquet", f"{lake}/positions/source=*/dataset=*/month=*/*.parquet")
+         if glob.glob(g)]
+q = "select source, dataset, count(*) as rows, count(score) as scored, count(distinct game_id) as games from (" + " union all ".join(reads) + ") group by all order by all"
+print("the lake, read by DuckDB:")
 print(duckdb.sql(q))
 PY
-.venv/bin/python -c 'import json,sys; r=json.load(open(sys.argv[1])); print("shuffle", r["id"], ":", r["rows"], "quiet rows of", r["input_rows"], "in", len(r["chunks"]), "chunks")' "$RUN/shuffle.json"
-echo "demo finished: ingest, mask and shuffle ran through REST -> SQLite queue -> worker -> Parquet lake"
+echo "pipelines: $API/v1/pipelines   metrics: $API/metrics   (the server stops when this script ends)"

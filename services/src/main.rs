@@ -6,6 +6,7 @@ mod auth;
 mod cli_progress;
 mod engine_cmd;
 mod nets_cmd;
+mod pipeline_cmd;
 mod queue;
 mod scheduler;
 mod sprt_cmd;
@@ -141,6 +142,8 @@ enum Command {
         #[command(subcommand)]
         what: SubmitCommand,
     },
+    /// Pipelines of a running service: `pipeline ls`, `pipeline run NAME --wait`.
+    Pipeline(pipeline_cmd::PipelineArgs),
     /// Show jobs known to a running service: all of them, or one by id.
     Jobs {
         #[arg(long, env = "LAKEFISH_API", default_value = "http://127.0.0.1:8080")]
@@ -157,7 +160,7 @@ enum Command {
     Upload {
         #[arg(required = true)]
         files: Vec<String>,
-        /// binpack, lichess or selfplay.
+        /// binpack, lichess or selfplay; or books (opening books, raw/books/).
         #[arg(long, default_value = "binpack")]
         source: String,
     },
@@ -833,15 +836,23 @@ fn main() -> anyhow::Result<()> {
         } => rt.block_on(submit(&api, wait, upload, what)),
         Command::Upload { files, source } => rt.block_on(async {
             let lake = open_lake(&cli.lake)?;
-            let src =
-                Source::parse(&source).with_context(|| format!("unknown source {source:?}"))?;
+            let src = match source.as_str() {
+                "books" => None,
+                s => Some(Source::parse(s).with_context(|| {
+                    format!("unknown source {source:?} (binpack, lichess, selfplay or books)")
+                })?),
+            };
             for f in &files {
-                let key = raw_key(src, file_name(f)?)?;
+                let key = match src {
+                    Some(src) => raw_key(src, file_name(f)?)?,
+                    None => lakefish_schemas::names::book_key(file_name(f)?)?,
+                };
                 let n = lake.put_stream(&key, file_stream(f).await?).await?;
                 println!("{}{key}\t{n} bytes", lakefish_jobs::input::LAKE_PREFIX);
             }
             Ok(())
         }),
+        Command::Pipeline(a) => rt.block_on(pipeline_cmd::run(a)),
         Command::Jobs { api, state, id } => rt.block_on(show_jobs(&api, state, id)),
         Command::Datasets => rt.block_on(async {
             let lake = open_lake(&cli.lake)?;

@@ -1,0 +1,169 @@
+//! `lakefish pipeline`: list pipelines, trigger a run and follow it step by step with a
+//! progress bar per job, then print what it produced (net, SPRT result, promotion).
+
+use crate::cli_progress::Bar;
+use crate::{check, client};
+use anyhow::Context;
+use lakefish_schemas::Progress;
+use std::time::Duration;
+
+#[derive(clap::Args)]
+pub struct PipelineArgs {
+    /// The API's base URL.
+    #[arg(long, env = "LAKEFISH_API", default_value = "http://127.0.0.1:8080")]
+    api: String,
+    #[command(subcommand)]
+    what: PipelineCommand,
+}
+
+#[derive(clap::Subcommand)]
+enum PipelineCommand {
+    /// The configured pipelines, their schedules and latest runs.
+    Ls,
+    /// Start a run now (or join the one in progress).
+    Run {
+        name: String,
+        /// Follow the run to its end with progress bars; exit non-zero if it fails.
+        #[arg(long)]
+        wait: bool,
+    },
+}
+
+pub async fn run(args: PipelineArgs) -> anyhow::Result<()> {
+    let api = args.api.trim_end_matches('/');
+    let c = client();
+    match args.what {
+        PipelineCommand::Ls => {
+            let v = check(c.get(format!("{api}/v1/pipelines")).send().await?).await?;
+            for p in v["pipelines"].as_array().into_iter().flatten() {
+                println!(
+                    "{}  schedule {}  next {}",
+                    p["name"].as_str().unwrap_or("?"),
+                    p["schedule"].as_str().unwrap_or("(manual)"),
+                    p["next_run"].as_str().unwrap_or("-")
+                );
+                for r in p["runs"].as_array().into_iter().flatten().take(5) {
+                    println!(
+                        "  {}  {:<9} {:<8} net {}  sprt {}  promoted {}{}",
+                        r["id"].as_str().unwrap_or("?"),
+                        r["state"].as_str().unwrap_or("?"),
+                        r["trigger"].as_str().unwrap_or("?"),
+                        r["net"].as_str().unwrap_or("-"),
+                        r["sprt_state"].as_str().unwrap_or("-"),
+                        r["promoted"],
+                        r["error"]
+                            .as_str()
+                            .map(|e| format!("  ({e})"))
+                            .unwrap_or_default()
+                    );
+                }
+            }
+            Ok(())
+        }
+        PipelineCommand::Run { name, wait } => {
+            let resp = c
+                .post(format!("{api}/v1/pipelines/{name}/run"))
+                .send()
+                .await
+                .with_context(|| format!("cannot reach the API at {api}"))?;
+            let v = check(resp).await?;
+            let url = format!("{api}{}", v["url"].as_str().unwrap_or_default());
+            let id = v["run"]["id"].as_str().unwrap_or("?").to_string();
+            eprintln!(
+                "{} run {id}",
+                if v["started"] == true {
+                    "started"
+                } else {
+                    "joined the running"
+                }
+            );
+            if !wait {
+                println!("{}", serde_json::to_string_pretty(&v["run"])?);
+                return Ok(());
+            }
+            follow(api, &url).await
+        }
+    }
+}
+
+/// Polls the run; one bar per job, finished as its job finishes.
+async fn follow(api: &str, url: &str) -> anyhow::Result<()> {
+    let c = client();
+    let mut bars: Vec<(String, Bar)> = Vec::new();
+    let run = loop {
+        let run = check(c.get(url).send().await?).await?;
+        for j in run["jobs"].as_array().into_iter().flatten() {
+            let job = j["job"].as_str().unwrap_or_default().to_string();
+            if !bars.iter().any(|(id, _)| *id == job) {
+                bars.push((job.clone(), Bar::new()));
+            }
+            let rec = check(c.get(format!("{api}/v1/jobs/{job}")).send().await?).await?;
+            let mut p: Progress =
+                serde_json::from_value(rec["progress"].clone()).unwrap_or_default();
+            let label = format!(
+                "{} {}",
+                j["step"].as_str().unwrap_or(""),
+                j["target"].as_str().unwrap_or("")
+            );
+            p.stage = if p.stage.is_empty() {
+                label
+            } else {
+                format!("{label}: {}", p.stage)
+            };
+            let bar = &bars.iter().find(|(id, _)| *id == job).expect("added").1;
+            bar.show(&p);
+            if matches!(rec["state"].as_str(), Some("succeeded" | "failed")) {
+                bar.finish();
+            }
+        }
+        if run["state"] != "running" {
+            break run;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    println!(
+        "run {}: {}",
+        run["id"].as_str().unwrap_or("?"),
+        run["state"].as_str().unwrap_or("?")
+    );
+    if let Some(e) = run["error"].as_str() {
+        anyhow::bail!("{e}");
+    }
+    println!("new net   {}", run["net"].as_str().unwrap_or("-"));
+    if let Some(sprt) = run["sprt"].as_str() {
+        let s = check(c.get(format!("{api}/v1/sprt/{sprt}")).send().await?).await?;
+        let elo = &s["elo"];
+        println!(
+            "sprt      {sprt}: {} vs {}: {} after {} games (W {} D {} L {})",
+            s["new"]["name"].as_str().unwrap_or("?"),
+            s["base"]["name"].as_str().unwrap_or("?"),
+            s["state"].as_str().unwrap_or("?"),
+            s["games"],
+            s["wins"],
+            s["draws"],
+            s["losses"]
+        );
+        println!(
+            "          Elo {:.1} ± {:.1}, LLR {:.3} in ({:.3}, {:.3}) [{} {}..{}]",
+            elo["elo"].as_f64().unwrap_or(f64::NAN),
+            elo["elo_error"].as_f64().unwrap_or(f64::NAN),
+            s["llr"].as_f64().unwrap_or(f64::NAN),
+            s["lower"].as_f64().unwrap_or(f64::NAN),
+            s["upper"].as_f64().unwrap_or(f64::NAN),
+            s["model"].as_str().unwrap_or(""),
+            s["elo0"],
+            s["elo1"]
+        );
+    } else if let Some(st) = run["sprt_state"].as_str() {
+        println!("sprt      {st}");
+    }
+    println!(
+        "promoted  {}",
+        if run["promoted"] == true {
+            "yes: it is the best net now"
+        } else {
+            "no: the best net stays"
+        }
+    );
+    Ok(())
+}
