@@ -4,9 +4,10 @@
 use crate::queue::Queue;
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
+use axum::http::Method;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post, put};
+use axum::routing::{MethodRouter, get, post, put};
 use axum::{Json, Router};
 use lakefish_jobs::datasets::list_datasets;
 use lakefish_jobs::records::JobStore;
@@ -35,36 +36,219 @@ impl AppState {
     }
 }
 
+/// One route: the router is built from this table and `/v1/openapi.json` is generated from
+/// it, so the description cannot drift from what is served.
+pub struct Route {
+    pub method: Method,
+    pub path: &'static str,
+    pub summary: &'static str,
+    handler: MethodRouter<AppState>,
+}
+
+fn route(
+    method: Method,
+    path: &'static str,
+    summary: &'static str,
+    handler: MethodRouter<AppState>,
+) -> Route {
+    Route {
+        method,
+        path,
+        summary,
+        handler,
+    }
+}
+
+pub fn routes() -> Vec<Route> {
+    use Method as M;
+    vec![
+        route(
+            M::GET,
+            "/healthz",
+            "Liveness: the lake and queue in use (no token needed).",
+            get(healthz),
+        ),
+        route(
+            M::GET,
+            "/metrics",
+            "Prometheus metrics computed from the lake.",
+            get(metrics),
+        ),
+        route(
+            M::GET,
+            "/v1/openapi.json",
+            "This description.",
+            get(openapi),
+        ),
+        route(
+            M::POST,
+            "/v1/jobs",
+            "Submit a job: {kind, spec}; 202 with its id.",
+            post(submit_job),
+        ),
+        route(
+            M::GET,
+            "/v1/jobs",
+            "Job records, newest first (?state=&limit=).",
+            get(list_jobs),
+        ),
+        route(
+            M::GET,
+            "/v1/jobs/{id}",
+            "One job record: state, progress, result, error.",
+            get(get_job),
+        ),
+        route(
+            M::GET,
+            "/v1/datasets",
+            "Committed datasets with their masks.",
+            get(datasets),
+        ),
+        route(
+            M::PUT,
+            "/v1/raw/{source}/{name}",
+            "Stream an input file into raw/<source>/<name>.",
+            put(upload_raw),
+        ),
+        route(
+            M::PUT,
+            "/v1/books/{name}",
+            "Stream an opening book into raw/books/<name>.",
+            put(upload_book),
+        ),
+        route(M::GET, "/v1/shuffles", "Committed shuffles.", get(shuffles)),
+        route(
+            M::GET,
+            "/v1/shuffles/{id}",
+            "One shuffle's manifest.",
+            get(shuffle),
+        ),
+        route(M::GET, "/v1/runs", "Training runs.", get(runs)),
+        route(
+            M::GET,
+            "/v1/runs/{id}",
+            "One run with its metrics rows.",
+            get(run),
+        ),
+        route(M::GET, "/v1/nets", "Registered nets.", get(nets)),
+        route(M::GET, "/v1/nets/{name}", "One net's manifest.", get(net)),
+        route(
+            M::GET,
+            "/v1/nets/{name}/file",
+            "The .nnue bytes, hash-checked (x-sha256).",
+            get(net_file),
+        ),
+        route(
+            M::POST,
+            "/v1/sprt",
+            "Plan and queue an SPRT test; 202 with its id.",
+            post(submit_sprt),
+        ),
+        route(
+            M::GET,
+            "/v1/sprt",
+            "SPRT tests, newest first (?net=&state=).",
+            get(list_sprt),
+        ),
+        route(
+            M::GET,
+            "/v1/sprt/calc",
+            "LLR, Elo and LOS from counts (?penta= or ?wdl=).",
+            get(sprt_calc),
+        ),
+        route(
+            M::GET,
+            "/v1/sprt/{id}",
+            "One SPRT test's status.",
+            get(get_sprt),
+        ),
+        route(
+            M::GET,
+            "/v1/sprt/{id}/pgn",
+            "The counted games of a test.",
+            get(sprt_pgn),
+        ),
+        route(
+            M::GET,
+            "/v1/pipelines",
+            "Configured pipelines, schedules and recent runs.",
+            get(pipelines),
+        ),
+        route(
+            M::POST,
+            "/v1/pipelines/{name}/run",
+            "Start a pipeline run (202) or join the running one (200).",
+            post(run_pipeline),
+        ),
+        route(
+            M::GET,
+            "/v1/pipelines/{name}/runs/{id}",
+            "One pipeline run.",
+            get(pipeline_run),
+        ),
+    ]
+}
+
 pub fn router(state: AppState) -> Router {
-    Router::new()
-        .route("/healthz", get(healthz))
-        .route("/metrics", get(metrics))
-        .route("/v1/jobs", post(submit_job).get(list_jobs))
-        .route("/v1/jobs/{id}", get(get_job))
-        .route("/v1/datasets", get(datasets))
-        .route("/v1/raw/{source}/{name}", put(upload_raw))
-        .route("/v1/books/{name}", put(upload_book))
-        .route("/v1/shuffles", get(shuffles))
-        .route("/v1/shuffles/{id}", get(shuffle))
-        .route("/v1/runs", get(runs))
-        .route("/v1/runs/{id}", get(run))
-        .route("/v1/nets", get(nets))
-        .route("/v1/nets/{name}", get(net))
-        .route("/v1/nets/{name}/file", get(net_file))
-        .route("/v1/sprt", post(submit_sprt).get(list_sprt))
-        .route("/v1/sprt/calc", get(sprt_calc))
-        .route("/v1/sprt/{id}", get(get_sprt))
-        .route("/v1/sprt/{id}/pgn", get(sprt_pgn))
-        .route("/v1/pipelines", get(pipelines))
-        .route("/v1/pipelines/{name}/run", post(run_pipeline))
-        .route("/v1/pipelines/{name}/runs/{id}", get(pipeline_run))
-        .fallback(not_found)
+    let mut r = Router::new();
+    for rt in routes() {
+        r = r.route(rt.path, rt.handler);
+    }
+    r.fallback(not_found)
         .layer(axum::extract::DefaultBodyLimit::max(state.max_body()))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             crate::auth::check,
         ))
         .with_state(state)
+}
+
+/// OpenAPI 3.1 from the route table: paths, methods, path parameters and the scope each
+/// route needs (the same function the auth middleware asks).
+pub fn openapi_document() -> serde_json::Value {
+    let mut paths = serde_json::Map::new();
+    for rt in routes() {
+        let params: Vec<serde_json::Value> = rt
+            .path
+            .split('/')
+            .filter_map(|seg| seg.strip_prefix('{')?.strip_suffix('}'))
+            .map(|name| json!({ "name": name, "in": "path", "required": true, "schema": { "type": "string" } }))
+            .collect();
+        let scope = crate::auth::needed_scope(&rt.method, rt.path);
+        let mut op = json!({
+            "summary": rt.summary,
+            "operationId": format!("{} {}", rt.method, rt.path),
+            "responses": {
+                "200": { "description": "OK (202 Accepted for queued work, 201 Created for uploads)" },
+                "400": { "description": "Bad request; {\"error\"} says what is wrong" },
+                "401": { "description": "No or unknown token (when tokens are configured)" },
+                "403": { "description": "The token lacks the scope" },
+                "404": { "description": "Not found" }
+            },
+            "x-lakefish-scope": scope.map(|s| s.as_str()),
+        });
+        if !params.is_empty() {
+            op["parameters"] = serde_json::Value::Array(params);
+        }
+        if scope.is_some() {
+            op["security"] = json!([{ "bearer": [] }]);
+        }
+        let entry = paths
+            .entry(rt.path.to_string())
+            .or_insert_with(|| json!({}));
+        entry[rt.method.as_str().to_ascii_lowercase()] = op;
+    }
+    json!({
+        "openapi": "3.1.0",
+        "info": { "title": "lakefish", "version": env!("CARGO_PKG_VERSION"),
+                  "description": "NNUE training data lake and job service. See the README for the job specs." },
+        "components": { "securitySchemes": { "bearer": { "type": "http", "scheme": "bearer" } } },
+        "paths": paths,
+    })
+}
+
+async fn openapi() -> Json<serde_json::Value> {
+    Json(openapi_document())
 }
 
 #[derive(Debug)]

@@ -211,3 +211,189 @@ fn config_files_are_checked_at_start() {
     assert!(t.allows(lakefish_schemas::config::Scope::Submit));
     assert!(!t.allows(lakefish_schemas::config::Scope::Admin));
 }
+
+/// The OpenAPI document is generated from the route table the router is built from; here
+/// every documented operation is called and must reach a handler (not the fallback, not 405),
+/// and the scope it documents is the one enforced.
+#[tokio::test(flavor = "multi_thread")]
+async fn openapi_describes_every_route() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_serve, api) = lakefish(
+        &["--lake", "lake", "serve", "--listen", "127.0.0.1:0"],
+        &[],
+        dir.path(),
+    );
+    let api = api.unwrap();
+    let doc: serde_json::Value = reqwest::get(format!("{api}/v1/openapi.json"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(doc["openapi"], "3.1.0");
+    let paths = doc["paths"].as_object().unwrap();
+    assert!(paths.len() >= 20, "{}", paths.len());
+    for p in [
+        "/v1/jobs",
+        "/v1/pipelines/{name}/run",
+        "/metrics",
+        "/v1/sprt/{id}/pgn",
+    ] {
+        assert!(paths.contains_key(p), "{p} undocumented");
+    }
+    let c = reqwest::Client::new();
+    let mut operations = 0;
+    for (path, ops) in paths {
+        let concrete = path
+            .replace("{source}", "binpack")
+            .replace("{name}", "x")
+            .replace("{id}", "x");
+        for (method, op) in ops.as_object().unwrap() {
+            operations += 1;
+            let m = reqwest::Method::from_bytes(method.to_uppercase().as_bytes()).unwrap();
+            let resp = c
+                .request(m, format!("{api}{concrete}"))
+                .body("")
+                .send()
+                .await
+                .unwrap();
+            let status = resp.status().as_u16();
+            let body = resp.text().await.unwrap();
+            assert_ne!(status, 405, "{method} {path}");
+            assert!(
+                !body.contains("no such route"),
+                "{method} {path} reached the fallback: {body}"
+            );
+            let scope = op["x-lakefish-scope"].as_str();
+            let expected = match (method.as_str(), path.as_str()) {
+                (_, "/healthz") => None,
+                ("get", _) => Some("read"),
+                (_, p) if p.starts_with("/v1/pipelines/") => Some("admin"),
+                _ => Some("submit"),
+            };
+            assert_eq!(scope, expected, "{method} {path}");
+        }
+    }
+    assert!(operations >= 24, "{operations}");
+    let resp = reqwest::get(format!("{api}/v1/nowhere")).await.unwrap();
+    assert_eq!(resp.status(), 404);
+    assert!(resp.text().await.unwrap().contains("no such route"));
+}
+
+/// infra/ documents deployment: the compose file and the systemd units. Every lakefish
+/// command line in them parses, the lakefish.toml they mount loads (with the environment
+/// overrides compose sets), and the redis.conf starts a redis-server with persistence on.
+#[test]
+fn deployment_configs_load() {
+    let infra = workspace_root().join("infra");
+    let compose = std::fs::read_to_string(infra.join("compose.yaml")).unwrap();
+    let mut mounts = Vec::new();
+    for line in compose.lines() {
+        if let Some(m) = line.trim().strip_prefix("- ./")
+            && let Some((file, _)) = m.split_once(':')
+        {
+            mounts.push(file.to_string());
+        }
+    }
+    assert!(
+        mounts.contains(&"lakefish.toml".to_string()) && mounts.contains(&"redis.conf".to_string()),
+        "{mounts:?}"
+    );
+    for m in &mounts {
+        assert!(infra.join(m).exists(), "compose mounts missing infra/{m}");
+    }
+    // Command lines: compose `command: [...]` arrays and systemd ExecStart/ExecStartPre.
+    let mut commands: Vec<Vec<String>> = Vec::new();
+    for line in compose.lines() {
+        if let Some(list) = line.trim().strip_prefix("command: [\"lakefish\", ") {
+            let args: Vec<String> = list
+                .trim_end_matches(']')
+                .split(", ")
+                .map(|a| a.trim_matches('"').to_string())
+                .collect();
+            commands.push(args);
+        }
+    }
+    for unit in ["lakefish-api.service", "lakefish-worker@.service"] {
+        let text = std::fs::read_to_string(infra.join("systemd").join(unit)).unwrap();
+        for line in text.lines() {
+            if let Some(cmd) = line
+                .strip_prefix("ExecStart=")
+                .or(line.strip_prefix("ExecStartPre="))
+            {
+                let args: Vec<String> =
+                    cmd.split_whitespace().skip(1).map(str::to_string).collect();
+                commands.push(args);
+            }
+        }
+    }
+    assert!(commands.len() >= 7, "{commands:?}");
+    let example = infra.join("lakefish.toml");
+    for args in &commands {
+        // The deployed config path is where infra/lakefish.toml is installed.
+        let args: Vec<String> = args
+            .iter()
+            .map(|a| {
+                if a == "/etc/lakefish/lakefish.toml" {
+                    example.to_str().unwrap().to_string()
+                } else {
+                    a.clone()
+                }
+            })
+            .collect();
+        if args.first().map(String::as_str) == Some("check-config") {
+            let out = Command::new(lakefish_bin()).args(&args).output().unwrap();
+            assert_success(&out);
+            continue;
+        }
+        // Parse the command line and load the config exactly as at start, without running it.
+        let mut with_help = args.clone();
+        with_help.push("--help".into());
+        let out = Command::new(lakefish_bin())
+            .args(&with_help)
+            .env("LAKEFISH__SERVER__REDIS", "redis://redis:6379")
+            .output()
+            .unwrap();
+        assert_success(&out);
+        let out = Command::new(lakefish_bin())
+            .args(["check-config", example.to_str().unwrap()])
+            .env("LAKEFISH__SERVER__REDIS", "redis://redis:6379")
+            .output()
+            .unwrap();
+        assert_success(&out);
+        assert!(String::from_utf8_lossy(&out.stdout).contains("redis://redis:6379"));
+    }
+
+    // redis.conf: a real redis-server starts with it (port and directory moved to scratch).
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let mut redis = Command::new("redis-server")
+        .arg(infra.join("redis.conf"))
+        .args([
+            "--port",
+            &port.to_string(),
+            "--dir",
+            dir.path().to_str().unwrap(),
+            "--daemonize",
+            "no",
+        ])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut answer = String::new();
+    for _ in 0..100 {
+        if let Ok(out) = Command::new("redis-cli")
+            .args(["-p", &port.to_string(), "config", "get", "appendonly"])
+            .output()
+            && out.status.success()
+            && String::from_utf8_lossy(&out.stdout).contains("appendonly")
+        {
+            answer = String::from_utf8_lossy(&out.stdout).to_string();
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let _ = redis.kill();
+    let _ = redis.wait();
+    assert!(answer.contains("yes"), "appendonly not on: {answer:?}");
+}
