@@ -4,7 +4,7 @@
 
 use crate::records::JobStore;
 use crate::{JobError, Lake};
-use lakefish_schemas::{JobState, SprtState};
+use lakefish_schemas::JobState;
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
@@ -142,21 +142,12 @@ pub async fn prometheus(lake: &Lake) -> Result<String, JobError> {
     );
     let mut games: BTreeMap<&'static str, u64> = BTreeMap::new();
     for t in crate::sprt::list(lake, None, None).await? {
-        *games.entry(sprt_state(t.state)).or_default() += t.games;
+        *games.entry(t.state.as_str()).or_default() += t.games;
     }
     for (state, n) in games {
         out.sample("lakefish_sprt_games", &[("state", state)], n as f64);
     }
     Ok(out.0)
-}
-
-fn sprt_state(s: SprtState) -> &'static str {
-    match s {
-        SprtState::Running => "running",
-        SprtState::Accepted => "accepted",
-        SprtState::Rejected => "rejected",
-        SprtState::Inconclusive => "inconclusive",
-    }
 }
 
 #[cfg(test)]

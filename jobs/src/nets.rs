@@ -14,11 +14,8 @@ use lakefish_schemas::nets::{
 };
 use lakefish_schemas::train::RUN_FILE;
 use lakefish_schemas::{NetManifest, QuantizeReport, RegisterSpec, RunRecord};
-use sha2::{Digest, Sha256};
 
-pub fn sha256_hex(bytes: &[u8]) -> String {
-    hex::encode(Sha256::digest(bytes))
-}
+pub use lakefish_schemas::sha256_hex;
 
 /// Every training run's record.
 pub async fn list_runs(lake: &Lake) -> Result<Vec<RunRecord>, JobError> {

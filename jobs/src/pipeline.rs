@@ -222,6 +222,21 @@ fn all_done(states: &[(JobState, Option<String>, String)]) -> Step {
     }
 }
 
+/// A step with one job: its result once it succeeded, or the step's state until then.
+fn one_job(
+    ctx: &JobContext,
+    run: &mut PipelineRun,
+    step: &str,
+    target: &str,
+    spec: JobSpec,
+) -> Result<Result<serde_json::Value, Step>, JobError> {
+    let (state, result, err) = ensure_job(ctx, run, step, target, spec)?;
+    Ok(match all_done(&[(state, err, target.to_string())]) {
+        Step::Done => Ok(result.unwrap_or_default()),
+        other => Err(other),
+    })
+}
+
 fn selfplay_prefix(pipeline: &str) -> String {
     format!("{}-sp-", &pipeline[..pipeline.len().min(32)])
 }
@@ -242,14 +257,18 @@ fn datagen(
         return Ok(Step::Done);
     };
     let spec = spec.map_err(JobError::Payload)?;
-    let (state, _, err) = ensure_job(
-        ctx,
-        run,
-        "datagen",
-        dataset.as_str(),
-        JobSpec::Datagen(spec),
-    )?;
-    Ok(all_done(&[(state, err, dataset.to_string())]))
+    Ok(
+        match one_job(
+            ctx,
+            run,
+            "datagen",
+            dataset.as_str(),
+            JobSpec::Datagen(spec),
+        )? {
+            Ok(_) => Step::Done,
+            Err(step) => step,
+        },
+    )
 }
 
 fn ingest(
@@ -400,16 +419,15 @@ fn shuffle(
     {
         return Ok(Step::Done);
     }
-    let (state, _, err) = ensure_job(ctx, run, "shuffle", &id, JobSpec::Shuffle(spec))?;
-    match all_done(&[(state, err, id.clone())]) {
-        // The job only queued the passes; the manifest says when they are all done.
-        Step::Done => Ok(
-            crate::shuffle::failed_task(ctx, &id)?.map_or(Step::Waiting, |e| {
-                Step::Failed(format!("shuffle {id}: {e}"))
-            }),
-        ),
-        other => Ok(other),
+    if let Err(step) = one_job(ctx, run, "shuffle", &id, JobSpec::Shuffle(spec))? {
+        return Ok(step);
     }
+    // The job only queued the passes; the manifest says when they are all done.
+    Ok(
+        crate::shuffle::failed_task(ctx, &id)?.map_or(Step::Waiting, |e| {
+            Step::Failed(format!("shuffle {id}: {e}"))
+        }),
+    )
 }
 
 fn train(
@@ -432,16 +450,12 @@ fn train(
             step: m.step,
         });
     }
-    let (state, result, err) = ensure_job(ctx, run, "train", &shuffle, JobSpec::Train(spec))?;
-    let step = all_done(&[(state, err, shuffle)]);
-    if matches!(step, Step::Done) {
-        let id = result
-            .as_ref()
-            .and_then(|r| r["id"].as_str())
-            .unwrap_or_default();
-        run.train_run = Some(id.to_string());
-    }
-    Ok(step)
+    let result = match one_job(ctx, run, "train", &shuffle, JobSpec::Train(spec))? {
+        Ok(r) => r,
+        Err(step) => return Ok(step),
+    };
+    run.train_run = result["id"].as_str().map(str::to_string);
+    Ok(Step::Done)
 }
 
 fn quantize(
@@ -453,13 +467,12 @@ fn quantize(
     let spec = config
         .quantize_spec(&train_run)
         .map_err(JobError::Payload)?;
-    let (state, result, err) =
-        ensure_job(ctx, run, "quantize", &train_run, JobSpec::Quantize(spec))?;
-    let step = all_done(&[(state, err, train_run)]);
-    if matches!(step, Step::Done) {
-        run.checkpoint = result.as_ref().and_then(|r| r["step"].as_u64());
-    }
-    Ok(step)
+    let result = match one_job(ctx, run, "quantize", &train_run, JobSpec::Quantize(spec))? {
+        Ok(r) => r,
+        Err(step) => return Ok(step),
+    };
+    run.checkpoint = result["step"].as_u64();
+    Ok(Step::Done)
 }
 
 fn register(ctx: &JobContext, run: &mut PipelineRun) -> Result<Step, JobError> {
@@ -470,16 +483,12 @@ fn register(ctx: &JobContext, run: &mut PipelineRun) -> Result<Step, JobError> {
         checkpoint: run.checkpoint,
         parent: best.map(|b| b.name),
     };
-    let (state, result, err) =
-        ensure_job(ctx, run, "register", &train_run, JobSpec::Register(spec))?;
-    let step = all_done(&[(state, err, train_run)]);
-    if matches!(step, Step::Done) {
-        run.net = result
-            .as_ref()
-            .and_then(|r| r["name"].as_str())
-            .map(str::to_string);
-    }
-    Ok(step)
+    let result = match one_job(ctx, run, "register", &train_run, JobSpec::Register(spec))? {
+        Ok(r) => r,
+        Err(step) => return Ok(step),
+    };
+    run.net = result["name"].as_str().map(str::to_string);
+    Ok(Step::Done)
 }
 
 fn sprt(
@@ -505,16 +514,11 @@ fn sprt(
         return Ok(Step::Done);
     }
     let spec = config.sprt_spec(&net, &base).map_err(JobError::Payload)?;
-    let (state, result, err) = ensure_job(ctx, run, "sprt", &net, JobSpec::Sprt(spec))?;
-    match all_done(&[(state, err, net.clone())]) {
-        Step::Done => {}
-        other => return Ok(other),
-    }
-    let id = result
-        .as_ref()
-        .and_then(|r| r["sprt"].as_str())
-        .unwrap_or_default()
-        .to_string();
+    let result = match one_job(ctx, run, "sprt", &net, JobSpec::Sprt(spec))? {
+        Ok(r) => r,
+        Err(step) => return Ok(step),
+    };
+    let id = result["sprt"].as_str().unwrap_or_default().to_string();
     run.sprt = Some(id.clone());
     let Some(status) = ctx.block_on(crate::sprt::status(&ctx.lake, &id))? else {
         return Ok(Step::Waiting);
@@ -523,12 +527,7 @@ fn sprt(
         return Ok(crate::sprt::failed_batch(ctx, &id, status.batches)?
             .map_or(Step::Waiting, |e| Step::Failed(format!("sprt {id}: {e}"))));
     }
-    run.sprt_state = Some(
-        serde_json::to_value(status.state)
-            .ok()
-            .and_then(|v| v.as_str().map(str::to_string))
-            .unwrap_or_default(),
-    );
+    run.sprt_state = Some(status.state.as_str().to_string());
     if status.state == SprtState::Accepted {
         let reason = format!(
             "sprt {id} accepted against {base} (pipeline run {})",

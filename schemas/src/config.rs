@@ -5,7 +5,6 @@
 use crate::names::check_segment;
 use crate::{DatagenSpec, DatasetName, MaskName, QuantizeSpec, Source, SprtSpec, TrainSpec};
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 
 /// The only configuration version this build reads.
@@ -114,8 +113,7 @@ pub struct TokenConfig {
 
 /// The SHA-256 a token is stored under.
 pub fn token_sha256(token: &str) -> String {
-    let digest = Sha256::digest(token.as_bytes());
-    digest.iter().map(|b| format!("{b:02x}")).collect()
+    crate::sha256_hex(token.as_bytes())
 }
 
 impl AuthConfig {

@@ -18,6 +18,15 @@ pub mod shuffle;
 pub mod sprt;
 pub mod train;
 
+/// Lower-case hex SHA-256: net names, token hashes.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
 pub use datagen::DatagenSpec;
 pub use dataset::{DatasetManifest, InputReport, PartInfo, SkippedGame, SkippedRange};
 pub use job::{

@@ -214,6 +214,15 @@ pub enum SprtState {
 }
 
 impl SprtState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SprtState::Running => "running",
+            SprtState::Accepted => "accepted",
+            SprtState::Rejected => "rejected",
+            SprtState::Inconclusive => "inconclusive",
+        }
+    }
+
     pub fn parse(s: &str) -> Option<SprtState> {
         Some(match s {
             "running" => SprtState::Running,

@@ -267,6 +267,19 @@ mod reqwest {
     }
 }
 
+/// `lakefish serve` on the embedded default in `dir` (lake `dir/lake`, SQLite queue, workers
+/// in-process), with `config` written to `dir/lakefish.toml` and passed when given. Returns
+/// the process and the API's base URL.
+pub fn serve_embedded(dir: &Path, config: Option<&str>) -> (Proc, String) {
+    let mut args = vec!["--lake", "lake", "serve", "--listen", "127.0.0.1:0"];
+    if let Some(text) = config {
+        std::fs::write(dir.join("lakefish.toml"), text).unwrap();
+        args.splice(0..0, ["--config", "lakefish.toml"]);
+    }
+    let (proc, api) = lakefish(&args, &[], dir);
+    (proc, api.expect("serve prints its address"))
+}
+
 /// Starts `lakefish` with `args`; for `serve`, waits for its "listening on" line.
 pub fn lakefish(args: &[&str], env: &[(String, String)], cwd: &Path) -> (Proc, Option<String>) {
     let mut cmd = Command::new(lakefish_bin());

@@ -16,12 +16,7 @@ fn ingest_body(input: &std::path::Path, dataset: &str) -> serde_json::Value {
 async fn embedded_default_rest_queue_worker_lake() {
     let dir = tempfile::tempdir().unwrap();
     let input = binpack_input(dir.path());
-    let (_serve, api) = lakefish(
-        &["--lake", "lake", "serve", "--listen", "127.0.0.1:0"],
-        &[],
-        dir.path(),
-    );
-    let api = api.unwrap();
+    let (_serve, api) = serve_embedded(dir.path(), None);
 
     let health: serde_json::Value = get_json(format!("{api}/healthz")).await;
     assert_eq!(health["status"], "ok");
@@ -262,12 +257,7 @@ async fn embedded_default_rest_queue_worker_lake() {
 #[tokio::test(flavor = "multi_thread")]
 async fn malformed_requests_get_400_and_unknown_ids_404() {
     let dir = tempfile::tempdir().unwrap();
-    let (_serve, api) = lakefish(
-        &["--lake", "lake", "serve", "--listen", "127.0.0.1:0"],
-        &[],
-        dir.path(),
-    );
-    let api = api.unwrap();
+    let (_serve, api) = serve_embedded(dir.path(), None);
     let client = reqwest::Client::new();
     for (body, needle) in [
         ("{not json", "not valid JSON"),

@@ -121,21 +121,7 @@ async fn anonymous_read_opens_reads_only() {
         "version = 1\n[auth]\nanonymous_read = true\n{}",
         token_entry("ci", "s-token", "[\"submit\"]")
     );
-    std::fs::write(dir.path().join("lakefish.toml"), config).unwrap();
-    let (_serve, api) = lakefish(
-        &[
-            "--config",
-            "lakefish.toml",
-            "--lake",
-            "lake",
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-        ],
-        &[],
-        dir.path(),
-    );
-    let api = api.unwrap();
+    let (_serve, api) = serve_embedded(dir.path(), Some(&config));
     let c = reqwest::Client::new();
     assert_eq!(status(c.get(format!("{api}/v1/datasets"))).await, 200);
     let mask = json!({ "kind": "mask", "spec": { "dataset": "nothing", "definition": { "name": "quiet" } } });
@@ -218,12 +204,7 @@ fn config_files_are_checked_at_start() {
 #[tokio::test(flavor = "multi_thread")]
 async fn openapi_describes_every_route() {
     let dir = tempfile::tempdir().unwrap();
-    let (_serve, api) = lakefish(
-        &["--lake", "lake", "serve", "--listen", "127.0.0.1:0"],
-        &[],
-        dir.path(),
-    );
-    let api = api.unwrap();
+    let (_serve, api) = serve_embedded(dir.path(), None);
     let doc: serde_json::Value = reqwest::get(format!("{api}/v1/openapi.json"))
         .await
         .unwrap()

@@ -19,12 +19,7 @@ async fn queued_pgn_ingest_matches_python_chess_row_for_row() {
             p
         }
     };
-    let (_serve, api) = lakefish(
-        &["--lake", "lake", "serve", "--listen", "127.0.0.1:0"],
-        &[],
-        dir.path(),
-    );
-    let api = api.unwrap();
+    let (_serve, api) = serve_embedded(dir.path(), None);
     let body = json!({ "kind": "ingest_pgn", "spec": { "inputs": [input.to_str().unwrap()], "dataset": "lichess", "rows_per_part": 5000 } });
     let id = submit_job(&api, &body).await;
     let rec = wait_for_job(&api, &id, Duration::from_secs(120)).await;
