@@ -285,6 +285,27 @@ async fn malformed_requests_get_400_and_unknown_ids_404() {
             "unknown job kind",
         ),
         (r#"{"kind":"train","spec":{"shuffle":"../runs"}}"#, "id"),
+        // Warm starts and multi-source shuffles are checked like the rest of their spec.
+        (
+            r#"{"kind":"train","spec":{"shuffle":"sh-000000000000","init_from":{"run":"../jobs","step":1}}}"#,
+            "id",
+        ),
+        (
+            r#"{"kind":"train","spec":{"shuffle":"sh-000000000000","init_from":{"run":"run-1"}}}"#,
+            "step",
+        ),
+        (
+            r#"{"kind":"train","spec":{"shuffle":"sh-000000000000","resume":"run-1","init_from":{"run":"run-2","step":1}}}"#,
+            "cannot be combined",
+        ),
+        (
+            r#"{"kind":"shuffle","spec":{"datasets":["a"],"mask":"quiet","chunks":2,"seed":0,"extra":[{"source":"binpack","dataset":"a"}]}}"#,
+            "named twice",
+        ),
+        (
+            r#"{"kind":"shuffle","spec":{"datasets":["a"],"mask":"quiet","chunks":2,"seed":0,"extra":[{"source":"tape","dataset":"b"}]}}"#,
+            "tape",
+        ),
         (
             r#"{"kind":"train","spec":{"shuffle":"sh-000000000000","features":"halfkx"}}"#,
             "features",

@@ -88,15 +88,22 @@ async fn tokens_scopes_and_limits() {
     for bad in ["..%2F..%2Fetc", "a%2Fb", "..", "%2E%2E"] {
         let s = status(c.get(format!("{api}/v1/nets/{bad}")).bearer_auth("r-token")).await;
         assert!(s == 400 || s == 404, "{bad}: {s}");
-        let s = status(
-            c.put(format!("{api}/v1/raw/binpack/{bad}"))
-                .bearer_auth("s-token")
-                .body("x"),
-        )
-        .await;
-        assert!(s == 400 || s == 404, "{bad}: {s}");
+        for upload in [
+            format!("{api}/v1/raw/binpack/{bad}"),
+            format!("{api}/v1/books/{bad}"),
+        ] {
+            let s = status(c.put(upload).bearer_auth("s-token").body("x")).await;
+            assert!(s == 400 || s == 404, "{bad}: {s}");
+        }
+        let run = format!("{api}/v1/pipelines/nightly/runs/{bad}");
+        let s = status(c.get(run).bearer_auth("r-token")).await;
+        assert_eq!(s, 404, "{bad}");
     }
     assert!(!dir.path().join("etc").exists());
+    assert!(
+        !dir.path().join("lake/raw").exists(),
+        "a refused upload wrote something"
+    );
 
     // The CLI sends LAKEFISH_TOKEN.
     let out = Command::new(lakefish_bin())
