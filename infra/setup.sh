@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # One-time, idempotent set-up of everything lakefish needs on a fresh Debian machine with Rust:
 #   - redis-server (apt)            for the Redis queue and its tests
+#   - chromium (apt)                headless browser for the dashboard test
 #   - .venv with torch==2.11.0      libtorch for the trainer (tch 0.24), CPU-only and lean
 #   - pyarrow, duckdb, moto[server] interop checks and an S3-compatible server for tests
 # Re-running it only installs what is missing.
@@ -12,6 +13,7 @@ log() { printf '\033[1m[setup]\033[0m %s\n' "$*"; }
 PY=${PYTHON:-python3}
 apt_missing=()
 command -v redis-server >/dev/null 2>&1 || apt_missing+=(redis-server)
+command -v chromium >/dev/null 2>&1 || apt_missing+=(chromium)
 # Debian's python3 needs python3-venv for `python3 -m venv` (pip bootstrap).
 if [ ! -x .venv/bin/pip ] && ! "$PY" -c 'import ensurepip' >/dev/null 2>&1; then
   apt_missing+=(python3-venv)

@@ -60,8 +60,69 @@ fn route(
 }
 
 pub fn routes() -> Vec<Route> {
+    use crate::dashboard as ui;
     use Method as M;
     vec![
+        route(
+            M::GET,
+            "/",
+            "Dashboard: overview (HTML).",
+            get(ui::overview),
+        ),
+        route(
+            M::GET,
+            "/ui/jobs",
+            "Dashboard: jobs with progress (HTML).",
+            get(ui::jobs),
+        ),
+        route(
+            M::GET,
+            "/ui/datasets",
+            "Dashboard: datasets (HTML).",
+            get(ui::datasets),
+        ),
+        route(
+            M::GET,
+            "/ui/runs",
+            "Dashboard: training runs (HTML).",
+            get(ui::runs),
+        ),
+        route(
+            M::GET,
+            "/ui/runs/{id}",
+            "Dashboard: one run with its loss curves (HTML).",
+            get(ui::run),
+        ),
+        route(
+            M::GET,
+            "/ui/nets",
+            "Dashboard: registered nets (HTML).",
+            get(ui::nets),
+        ),
+        route(
+            M::GET,
+            "/ui/nets/{name}",
+            "Dashboard: one net with its lineage (HTML).",
+            get(ui::net),
+        ),
+        route(
+            M::GET,
+            "/ui/sprt",
+            "Dashboard: SPRT tests (HTML).",
+            get(ui::sprt_list),
+        ),
+        route(
+            M::GET,
+            "/ui/sprt/{id}",
+            "Dashboard: one SPRT test with its LLR trajectory (HTML).",
+            get(ui::sprt),
+        ),
+        route(
+            M::GET,
+            "/ui/pipelines",
+            "Dashboard: pipelines and their runs (HTML).",
+            get(ui::pipelines),
+        ),
         route(
             M::GET,
             "/healthz",
@@ -284,13 +345,7 @@ impl From<JobError> for ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let (status, message) = match self {
-            ApiError::BadRequest(m) => (StatusCode::BAD_REQUEST, m),
-            ApiError::TooLarge(m) => (StatusCode::PAYLOAD_TOO_LARGE, m),
-            ApiError::NotFound(m) => (StatusCode::NOT_FOUND, m),
-            ApiError::Unavailable(m) => (StatusCode::SERVICE_UNAVAILABLE, m),
-            ApiError::Internal(m) => (StatusCode::INTERNAL_SERVER_ERROR, m),
-        };
+        let (status, message) = self.status_and_message();
         if status.is_server_error() {
             tracing::error!(%status, "{message}");
         }

@@ -3,8 +3,11 @@
 
 mod api;
 mod auth;
+mod charts;
 mod cli_progress;
+mod dashboard;
 mod engine_cmd;
+mod load;
 mod nets_cmd;
 mod pipeline_cmd;
 mod queue;
@@ -530,6 +533,25 @@ struct BinpackArgs {
 
 #[derive(Subcommand)]
 enum BenchCommand {
+    /// Load test of a running API: CLIENTS concurrent clients submit JOB and poll it to its
+    /// end, for SECONDS; prints throughput and p50/p99 latencies against GET /healthz with
+    /// the same clients, and fails when any request errs or a submitted job is unaccounted for.
+    Load {
+        /// The API's base URL (LAKEFISH_TOKEN is sent when set).
+        #[arg(long, default_value = "http://127.0.0.1:8080")]
+        api: String,
+        /// The job to submit, as the body of POST /v1/jobs: {"kind": ..., "spec": {...}}.
+        #[arg(long)]
+        job: String,
+        #[arg(long, default_value_t = 32)]
+        clients: usize,
+        /// How long clients keep submitting (at most 60).
+        #[arg(long, default_value_t = 30.0)]
+        seconds: f64,
+        /// How long the GET /healthz reference runs first.
+        #[arg(long, default_value_t = 3.0)]
+        reference_seconds: f64,
+    },
     /// The two-pass shuffle vs a plain copy of the same bytes on the same store.
     Shuffle {
         file: String,
@@ -1038,6 +1060,71 @@ fn main() -> anyhow::Result<()> {
             );
             println!("ratio mask / read            {:>12.3}", r.ratio);
             println!("{}", serde_json::to_string(&r)?);
+            Ok(())
+        }
+        Command::Bench {
+            what:
+                BenchCommand::Load {
+                    api,
+                    job,
+                    clients,
+                    seconds,
+                    reference_seconds,
+                },
+        } => {
+            let job: serde_json::Value = serde_json::from_str(&job)
+                .map_err(|e| anyhow::anyhow!("--job is not JSON: {e}"))?;
+            if !(0.0..=60.0).contains(&seconds) || !(0.0..=60.0).contains(&reference_seconds) {
+                anyhow::bail!("--seconds and --reference-seconds must be between 0 and 60");
+            }
+            if clients == 0 || clients > 1024 {
+                anyhow::bail!("--clients must be between 1 and 1024");
+            }
+            let r = rt.block_on(load::run(
+                client(),
+                &api,
+                job,
+                clients,
+                Duration::from_secs_f64(seconds),
+                Duration::from_secs_f64(reference_seconds),
+            ))?;
+            println!(
+                "clients / seconds            {} / {:.1}",
+                r.clients, r.seconds
+            );
+            println!(
+                "jobs submitted / done        {} / {} succeeded, {} failed",
+                r.submitted, r.succeeded, r.failed
+            );
+            println!("jobs/s                       {:>10.1}", r.jobs_per_s);
+            println!(
+                "requests/s                   {:>10.1} (GET /healthz alone: {:.1})",
+                r.requests_per_s, r.healthz_requests_per_s
+            );
+            for (name, l) in [
+                ("submit", &r.submit),
+                ("poll", &r.poll),
+                ("job end to end", &r.job),
+                ("GET /healthz", &r.healthz),
+            ] {
+                println!(
+                    "{name:<28} p50 {:>8.1} ms  p99 {:>8.1} ms  max {:>8.1} ms  ({} samples)",
+                    l.p50_ms, l.p99_ms, l.max_ms, l.count
+                );
+            }
+            println!(
+                "ratio requests / healthz     {:>10.3}",
+                r.requests_per_s / r.healthz_requests_per_s.max(1e-9)
+            );
+            println!("{}", serde_json::to_string(&r)?);
+            if r.errors > 0 || r.unaccounted > 0 {
+                anyhow::bail!(
+                    "{} request errors, {} jobs unaccounted for; first errors: {:?}",
+                    r.errors,
+                    r.unaccounted,
+                    r.first_errors
+                );
+            }
             Ok(())
         }
         Command::Bench {

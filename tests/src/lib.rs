@@ -460,3 +460,82 @@ pub fn play_through_python_chess(args: &[&str], nodes: u32, max_plies: u32) -> s
     );
     serde_json::from_slice(&out.stdout).unwrap()
 }
+
+/// Headless Chromium (Debian's `chromium`, installed by `infra/setup.sh`) driven from its
+/// command line: each call is a fresh browser that loads one URL.
+pub struct Browser {
+    bin: PathBuf,
+    profile: tempfile::TempDir,
+}
+
+impl Browser {
+    pub fn new() -> Browser {
+        let bin = ["chromium", "chromium-browser", "google-chrome"]
+            .iter()
+            .find_map(|b| {
+                let ok = Command::new(b)
+                    .arg("--version")
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .status()
+                    .is_ok_and(|s| s.success());
+                ok.then(|| PathBuf::from(b))
+            })
+            .expect("chromium not found: run `make setup` (apt-get install chromium)");
+        Browser {
+            bin,
+            profile: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    fn run(&self, extra: &[String], url: &str) -> std::process::Output {
+        let mut cmd = Command::new(&self.bin);
+        cmd.args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-dev-shm-usage",
+            "--no-first-run",
+            "--hide-scrollbars",
+            "--window-size=1280,1400",
+        ])
+        .arg(format!("--user-data-dir={}", self.profile.path().display()))
+        .args(extra)
+        .arg(url);
+        let out = cmd.output().expect("run chromium");
+        assert!(
+            out.status.success(),
+            "chromium {url}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out
+    }
+
+    /// The DOM after the page rendered, as HTML.
+    pub fn dom(&self, url: &str) -> String {
+        String::from_utf8(self.run(&["--dump-dom".into()], url).stdout).unwrap()
+    }
+
+    /// A PNG screenshot of the page at `path`.
+    pub fn screenshot(&self, url: &str, path: &Path) {
+        let _ = std::fs::remove_file(path);
+        self.run(&[format!("--screenshot={}", path.display())], url);
+        let png = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        assert!(png.starts_with(b"\x89PNG") && png.len() > 5_000, "{url}");
+    }
+}
+
+impl Default for Browser {
+    fn default() -> Self {
+        Browser::new()
+    }
+}
+
+/// The `href`s in an HTML document, in order.
+pub fn links(html: &str) -> Vec<String> {
+    html.split("href=\"")
+        .skip(1)
+        .filter_map(|s| s.split('"').next())
+        .map(|s| s.replace("&amp;", "&"))
+        .collect()
+}

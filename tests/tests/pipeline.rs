@@ -1,6 +1,7 @@
 //! Nightly retraining as a pipeline: every step a queued job, in order; the best pointer
 //! moves only on an accepted SPRT; a second run ingests nothing old and warm-starts from the
-//! best net; a cron-scheduled pipeline starts on its own and fails with its reason.
+//! best net; a cron-scheduled pipeline starts on its own and fails with its reason. Then
+//! headless Chromium walks the dashboard over everything those runs left behind.
 
 use lakefish_tests::*;
 use std::time::{Duration, Instant};
@@ -227,4 +228,155 @@ async fn nightly_pipeline_promotes_on_accept_and_warm_starts() {
         .await
         .unwrap();
     assert_eq!(r.status(), 404);
+
+    walk_dashboard(&api, &run, &second).await;
+}
+
+/// Loads every dashboard page in headless Chromium, following the links the pages render,
+/// checks each against the JSON API and keeps a screenshot of each in
+/// `target/dashboard-screenshots/`.
+async fn walk_dashboard(api: &str, first: &serde_json::Value, second: &serde_json::Value) {
+    let browser = Browser::new();
+    let shots = workspace_root().join("target/dashboard-screenshots");
+    std::fs::create_dir_all(&shots).unwrap();
+    let b = &browser;
+    let page = |path: &str, shot: &str| {
+        let url = format!("{api}{path}");
+        let dom = b.dom(&url);
+        assert!(dom.contains("lakefish</title>"), "{path}: {dom}");
+        b.screenshot(&url, &shots.join(format!("{shot}.png")));
+        dom
+    };
+    let net1 = first["net"].as_str().unwrap();
+    let net2 = second["net"].as_str().unwrap();
+
+    // Overview: job counts, the best net, and links to every section.
+    let jobs = get(format!("{api}/v1/jobs?limit=10000")).await;
+    let jobs = jobs["jobs"].as_array().unwrap();
+    let overview = page("/", "overview");
+    let succeeded = jobs.iter().filter(|j| j["state"] == "succeeded").count();
+    assert!(
+        overview.contains(&format!("jobs succeeded<b>{succeeded}</b>")),
+        "{overview}"
+    );
+    let best = get(format!("{api}/v1/nets")).await;
+    assert!(best["nets"].as_array().unwrap().len() >= 2);
+    assert!(
+        overview.contains("Best net: <a href=\"/ui/nets/"),
+        "{overview}"
+    );
+    let nav = links(&overview);
+    for section in [
+        "/ui/jobs",
+        "/ui/datasets",
+        "/ui/runs",
+        "/ui/nets",
+        "/ui/sprt",
+        "/ui/pipelines",
+    ] {
+        assert!(
+            nav.iter().any(|l| l == section),
+            "{section} not linked: {nav:?}"
+        );
+    }
+
+    // Jobs: one row per job, each with its state.
+    let jobs_page = page("/ui/jobs", "jobs");
+    assert_eq!(
+        jobs_page.matches("<tr><td><a href=\"/v1/jobs/").count(),
+        jobs.len()
+    );
+    for j in jobs {
+        let id = j["id"].as_str().unwrap();
+        assert!(jobs_page.contains(&id[..8]), "job {id} missing");
+    }
+
+    // Datasets, with their masks.
+    let datasets = page("/ui/datasets", "datasets");
+    for d in get(format!("{api}/v1/datasets")).await["datasets"]
+        .as_array()
+        .unwrap()
+    {
+        assert!(datasets.contains(d["name"].as_str().unwrap()), "{d}");
+    }
+    assert!(datasets.contains("quiet"));
+
+    // Training: follow the second run's link; its page plots both loss curves with one point
+    // per metrics row.
+    let runs = page("/ui/runs", "runs");
+    let train_run = second["train_run"].as_str().unwrap();
+    let link = format!("/ui/runs/{train_run}");
+    assert!(links(&runs).contains(&link), "{runs}");
+    let run_page = page(&link, "run");
+    let metrics = get(format!("{api}/v1/runs/{train_run}")).await;
+    let rows = metrics["metrics"].as_array().unwrap();
+    assert!(!rows.is_empty());
+    for (name, key) in [
+        ("train loss", "train_loss"),
+        ("validation loss", "val_loss"),
+    ] {
+        let drawn = polyline_points(&run_page, name);
+        let expected = rows.iter().filter(|r| r[key].is_f64()).count();
+        assert_eq!(drawn, expected, "{name} in {run_page}");
+        assert!(expected > 0, "{name}");
+    }
+    // A warm-started run says where it started from.
+    assert!(run_page.contains("Warm start from run"), "{run_page}");
+
+    // Nets: the second net's page shows its lineage back to the first.
+    let nets = page("/ui/nets", "nets");
+    assert!(nets.contains(net1) && nets.contains(net2));
+    let net_page = page(&format!("/ui/nets/{net2}"), "net");
+    assert!(
+        net_page.contains(&format!(
+            "{net2}</a> ← <a href=\"/ui/nets/{net1}\">{net1}</a>"
+        )),
+        "{net_page}"
+    );
+
+    // SPRT: the first run's test, its LLR drawn after every batch between both bounds.
+    let sprt_list = page("/ui/sprt", "sprt-tests");
+    let sprt_id = first["sprt"].as_str().unwrap();
+    let link = format!("/ui/sprt/{sprt_id}");
+    assert!(links(&sprt_list).contains(&link));
+    let sprt = get(format!("{api}/v1/sprt/{sprt_id}")).await;
+    let sprt_page = page(&link, "sprt");
+    assert_eq!(
+        polyline_points(&sprt_page, "LLR"),
+        sprt["llr_history"].as_array().unwrap().len() + 1
+    );
+    assert_eq!(sprt_page.matches("class=\"level\"").count(), 2);
+    assert!(sprt_page.contains("<span class=\"state accepted\">accepted</span>"));
+    assert!(sprt_page.contains(&format!("LLR <b>{:.3}</b>", sprt["llr"].as_f64().unwrap())));
+
+    // Pipelines: both, with the runs and the scheduled one's failure.
+    let pipelines = page("/ui/pipelines", "pipelines");
+    for id in [&first["id"], &second["id"]] {
+        assert!(pipelines.contains(id.as_str().unwrap()));
+    }
+    assert!(pipelines.contains("every2s") && pipelines.contains("no data"));
+
+    // A page that does not exist is an HTML 404 that says what was not found.
+    let r = reqwest::get(format!("{api}/ui/nets/nn-000000000000.nnue"))
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 404);
+    assert!(r.text().await.unwrap().contains("is not registered"));
+}
+
+/// How many points the chart's polyline named `name` has.
+fn polyline_points(html: &str, name: &str) -> usize {
+    let marker = format!("data-name=\"{name}\"");
+    let rest = html
+        .split(&marker)
+        .nth(1)
+        .unwrap_or_else(|| panic!("no series {name}"));
+    let points = rest
+        .split("points=\"")
+        .nth(1)
+        .unwrap()
+        .split('"')
+        .next()
+        .unwrap();
+    points.split_whitespace().count()
 }

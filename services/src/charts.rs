@@ -1,0 +1,270 @@
+//! Line charts as inline SVG for the dashboard: no JavaScript, no external assets, so a page
+//! renders the same in a headless browser, a screenshot or `curl`.
+
+use std::fmt::Write;
+
+pub struct Series<'a> {
+    pub name: &'a str,
+    pub color: &'a str,
+    pub points: Vec<(f64, f64)>,
+}
+
+/// A labelled horizontal line, e.g. an SPRT bound.
+pub struct Level<'a> {
+    pub label: &'a str,
+    pub y: f64,
+    pub color: &'a str,
+}
+
+const W: f64 = 720.0;
+const H: f64 = 320.0;
+const LEFT: f64 = 64.0;
+const RIGHT: f64 = 16.0;
+const TOP: f64 = 28.0;
+const BOTTOM: f64 = 44.0;
+
+pub fn escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// About `n` round tick values covering `[lo, hi]` (steps of 1, 2 or 5 times a power of 10).
+fn ticks(lo: f64, hi: f64, n: usize) -> Vec<f64> {
+    let raw = (hi - lo) / n.max(1) as f64;
+    let mag = 10f64.powf(raw.log10().floor());
+    let step = [1.0, 2.0, 5.0, 10.0]
+        .into_iter()
+        .map(|m| m * mag)
+        .find(|s| *s >= raw)
+        .unwrap_or(10.0 * mag);
+    let mut t = (lo / step).ceil() * step;
+    let mut out = Vec::new();
+    while t <= hi + step * 1e-9 && out.len() < 50 {
+        out.push(if t.abs() < step * 1e-9 { 0.0 } else { t });
+        t += step;
+    }
+    out
+}
+
+fn label(v: f64) -> String {
+    if v != 0.0 && (v.abs() >= 1e5 || v.abs() < 1e-3) {
+        format!("{v:.1e}")
+    } else if v.fract() == 0.0 {
+        format!("{v:.0}")
+    } else {
+        let s = format!("{v:.4}");
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    }
+}
+
+/// One chart: every series as a polyline (points marked when there are few), every level as a
+/// dashed line with its label, axes with round ticks, and a legend. Non-finite points are left
+/// out; with no points at all the chart says so instead of drawing empty axes.
+pub fn line_chart(
+    title: &str,
+    x_label: &str,
+    y_label: &str,
+    series: &[Series],
+    levels: &[Level],
+) -> String {
+    let finite = |(x, y): &(f64, f64)| x.is_finite() && y.is_finite();
+    let pts: Vec<(f64, f64)> = series
+        .iter()
+        .flat_map(|s| s.points.iter().copied().filter(finite))
+        .collect();
+    let mut svg = String::new();
+    let _ = write!(
+        svg,
+        r##"<svg class="chart" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {W} {H}" width="{W}" height="{H}" role="img" aria-label="{t}"><title>{t}</title><rect width="{W}" height="{H}" fill="#fff"/><text x="{LEFT}" y="18" font-size="14" font-weight="bold">{t}</text>"##,
+        t = escape(title)
+    );
+    if pts.is_empty() {
+        let _ = write!(
+            svg,
+            r##"<text x="{}" y="{}" text-anchor="middle" fill="#666">no data yet</text></svg>"##,
+            W / 2.0,
+            H / 2.0
+        );
+        return svg;
+    }
+    let (mut x0, mut x1) = (f64::INFINITY, f64::NEG_INFINITY);
+    let (mut y0, mut y1) = (f64::INFINITY, f64::NEG_INFINITY);
+    for (x, y) in &pts {
+        x0 = x0.min(*x);
+        x1 = x1.max(*x);
+        y0 = y0.min(*y);
+        y1 = y1.max(*y);
+    }
+    for l in levels.iter().filter(|l| l.y.is_finite()) {
+        y0 = y0.min(l.y);
+        y1 = y1.max(l.y);
+    }
+    if x1 - x0 < 1e-12 {
+        x0 -= 1.0;
+        x1 += 1.0;
+    }
+    if y1 - y0 < 1e-12 {
+        y0 -= 1.0;
+        y1 += 1.0;
+    }
+    let pad = (y1 - y0) * 0.06;
+    let (y0, y1) = (y0 - pad, y1 + pad);
+    let px = |x: f64| LEFT + (x - x0) / (x1 - x0) * (W - LEFT - RIGHT);
+    let py = |y: f64| H - BOTTOM - (y - y0) / (y1 - y0) * (H - TOP - BOTTOM);
+
+    // Grid and tick labels.
+    for t in ticks(y0, y1, 5) {
+        let y = py(t);
+        let _ = write!(
+            svg,
+            r##"<line x1="{LEFT}" x2="{}" y1="{y:.1}" y2="{y:.1}" stroke="#eee"/><text x="{}" y="{:.1}" font-size="11" text-anchor="end" fill="#444">{}</text>"##,
+            W - RIGHT,
+            LEFT - 6.0,
+            y + 4.0,
+            label(t)
+        );
+    }
+    for t in ticks(x0, x1, 6) {
+        let x = px(t);
+        let _ = write!(
+            svg,
+            r##"<line x1="{x:.1}" x2="{x:.1}" y1="{TOP}" y2="{}" stroke="#f3f3f3"/><text x="{x:.1}" y="{}" font-size="11" text-anchor="middle" fill="#444">{}</text>"##,
+            H - BOTTOM,
+            H - BOTTOM + 16.0,
+            label(t)
+        );
+    }
+    let _ = write!(
+        svg,
+        r##"<line x1="{LEFT}" x2="{LEFT}" y1="{TOP}" y2="{b}" stroke="#888"/><line x1="{LEFT}" x2="{r}" y1="{b}" y2="{b}" stroke="#888"/><text x="{cx}" y="{}" font-size="12" text-anchor="middle">{}</text><text x="14" y="{cy}" font-size="12" text-anchor="middle" transform="rotate(-90 14 {cy})">{}</text>"##,
+        H - 6.0,
+        escape(x_label),
+        escape(y_label),
+        b = H - BOTTOM,
+        r = W - RIGHT,
+        cx = (LEFT + W - RIGHT) / 2.0,
+        cy = (TOP + H - BOTTOM) / 2.0,
+    );
+    for l in levels.iter().filter(|l| l.y.is_finite()) {
+        let y = py(l.y);
+        let _ = write!(
+            svg,
+            r#"<line class="level" x1="{LEFT}" x2="{}" y1="{y:.1}" y2="{y:.1}" stroke="{c}" stroke-dasharray="6 4"/><text x="{}" y="{:.1}" font-size="11" text-anchor="end" fill="{c}">{}</text>"#,
+            W - RIGHT,
+            W - RIGHT - 4.0,
+            y - 4.0,
+            escape(l.label),
+            c = escape(l.color)
+        );
+    }
+    // The legend follows the title on its line (about 8 px per bold 14 px character).
+    let mut legend_x = LEFT + 8.5 * title.chars().count() as f64 + 24.0;
+    for s in series {
+        let p: Vec<(f64, f64)> = s.points.iter().copied().filter(finite).collect();
+        let c = escape(s.color);
+        let coords: Vec<String> = p
+            .iter()
+            .map(|(x, y)| format!("{:.1},{:.1}", px(*x), py(*y)))
+            .collect();
+        let _ = write!(
+            svg,
+            r#"<polyline class="series" data-name="{}" fill="none" stroke="{c}" stroke-width="2" points="{}"/>"#,
+            escape(s.name),
+            coords.join(" ")
+        );
+        if p.len() <= 60 {
+            for (x, y) in &p {
+                let _ = write!(
+                    svg,
+                    r#"<circle cx="{:.1}" cy="{:.1}" r="2.5" fill="{c}"><title>{}: {}, {}</title></circle>"#,
+                    px(*x),
+                    py(*y),
+                    escape(s.name),
+                    label(*x),
+                    label(*y)
+                );
+            }
+        }
+        let _ = write!(
+            svg,
+            r#"<rect x="{legend_x}" y="9" width="12" height="4" fill="{c}"/><text x="{}" y="16" font-size="12">{}</text>"#,
+            legend_x + 16.0,
+            escape(s.name)
+        );
+        legend_x += 30.0 + 7.0 * s.name.len() as f64;
+    }
+    svg.push_str("</svg>");
+    svg
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ticks_are_round_and_cover_the_range() {
+        assert_eq!(ticks(0.0, 10.0, 5), vec![0.0, 2.0, 4.0, 6.0, 8.0, 10.0]);
+        let t = ticks(-2.944, 2.944, 5);
+        assert_eq!(t, vec![-2.0, 0.0, 2.0]);
+        let t = ticks(0.0213, 0.0377, 5);
+        assert!(t.len() >= 3 && t.iter().all(|v| (0.0213..=0.0377).contains(v)));
+    }
+
+    #[test]
+    fn chart_draws_series_levels_and_escapes_text() {
+        let svg = line_chart(
+            "LLR <test>",
+            "games",
+            "LLR",
+            &[Series {
+                name: "llr",
+                color: "#06c",
+                points: vec![(0.0, 0.0), (2.0, 1.5), (4.0, f64::NAN), (6.0, 3.1)],
+            }],
+            &[
+                Level {
+                    label: "upper 2.94",
+                    y: 2.944,
+                    color: "green",
+                },
+                Level {
+                    label: "lower -2.94",
+                    y: -2.944,
+                    color: "red",
+                },
+            ],
+        );
+        assert!(svg.contains("LLR &lt;test&gt;"));
+        assert!(!svg.contains("<test>"));
+        assert_eq!(svg.matches("class=\"level\"").count(), 2);
+        // The NaN point is left out: three points drawn.
+        assert_eq!(svg.matches("<circle").count(), 3);
+        // y grows upwards: the point at 3.1 sits above (smaller y) the one at 0.
+        let poly = svg.split("points=\"").nth(1).unwrap();
+        let coords: Vec<f64> = poly
+            .split('"')
+            .next()
+            .unwrap()
+            .split(' ')
+            .map(|p| p.split(',').nth(1).unwrap().parse().unwrap())
+            .collect();
+        assert!(coords[2] < coords[0], "{coords:?}");
+    }
+
+    #[test]
+    fn empty_chart_says_so() {
+        let svg = line_chart("loss", "step", "loss", &[], &[]);
+        assert!(svg.contains("no data yet"));
+        assert!(svg.ends_with("</svg>"));
+    }
+}

@@ -1,0 +1,704 @@
+//! The dashboard: server-rendered HTML pages over the same lake queries the JSON API uses.
+//! No JavaScript; charts are inline SVG ([`crate::charts`]). Pages that show work in progress
+//! reload themselves every few seconds.
+
+use crate::api::{ApiError, AppState};
+use crate::charts::{Level, Series, escape, line_chart};
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::{Html, IntoResponse, Response};
+use lakefish_schemas::{JobRecord, JobState, SprtState, SprtStatus};
+use std::fmt::Write;
+
+/// An [`ApiError`] shown as a page rather than JSON.
+pub struct PageError(ApiError);
+
+impl<E: Into<ApiError>> From<E> for PageError {
+    fn from(e: E) -> Self {
+        PageError(e.into())
+    }
+}
+
+impl IntoResponse for PageError {
+    fn into_response(self) -> Response {
+        let (status, message) = self.0.status_and_message();
+        let title = status.canonical_reason().unwrap_or("Error");
+        let body = format!(
+            r#"<h1>{status}</h1><p class="error">{}</p><p><a href="/">Back to the overview</a></p>"#,
+            escape(&message)
+        );
+        (status, layout(title, "", false, &body)).into_response()
+    }
+}
+
+type Page = Result<Html<String>, PageError>;
+
+const STYLE: &str = r#"
+body{font-family:system-ui,sans-serif;margin:0;color:#222;background:#fafafa}
+nav{background:#1d3557;padding:10px 20px}nav a{color:#f1faee;margin-right:18px;text-decoration:none}
+nav a.on{font-weight:bold;text-decoration:underline}nav .brand{font-weight:bold;margin-right:30px}
+main{padding:16px 24px}h1{font-size:22px}h2{font-size:17px;margin-top:28px}
+table{border-collapse:collapse;background:#fff;font-size:13px}td,th{border:1px solid #ddd;padding:4px 8px;text-align:left;vertical-align:top}
+th{background:#eef}td.num{text-align:right;font-variant-numeric:tabular-nums}
+.state{padding:1px 6px;border-radius:3px;color:#fff;font-size:12px}
+.queued{background:#888}.running{background:#1f77b4}.succeeded,.accepted{background:#2a9d3a}
+.failed,.rejected{background:#c0392b}.inconclusive{background:#b8860b}
+.bar{width:140px;height:10px;background:#ddd;display:inline-block;margin-right:6px}.bar span{display:block;height:100%;background:#1f77b4}
+.cards{display:flex;gap:12px;flex-wrap:wrap}.card{background:#fff;border:1px solid #ddd;padding:10px 14px;min-width:120px}
+.card b{display:block;font-size:22px}.error{color:#c0392b;white-space:pre-wrap}code{font-size:12px}
+.chart{border:1px solid #ddd;margin:8px 0}
+"#;
+
+const NAV: [(&str, &str); 7] = [
+    ("/", "Overview"),
+    ("/ui/jobs", "Jobs"),
+    ("/ui/datasets", "Datasets"),
+    ("/ui/runs", "Training"),
+    ("/ui/nets", "Nets"),
+    ("/ui/sprt", "SPRT"),
+    ("/ui/pipelines", "Pipelines"),
+];
+
+fn layout(title: &str, active: &str, refresh: bool, body: &str) -> Html<String> {
+    let mut nav = String::from(r#"<span class="brand"><a href="/">lakefish</a></span>"#);
+    for (href, name) in NAV {
+        let class = if href == active { r#" class="on""# } else { "" };
+        let _ = write!(nav, r#"<a href="{href}"{class}>{name}</a>"#);
+    }
+    let meta = if refresh {
+        r#"<meta http-equiv="refresh" content="5">"#
+    } else {
+        ""
+    };
+    Html(format!(
+        r#"<!doctype html><html lang="en"><head><meta charset="utf-8">{meta}<title>{t} · lakefish</title><style>{STYLE}</style></head><body><nav>{nav}</nav><main><h1>{t}</h1>{body}</main></body></html>"#,
+        t = escape(title)
+    ))
+}
+
+fn state_badge(state: &str) -> String {
+    format!(r#"<span class="state {s}">{s}</span>"#, s = escape(state))
+}
+
+/// RFC 3339 timestamps shown to the second, without the offset noise.
+fn when(t: &str) -> String {
+    escape(t.get(..19).unwrap_or(t)).replace('T', " ")
+}
+
+fn opt_when(t: &Option<String>) -> String {
+    t.as_deref().map(when).unwrap_or_default()
+}
+
+fn short(id: &str) -> &str {
+    id.get(..8).unwrap_or(id)
+}
+
+fn progress_bar(done: u64, total: Option<u64>, unit: &str) -> String {
+    match total {
+        Some(t) if t > 0 => {
+            let pct = (done as f64 / t as f64 * 100.0).clamp(0.0, 100.0);
+            format!(
+                r#"<span class="bar" title="{pct:.0}%"><span style="width:{pct:.1}%"></span></span>{done}/{t} {}"#,
+                escape(unit)
+            )
+        }
+        _ if done > 0 => format!("{done} {}", escape(unit)),
+        _ => String::new(),
+    }
+}
+
+/// What a job works on, from the fields its spec names (dataset, run, net...).
+fn job_target(rec: &JobRecord) -> String {
+    let v = serde_json::to_value(&rec.spec).unwrap_or_default();
+    let spec = v.get("spec").unwrap_or(&v);
+    let mut parts = Vec::new();
+    for key in [
+        "dataset", "datasets", "shuffle", "run", "new", "base", "net",
+    ] {
+        match spec.get(key) {
+            Some(serde_json::Value::String(s)) => parts.push(format!("{key}={s}")),
+            Some(serde_json::Value::Array(a)) if !a.is_empty() => {
+                let names: Vec<String> = a
+                    .iter()
+                    .map(|x| x.as_str().map(str::to_string).unwrap_or(x.to_string()))
+                    .collect();
+                parts.push(format!("{key}={}", names.join(",")));
+            }
+            _ => {}
+        }
+    }
+    escape(&parts.join(" "))
+}
+
+fn jobs_table(jobs: &[JobRecord]) -> String {
+    let mut t = String::from(
+        "<table class=\"jobs\"><tr><th>job</th><th>kind</th><th>target</th><th>state</th><th>progress</th><th>rows</th><th>worker</th><th>created</th><th>finished</th><th>error</th></tr>",
+    );
+    for j in jobs {
+        let _ = write!(
+            t,
+            r#"<tr><td><a href="/v1/jobs/{id}"><code>{sid}</code></a></td><td>{kind}</td><td>{target}</td><td>{state}</td><td>{stage} {bar}</td><td class="num">{rows}</td><td>{worker}</td><td>{created}</td><td>{finished}</td><td class="error">{error}</td></tr>"#,
+            id = j.id,
+            sid = short(j.id.as_str()),
+            kind = escape(&j.kind),
+            target = job_target(j),
+            state = state_badge(j.state.as_str()),
+            stage = escape(&j.progress.stage),
+            bar = progress_bar(j.progress.done, j.progress.total, &j.progress.unit),
+            rows = j.progress.rows,
+            worker = escape(j.worker.as_deref().unwrap_or("")),
+            created = when(&j.created),
+            finished = opt_when(&j.finished),
+            error = escape(j.error.as_deref().unwrap_or("")),
+        );
+    }
+    t.push_str("</table>");
+    t
+}
+
+fn sprt_table(tests: &[SprtStatus]) -> String {
+    let mut t = String::from(
+        "<table class=\"sprt\"><tr><th>test</th><th>new</th><th>base</th><th>state</th><th>games</th><th>W/D/L</th><th>Elo</th><th>LLR</th><th>bounds</th><th>created</th></tr>",
+    );
+    for s in tests {
+        let elo = s
+            .elo
+            .as_ref()
+            .map(|e| format!("{:+.1} ± {:.1}", e.elo, e.elo_error))
+            .unwrap_or_default();
+        let _ = write!(
+            t,
+            r#"<tr><td><a href="/ui/sprt/{id}">{id}</a></td><td>{new}</td><td>{base}</td><td>{state}</td><td class="num">{games}</td><td class="num">{w}/{d}/{l}</td><td class="num">{elo}</td><td class="num">{llr:.2}</td><td class="num">[{lo:.2}, {hi:.2}]</td><td>{created}</td></tr>"#,
+            id = escape(&s.id),
+            new = net_link(&s.new.name),
+            base = net_link(&s.base.name),
+            state = state_badge(s.state.as_str()),
+            games = s.games,
+            w = s.wins,
+            d = s.draws,
+            l = s.losses,
+            llr = s.llr,
+            lo = s.lower,
+            hi = s.upper,
+            created = when(&s.created),
+        );
+    }
+    t.push_str("</table>");
+    t
+}
+
+/// Registered nets link to their page; `classical` and the like are plain text.
+fn net_link(name: &str) -> String {
+    if name.starts_with("nn-") {
+        format!(r#"<a href="/ui/nets/{n}">{n}</a>"#, n = escape(name))
+    } else {
+        escape(name)
+    }
+}
+
+fn run_link(id: &str) -> String {
+    format!(r#"<a href="/ui/runs/{i}">{i}</a>"#, i = escape(id))
+}
+
+pub async fn overview(State(s): State<AppState>) -> Page {
+    let jobs = s.jobs.list(None, 10_000).await?;
+    let datasets = lakefish_jobs::datasets::list_datasets(&s.lake).await?;
+    let runs = lakefish_jobs::nets::list_runs(&s.lake).await?;
+    let nets = lakefish_jobs::nets::list_nets(&s.lake).await?;
+    let tests = lakefish_jobs::sprt::list(&s.lake, None, None).await?;
+    let best = lakefish_jobs::nets::read_best(&s.lake).await?;
+    let mut b = String::from(r#"<div class="cards">"#);
+    for st in JobState::ALL {
+        let n = jobs.iter().filter(|j| j.state == st).count();
+        let _ = write!(
+            b,
+            r#"<div class="card">jobs {}<b>{n}</b></div>"#,
+            st.as_str()
+        );
+    }
+    let rows: u64 = datasets.iter().map(|d| d.rows).sum();
+    let _ = write!(
+        b,
+        r#"<div class="card">datasets<b>{}</b>{rows} rows</div><div class="card">training runs<b>{}</b></div><div class="card">nets<b>{}</b></div><div class="card">SPRT tests<b>{}</b></div></div>"#,
+        datasets.len(),
+        runs.len(),
+        nets.len(),
+        tests.len()
+    );
+    match &best {
+        Some(bn) => {
+            let _ = write!(
+                b,
+                r#"<p id="best">Best net: {} since {} ({})</p>"#,
+                net_link(&bn.name),
+                when(&bn.since),
+                escape(&bn.reason)
+            );
+        }
+        None => b.push_str(
+            r#"<p id="best">No best net yet: SPRTs play against the hand-written evaluation.</p>"#,
+        ),
+    }
+    b.push_str("<h2>Recent jobs</h2>");
+    b.push_str(&jobs_table(&jobs[..jobs.len().min(10)]));
+    if !tests.is_empty() {
+        b.push_str("<h2>Recent SPRT tests</h2>");
+        b.push_str(&sprt_table(&tests[..tests.len().min(5)]));
+    }
+    let busy = jobs.iter().any(|j| !j.state.is_final());
+    Ok(layout("Overview", "/", busy, &b))
+}
+
+pub async fn jobs(State(s): State<AppState>) -> Page {
+    let jobs = s.jobs.list(None, 500).await?;
+    let busy = jobs.iter().any(|j| !j.state.is_final());
+    let body = if jobs.is_empty() {
+        "<p>No jobs yet. Submit one with <code>lakefish submit</code> or <code>POST /v1/jobs</code>.</p>".to_string()
+    } else {
+        jobs_table(&jobs)
+    };
+    Ok(layout("Jobs", "/ui/jobs", busy, &body))
+}
+
+pub async fn datasets(State(s): State<AppState>) -> Page {
+    let all = lakefish_jobs::datasets::list_datasets(&s.lake).await?;
+    let mut b = String::from(
+        "<table class=\"datasets\"><tr><th>dataset</th><th>source</th><th>rows</th><th>MiB</th><th>partitions</th><th>masks</th><th>skipped ranges</th><th>created</th></tr>",
+    );
+    for d in &all {
+        let _ = write!(
+            b,
+            r#"<tr><td>{}</td><td>{}</td><td class="num">{}</td><td class="num">{:.1}</td><td class="num">{}</td><td>{}</td><td class="num">{}</td><td>{}</td></tr>"#,
+            escape(d.name.as_str()),
+            d.source,
+            d.rows,
+            d.bytes as f64 / (1 << 20) as f64,
+            d.partitions,
+            escape(&d.masks.join(", ")),
+            d.skipped_ranges,
+            when(&d.created)
+        );
+    }
+    b.push_str("</table>");
+    if all.is_empty() {
+        b = "<p>No datasets yet. Ingest with <code>lakefish ingest</code>.</p>".into();
+    }
+    Ok(layout("Datasets", "/ui/datasets", false, &b))
+}
+
+pub async fn runs(State(s): State<AppState>) -> Page {
+    let all = lakefish_jobs::nets::list_runs(&s.lake).await?;
+    let mut b = String::from(
+        "<table class=\"runs\"><tr><th>run</th><th>shuffle</th><th>features / arch</th><th>device</th><th>epoch</th><th>step</th><th>val loss</th><th>finished</th><th>updated</th></tr>",
+    );
+    for r in &all {
+        let _ = write!(
+            b,
+            r#"<tr><td>{}</td><td>{}</td><td>{} {}</td><td>{}</td><td class="num">{}</td><td class="num">{}</td><td class="num">{}</td><td>{}</td><td>{}</td></tr>"#,
+            run_link(&r.id),
+            escape(&r.spec.shuffle),
+            escape(&r.spec.features),
+            escape(&r.spec.arch),
+            escape(&r.device),
+            r.epoch,
+            r.step,
+            r.val_loss
+                .last()
+                .map(|v| format!("{v:.5}"))
+                .unwrap_or_default(),
+            if r.finished { "yes" } else { "no" },
+            when(&r.updated)
+        );
+    }
+    b.push_str("</table>");
+    if all.is_empty() {
+        b = "<p>No training runs yet.</p>".into();
+    }
+    Ok(layout("Training runs", "/ui/runs", false, &b))
+}
+
+fn num(v: &serde_json::Value, key: &str) -> Option<f64> {
+    v.get(key)?.as_f64()
+}
+
+pub async fn run(State(s): State<AppState>, Path(id): Path<String>) -> Page {
+    let unknown = || ApiError::NotFound(format!("training run {id:?} not found"));
+    lakefish_schemas::names::check_segment("run", &id, 64).map_err(|_| unknown())?;
+    let v = lakefish_train::train::run_with_metrics(&s.lake, &id)
+        .await?
+        .ok_or_else(unknown)?;
+    let empty = Vec::new();
+    let rows = v["metrics"].as_array().unwrap_or(&empty);
+    let series = |key: &str| -> Vec<(f64, f64)> {
+        rows.iter()
+            .filter_map(|r| Some((num(r, "step")?, num(r, key)?)))
+            .collect()
+    };
+    let mut levels = Vec::new();
+    let material = v["material_val_loss"].as_f64();
+    if let Some(m) = material {
+        levels.push(Level {
+            label: "material-only val loss",
+            y: m,
+            color: "#999",
+        });
+    }
+    let chart = line_chart(
+        "Training and validation loss",
+        "step",
+        "loss",
+        &[
+            Series {
+                name: "train loss",
+                color: "#1f77b4",
+                points: series("train_loss"),
+            },
+            Series {
+                name: "validation loss",
+                color: "#d62728",
+                points: series("val_loss"),
+            },
+        ],
+        &levels,
+    );
+    let speed = line_chart(
+        "Training speed",
+        "step",
+        "positions/s",
+        &[Series {
+            name: "positions/s",
+            color: "#2a9d3a",
+            points: series("positions_per_s"),
+        }],
+        &[],
+    );
+    let finished = v["finished"].as_bool().unwrap_or(false);
+    let mut b = format!(
+        r#"<p>Shuffle <code>{}</code>, {} {}, device {}, epoch {}, step {}, {} training and {} validation positions; {}.</p>"#,
+        escape(v["spec"]["shuffle"].as_str().unwrap_or("")),
+        escape(v["spec"]["features"].as_str().unwrap_or("")),
+        escape(v["spec"]["arch"].as_str().unwrap_or("")),
+        escape(v["device"].as_str().unwrap_or("")),
+        v["epoch"],
+        v["step"],
+        v["train_positions"],
+        v["val_positions"],
+        if finished { "finished" } else { "not finished" }
+    );
+    if let Some(init) = v["spec"].get("init_from").filter(|x| !x.is_null()) {
+        let _ = write!(
+            b,
+            "<p>Warm start from run {} step {}.</p>",
+            run_link(init["run"].as_str().unwrap_or("")),
+            init["step"]
+        );
+    }
+    b.push_str(&chart);
+    b.push_str(&speed);
+    let cps = v["checkpoints"].as_array().unwrap_or(&empty);
+    let _ = write!(
+        b,
+        "<h2>Checkpoints</h2><p>{}</p><h2>Spec</h2><pre>{}</pre>",
+        escape(
+            &cps.iter()
+                .filter_map(|c| c.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        escape(&serde_json::to_string_pretty(&v["spec"]).unwrap_or_default())
+    );
+    Ok(layout(
+        &format!("Training run {id}"),
+        "/ui/runs",
+        !finished,
+        &b,
+    ))
+}
+
+pub async fn nets(State(s): State<AppState>) -> Page {
+    let all = lakefish_jobs::nets::list_nets(&s.lake).await?;
+    let best = lakefish_jobs::nets::read_best(&s.lake)
+        .await?
+        .map(|b| b.name);
+    let mut b = String::from(
+        "<table class=\"nets\"><tr><th>net</th><th>features / arch</th><th>run</th><th>parent</th><th>quantization error (mean cp)</th><th>created</th></tr>",
+    );
+    for n in all.iter().rev() {
+        let star = if best.as_deref() == Some(n.name.as_str()) {
+            " <b>(best)</b>"
+        } else {
+            ""
+        };
+        let _ = write!(
+            b,
+            r#"<tr><td>{}{star}</td><td>{} {}</td><td>{}</td><td>{}</td><td class="num">{:.2}</td><td>{}</td></tr>"#,
+            net_link(&n.name),
+            escape(&n.features),
+            escape(&n.arch),
+            run_link(&n.run),
+            n.parent.as_deref().map(net_link).unwrap_or_default(),
+            n.quantization.mean_abs_cp,
+            when(&n.created)
+        );
+    }
+    b.push_str("</table>");
+    if all.is_empty() {
+        b = "<p>No nets registered yet.</p>".into();
+    }
+    Ok(layout("Nets", "/ui/nets", false, &b))
+}
+
+pub async fn net(State(s): State<AppState>, Path(name): Path<String>) -> Page {
+    let name = lakefish_schemas::nets::net_name(&name).map_err(ApiError::NotFound)?;
+    let m = lakefish_jobs::nets::read_net(&s.lake, &name)
+        .await?
+        .ok_or_else(|| ApiError::NotFound(format!("net {name} is not registered")))?;
+    // Lineage: the parent chain up to the first net (bounded, in case of a cycle), and the
+    // nets trained from this one.
+    let mut chain = vec![m.name.clone()];
+    let mut parent = m.parent.clone();
+    while let Some(p) = parent.filter(|_| chain.len() < 50) {
+        if chain.contains(&p) {
+            break;
+        }
+        chain.push(p.clone());
+        parent = match lakefish_jobs::nets::read_net(&s.lake, &p).await? {
+            Some(pm) => pm.parent,
+            None => None,
+        };
+    }
+    let all = lakefish_jobs::nets::list_nets(&s.lake).await?;
+    let children: Vec<String> = all
+        .iter()
+        .filter(|n| n.parent.as_deref() == Some(m.name.as_str()))
+        .map(|n| net_link(&n.name))
+        .collect();
+    let tests = lakefish_jobs::sprt::list(&s.lake, Some(&m.name), None).await?;
+    let mut b = format!(
+        r#"<p>{} {}, {} bytes, sha256 <code>{}</code>. <a href="/v1/nets/{n}/file">Download</a></p><p>Trained in run {} (checkpoint {}, step {}) on shuffle <code>{}</code> of {} with mask {}.</p><p>Quantization error on {} positions: mean {:.2} cp, max {:.2} cp.</p>"#,
+        escape(&m.features),
+        escape(&m.arch),
+        m.bytes,
+        escape(&m.sha256),
+        run_link(&m.run),
+        escape(&m.checkpoint),
+        m.step,
+        escape(&m.shuffle),
+        escape(&m.datasets.join(", ")),
+        escape(&m.mask),
+        m.quantization.positions,
+        m.quantization.mean_abs_cp,
+        m.quantization.max_abs_cp,
+        n = escape(&m.name),
+    );
+    let lineage: Vec<String> = chain.iter().map(|n| net_link(n)).collect();
+    let _ = write!(
+        b,
+        r#"<h2>Lineage</h2><p class="lineage">{}</p><p>Children: {}</p>"#,
+        lineage.join(" ← "),
+        if children.is_empty() {
+            "none".into()
+        } else {
+            children.join(", ")
+        }
+    );
+    b.push_str("<h2>SPRT tests</h2>");
+    b.push_str(&sprt_table(&tests));
+    Ok(layout(&format!("Net {}", m.name), "/ui/nets", false, &b))
+}
+
+pub async fn sprt_list(State(s): State<AppState>) -> Page {
+    let tests = lakefish_jobs::sprt::list(&s.lake, None, None).await?;
+    let busy = tests.iter().any(|t| t.state == SprtState::Running);
+    let body = if tests.is_empty() {
+        "<p>No SPRT tests yet.</p>".to_string()
+    } else {
+        sprt_table(&tests)
+    };
+    Ok(layout("SPRT tests", "/ui/sprt", busy, &body))
+}
+
+pub async fn sprt(State(s): State<AppState>, Path(id): Path<String>) -> Page {
+    let unknown = || ApiError::NotFound(format!("sprt test {id:?} not found"));
+    lakefish_schemas::names::check_segment("sprt", &id, 64).map_err(|_| unknown())?;
+    let st = lakefish_jobs::sprt::status(&s.lake, &id)
+        .await?
+        .ok_or_else(unknown)?;
+    // LLR after each counted batch, against games played so far.
+    let per_batch = st.games as f64 / st.batches.max(1) as f64;
+    let mut points = vec![(0.0, 0.0)];
+    points.extend(
+        st.llr_history
+            .iter()
+            .enumerate()
+            .map(|(i, llr)| ((i + 1) as f64 * per_batch, *llr)),
+    );
+    let upper = format!("accept H1 {:.2}", st.upper);
+    let lower = format!("accept H0 {:.2}", st.lower);
+    let chart = line_chart(
+        &format!(
+            "LLR ({} model, elo0 {}, elo1 {})",
+            st.model, st.elo0, st.elo1
+        ),
+        "games",
+        "LLR",
+        &[Series {
+            name: "LLR",
+            color: "#1f77b4",
+            points,
+        }],
+        &[
+            Level {
+                label: &upper,
+                y: st.upper,
+                color: "#2a9d3a",
+            },
+            Level {
+                label: &lower,
+                y: st.lower,
+                color: "#c0392b",
+            },
+        ],
+    );
+    let elo = st
+        .elo
+        .as_ref()
+        .map(|e| {
+            format!(
+                "Elo {:+.1} ± {:.1} (95%), normalized Elo {:+.1} ± {:.1}, LOS {:.1}%",
+                e.elo,
+                e.elo_error,
+                e.nelo,
+                e.nelo_error,
+                e.los * 100.0
+            )
+        })
+        .unwrap_or_else(|| "no games counted yet".into());
+    let p = st.penta;
+    let b = format!(
+        r#"<p>{} vs {}: {} &nbsp; LLR <b>{:.3}</b> in [{:.3}, {:.3}] after {} games ({} batches).</p><p>W/D/L {}/{}/{} &nbsp; pentanomial [{}, {}, {}, {}, {}]</p><p>{}</p>{chart}<p><a href="/v1/sprt/{id}/pgn">Games (PGN)</a> · <a href="/v1/sprt/{id}">JSON</a></p>"#,
+        net_link(&st.new.name),
+        net_link(&st.base.name),
+        state_badge(st.state.as_str()),
+        st.llr,
+        st.lower,
+        st.upper,
+        st.games,
+        st.batches,
+        st.wins,
+        st.draws,
+        st.losses,
+        p[0],
+        p[1],
+        p[2],
+        p[3],
+        p[4],
+        escape(&elo),
+        id = escape(&st.id),
+    );
+    Ok(layout(
+        &format!("SPRT {}", st.id),
+        "/ui/sprt",
+        st.state == SprtState::Running,
+        &b,
+    ))
+}
+
+pub async fn pipelines(State(s): State<AppState>) -> Page {
+    let mut b = String::new();
+    let mut busy = false;
+    if s.config.pipelines.is_empty() {
+        b.push_str(
+            "<p>No pipelines configured (see <code>[pipelines.NAME]</code> in lakefish.toml).</p>",
+        );
+    }
+    for (name, p) in &s.config.pipelines {
+        let runs = lakefish_jobs::pipeline::list_runs(&s.lake, name, 20).await?;
+        let next = p
+            .schedule
+            .as_deref()
+            .and_then(crate::scheduler::next_time)
+            .unwrap_or_else(|| "runs only when triggered".into());
+        let _ = write!(
+            b,
+            r#"<h2>{}</h2><p>Schedule: <code>{}</code>; next: {}</p>"#,
+            escape(name),
+            escape(p.schedule.as_deref().unwrap_or("none")),
+            escape(&next)
+        );
+        if runs.is_empty() {
+            b.push_str("<p>No runs yet.</p>");
+            continue;
+        }
+        b.push_str("<table class=\"pipeline-runs\"><tr><th>run</th><th>trigger</th><th>state</th><th>step</th><th>net</th><th>SPRT</th><th>promoted</th><th>started</th><th>finished</th><th>error</th></tr>");
+        for r in &runs {
+            busy |= r.finished.is_none();
+            let sprt = match (&r.sprt, &r.sprt_state) {
+                (Some(id), st) => format!(
+                    r#"<a href="/ui/sprt/{i}">{i}</a> {}"#,
+                    st.as_deref().map(state_badge).unwrap_or_default(),
+                    i = escape(id)
+                ),
+                _ => String::new(),
+            };
+            let state = serde_json::to_value(r.state)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_default();
+            let _ = write!(
+                b,
+                r#"<tr><td><a href="/v1/pipelines/{p}/runs/{i}">{i}</a></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{sprt}</td><td>{}</td><td>{}</td><td>{}</td><td class="error">{}</td></tr>"#,
+                escape(&r.trigger),
+                state_badge(&state),
+                escape(&r.step),
+                r.net.as_deref().map(net_link).unwrap_or_default(),
+                if r.promoted { "yes" } else { "no" },
+                when(&r.created),
+                opt_when(&r.finished),
+                escape(r.error.as_deref().unwrap_or("")),
+                p = escape(name),
+                i = escape(&r.id),
+            );
+        }
+        b.push_str("</table>");
+    }
+    Ok(layout("Pipelines", "/ui/pipelines", busy, &b))
+}
+
+/// Statuses a page can end with, for the API's error type.
+impl ApiError {
+    pub fn status_and_message(self) -> (StatusCode, String) {
+        match self {
+            ApiError::BadRequest(m) => (StatusCode::BAD_REQUEST, m),
+            ApiError::TooLarge(m) => (StatusCode::PAYLOAD_TOO_LARGE, m),
+            ApiError::NotFound(m) => (StatusCode::NOT_FOUND, m),
+            ApiError::Unavailable(m) => (StatusCode::SERVICE_UNAVAILABLE, m),
+            ApiError::Internal(m) => (StatusCode::INTERNAL_SERVER_ERROR, m),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn progress_bar_shows_fraction_and_clamps() {
+        let b = progress_bar(50, Some(200), "rows");
+        assert!(
+            b.contains("width:25.0%") && b.contains("50/200 rows"),
+            "{b}"
+        );
+        assert!(progress_bar(300, Some(200), "rows").contains("width:100.0%"));
+        assert_eq!(progress_bar(0, None, "rows"), "");
+        assert_eq!(progress_bar(7, None, "bytes"), "7 bytes");
+    }
+
+    #[test]
+    fn only_registered_names_link_and_text_is_escaped() {
+        assert!(net_link("nn-0123456789ab.nnue").starts_with("<a href=\"/ui/nets/"));
+        assert_eq!(net_link("classical"), "classical");
+        assert_eq!(net_link("<x>"), "&lt;x&gt;");
+        assert_eq!(when("2026-11-23T11:19:42.123456Z"), "2026-11-23 11:19:42");
+    }
+}
