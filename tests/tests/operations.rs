@@ -385,3 +385,61 @@ fn deployment_configs_load() {
     let _ = redis.wait();
     assert!(answer.contains("yes"), "appendonly not on: {answer:?}");
 }
+
+/// `lakefish bench load` against the embedded service: many clients submit mask jobs and poll
+/// them; no request errs and every submitted job ends up in the job list, finished.
+#[tokio::test(flavor = "multi_thread")]
+async fn load_test_accounts_for_every_job() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("small.binpack");
+    std::fs::write(&input, lakefish_jobs::binpack::synthetic_binpack(50, 3)).unwrap();
+    let (_serve, api) = serve_embedded(dir.path(), None);
+    let ingest = json!({ "kind": "ingest_binpack",
+        "spec": { "inputs": [input.display().to_string()], "dataset": "load" } });
+    let rec = run_job(&api, &ingest, std::time::Duration::from_secs(120)).await;
+    assert_eq!(rec.state, lakefish_schemas::JobState::Succeeded, "{rec:?}");
+
+    let job = json!({ "kind": "mask", "spec": { "dataset": "load", "definition": { "name": "quiet" } } });
+    let out = Command::new(lakefish_bin())
+        .args([
+            "bench",
+            "load",
+            "--api",
+            &api,
+            "--job",
+            &job.to_string(),
+            "--clients",
+            "8",
+            "--seconds",
+            "4",
+            "--reference-seconds",
+            "1",
+        ])
+        .output()
+        .unwrap();
+    assert_success(&out);
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let report: serde_json::Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    let submitted = report["submitted"].as_u64().unwrap();
+    assert!(submitted >= 8, "{report:#}");
+    assert_eq!(report["succeeded"].as_u64().unwrap(), submitted, "{report:#}");
+    assert_eq!(report["errors"], 0);
+    assert_eq!(report["unaccounted"], 0);
+    assert!(report["submit"]["p99_ms"].as_f64().unwrap() > 0.0);
+    assert!(stdout.contains("p99"), "{stdout}");
+    // Every job the clients were given is in the API's list, succeeded.
+    let listed = get_json(format!("{api}/v1/jobs?state=succeeded&limit=10000")).await;
+    assert_eq!(
+        listed["jobs"].as_array().unwrap().len() as u64,
+        submitted + 1,
+        "the ingest and every load job"
+    );
+
+    // Bad arguments are refused before any request is sent.
+    let out = Command::new(lakefish_bin())
+        .args(["bench", "load", "--api", &api, "--job", "{not json"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--job is not JSON"));
+}
