@@ -25,6 +25,24 @@ pub struct Lake {
     description: String,
 }
 
+/// How long a request to S3 keeps trying before the job sees an error: the store may be
+/// unreachable for a while (a restart, a network blip) without failing work. Backoff grows
+/// from 250 ms to 5 s between tries; after two minutes, or 40 tries, the error surfaces and
+/// names the request.
+pub const S3_RETRY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(120);
+
+fn s3_retry() -> object_store::RetryConfig {
+    object_store::RetryConfig {
+        backoff: object_store::BackoffConfig {
+            init_backoff: std::time::Duration::from_millis(250),
+            max_backoff: std::time::Duration::from_secs(5),
+            base: 3.0,
+        },
+        max_retries: 40,
+        retry_timeout: S3_RETRY_TIMEOUT,
+    }
+}
+
 impl Lake {
     /// Opens `spec`: a directory path (created if missing) or `s3://bucket[/prefix]`.
     /// `env` supplies the `AWS_*` settings for S3 (pass `std::env::vars()` at the edge).
@@ -38,7 +56,9 @@ impl Lake {
             if bucket.is_empty() {
                 return Err(err("no bucket name after s3://".into()));
             }
-            let mut builder = AmazonS3Builder::new().with_bucket_name(bucket);
+            let mut builder = AmazonS3Builder::new()
+                .with_bucket_name(bucket)
+                .with_retry(s3_retry());
             for (k, v) in env {
                 if let Ok(key) = k.to_ascii_lowercase().parse() {
                     builder = builder.with_config(key, v);

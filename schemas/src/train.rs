@@ -166,6 +166,10 @@ pub struct RunRecord {
     /// The same loss for a material-only predictor on the validation chunks.
     pub material_val_loss: Option<f64>,
     pub finished: bool,
+    /// Steps at which training went on from a checkpoint: a job re-delivered after its worker
+    /// died, or an explicit `resume`.
+    #[serde(default)]
+    pub resumed_at: Vec<u64>,
     pub created: String,
     pub updated: String,
 }

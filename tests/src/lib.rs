@@ -88,44 +88,160 @@ impl Drop for Proc {
     }
 }
 
-/// `redis-server` on a free loopback port, no persistence, in a temp dir.
+/// `redis-server` on a free loopback port in a temp dir: without persistence, or with
+/// `infra/redis.conf` (append-only file) and restartable.
 pub struct Redis {
     pub url: String,
+    port: u16,
+    persistent: bool,
     _proc: Proc,
     _dir: tempfile::TempDir,
 }
 
 impl Redis {
     pub fn start() -> Redis {
+        Redis::launch(false)
+    }
+
+    /// With the deployment's `infra/redis.conf` (port and directory moved to scratch).
+    pub fn start_persistent() -> Redis {
+        Redis::launch(true)
+    }
+
+    fn launch(persistent: bool) -> Redis {
         let dir = tempfile::tempdir().unwrap();
         let port = free_port();
-        let child = Command::new("redis-server")
-            .args([
-                "--port",
-                &port.to_string(),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-            ])
-            .current_dir(dir.path())
-            .stdout(Stdio::null())
-            .spawn()
-            .expect("redis-server not found: run `make setup`");
-        let proc = Proc {
-            child,
-            name: "redis-server".into(),
-        };
-        wait_for_port(port, "redis-server");
+        let proc = Redis::spawn(dir.path(), port, persistent);
         Redis {
             url: format!("redis://127.0.0.1:{port}"),
+            port,
+            persistent,
             _proc: proc,
             _dir: dir,
         }
     }
+
+    fn spawn(dir: &Path, port: u16, persistent: bool) -> Proc {
+        let mut cmd = Command::new("redis-server");
+        if persistent {
+            cmd.arg(workspace_root().join("infra/redis.conf"))
+                .args(["--dir", dir.to_str().unwrap()]);
+        } else {
+            cmd.args(["--save", "", "--appendonly", "no"]);
+        }
+        let child = cmd
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+            .current_dir(dir)
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("redis-server not found: run `make setup`");
+        wait_for_port(port, "redis-server");
+        Proc {
+            child,
+            name: "redis-server".into(),
+        }
+    }
+
+    /// Stops the server as an operator would (SIGTERM: it writes its data out), waits
+    /// `down`, and starts it again on the same port and directory.
+    pub fn restart(&mut self, down: Duration) {
+        assert!(self.persistent, "restart needs persistence");
+        let pid = self._proc.child.id().to_string();
+        let _ = Command::new("kill").args(["-TERM", &pid]).status();
+        let _ = self._proc.child.wait();
+        std::thread::sleep(down);
+        self._proc = Redis::spawn(self._dir.path(), self.port, true);
+    }
 }
+
+/// A TCP forwarder on a loopback port that can be taken down (new connections refused, open
+/// ones cut) and brought back, to make a server unreachable without losing its state.
+pub struct Outage {
+    pub port: u16,
+    target: u16,
+    state: std::sync::Arc<std::sync::Mutex<Option<Forwarding>>>,
+}
+
+/// While up: the listening socket and every open connection (to cut them when going down).
+struct Forwarding {
+    listener: std::net::TcpListener,
+    open: Vec<TcpStream>,
+}
+
+impl Outage {
+    pub fn forward_to(target: u16) -> Outage {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let o = Outage {
+            port,
+            target,
+            state: Default::default(),
+        };
+        o.serve(listener);
+        o
+    }
+
+    fn serve(&self, listener: std::net::TcpListener) {
+        let accept = listener.try_clone().unwrap();
+        *self.state.lock().unwrap() = Some(Forwarding {
+            listener,
+            open: Vec::new(),
+        });
+        let state = self.state.clone();
+        let target = self.target;
+        std::thread::spawn(move || {
+            for conn in accept.incoming() {
+                let Ok(client) = conn else { break };
+                let mut st = state.lock().unwrap();
+                let Some(fwd) = st.as_mut() else { break };
+                let Ok(server) = TcpStream::connect(("127.0.0.1", target)) else {
+                    continue;
+                };
+                fwd.open.push(client.try_clone().unwrap());
+                fwd.open.push(server.try_clone().unwrap());
+                drop(st);
+                for (mut from, mut to) in [
+                    (client.try_clone().unwrap(), server.try_clone().unwrap()),
+                    (server, client),
+                ] {
+                    std::thread::spawn(move || {
+                        let _ = std::io::copy(&mut from, &mut to);
+                        let _ = to.shutdown(std::net::Shutdown::Write);
+                    });
+                }
+            }
+        });
+    }
+
+    /// Unreachable from now on: the port is closed and open connections are cut.
+    pub fn down(&self) {
+        let taken = self.state.lock().unwrap().take();
+        if let Some(fwd) = taken {
+            for c in &fwd.open {
+                let _ = c.shutdown(std::net::Shutdown::Both);
+            }
+            // Wake the accept loop so it sees the state and drops its copy of the socket.
+            let _ = fwd.listener.set_nonblocking(true);
+            let _ = TcpStream::connect(("127.0.0.1", self.port));
+        }
+    }
+
+    /// Reachable again, on the same port.
+    pub fn up(&self) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let listener = loop {
+            match std::net::TcpListener::bind(("127.0.0.1", self.port)) {
+                Ok(l) => break l,
+                Err(e) => {
+                    assert!(Instant::now() < deadline, "rebinding {}: {e}", self.port);
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+            }
+        };
+        self.serve(listener);
+    }
+}
+
 
 /// moto's S3-compatible server on a free loopback port, with one bucket.
 pub struct S3 {
@@ -188,7 +304,24 @@ pub struct Cluster {
     pub s3: S3,
     pub lake_url: String,
     pub redis: Redis,
+    /// Between the lakefish processes and moto, when started with `s3_outage`.
+    pub outage: Option<Outage>,
+    env: Vec<(String, String)>,
+    serve_args: Vec<String>,
+    dir: PathBuf,
+    /// Worker names, in the order of `_procs[1..]`.
+    workers: Vec<String>,
     _procs: Vec<Proc>,
+}
+
+#[derive(Default)]
+pub struct ClusterOptions<'a> {
+    /// `lakefish.toml` for the API process (pipelines, schedules).
+    pub config: Option<&'a str>,
+    /// Redis with `infra/redis.conf` (append-only file), so it can be restarted.
+    pub persistent_redis: bool,
+    /// Route S3 traffic through an [`Outage`] forwarder.
+    pub s3_outage: bool,
 }
 
 impl Cluster {
@@ -198,12 +331,40 @@ impl Cluster {
     }
 
     pub fn start(dir: &Path, bucket: &str, workers: &[&str]) -> Cluster {
-        let redis = Redis::start();
+        Cluster::start_with(dir, bucket, workers, ClusterOptions::default())
+    }
+
+    pub fn start_with(
+        dir: &Path,
+        bucket: &str,
+        workers: &[&str],
+        opts: ClusterOptions,
+    ) -> Cluster {
+        let redis = if opts.persistent_redis {
+            Redis::start_persistent()
+        } else {
+            Redis::start()
+        };
         let s3 = S3::start(bucket);
         let lake_url = format!("s3://{}/lake", s3.bucket);
-        let env = s3.env();
-        let (serve, api) = lakefish(
-            &[
+        let mut env = s3.env();
+        let outage = opts.s3_outage.then(|| {
+            let port: u16 = s3.endpoint.rsplit(':').next().unwrap().parse().unwrap();
+            let o = Outage::forward_to(port);
+            for (k, v) in env.iter_mut() {
+                if k == "AWS_ENDPOINT" {
+                    *v = format!("http://127.0.0.1:{}", o.port);
+                }
+            }
+            o
+        });
+        let mut serve_args: Vec<String> = Vec::new();
+        if let Some(text) = opts.config {
+            std::fs::write(dir.join("lakefish.toml"), text).unwrap();
+            serve_args.extend(["--config".into(), "lakefish.toml".into()]);
+        }
+        serve_args.extend(
+            [
                 "--lake",
                 &lake_url,
                 "serve",
@@ -212,36 +373,67 @@ impl Cluster {
                 "--redis",
                 &redis.url,
                 "--no-workers",
-            ],
-            &env,
-            dir,
+            ]
+            .map(String::from),
         );
-        let mut procs = vec![serve];
-        for name in workers {
-            let (worker, _) = lakefish(
-                &[
-                    "--lake",
-                    &lake_url,
-                    "worker",
-                    "--redis",
-                    &redis.url,
-                    "--name",
-                    name,
-                    "--threads",
-                    "1",
-                ],
-                &env,
-                dir,
-            );
-            procs.push(worker);
-        }
-        Cluster {
+        let args: Vec<&str> = serve_args.iter().map(String::as_str).collect();
+        let (serve, api) = lakefish(&args, &env, dir);
+        let mut cluster = Cluster {
             api: api.expect("serve prints its address"),
             s3,
             lake_url,
             redis,
-            _procs: procs,
+            outage,
+            env,
+            serve_args,
+            dir: dir.to_path_buf(),
+            workers: Vec::new(),
+            _procs: vec![serve],
+        };
+        for name in workers {
+            cluster.add_worker(name);
         }
+        cluster
+    }
+
+    /// Starts one more `lakefish worker` (one thread) named `name`.
+    pub fn add_worker(&mut self, name: &str) {
+        let (worker, _) = lakefish(
+            &[
+                "--lake",
+                &self.lake_url,
+                "worker",
+                "--redis",
+                &self.redis.url,
+                "--name",
+                name,
+                "--threads",
+                "1",
+            ],
+            &self.env,
+            &self.dir,
+        );
+        self._procs.push(worker);
+        self.workers.push(name.to_string());
+    }
+
+    /// SIGKILLs the worker whose name `worker` starts with (as job records show it).
+    pub fn kill_worker_named(&mut self, worker: &str) {
+        let i = self
+            .workers
+            .iter()
+            .position(|w| worker.starts_with(w.as_str()))
+            .unwrap_or_else(|| panic!("no worker {worker} in {:?}", self.workers));
+        self._procs[1 + i].kill();
+    }
+
+    /// SIGKILLs the API process and starts a new one (on a new port: see `api`).
+    pub fn restart_api(&mut self) {
+        self._procs[0].kill();
+        let args: Vec<&str> = self.serve_args.iter().map(String::as_str).collect();
+        let (serve, api) = lakefish(&args, &self.env, &self.dir);
+        self._procs[0] = serve;
+        self.api = api.expect("serve prints its address");
     }
 }
 

@@ -486,6 +486,7 @@ pub fn train(ctx: &JobContext, job: &JobId, spec: &TrainSpec) -> Result<RunRecor
                 val_loss: Vec::new(),
                 material_val_loss: None,
                 finished: false,
+                resumed_at: Vec::new(),
                 created: now(),
                 updated: now(),
             };
@@ -528,6 +529,8 @@ fn continue_run(
                 reason: "missing".into(),
             })?;
         at = load_checkpoint(&bytes, &key, &model, &mut adam, setup.device)?;
+        tracing::info!(run = %id, step = at.step, checkpoint = %last, "training goes on from its last checkpoint");
+        record.resumed_at.push(at.step);
     } else if let Some(init) = &spec.init_from {
         let key = format!(
             "{}/checkpoints/{}",

