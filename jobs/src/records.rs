@@ -49,6 +49,11 @@ impl JobStore {
         self.lake.put(&Self::key(&rec.id), bytes).await
     }
 
+    /// Forgets a record (one whose job never reached the queue).
+    pub async fn delete(&self, id: &JobId) -> Result<(), JobError> {
+        self.lake.delete(&Self::key(id)).await
+    }
+
     pub async fn get(&self, id: &JobId) -> Result<Option<JobRecord>, JobError> {
         self.lake.get_json(&Self::key(id), "job record").await
     }

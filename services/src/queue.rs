@@ -93,13 +93,40 @@ impl Queue {
         }
     }
 
+    /// Queues a job. A failed push is tried again for a few seconds: the first command on a
+    /// connection whose server restarted fails, and the connection reconnects behind it.
     pub async fn push(&self, job: QueuedJob) -> anyhow::Result<()> {
-        let task = TaskBuilder::new(job).max_attempts(MAX_ATTEMPTS).build();
-        match self {
-            Queue::Sqlite { sink, .. } => sink.lock().await.push_task(task).await?,
-            Queue::Redis { sink, .. } => sink.lock().await.push_task(task).await?,
+        let mut wait = Duration::from_millis(250);
+        let mut tries = 0;
+        loop {
+            let task = TaskBuilder::new(job.clone())
+                .max_attempts(MAX_ATTEMPTS)
+                .build();
+            let pushed = match self {
+                Queue::Sqlite { sink, .. } => sink
+                    .lock()
+                    .await
+                    .push_task(task)
+                    .await
+                    .map_err(anyhow::Error::from),
+                Queue::Redis { sink, .. } => sink
+                    .lock()
+                    .await
+                    .push_task(task)
+                    .await
+                    .map_err(anyhow::Error::from),
+            };
+            match pushed {
+                Ok(()) => return Ok(()),
+                Err(e) if tries >= 5 => return Err(e),
+                Err(e) => {
+                    tracing::warn!(queue = %self.describe(), "push failed: {e}; trying again in {wait:?}");
+                    tokio::time::sleep(wait).await;
+                    wait *= 2;
+                    tries += 1;
+                }
+            }
         }
-        Ok(())
     }
 
     /// Lets blocking code (job functions, the pipeline driver) queue jobs.
@@ -136,18 +163,48 @@ impl Queue {
                 worker.run().await?;
             }
             Queue::Redis { url, .. } => {
-                let conn = apalis_redis::connect(url.as_str()).await?;
-                // Fetch no more than can run: jobs left waiting in one worker's batch could
-                // run on an idle worker elsewhere (a fanned-out shuffle's tasks, for one).
-                let storage = RedisStorage::<QueuedJob>::new(conn)
-                    .with_config(redis_config().batch_size(concurrency.max(1)))
-                    .poll_with_interval(POLL);
-                let worker = WorkerBuilder::new(name)
-                    .backend(storage)
-                    .data(state)
-                    .concurrency(concurrency)
-                    .build(handle);
-                worker.run().await?;
+                // A lost connection (redis-server restarted, a network blip) stops an apalis
+                // worker; this one reconnects and goes on. Each incarnation registers under a
+                // new name: the old one's registration stays until its heartbeats lapse, and
+                // apalis re-enqueues what it had fetched but not finished.
+                let mut incarnation = 0u32;
+                let mut backoff = Duration::from_secs(1);
+                loop {
+                    let began = std::time::Instant::now();
+                    let worker_name = if incarnation == 0 {
+                        name.clone()
+                    } else {
+                        format!("{name}~{incarnation}")
+                    };
+                    let ran = async {
+                        let conn = apalis_redis::connect(url.as_str()).await?;
+                        // Fetch no more than can run: jobs left waiting in one worker's batch
+                        // could run on an idle worker elsewhere (a fanned-out shuffle's tasks).
+                        let storage = RedisStorage::<QueuedJob>::new(conn)
+                            .with_config(redis_config().batch_size(concurrency.max(1)))
+                            .poll_with_interval(POLL);
+                        let worker = WorkerBuilder::new(worker_name)
+                            .backend(storage)
+                            .data(state.clone())
+                            .concurrency(concurrency)
+                            .build(handle);
+                        worker.run().await?;
+                        anyhow::Ok(())
+                    }
+                    .await;
+                    let Err(e) = ran else { break };
+                    if began.elapsed() > Duration::from_secs(60) {
+                        backoff = Duration::from_secs(1);
+                    }
+                    tracing::warn!(
+                        worker = %name,
+                        queue = %redact(url),
+                        "lost the queue: {e:#}; reconnecting in {backoff:?}"
+                    );
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(Duration::from_secs(10));
+                    incarnation += 1;
+                }
             }
         }
         Ok(())
@@ -184,19 +241,26 @@ struct QueueSubmitter {
 impl JobSubmitter for QueueSubmitter {
     fn submit(&self, id: JobId, spec: JobSpec) -> Result<(), JobError> {
         self.rt.block_on(async {
-            match self.store.get(&id).await? {
+            let created = match self.store.get(&id).await? {
                 Some(rec) if rec.state == JobState::Succeeded => return Ok(()),
-                Some(_) => {}
+                Some(_) => false,
                 None => {
                     self.store
                         .put(&JobStore::new_record(id.clone(), spec.clone()))
-                        .await?
+                        .await?;
+                    true
                 }
+            };
+            let pushed = self.queue.push(QueuedJob::new(id.clone(), &spec)).await;
+            if let Err(e) = pushed {
+                // A record without a queued job would wait forever: forget it, so the
+                // caller's next try (the pipeline driver's, say) submits afresh.
+                if created {
+                    let _ = self.store.delete(&id).await;
+                }
+                return Err(JobError::Internal(format!("queueing a job: {e}")));
             }
-            self.queue
-                .push(QueuedJob::new(id, &spec))
-                .await
-                .map_err(|e| JobError::Internal(format!("queueing a job: {e}")))
+            Ok(())
         })
     }
 }

@@ -242,7 +242,6 @@ impl Outage {
     }
 }
 
-
 /// moto's S3-compatible server on a free loopback port, with one bucket.
 pub struct S3 {
     pub endpoint: String,
@@ -334,12 +333,7 @@ impl Cluster {
         Cluster::start_with(dir, bucket, workers, ClusterOptions::default())
     }
 
-    pub fn start_with(
-        dir: &Path,
-        bucket: &str,
-        workers: &[&str],
-        opts: ClusterOptions,
-    ) -> Cluster {
+    pub fn start_with(dir: &Path, bucket: &str, workers: &[&str], opts: ClusterOptions) -> Cluster {
         let redis = if opts.persistent_redis {
             Redis::start_persistent()
         } else {

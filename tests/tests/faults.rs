@@ -19,7 +19,10 @@ async fn kill_its_worker(
     let mut ready = ready;
     let deadline = Instant::now() + Duration::from_secs(240);
     loop {
-        assert!(Instant::now() < deadline, "job {id} never got ready to kill");
+        assert!(
+            Instant::now() < deadline,
+            "job {id} never got ready to kill"
+        );
         let rec: JobRecord =
             serde_json::from_value(get_json(format!("{}/v1/jobs/{id}", cluster.api)).await)
                 .unwrap();
@@ -70,10 +73,8 @@ async fn worker_killed_mid_ingest_and_mid_training_is_picked_up_again() {
     let body = json!({ "kind": "ingest_binpack",
         "spec": { "inputs": [big.to_str().unwrap()], "dataset": "six" } });
     let id = submit_job(&api, &body).await;
-    let killed = kill_its_worker(&mut cluster, &id, async |r: &JobRecord| {
-        r.progress.done > 0
-    })
-    .await;
+    let killed =
+        kill_its_worker(&mut cluster, &id, async |r: &JobRecord| r.progress.done > 0).await;
     let rec = wait_for_job(&api, &id, Duration::from_secs(240)).await;
     assert_eq!(rec.state, JobState::Succeeded, "{rec:?}");
     assert!(rec.attempts >= 2, "{rec:?}");
@@ -89,7 +90,10 @@ async fn worker_killed_mid_ingest_and_mid_training_is_picked_up_again() {
         .unwrap()
         .expect("committed");
     assert_eq!(manifest.rows, 6 * rows_one);
-    assert_eq!(manifest.parts.iter().map(|p| p.rows).sum::<u64>(), 6 * rows_one);
+    assert_eq!(
+        manifest.parts.iter().map(|p| p.rows).sum::<u64>(),
+        6 * rows_one
+    );
     let prefix = lakefish_schemas::positions::dataset_prefix(Source::Binpack, &name);
     let stored: BTreeSet<String> = lake
         .list(&prefix)
@@ -159,6 +163,164 @@ async fn worker_killed_mid_ingest_and_mid_training_is_picked_up_again() {
         .collect();
     assert!(steps.windows(2).all(|w| w[0] < w[1]), "{steps:?}");
     let last = run["step"].as_u64().unwrap();
-    assert!(*steps.last().unwrap() <= last && *steps.last().unwrap() + 50 > last, "{steps:?}");
+    assert!(
+        *steps.last().unwrap() <= last && *steps.last().unwrap() + 50 > last,
+        "{steps:?}"
+    );
 }
 
+const PIPELINE: &str = r#"
+version = 1
+
+[pipelines.nightly]
+mask = "quiet"
+[[pipelines.nightly.inputs]]
+source = "binpack"
+prefix = "raw/binpack/"
+[pipelines.nightly.shuffle]
+chunks = 4
+seed = 5
+[pipelines.nightly.train]
+arch = "256x2-32-32"
+batch_size = 1024
+epochs = 4
+device = "cpu"
+[pipelines.nightly.quantize]
+max_mean_cp = 1000.0
+max_p99_cp = 1000.0
+[pipelines.nightly.sprt]
+book = "lake:raw/books/book.epd"
+nodes = 200
+model = "logistic"
+elo0 = -1000.0
+elo1 = -700.0
+batch_pairs = 2
+max_pairs = 40
+concurrency = 1
+"#;
+
+async fn put(url: String, body: Vec<u8>) {
+    let r = reqwest::Client::new()
+        .put(&url)
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201, "{url}");
+}
+
+/// Follows pipeline run `url` (a path) on whatever the cluster's API is now, until `until`
+/// holds; API restarts in between are the caller's business.
+async fn wait_run(
+    api: &str,
+    path: &str,
+    until: impl Fn(&serde_json::Value) -> bool,
+) -> serde_json::Value {
+    let deadline = Instant::now() + Duration::from_secs(300);
+    loop {
+        let run = get_json(format!("{api}{path}")).await;
+        if until(&run) {
+            return run;
+        }
+        assert!(Instant::now() < deadline, "run never got there: {run:#}");
+        assert_ne!(run["state"], "failed", "{run:#}");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn pipeline_survives_redis_restart_s3_outage_and_api_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = ClusterOptions {
+        config: Some(PIPELINE),
+        persistent_redis: true,
+        s3_outage: true,
+    };
+    let mut cluster = Cluster::start_with(dir.path(), "lakefish-faults-ops", &["p1", "p2"], opts);
+    let api = cluster.api.clone();
+    let input = binpack_input(dir.path());
+    put(
+        format!("{api}/v1/raw/binpack/first.binpack"),
+        std::fs::read(&input).unwrap(),
+    )
+    .await;
+    put(
+        format!("{api}/v1/books/book.epd"),
+        b"rnbqkbnr/pppppppp/8/8/4P3/8/PPPP1PPP/RNBQKBNR b KQkq -\nrnbqkbnr/pppppppp/8/8/3P4/8/PPP1PPPP/RNBQKBNR b KQkq -\n".to_vec(),
+    )
+    .await;
+    let r = reqwest::Client::new()
+        .post(format!("{api}/v1/pipelines/nightly/run"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 202);
+    let started: serde_json::Value = r.json().await.unwrap();
+    let path = started["url"].as_str().unwrap().to_string();
+
+    // redis-server restarted while the run ingests and masks: queued work is on disk.
+    wait_run(&api, &path, |r| {
+        r["step"] == "mask" || r["step"] == "shuffle"
+    })
+    .await;
+    cluster.redis.restart(Duration::from_secs(2));
+
+    // The S3 endpoint unreachable for 20 s while the net trains.
+    let run = wait_run(&api, &path, |r| r["step"] == "train").await;
+    let train = run["jobs"].as_array().unwrap().last().unwrap()["job"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let rec = get_json(format!("{api}/v1/jobs/{train}")).await;
+        assert_eq!(rec["kind"], "train");
+        assert_eq!(
+            rec["state"] != "succeeded",
+            true,
+            "trained before the outage: {rec:#}"
+        );
+        if rec["state"] == "running" && rec["progress"]["done"].as_u64().unwrap_or(0) > 0 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{rec:#}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let outage = cluster.outage.as_ref().unwrap();
+    outage.down();
+    tokio::time::sleep(Duration::from_secs(20)).await;
+    outage.up();
+
+    // The API process restarted; its successor's driver takes the run from its record.
+    cluster.restart_api();
+    let api = cluster.api.clone();
+    let run = wait_run(&api, &path, |r| r["state"] != "running").await;
+    assert_eq!(run["state"], "succeeded", "{run:#}");
+    // (Whether this little net beats the classical evaluation is not this test's business.)
+    let decided = run["sprt_state"].as_str().unwrap();
+    assert_eq!(run["promoted"], decided == "accepted", "{run:#}");
+    // No job lost: every step's jobs are records that succeeded.
+    let mut steps = Vec::new();
+    for j in run["jobs"].as_array().unwrap() {
+        let rec = get_json(format!("{api}/v1/jobs/{}", j["job"].as_str().unwrap())).await;
+        assert_eq!(rec["state"], "succeeded", "{rec:#}");
+        let s = j["step"].as_str().unwrap().to_string();
+        if steps.last() != Some(&s) {
+            steps.push(s);
+        }
+    }
+    assert_eq!(
+        steps,
+        [
+            "ingest", "mask", "shuffle", "train", "quantize", "register", "sprt"
+        ]
+    );
+    let nets = get_json(format!("{api}/v1/nets")).await;
+    assert!(
+        nets["nets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|n| n["name"] == run["net"])
+    );
+}

@@ -399,7 +399,8 @@ async fn load_test_accounts_for_every_job() {
     let rec = run_job(&api, &ingest, std::time::Duration::from_secs(120)).await;
     assert_eq!(rec.state, lakefish_schemas::JobState::Succeeded, "{rec:?}");
 
-    let job = json!({ "kind": "mask", "spec": { "dataset": "load", "definition": { "name": "quiet" } } });
+    let job =
+        json!({ "kind": "mask", "spec": { "dataset": "load", "definition": { "name": "quiet" } } });
     let out = Command::new(lakefish_bin())
         .args([
             "bench",
@@ -422,7 +423,11 @@ async fn load_test_accounts_for_every_job() {
     let report: serde_json::Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
     let submitted = report["submitted"].as_u64().unwrap();
     assert!(submitted >= 8, "{report:#}");
-    assert_eq!(report["succeeded"].as_u64().unwrap(), submitted, "{report:#}");
+    assert_eq!(
+        report["succeeded"].as_u64().unwrap(),
+        submitted,
+        "{report:#}"
+    );
     assert_eq!(report["errors"], 0);
     assert_eq!(report["unaccounted"], 0);
     assert!(report["submit"]["p99_ms"].as_f64().unwrap() > 0.0);
