@@ -52,4 +52,9 @@ q = "select source, dataset, count(*) as rows, count(score) as scored, count(dis
 print("the lake, read by DuckDB:")
 print(duckdb.sql(q))
 PY
-echo "pipelines: $API/v1/pipelines   metrics: $API/metrics   (the server stops when this script ends)"
+echo "dashboard: $API/   pipelines: $API/v1/pipelines   metrics: $API/metrics"
+if [ -t 0 ] && [ -z "${CI:-}" ]; then
+  read -r -p "The server keeps running for the dashboard; press Enter to stop it. " _ || true
+else
+  echo "To browse it later: $BIN --lake $RUN/lake serve --listen 127.0.0.1:8080, then open http://127.0.0.1:8080/"
+fi
