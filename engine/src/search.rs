@@ -845,14 +845,17 @@ mod tests {
         .into_iter()
         .enumerate()
         {
-            let net = Arc::new(crate::nnue::random_network(kind, "32x2-8-8", i as u64));
-            let mut s = Searcher::new(Evaluator::Nnue(net), 4);
-            for fen in crate::bench::POSITIONS {
-                let limits = Limits {
-                    nodes: Some(3000),
-                    ..Limits::default()
-                };
-                s.search(&pos(fen), &[], &limits, |_| {});
+            // Small and full-size widths: the SIMD kernels take other paths for each.
+            for arch in ["32x2-8-8", "256x2-32-32"] {
+                let net = Arc::new(crate::nnue::random_network(kind, arch, i as u64));
+                let mut s = Searcher::new(Evaluator::Nnue(net), 4);
+                for fen in crate::bench::POSITIONS {
+                    let limits = Limits {
+                        nodes: Some(3000),
+                        ..Limits::default()
+                    };
+                    s.search(&pos(fen), &[], &limits, |_| {});
+                }
             }
         }
         crate::eval::VERIFY_SEARCH.store(false, std::sync::atomic::Ordering::Relaxed);
