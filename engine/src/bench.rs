@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use shakmaty::fen::Fen;
-use shakmaty::{CastlingMode, Chess, Position};
+use shakmaty::{CastlingMode, Chess, Color, Move, Position};
 
 use crate::eval::{EvalStack, Evaluator};
 use crate::nnue::Network;
@@ -102,9 +102,12 @@ impl EvalBench {
     }
 }
 
-/// Times accumulator updates against refreshes, and the dense layers, over `games` random
-/// games of up to 120 plies; checks that both ways give the same evaluations.
-pub fn bench_eval(net: Arc<Network>, games: usize) -> EvalBench {
+/// One game as the evaluation benchmark replays it: each move with the side that played it and
+/// the position it led to.
+pub type Line = Vec<(Color, Move, Chess)>;
+
+/// `games` random games of up to 120 plies (kings wander far more than in real games).
+pub fn random_lines(games: usize) -> Vec<Line> {
     let mut lines = Vec::new();
     let mut rng = SplitMix(2026);
     for _ in 0..games {
@@ -122,11 +125,105 @@ pub fn bench_eval(net: Arc<Network>, games: usize) -> EvalBench {
         }
         lines.push(line);
     }
+    lines
+}
+
+/// The main lines of the first `max_games` games of a PGN text that start from the standard
+/// position: tags, comments, variations, move numbers, NAGs and annotation marks are skipped;
+/// a game stops at its first unreadable or illegal move.
+pub fn pgn_lines(pgn: &str, max_games: usize) -> Vec<Line> {
+    let mut lines = Vec::new();
+    let mut line: Line = Vec::new();
+    let mut pos = Chess::default();
+    let mut skip_game = false;
+    let mut dead = false;
+    let mut depth = 0usize; // inside ( ) variations
+    let mut in_comment = false;
+    let finish = |line: &mut Line, lines: &mut Vec<Line>| {
+        if !line.is_empty() {
+            lines.push(std::mem::take(line));
+        }
+    };
+    for raw in pgn.lines() {
+        let text = raw.trim_start_matches('\u{feff}').trim();
+        if !in_comment && text.starts_with('[') {
+            // A tag: the first one after movetext begins a new game.
+            if !line.is_empty() || dead || skip_game {
+                finish(&mut line, &mut lines);
+                pos = Chess::default();
+                dead = false;
+                skip_game = false;
+            }
+            if text.starts_with("[FEN ") || text.starts_with("[Variant ") {
+                skip_game = true;
+            }
+            if lines.len() >= max_games {
+                break;
+            }
+            continue;
+        }
+        // Tokens of the main line: text outside comments and variations.
+        let mut token = String::new();
+        let mut tokens = Vec::new();
+        for c in text.chars() {
+            if in_comment {
+                in_comment = c != '}';
+                continue;
+            }
+            match c {
+                '{' | '(' | ')' | ';' => {
+                    tokens.push(std::mem::take(&mut token));
+                    match c {
+                        '{' => in_comment = true,
+                        '(' => depth += 1,
+                        ')' => depth = depth.saturating_sub(1),
+                        _ => break,
+                    }
+                }
+                c if c.is_whitespace() => tokens.push(std::mem::take(&mut token)),
+                c if depth == 0 => token.push(c),
+                _ => {}
+            }
+        }
+        tokens.push(token);
+        for t in tokens {
+            let t = t.trim_start_matches(|c: char| c.is_ascii_digit() || c == '.');
+            let t = t.trim_end_matches(['!', '?']);
+            if t.is_empty() || t.starts_with('$') || skip_game || dead {
+                continue;
+            }
+            if matches!(t, "1-0" | "0-1" | "1/2-1/2" | "*") {
+                dead = true;
+                continue;
+            }
+            let mv = shakmaty::san::SanPlus::from_ascii(t.as_bytes())
+                .ok()
+                .and_then(|s| s.san.to_move(&pos).ok());
+            match mv {
+                Some(mv) => {
+                    let turn = pos.turn();
+                    pos.play_unchecked(mv);
+                    line.push((turn, mv, pos.clone()));
+                }
+                None => dead = true,
+            }
+        }
+    }
+    if lines.len() < max_games {
+        finish(&mut line, &mut lines);
+    }
+    lines
+}
+
+/// Times accumulator updates against refreshes, and the dense layers, over the positions of
+/// `lines`; checks that both ways give the same evaluations.
+pub fn bench_eval(net: Arc<Network>, lines: &[Line]) -> EvalBench {
     let positions: usize = lines.iter().map(Vec::len).sum();
-    let mut stack = EvalStack::new(Evaluator::Nnue(Arc::clone(&net)), 130);
+    let longest = lines.iter().map(Vec::len).max().unwrap_or(0);
+    let mut stack = EvalStack::new(Evaluator::Nnue(Arc::clone(&net)), longest + 2);
 
     let start = Instant::now();
-    for line in &lines {
+    for line in lines {
         stack.reset(&Chess::default());
         for (ply, (turn, mv, child)) in line.iter().enumerate() {
             stack.push(ply, *turn, *mv, child);
@@ -136,7 +233,7 @@ pub fn bench_eval(net: Arc<Network>, games: usize) -> EvalBench {
     let incremental = start.elapsed();
 
     let start = Instant::now();
-    for line in &lines {
+    for line in lines {
         for (_, _, child) in line {
             stack.reset(child);
             std::hint::black_box(stack.accumulator(0, shakmaty::Color::White));
@@ -147,7 +244,7 @@ pub fn bench_eval(net: Arc<Network>, games: usize) -> EvalBench {
     // Dense layers, and the check that both ways agree.
     let mut sums = [0i64; 2];
     let mut propagate = Duration::ZERO;
-    for line in &lines {
+    for line in lines {
         stack.reset(&Chess::default());
         for (ply, (turn, mv, child)) in line.iter().enumerate() {
             stack.push(ply, *turn, *mv, child);
@@ -156,7 +253,7 @@ pub fn bench_eval(net: Arc<Network>, games: usize) -> EvalBench {
             propagate += t.elapsed();
         }
     }
-    for line in &lines {
+    for line in lines {
         for (_, _, child) in line {
             stack.reset(child);
             sums[1] += stack.evaluate(0, child) as i64;
@@ -178,6 +275,24 @@ pub fn bench_eval(net: Arc<Network>, games: usize) -> EvalBench {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pgn_lines_follow_the_main_line_only() {
+        let pgn = "[Event \"a\"]\n[Site \"x\"]\n\n1. e4 {[%eval 0.2] [%clk 0:03:00]} 1... e5 2. Nf3!? (2. Bc4 Nc6 (2... Nf6)) 2... Nc6 $1 3. Bb5 a6 1-0\n\n\
+            [Event \"b\"]\n[FEN \"8/8/8/8/8/8/8/K1k5 w - - 0 1\"]\n\n1. Kb1 *\n\n\
+            [Event \"c\"]\n\n1. d4 d5 2. Qxh7 e5 0-1\n";
+        let lines = pgn_lines(pgn, 10);
+        assert_eq!(lines.len(), 2, "the FEN game is skipped");
+        let sans: Vec<String> = lines[0]
+            .iter()
+            .map(|(_, mv, _)| mv.to_uci(CastlingMode::Standard).to_string())
+            .collect();
+        assert_eq!(sans, ["e2e4", "e7e5", "g1f3", "b8c6", "f1b5", "a7a6"]);
+        // The illegal Qxh7 ends the third game after two moves.
+        assert_eq!(lines[1].len(), 2);
+        assert_eq!(lines[1][1].0, Color::Black);
+        assert_eq!(pgn_lines(pgn, 1).len(), 1);
+    }
 
     #[test]
     fn bench_node_count_is_reproducible() {

@@ -39,6 +39,10 @@ pub enum EngineCommand {
         /// over the same positions (needs a net).
         #[arg(long)]
         eval: bool,
+        /// With --eval: replay the games of this PGN file (standard start positions, main
+        /// lines, up to 2000 games) instead of 200 random games.
+        #[arg(long)]
+        eval_pgn: Option<std::path::PathBuf>,
     },
 }
 
@@ -98,6 +102,7 @@ pub fn run(lake: &str, args: EngineArgs) -> anyhow::Result<()> {
             depth,
             random_net,
             eval,
+            eval_pgn,
         }) => {
             let evaluator = match random_net {
                 Some(shape) => {
@@ -115,7 +120,30 @@ pub fn run(lake: &str, args: EngineArgs) -> anyhow::Result<()> {
                 let Evaluator::Nnue(net) = &evaluator else {
                     bail!("--eval needs a net (--net or --random-net)");
                 };
-                let e = lakefish_engine::bench::bench_eval(Arc::clone(net), 200);
+                let lines = match &eval_pgn {
+                    Some(path) => {
+                        let bytes = std::fs::read(path)
+                            .with_context(|| format!("reading {}", path.display()))?;
+                        let lines = lakefish_engine::bench::pgn_lines(
+                            &String::from_utf8_lossy(&bytes),
+                            2000,
+                        );
+                        if lines.is_empty() {
+                            bail!("{}: no games from the standard position", path.display());
+                        }
+                        println!(
+                            "eval positions: {} games of {}",
+                            lines.len(),
+                            path.display()
+                        );
+                        lines
+                    }
+                    None => {
+                        println!("eval positions: 200 random games");
+                        lakefish_engine::bench::random_lines(200)
+                    }
+                };
+                let e = lakefish_engine::bench::bench_eval(Arc::clone(net), &lines);
                 println!(
                     "eval ({} positions): accumulators incremental {:.1} ns, full refresh {:.1} ns \
                      (ratio {:.2}x); dense layers {:.1} ns; whole evaluation ratio {:.2}x",

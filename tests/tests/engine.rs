@@ -6,7 +6,7 @@ use std::process::{Command, Stdio};
 
 use lakefish_engine::features::FeatureSetKind;
 use lakefish_engine::nnue::random_network;
-use lakefish_tests::{lakefish_bin, play_through_python_chess};
+use lakefish_tests::{assert_success, lakefish_bin, play_through_python_chess, shared_data};
 
 #[test]
 fn python_chess_plays_a_whole_game() {
@@ -243,4 +243,54 @@ async fn datagen_writes_reproducible_selfplay_data() {
     }
     let after = lakefish_tests::read_source_dataset(&lake, "selfplay", "sp").await;
     assert_eq!(after, rows);
+}
+
+/// `engine bench --eval` over real games from a PGN: incremental and refreshed evaluations are
+/// compared (the command asserts they agree) and the ratio printed; a PGN with no games is
+/// refused.
+#[test]
+fn eval_bench_replays_pgn_games() {
+    let dir = tempfile::tempdir().unwrap();
+    let pgn = match shared_data("pgn/lichess_db_10k.pgn") {
+        Some(p) => p,
+        None => {
+            let p = dir.path().join("games.pgn");
+            std::fs::write(
+                &p,
+                "[Event \"x\"]\n\n1. e4 e5 2. Nf3 Nc6 3. Bb5 a6 4. Ba4 Nf6 5. O-O Be7 1/2-1/2\n",
+            )
+            .unwrap();
+            p
+        }
+    };
+    let run = |pgn: &std::path::Path| {
+        std::process::Command::new(lakefish_bin())
+            .args([
+                "engine",
+                "bench",
+                "--random-net",
+                "halfkp:32x2-8",
+                "--depth",
+                "1",
+                "--eval",
+                "--eval-pgn",
+            ])
+            .arg(pgn)
+            .output()
+            .unwrap()
+    };
+    let out = run(&pgn);
+    assert_success(&out);
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.contains("eval positions: ") && text.contains(" games of "),
+        "{text}"
+    );
+    assert!(text.contains("ratio"), "{text}");
+
+    let empty = dir.path().join("empty.pgn");
+    std::fs::write(&empty, "not a pgn at all\n").unwrap();
+    let out = run(&empty);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no games from the standard position"));
 }
