@@ -37,8 +37,12 @@ pub fn venv_bin(name: &str) -> PathBuf {
     p
 }
 
-/// A sample file from `../shared/data`, when the checkout has it.
+/// A sample file from `../shared/data`, when the checkout has it
+/// (`LAKEFISH_TESTS_WITHOUT_SHARED=1` pretends it has not, to exercise the fallbacks).
 pub fn shared_data(rel: &str) -> Option<PathBuf> {
+    if std::env::var_os("LAKEFISH_TESTS_WITHOUT_SHARED").is_some() {
+        return None;
+    }
     let p = workspace_root().join("../shared/data").join(rel);
     p.exists().then_some(p)
 }
