@@ -582,6 +582,24 @@ pub async fn run_job(api: &str, body: &serde_json::Value, timeout: Duration) -> 
     wait_for_job(api, &id, timeout).await
 }
 
+/// Runs a job through the API and asserts that it succeeded.
+pub async fn run_job_ok(api: &str, body: &serde_json::Value) -> JobRecord {
+    let rec = run_job(api, body, Duration::from_secs(240)).await;
+    assert_eq!(rec.state, lakefish_schemas::JobState::Succeeded, "{rec:?}");
+    rec
+}
+
+/// PUTs `body` to `url` (a raw file or a book upload) and asserts 201 Created.
+pub async fn put_created(url: String, body: Vec<u8>) {
+    let r = ::reqwest::Client::new()
+        .put(&url)
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201, "{url}");
+}
+
 pub use lakefish_jobs::parts::PositionRow as Row;
 
 /// Every row of a binpack dataset, parts in name order, read through the lake.

@@ -39,12 +39,6 @@ async fn kill_its_worker(
     }
 }
 
-async fn run(api: &str, body: serde_json::Value) -> JobRecord {
-    let rec = run_job(api, &body, Duration::from_secs(240)).await;
-    assert_eq!(rec.state, JobState::Succeeded, "{rec:?}");
-    rec
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn worker_killed_mid_ingest_and_mid_training_is_picked_up_again() {
     let dir = tempfile::tempdir().unwrap();
@@ -111,19 +105,19 @@ async fn worker_killed_mid_ingest_and_mid_training_is_picked_up_again() {
     // the surviving worker and finishes its budget.
     // A fresh worker under a new name (the dead one's registration is still fresh in Redis).
     cluster.add_worker("w3");
-    run(
+    run_job_ok(
         &api,
-        json!({ "kind": "ingest_binpack", "spec": { "inputs": [one.to_str().unwrap()], "dataset": "one" } }),
+        &json!({ "kind": "ingest_binpack", "spec": { "inputs": [one.to_str().unwrap()], "dataset": "one" } }),
     )
     .await;
-    run(
+    run_job_ok(
         &api,
-        json!({"kind": "mask", "spec": {"dataset": "one", "definition": {"name": "quiet"}}}),
+        &json!({"kind": "mask", "spec": {"dataset": "one", "definition": {"name": "quiet"}}}),
     )
     .await;
-    let rec = run(
+    let rec = run_job_ok(
         &api,
-        json!({"kind": "shuffle", "spec": {"datasets": ["one"], "mask": "quiet", "chunks": 4, "seed": 9}}),
+        &json!({"kind": "shuffle", "spec": {"datasets": ["one"], "mask": "quiet", "chunks": 4, "seed": 9}}),
     )
     .await;
     let shuffle = rec.result.unwrap()["shuffle"].as_str().unwrap().to_string();
@@ -199,16 +193,6 @@ max_pairs = 40
 concurrency = 1
 "#;
 
-async fn put(url: String, body: Vec<u8>) {
-    let r = reqwest::Client::new()
-        .put(&url)
-        .body(body)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 201, "{url}");
-}
-
 /// Follows pipeline run `url` (a path) on whatever the cluster's API is now, until `until`
 /// holds; API restarts in between are the caller's business.
 async fn wait_run(
@@ -239,13 +223,12 @@ async fn pipeline_survives_redis_restart_s3_outage_and_api_restart() {
     let mut cluster = Cluster::start_with(dir.path(), "lakefish-faults-ops", &["p1", "p2"], opts);
     let api = cluster.api.clone();
     let input = binpack_input(dir.path());
-    put(
+    put_created(
         format!("{api}/v1/raw/binpack/first.binpack"),
         std::fs::read(&input).unwrap(),
     )
     .await;
-    put(
-        format!("{api}/v1/books/book.epd"),
+    put_created(format!("{api}/v1/books/book.epd"),
         b"rnbqkbnr/pppppppp/8/8/4P3/8/PPPP1PPP/RNBQKBNR b KQkq -\nrnbqkbnr/pppppppp/8/8/3P4/8/PPP1PPPP/RNBQKBNR b KQkq -\n".to_vec(),
     )
     .await;
@@ -275,9 +258,8 @@ async fn pipeline_survives_redis_restart_s3_outage_and_api_restart() {
     loop {
         let rec = get_json(format!("{api}/v1/jobs/{train}")).await;
         assert_eq!(rec["kind"], "train");
-        assert_eq!(
-            rec["state"] != "succeeded",
-            true,
+        assert_ne!(
+            rec["state"], "succeeded",
             "trained before the outage: {rec:#}"
         );
         if rec["state"] == "running" && rec["progress"]["done"].as_u64().unwrap_or(0) > 0 {

@@ -66,16 +66,6 @@ async fn get(url: String) -> serde_json::Value {
     r.json().await.unwrap()
 }
 
-async fn put(url: String, body: Vec<u8>) {
-    let r = reqwest::Client::new()
-        .put(&url)
-        .body(body)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 201, "{url}");
-}
-
 /// Triggers a run and follows it to its end.
 async fn run_to_end(api: &str) -> serde_json::Value {
     let c = reqwest::Client::new();
@@ -124,12 +114,12 @@ async fn nightly_pipeline_promotes_on_accept_and_warm_starts() {
     let dir = tempfile::tempdir().unwrap();
     let input = binpack_input(dir.path());
     let (_serve, api) = serve_embedded(dir.path(), Some(CONFIG));
-    put(
+    put_created(
         format!("{api}/v1/raw/binpack/first.binpack"),
         std::fs::read(&input).unwrap(),
     )
     .await;
-    put(format!("{api}/v1/books/book.epd"), BOOK.as_bytes().to_vec()).await;
+    put_created(format!("{api}/v1/books/book.epd"), BOOK.as_bytes().to_vec()).await;
 
     let run = run_to_end(&api).await;
     assert_eq!(run["state"], "succeeded", "{run:#}");

@@ -2,18 +2,10 @@
 //! worker processes on Redis, into an S3-compatible lake, gives byte-identical chunks to the
 //! same shuffle run in-process on a local lake.
 
-use lakefish_schemas::JobState;
 use lakefish_tests::*;
 use serde_json::json;
 use std::collections::BTreeSet;
 use std::time::Duration;
-
-async fn run(api: &str, body: serde_json::Value) -> lakefish_schemas::JobRecord {
-    let id = submit_job(api, &body).await;
-    let rec = wait_for_job(api, &id, Duration::from_secs(180)).await;
-    assert_eq!(rec.state, JobState::Succeeded, "{rec:?}");
-    rec
-}
 
 #[tokio::test(flavor = "multi_thread")]
 async fn fanned_out_shuffle_on_two_workers_equals_in_process() {
@@ -31,13 +23,13 @@ async fn fanned_out_shuffle_on_two_workers_equals_in_process() {
     // Distributed: API without workers, two worker processes, Redis, moto.
     let cluster = Cluster::start(dir.path(), "lakefish-fanout", &["w1", "w2"]);
     let (api, s3) = (cluster.api.clone(), &cluster.s3);
-    run(&api, json!({"kind": "ingest_binpack", "spec": {"inputs": inputs, "dataset": "fan", "rows_per_part": 1}})).await;
-    run(
+    run_job_ok(&api, &json!({"kind": "ingest_binpack", "spec": {"inputs": inputs, "dataset": "fan", "rows_per_part": 1}})).await;
+    run_job_ok(
         &api,
-        json!({"kind": "mask", "spec": {"dataset": "fan", "definition": {"name": "quiet"}}}),
+        &json!({"kind": "mask", "spec": {"dataset": "fan", "definition": {"name": "quiet"}}}),
     )
     .await;
-    let rec = run(&api, json!({"kind": "shuffle", "spec": {"datasets": ["fan"], "mask": "quiet", "chunks": chunks, "seed": seed}})).await;
+    let rec = run_job_ok(&api, &json!({"kind": "shuffle", "spec": {"datasets": ["fan"], "mask": "quiet", "chunks": chunks, "seed": seed}})).await;
     let result = rec.result.unwrap();
     assert_eq!(result["deal_jobs"], 3, "{result}");
     let shuffle_id = result["shuffle"].as_str().unwrap().to_string();
