@@ -400,7 +400,9 @@ impl Searcher {
         self.killers.fill([0; 2]);
     }
 
-    /// Setting this flag ends the running search soon; the search clears it when it starts.
+    /// Setting this flag ends the running search soon. The owner clears it before starting the
+    /// next search: clearing it inside `search` would lose a `stop` that arrives between a
+    /// UCI `go` and the search thread's first node, and `go infinite` would never end.
     pub fn stop_flag(&self) -> Arc<AtomicBool> {
         Arc::clone(&self.stop)
     }
@@ -421,7 +423,6 @@ impl Searcher {
         mut on_info: impl FnMut(&Info),
     ) -> SearchResult {
         let start = Instant::now();
-        self.stop.store(false, Ordering::Relaxed);
         self.nodes = 0;
         self.aborted = false;
         self.node_limit = limits.nodes.unwrap_or(u64::MAX);

@@ -248,6 +248,9 @@ impl<W: Write + Send + 'static> Session<W> {
             Ok(l) => l,
             Err(e) => return self.error(&format!("go: {e}; not searching")),
         };
+        // Cleared here, on the thread that also reads `stop`, so a `stop` right after this
+        // `go` is never lost (the search thread may not have started yet).
+        self.stop.store(false, std::sync::atomic::Ordering::Relaxed);
         let (searcher, out) = (Arc::clone(&self.searcher), Arc::clone(&self.out));
         let busy = Arc::clone(&self.busy);
         busy.store(true, std::sync::atomic::Ordering::Release);
@@ -389,7 +392,8 @@ mod tests {
              position fen 6k1/5ppp/8/8/8/8/5PPP/R5K1 w - - 0 1\ngo depth 3\nquit\n",
         );
         assert!(out.contains("uciok") && out.contains("readyok"), "{out}");
-        assert!(out.contains("info depth 4 "), "{out}");
+        // `stop` may end the depth-4 search at any depth, even before depth 1 completes.
+        assert!(out.contains("bestmove "), "{out}");
         assert!(out.contains("bad FEN \"not a fen\""), "{out}");
         assert!(out.contains("move 1 \"e2e5\" is illegal"), "{out}");
         assert!(out.contains("depth: \"banana\" is not a number"), "{out}");
@@ -435,6 +439,31 @@ mod tests {
         runner.join().unwrap();
         let out = String::from_utf8(buf.0.lock().unwrap().clone()).unwrap();
         assert!(!out.contains("already running"), "{out}");
+    }
+
+    /// `stop` sent the instant after `go infinite` (before the search thread has begun) must
+    /// still end that search.
+    #[test]
+    fn stop_right_after_go_infinite_ends_the_search() {
+        let buf = Buf::default();
+        let session = Session::new(
+            buf.clone(),
+            Evaluator::Classical,
+            "classical",
+            Box::new(|_| Err("none".into())),
+        );
+        let script = "go infinite\nstop\n".repeat(200) + "quit\n";
+        let (done_tx, done_rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            session.run(script.as_bytes());
+            let _ = done_tx.send(());
+        });
+        assert!(
+            done_rx.recv_timeout(Duration::from_secs(60)).is_ok(),
+            "a stop was lost: go infinite never ended"
+        );
+        let out = String::from_utf8(buf.0.lock().unwrap().clone()).unwrap();
+        assert_eq!(out.matches("bestmove").count(), 200, "{out}");
     }
 
     #[test]
