@@ -158,17 +158,18 @@ impl Redis {
     }
 }
 
-/// A TCP forwarder on a loopback port that can be taken down (new connections refused, open
-/// ones cut) and brought back, to make a server unreachable without losing its state.
+/// A TCP forwarder on a loopback port that can be taken down (new connections dropped the
+/// moment they open, open ones cut) and brought back, to make a server unreachable without
+/// losing its state. The port stays bound throughout, so nothing else can take it meanwhile.
 pub struct Outage {
     pub port: u16,
-    target: u16,
-    state: std::sync::Arc<std::sync::Mutex<Option<Forwarding>>>,
+    state: std::sync::Arc<std::sync::Mutex<Forwarding>>,
 }
 
-/// While up: the listening socket and every open connection (to cut them when going down).
+/// Whether traffic passes, and every open connection (to cut them when going down).
+#[derive(Default)]
 struct Forwarding {
-    listener: std::net::TcpListener,
+    down: bool,
     open: Vec<TcpStream>,
 }
 
@@ -176,33 +177,21 @@ impl Outage {
     pub fn forward_to(target: u16) -> Outage {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
-        let o = Outage {
-            port,
-            target,
-            state: Default::default(),
-        };
-        o.serve(listener);
-        o
-    }
-
-    fn serve(&self, listener: std::net::TcpListener) {
-        let accept = listener.try_clone().unwrap();
-        *self.state.lock().unwrap() = Some(Forwarding {
-            listener,
-            open: Vec::new(),
-        });
-        let state = self.state.clone();
-        let target = self.target;
+        let state = std::sync::Arc::new(std::sync::Mutex::new(Forwarding::default()));
+        let shared = state.clone();
         std::thread::spawn(move || {
-            for conn in accept.incoming() {
-                let Ok(client) = conn else { break };
-                let mut st = state.lock().unwrap();
-                let Some(fwd) = st.as_mut() else { break };
+            for conn in listener.incoming() {
+                let Ok(client) = conn else { continue };
+                let mut st = shared.lock().unwrap();
+                if st.down {
+                    let _ = client.shutdown(std::net::Shutdown::Both);
+                    continue;
+                }
                 let Ok(server) = TcpStream::connect(("127.0.0.1", target)) else {
                     continue;
                 };
-                fwd.open.push(client.try_clone().unwrap());
-                fwd.open.push(server.try_clone().unwrap());
+                st.open.push(client.try_clone().unwrap());
+                st.open.push(server.try_clone().unwrap());
                 drop(st);
                 for (mut from, mut to) in [
                     (client.try_clone().unwrap(), server.try_clone().unwrap()),
@@ -215,34 +204,21 @@ impl Outage {
                 }
             }
         });
+        Outage { port, state }
     }
 
-    /// Unreachable from now on: the port is closed and open connections are cut.
+    /// Unreachable from now on: open connections are cut and new ones dropped.
     pub fn down(&self) {
-        let taken = self.state.lock().unwrap().take();
-        if let Some(fwd) = taken {
-            for c in &fwd.open {
-                let _ = c.shutdown(std::net::Shutdown::Both);
-            }
-            // Wake the accept loop so it sees the state and drops its copy of the socket.
-            let _ = fwd.listener.set_nonblocking(true);
-            let _ = TcpStream::connect(("127.0.0.1", self.port));
+        let mut st = self.state.lock().unwrap();
+        st.down = true;
+        for c in st.open.drain(..) {
+            let _ = c.shutdown(std::net::Shutdown::Both);
         }
     }
 
-    /// Reachable again, on the same port.
+    /// Reachable again.
     pub fn up(&self) {
-        let deadline = Instant::now() + Duration::from_secs(10);
-        let listener = loop {
-            match std::net::TcpListener::bind(("127.0.0.1", self.port)) {
-                Ok(l) => break l,
-                Err(e) => {
-                    assert!(Instant::now() < deadline, "rebinding {}: {e}", self.port);
-                    std::thread::sleep(Duration::from_millis(50));
-                }
-            }
-        };
-        self.serve(listener);
+        self.state.lock().unwrap().down = false;
     }
 }
 

@@ -241,9 +241,10 @@ async fn pipeline_survives_redis_restart_s3_outage_and_api_restart() {
     let started: serde_json::Value = r.json().await.unwrap();
     let path = started["url"].as_str().unwrap().to_string();
 
-    // redis-server restarted while the run ingests and masks: queued work is on disk.
+    // redis-server restarted once the run is past ingest: queued work is on disk. (Any later
+    // step will do: mask and shuffle may both pass between two polls.)
     wait_run(&api, &path, |r| {
-        r["step"] == "mask" || r["step"] == "shuffle"
+        ["mask", "shuffle", "train"].iter().any(|s| r["step"] == *s)
     })
     .await;
     cluster.redis.restart(Duration::from_secs(2));

@@ -369,7 +369,9 @@ fn deployment_configs_load() {
         .spawn()
         .unwrap();
     let mut answer = String::new();
-    for _ in 0..100 {
+    // Up to 30 s: a loaded CI machine can be slow to start a process.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while std::time::Instant::now() < deadline {
         if let Ok(out) = Command::new("redis-cli")
             .args(["-p", &port.to_string(), "config", "get", "appendonly"])
             .output()
