@@ -141,23 +141,106 @@ mod avx2 {
         added: &[u32],
     ) {
         let width = dst.len();
+        assert!(src.len() == width && width.is_multiple_of(16));
         // Bounds are checked once per row so the loads below stay in range.
         for &f in removed.iter().chain(added) {
             assert!((f as usize + 1) * width <= weights.len());
         }
+        // SAFETY: every row is in range (checked above), AVX2 is enabled on this function.
+        unsafe {
+            let rows = |fs: &[u32]| -> [*const i16; 2] {
+                let mut r = [weights.as_ptr(); 2];
+                for (r, &f) in r.iter_mut().zip(fs) {
+                    *r = weights.as_ptr().add(f as usize * width);
+                }
+                r
+            };
+            // A move changes at most two features each way (castling, a capture): those
+            // shapes get loops with the row pointers in registers and nothing to count.
+            let (s, d) = (src.as_ptr(), dst.as_mut_ptr());
+            match (removed.len(), added.len()) {
+                (1, 1) => fixed::<1, 1>(d, s, width, rows(removed), rows(added)),
+                (2, 1) => fixed::<2, 1>(d, s, width, rows(removed), rows(added)),
+                (2, 2) => fixed::<2, 2>(d, s, width, rows(removed), rows(added)),
+                (1, 2) => fixed::<1, 2>(d, s, width, rows(removed), rows(added)),
+                _ => any(d, s, width, weights.as_ptr(), removed, added),
+            }
+        }
+    }
+
+    /// `dst = src - Σ removed rows + Σ added rows`, the first `R`/`A` of the pointers.
+    #[target_feature(enable = "avx2")]
+    #[inline]
+    unsafe fn fixed<const R: usize, const A: usize>(
+        dst: *mut i16,
+        src: *const i16,
+        width: usize,
+        removed: [*const i16; 2],
+        added: [*const i16; 2],
+    ) {
         unsafe {
             let mut i = 0;
             while i < width {
-                let mut v = _mm256_loadu_si256(src.as_ptr().add(i) as *const __m256i);
+                let mut v = _mm256_loadu_si256(src.add(i) as *const __m256i);
+                for row in &removed[..R] {
+                    v = _mm256_sub_epi16(v, _mm256_loadu_si256(row.add(i) as *const __m256i));
+                }
+                for row in &added[..A] {
+                    v = _mm256_add_epi16(v, _mm256_loadu_si256(row.add(i) as *const __m256i));
+                }
+                _mm256_storeu_si256(dst.add(i) as *mut __m256i, v);
+                i += 16;
+            }
+        }
+    }
+
+    /// Any number of rows (refreshes add 2 to 32 of them): 64 lanes at a time in four
+    /// registers, so each feature index is read once per 64 lanes rather than per 16.
+    #[target_feature(enable = "avx2")]
+    unsafe fn any(
+        dst: *mut i16,
+        src: *const i16,
+        width: usize,
+        weights: *const i16,
+        removed: &[u32],
+        added: &[u32],
+    ) {
+        unsafe {
+            let load = |p: *const i16| _mm256_loadu_si256(p as *const __m256i);
+            let mut i = 0;
+            while i + 64 <= width {
+                let mut v = [
+                    load(src.add(i)),
+                    load(src.add(i + 16)),
+                    load(src.add(i + 32)),
+                    load(src.add(i + 48)),
+                ];
                 for &f in removed {
-                    let w = weights.as_ptr().add(f as usize * width + i) as *const __m256i;
-                    v = _mm256_sub_epi16(v, _mm256_loadu_si256(w));
+                    let row = weights.add(f as usize * width + i);
+                    for (k, v) in v.iter_mut().enumerate() {
+                        *v = _mm256_sub_epi16(*v, load(row.add(16 * k)));
+                    }
                 }
                 for &f in added {
-                    let w = weights.as_ptr().add(f as usize * width + i) as *const __m256i;
-                    v = _mm256_add_epi16(v, _mm256_loadu_si256(w));
+                    let row = weights.add(f as usize * width + i);
+                    for (k, v) in v.iter_mut().enumerate() {
+                        *v = _mm256_add_epi16(*v, load(row.add(16 * k)));
+                    }
                 }
-                _mm256_storeu_si256(dst.as_mut_ptr().add(i) as *mut __m256i, v);
+                for (k, v) in v.into_iter().enumerate() {
+                    _mm256_storeu_si256(dst.add(i + 16 * k) as *mut __m256i, v);
+                }
+                i += 64;
+            }
+            while i < width {
+                let mut v = load(src.add(i));
+                for &f in removed {
+                    v = _mm256_sub_epi16(v, load(weights.add(f as usize * width + i)));
+                }
+                for &f in added {
+                    v = _mm256_add_epi16(v, load(weights.add(f as usize * width + i)));
+                }
+                _mm256_storeu_si256(dst.add(i) as *mut __m256i, v);
                 i += 16;
             }
         }
@@ -235,6 +318,44 @@ mod avx2 {
                 }
                 out[o] = layer.bias[o] + hsum(sum);
                 o += 1;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every shape of update (the fixed ones moves produce, and refresh-sized lists) at widths
+    /// that exercise both the 64-lane blocks and the 16-lane tail: AVX2 equals scalar.
+    #[test]
+    fn every_update_shape_matches_scalar() {
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        let inputs = 100;
+        for width in [32usize, 96, 256] {
+            let weights: Vec<i16> = (0..inputs * width).map(|_| next() as i16).collect();
+            let src: Vec<i16> = (0..width).map(|_| next() as i16).collect();
+            for removed in 0..=3 {
+                for added in [0usize, 1, 2, 3, 31] {
+                    let pick = |n: usize, next: &mut dyn FnMut() -> u64| -> Vec<u32> {
+                        (0..n).map(|_| (next() % inputs as u64) as u32).collect()
+                    };
+                    let (r, a) = (pick(removed, &mut next), pick(added, &mut next));
+                    let mut want = vec![0; width];
+                    Kernel::Scalar.update(&mut want, &src, &weights, &r, &a);
+                    for kernel in Kernel::available(width) {
+                        let mut got = vec![0; width];
+                        kernel.update(&mut got, &src, &weights, &r, &a);
+                        assert_eq!(got, want, "{kernel:?} width {width} rows -{r:?} +{a:?}");
+                    }
+                }
             }
         }
     }
