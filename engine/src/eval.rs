@@ -9,10 +9,10 @@ use std::sync::Arc;
 
 use shakmaty::{Bitboard, Board, Chess, Color, Move, Piece, Position, Role, Square};
 
-use crate::features::BoardDelta;
+use crate::features::{All768, BoardDelta, FeatureSet, FeatureSetKind, HalfKaV2Hm, HalfKp};
 use crate::nnue::Network;
 use crate::scores::MAX_EVAL;
-use crate::simd::Kernel;
+use crate::simd::{AlignedI16, Kernel};
 
 /// What the engine evaluates with.
 #[derive(Debug, Clone)]
@@ -43,7 +43,7 @@ pub struct EvalStack {
     kernel: Kernel,
     width: usize,
     /// `[ply][perspective][width]`, perspective indexed by `Color as usize`.
-    acc: Vec<i16>,
+    acc: AlignedI16,
     scratch: Vec<u32>,
 }
 
@@ -58,7 +58,7 @@ impl EvalStack {
             kernel: Kernel::detect(width),
             evaluator,
             width,
-            acc: vec![0; (plies + 1) * 2 * width],
+            acc: AlignedI16::zeroed((plies + 1) * 2 * width),
             scratch: Vec::with_capacity(64),
         }
     }
@@ -113,29 +113,45 @@ impl EvalStack {
         let Evaluator::Nnue(net) = &self.evaluator else {
             return;
         };
+        // One dispatch per move; below it the feature set's index math inlines.
+        match net.features {
+            FeatureSetKind::All768 => self.push_with::<All768>(ply, turn, mv, child),
+            FeatureSetKind::HalfKp => self.push_with::<HalfKp>(ply, turn, mv, child),
+            FeatureSetKind::HalfKaV2Hm => self.push_with::<HalfKaV2Hm>(ply, turn, mv, child),
+        }
+    }
+
+    #[inline(always)]
+    fn push_with<S: FeatureSet>(&mut self, ply: usize, turn: Color, mv: Move, child: &Chess) {
+        let Evaluator::Nnue(net) = &self.evaluator else {
+            return;
+        };
         let delta = BoardDelta::from_move(turn, mv);
         let w = self.width;
+        let (parent, child_acc) = self.acc.split_at_mut((ply + 1) * 2 * w);
+        let parent = &parent[ply * 2 * w..];
         for color in Color::ALL {
-            let dst = ((ply + 1) * 2 + color as usize) * w;
-            if net.features.needs_refresh_for(color, &delta) {
-                let acc = &mut self.acc[dst..dst + w];
+            let dst = &mut child_acc[color as usize * w..][..w];
+            if S::needs_refresh_for(color, &delta) {
                 refresh_into(
                     net,
                     self.kernel,
-                    acc,
+                    dst,
                     child.board(),
                     color,
                     &mut self.scratch,
                 );
                 continue;
             }
-            let src = (ply * 2 + color as usize) * w;
-            let king = child.board().king_of(color).unwrap_or(Square::A1);
-            let changes = net.features.changed(color, king, &delta);
-            let (parent, child_acc) = self.acc.split_at_mut(dst);
+            let king = if S::KING_RELATIVE {
+                child.board().king_of(color).unwrap_or(Square::A1)
+            } else {
+                Square::A1
+            };
+            let changes = S::changed(color, king, &delta);
             self.kernel.update(
-                &mut child_acc[..w],
-                &parent[src..src + w],
+                dst,
+                &parent[color as usize * w..][..w],
                 &net.ft_weights,
                 changes.removed(),
                 changes.added(),

@@ -108,6 +108,7 @@ pub trait FeatureSet {
     /// Only valid when [`FeatureSet::needs_refresh_for`] is false: then `king` is the same
     /// before and after the move wherever the set depends on it. Accumulators may apply the
     /// lists in any order; set-like bookkeeping should remove before it adds.
+    #[inline]
     fn changed(perspective: Color, king: Square, delta: &BoardDelta) -> FeatureDelta {
         let mut out = FeatureDelta::default();
         for &(piece, sq) in delta.removed() {
@@ -324,6 +325,7 @@ impl BoardDelta {
 
     /// The changes of `mv` played by `turn`. Needs no board: shakmaty moves carry the moved
     /// and captured roles, and castling squares follow from the king and rook squares.
+    #[inline]
     pub fn from_move(turn: Color, mv: Move) -> Self {
         let mut d = Self::new();
         let own = |role| Piece { color: turn, role };

@@ -35,7 +35,7 @@
 //! wrong hash, a short file and trailing bytes.
 
 use crate::features::{FeatureError, FeatureSetKind};
-use crate::simd::Kernel;
+use crate::simd::{AlignedI16, Kernel};
 use shakmaty::{Board, Color};
 use std::fmt;
 
@@ -175,7 +175,7 @@ pub struct Network {
     pub description: String,
     pub ft_bias: Vec<i16>,
     /// `[inputs, l1]`: the row of feature `f` starts at `f · l1`.
-    pub ft_weights: Vec<i16>,
+    pub ft_weights: AlignedI16,
     /// Hidden layers, then the output layer.
     pub layers: Vec<Dense>,
 }
@@ -202,7 +202,7 @@ impl Network {
             arch,
             description,
             ft_bias,
-            ft_weights,
+            ft_weights: ft_weights.into(),
             layers,
         };
         for t in net.expected_tensors() {
@@ -334,7 +334,7 @@ impl Network {
             arch,
             description,
             ft_bias: Vec::new(),
-            ft_weights: Vec::new(),
+            ft_weights: AlignedI16::default(),
             layers: Vec::new(),
         };
         let specs = net.expected_tensors();
@@ -371,7 +371,7 @@ impl Network {
             let data = r.take(t.len() * dtype as usize, &what)?;
             match (t.name.as_str(), t.layer) {
                 ("ft.bias", _) => net.ft_bias = i16s(data),
-                ("ft.weight", _) => net.ft_weights = i16s(data),
+                ("ft.weight", _) => net.ft_weights = i16s(data).into(),
                 (n, Some(_)) if n.ends_with("bias") => {
                     // Its weights follow and fill in `inputs`.
                     net.layers.push(Dense {
@@ -679,7 +679,7 @@ mod tests {
             net.arch.clone(),
             String::new(),
             bias,
-            net.ft_weights.clone(),
+            net.ft_weights.to_vec(),
             net.layers.clone(),
         )
         .unwrap_err();

@@ -11,6 +11,57 @@
 
 use crate::nnue::Dense;
 
+/// An `i16` buffer that starts on a cache line (64 bytes), so the kernels' 32-byte loads and
+/// stores of a row or an accumulator never straddle two lines (a split access costs two).
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct AlignedI16 {
+    lines: Vec<Line>,
+    len: usize,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+#[repr(C, align(64))]
+struct Line([i16; 32]);
+
+impl AlignedI16 {
+    pub fn zeroed(len: usize) -> AlignedI16 {
+        AlignedI16 {
+            lines: vec![Line([0; 32]); len.div_ceil(32)],
+            len,
+        }
+    }
+}
+
+impl From<Vec<i16>> for AlignedI16 {
+    fn from(v: Vec<i16>) -> AlignedI16 {
+        let mut out = AlignedI16::zeroed(v.len());
+        out.copy_from_slice(&v);
+        out
+    }
+}
+
+impl std::ops::Deref for AlignedI16 {
+    type Target = [i16];
+    fn deref(&self) -> &[i16] {
+        // SAFETY: `lines` holds at least `len` initialized i16s, contiguous (repr(C) arrays
+        // of i16 with no padding: 64 bytes each, aligned to 64).
+        unsafe { std::slice::from_raw_parts(self.lines.as_ptr() as *const i16, self.len) }
+    }
+}
+
+impl std::ops::DerefMut for AlignedI16 {
+    fn deref_mut(&mut self) -> &mut [i16] {
+        // SAFETY: as in `deref`; the borrow of `self` is unique.
+        unsafe { std::slice::from_raw_parts_mut(self.lines.as_mut_ptr() as *mut i16, self.len) }
+    }
+}
+
+impl std::fmt::Debug for AlignedI16 {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(&**self, f)
+    }
+}
+
 /// Which implementation runs the kernels.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kernel {
@@ -48,6 +99,7 @@ impl Kernel {
     }
 
     /// `dst = src - Σ rows(removed) + Σ rows(added)` over `weights` laid out `[inputs, width]`.
+    #[inline]
     pub fn update(
         self,
         dst: &mut [i16],

@@ -1,9 +1,13 @@
 //! Two-pass shuffle (Jane Street style) on object storage.
 //!
 //! Pass 1 ([`deal_part`], one job per input part) reads a part and its mask and deals every
-//! selected row to one of N piles, written as `shuffled/<id>/_deal/pile-NNNNN/from-PPPPP.parquet`.
+//! selected row to one of N piles, written as `shuffled/<id>/_deal/pile-NNNNN/from-PPPPP.arrows`.
 //! Pass 2 ([`shuffle_pile`], one job per pile) reads one pile, permutes it in memory and writes
 //! `shuffled/<id>/chunk-NNNNN.parquet`. [`commit`] writes the manifest and drops the deal files.
+//!
+//! The deal files live only until the commit and are read by this module alone, so they are
+//! Arrow IPC files with LZ4 buffers: writing and reading them is close to a memory copy, where
+//! Parquet would cost a second full encode and decode of every row.
 //!
 //! Determinism: a row's pile is a hash of (seed, part, row number) and a pile's permutation
 //! is seeded by (seed, pile); piles are concatenated in part order. No decision depends on
@@ -138,12 +142,50 @@ fn read_batch(ctx: &JobContext, key: &str) -> Result<RecordBatch, JobError> {
     let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(bytes)
         .and_then(|b| b.build())
         .map_err(|e| corrupt("parquet file", key, e.to_string()))?;
+    one_batch(reader, "parquet file", key)
+}
+
+/// Every batch of `reader` as one; a damaged one is reported as `what` at `key`.
+fn one_batch(
+    reader: impl RecordBatchReader,
+    what: &'static str,
+    key: &str,
+) -> Result<RecordBatch, JobError> {
     let schema = reader.schema();
     let batches = reader
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| corrupt("parquet file", key, e.to_string()))?;
+        .map_err(|e| corrupt(what, key, e.to_string()))?;
     arrow_select::concat::concat_batches(&schema, &batches)
-        .map_err(|e| corrupt("parquet file", key, e.to_string()))
+        .map_err(|e| corrupt(what, key, e.to_string()))
+}
+
+/// Extension of the pass-1 deal files (Arrow IPC file format).
+const DEAL_EXTENSION: &str = "arrows";
+
+/// A deal file: `batch` as an Arrow IPC file with LZ4-compressed buffers.
+fn encode_deal(batch: &RecordBatch, key: &str) -> Result<Vec<u8>, JobError> {
+    let err = |e: arrow_schema::ArrowError| JobError::Internal(format!("writing {key}: {e}"));
+    let options = arrow_ipc::writer::IpcWriteOptions::default()
+        .try_with_compression(Some(arrow_ipc::CompressionType::LZ4_FRAME))
+        .map_err(err)?;
+    let mut buf = Vec::with_capacity(batch.get_array_memory_size() / 2);
+    let mut w =
+        arrow_ipc::writer::FileWriter::try_new_with_options(&mut buf, &batch.schema(), options)
+            .map_err(err)?;
+    w.write(batch).map_err(err)?;
+    w.finish().map_err(err)?;
+    drop(w);
+    Ok(buf)
+}
+
+/// Reads a deal file back (all its batches as one); damage is reported with the key.
+fn read_deal(ctx: &JobContext, key: &str) -> Result<RecordBatch, JobError> {
+    let bytes = ctx
+        .block_on(ctx.lake.get(key))?
+        .ok_or_else(|| corrupt("shuffle deal file", key, "missing"))?;
+    let reader = arrow_ipc::reader::FileReader::try_new(std::io::Cursor::new(bytes), None)
+        .map_err(|e| corrupt("shuffle deal file", key, e.to_string()))?;
+    one_batch(reader, "shuffle deal file", key)
 }
 
 /// The pile of row `row` of input part `part`: uniform, and the same wherever it is computed.
@@ -197,10 +239,10 @@ pub fn deal_part(ctx: &JobContext, plan: &ShufflePlan, index: usize) -> Result<u
         let picked = arrow_select::take::take_record_batch(&batch, &UInt32Array::from(rows))
             .map_err(|e| JobError::Internal(e.to_string()))?;
         let out = format!(
-            "{}/from-{index:05}.parquet",
+            "{}/from-{index:05}.{DEAL_EXTENSION}",
             deal_prefix(&plan.id, pile as u32)
         );
-        let bytes = encode_parquet(&picked, &out)?;
+        let bytes = encode_deal(&picked, &out)?;
         ctx.block_on(ctx.lake.put(&out, bytes))?;
     }
     ctx.block_on(
@@ -222,26 +264,33 @@ pub fn shuffle_pile(
         .block_on(ctx.lake.list(&prefix))?
         .into_iter()
         .map(|m| m.location.to_string())
-        .filter(|k| k.ends_with(".parquet"))
+        .filter(|k| k.ends_with(DEAL_EXTENSION))
         .collect();
     keys.sort();
     let batches = keys
         .iter()
-        .map(|k| read_batch(ctx, k))
+        .map(|k| read_deal(ctx, k))
         .collect::<Result<Vec<_>, _>>()?;
-    let schema = lakefish_schemas::positions::schema();
-    let all = arrow_select::concat::concat_batches(&schema, &batches)
-        .map_err(|e| JobError::Internal(e.to_string()))?;
-    let n = all.num_rows();
-    let mut order: Vec<u32> = (0..n as u32).collect();
+    // Row i of the pile is row `i - offset` of the batch it fell in, batches in part order.
+    let mut rows: Vec<(usize, usize)> = Vec::new();
+    for (b, batch) in batches.iter().enumerate() {
+        rows.extend((0..batch.num_rows()).map(|r| (b, r)));
+    }
+    let n = rows.len();
     let mut rng =
         SplitMix(spec.seed ^ 0x5348_5546 ^ (pile as u64).wrapping_mul(0xD1B5_4A32_D192_ED03));
     for i in (1..n).rev() {
         let j = rng.below(i as u64 + 1) as usize;
-        order.swap(i, j);
+        rows.swap(i, j);
     }
-    let shuffled = arrow_select::take::take_record_batch(&all, &UInt32Array::from(order))
-        .map_err(|e| JobError::Internal(e.to_string()))?;
+    // One gather straight from the deal batches (no concatenated copy first).
+    let refs: Vec<&RecordBatch> = batches.iter().collect();
+    let shuffled = if refs.is_empty() {
+        RecordBatch::new_empty(lakefish_schemas::positions::schema())
+    } else {
+        arrow_select::interleave::interleave_record_batch(&refs, &rows)
+            .map_err(|e| JobError::Internal(e.to_string()))?
+    };
     let name = chunk_file_name(pile);
     let key = format!("{}/{name}", shuffle_prefix(&plan.id));
     let bytes = encode_parquet(&shuffled, &key)?;

@@ -259,3 +259,30 @@ fn a_shuffle_without_masks_or_data_fails_clearly_and_writes_nothing() {
     );
     assert!(!fx.dir.path().join("lake/shuffled").exists());
 }
+
+/// A deal file damaged between the passes (a truncated upload): pass 2 for its pile fails
+/// naming the file, and no chunk for that pile appears.
+#[test]
+fn a_damaged_deal_file_is_named_and_its_pile_writes_no_chunk() {
+    let fx = with_data(true);
+    let ctx = fx.ctx();
+    let plan = start(&ctx, &spec(3, 7)).unwrap();
+    for i in 0..plan.parts.len() {
+        deal_part(&ctx, &plan, i).unwrap();
+    }
+    let pile_dir = fx.path(&format!("shuffled/{}/_deal/pile-00001", plan.id));
+    let victim = std::fs::read_dir(&pile_dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .min()
+        .unwrap();
+    let bytes = std::fs::read(&victim).unwrap();
+    std::fs::write(&victim, &bytes[..bytes.len() / 2]).unwrap();
+    let e = shuffle_pile(&ctx, &plan, 1).unwrap_err().to_string();
+    let name = victim.file_name().unwrap().to_str().unwrap();
+    assert!(e.contains(name) && e.contains("deal file"), "{e}");
+    let chunk = lakefish_schemas::shuffle::chunk_file_name(1);
+    assert!(!fx.path(&format!("shuffled/{}/{chunk}", plan.id)).exists());
+    // The other piles are unaffected.
+    shuffle_pile(&ctx, &plan, 0).unwrap();
+}
