@@ -79,7 +79,7 @@ pub fn bench(evaluator: Evaluator, depth: u32) -> BenchResult {
 }
 
 /// Timed passes over the positions per measure in [`bench_eval`] (the best one counts).
-const EVAL_PASSES: usize = 3;
+const EVAL_PASSES: usize = 15;
 
 /// Nanoseconds per position along random games (the same positions for every measure).
 #[derive(Debug, Clone)]
