@@ -65,6 +65,10 @@ impl EvalStack {
 
     /// Forces a kernel (tests and benchmarks compare them).
     pub fn with_kernel(mut self, kernel: Kernel) -> EvalStack {
+        assert!(
+            Kernel::available(self.width.max(32)).contains(&kernel),
+            "{kernel:?} does not run here"
+        );
         self.kernel = kernel;
         self
     }

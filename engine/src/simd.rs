@@ -114,7 +114,10 @@ impl Kernel {
             Kernel::Scalar => update_scalar(dst, src, weights, removed, added),
             #[cfg(target_arch = "x86_64")]
             // SAFETY: Avx2 is only constructed after the CPU reported AVX2, with width.is_multiple_of(32).
-            Kernel::Avx2 => unsafe { avx2::update(dst, src, weights, removed, added) },
+            Kernel::Avx2 => {
+                debug_assert!(std::is_x86_feature_detected!("avx2"));
+                unsafe { avx2::update(dst, src, weights, removed, added) }
+            }
             #[cfg(not(target_arch = "x86_64"))]
             Kernel::Avx2 => update_scalar(dst, src, weights, removed, added),
         }
@@ -246,7 +249,7 @@ mod avx2 {
         }
     }
 
-    /// Any number of rows (refreshes add 2 to 32 of them): 64 lanes at a time in four
+    /// Any number of rows (refreshes, unusual shapes): 64 lanes at a time in four
     /// registers, so each feature index is read once per 64 lanes rather than per 16.
     #[target_feature(enable = "avx2")]
     unsafe fn any(

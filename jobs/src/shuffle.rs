@@ -260,16 +260,26 @@ pub fn shuffle_pile(
 ) -> Result<ShuffleChunk, JobError> {
     let spec = &plan.spec;
     let prefix = deal_prefix(&plan.id, pile);
-    let mut keys: Vec<String> = ctx
-        .block_on(ctx.lake.list(&prefix))?
-        .into_iter()
-        .map(|m| m.location.to_string())
-        .filter(|k| k.ends_with(DEAL_EXTENSION))
-        .collect();
-    keys.sort();
-    let batches = keys
-        .iter()
-        .map(|k| read_deal(ctx, k))
+    // One deal file per input part, `from-PPPPP.arrows`. Deals written before the switch to
+    // Arrow IPC are `from-PPPPP.parquet` with the same rows: read those too, so a shuffle
+    // begun before an upgrade loses nothing, and where a part has both, read it once.
+    let mut by_part: std::collections::BTreeMap<String, String> = Default::default();
+    for m in ctx.block_on(ctx.lake.list(&prefix))? {
+        let key = m.location.to_string();
+        let name = key.rsplit('/').next().unwrap_or_default();
+        let Some((stem, ext)) = name.rsplit_once('.') else {
+            continue;
+        };
+        if ext == DEAL_EXTENSION || (ext == "parquet" && !by_part.contains_key(stem)) {
+            by_part.insert(stem.to_string(), key);
+        }
+    }
+    let batches = by_part
+        .values()
+        .map(|k| match k.ends_with(".parquet") {
+            true => read_batch(ctx, k),
+            false => read_deal(ctx, k),
+        })
         .collect::<Result<Vec<_>, _>>()?;
     // Row i of the pile is row `i - offset` of the batch it fell in, batches in part order.
     let mut rows: Vec<(usize, usize)> = Vec::new();
@@ -285,11 +295,16 @@ pub fn shuffle_pile(
     }
     // One gather straight from the deal batches (no concatenated copy first).
     let refs: Vec<&RecordBatch> = batches.iter().collect();
+    let schema = lakefish_schemas::positions::schema();
     let shuffled = if refs.is_empty() {
-        RecordBatch::new_empty(lakefish_schemas::positions::schema())
+        RecordBatch::new_empty(schema)
     } else {
-        arrow_select::interleave::interleave_record_batch(&refs, &rows)
-            .map_err(|e| JobError::Internal(e.to_string()))?
+        // The chunk gets the plain positions schema (the deal files carry the input part's
+        // file metadata, which depends on which part came first) and its checks.
+        let gathered = arrow_select::interleave::interleave_record_batch(&refs, &rows)
+            .map_err(|e| JobError::Internal(e.to_string()))?;
+        RecordBatch::try_new(schema, gathered.columns().to_vec())
+            .map_err(|e| JobError::Internal(format!("pile {pile}: {e}")))?
     };
     let name = chunk_file_name(pile);
     let key = format!("{}/{name}", shuffle_prefix(&plan.id));

@@ -39,6 +39,14 @@ fn files(fx: &LakeFixture, prefix: &str) -> BTreeMap<String, Vec<u8>> {
     snapshot_dir(&fx.path(prefix))
 }
 
+/// The chunk files of shuffle `id`, by name.
+fn chunks_of(fx: &LakeFixture, id: &str) -> BTreeMap<String, Vec<u8>> {
+    files(fx, &format!("shuffled/{id}"))
+        .into_iter()
+        .filter(|(k, _)| k.starts_with("chunk-"))
+        .collect()
+}
+
 /// The rows the quiet masks select, dataset by dataset, part by part.
 fn selected_rows(fx: &LakeFixture) -> Vec<PositionRow> {
     let mut rows = Vec::new();
@@ -197,10 +205,7 @@ fn chunks_hold_exactly_the_selected_rows_spread_over_the_chunks() {
 fn same_seed_same_bytes_in_any_order_other_seed_other_order() {
     let a = with_data(true);
     let ma = shuffle_here(&a.ctx(), &JobId::new(), &spec(5, 7)).unwrap();
-    let chunks_a: BTreeMap<_, _> = files(&a, &format!("shuffled/{}", ma.id))
-        .into_iter()
-        .filter(|(k, _)| k.starts_with("chunk-"))
-        .collect();
+    let chunks_a = chunks_of(&a, &ma.id);
 
     // Another lake, the passes run one by one in reverse order (as workers might).
     let b = with_data(true);
@@ -214,20 +219,14 @@ fn same_seed_same_bytes_in_any_order_other_seed_other_order() {
         shuffle_pile(&ctx, &plan, p).unwrap();
     }
     let mb = commit(&ctx, &plan).unwrap();
-    let chunks_b: BTreeMap<_, _> = files(&b, &format!("shuffled/{}", mb.id))
-        .into_iter()
-        .filter(|(k, _)| k.starts_with("chunk-"))
-        .collect();
+    let chunks_b = chunks_of(&b, &mb.id);
     assert_eq!(chunks_a.len(), 5);
     assert!(chunks_a == chunks_b, "byte-identical chunks");
 
     // A different seed: same rows, different order.
     let mc = shuffle_here(&a.ctx(), &JobId::new(), &spec(5, 8)).unwrap();
     assert_ne!(mc.id, ma.id);
-    let chunks_c: BTreeMap<_, _> = files(&a, &format!("shuffled/{}", mc.id))
-        .into_iter()
-        .filter(|(k, _)| k.starts_with("chunk-"))
-        .collect();
+    let chunks_c = chunks_of(&a, &mc.id);
     assert!(chunks_c != chunks_a);
     assert_eq!(mc.rows, ma.rows);
 
@@ -285,4 +284,46 @@ fn a_damaged_deal_file_is_named_and_its_pile_writes_no_chunk() {
     assert!(!fx.path(&format!("shuffled/{}/{chunk}", plan.id)).exists());
     // The other piles are unaffected.
     shuffle_pile(&ctx, &plan, 0).unwrap();
+}
+
+/// A shuffle dealt (partly) by an older version, whose deal files were Parquet: pass 2 reads
+/// them, a part dealt in both formats counts once, and the chunks are byte-identical to a
+/// shuffle dealt entirely in the current format.
+#[test]
+fn deal_files_of_the_older_parquet_format_are_read_once() {
+    let a = with_data(true);
+    let ma = shuffle_here(&a.ctx(), &JobId::new(), &spec(3, 9)).unwrap();
+    let chunks_a = chunks_of(&a, &ma.id);
+
+    let b = with_data(true);
+    let ctx = b.ctx();
+    let plan = start(&ctx, &spec(3, 9)).unwrap();
+    for i in 0..plan.parts.len() {
+        deal_part(&ctx, &plan, i).unwrap();
+    }
+    // Pile 0: every deal file rewritten as Parquet (the old format). Pile 1: a Parquet twin
+    // beside each deal file.
+    for (pile, keep_new) in [(0, false), (1, true)] {
+        let dir = b.path(&format!("shuffled/{}/_deal/pile-{pile:05}", plan.id));
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            let reader =
+                arrow_ipc::reader::FileReader::try_new(std::fs::File::open(&path).unwrap(), None)
+                    .unwrap();
+            let batches: Vec<_> = reader.map(Result::unwrap).collect();
+            assert_eq!(batches.len(), 1);
+            let bytes = lakefish_jobs::parts::encode_parquet(&batches[0], "t").unwrap();
+            std::fs::write(path.with_extension("parquet"), bytes).unwrap();
+            if !keep_new {
+                std::fs::remove_file(&path).unwrap();
+            }
+        }
+    }
+    for p in 0..3 {
+        shuffle_pile(&ctx, &plan, p).unwrap();
+    }
+    let mb = commit(&ctx, &plan).unwrap();
+    assert_eq!(mb.rows, ma.rows);
+    let chunks_b = chunks_of(&b, &mb.id);
+    assert!(chunks_a == chunks_b, "byte-identical chunks");
 }

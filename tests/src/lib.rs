@@ -181,7 +181,11 @@ impl Outage {
         let shared = state.clone();
         std::thread::spawn(move || {
             for conn in listener.incoming() {
-                let Ok(client) = conn else { continue };
+                let Ok(client) = conn else {
+                    // (e.g. out of file descriptors): back off rather than spin.
+                    std::thread::sleep(Duration::from_millis(10));
+                    continue;
+                };
                 let mut st = shared.lock().unwrap();
                 if st.down {
                     let _ = client.shutdown(std::net::Shutdown::Both);
