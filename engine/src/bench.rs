@@ -132,88 +132,34 @@ pub fn random_lines(games: usize) -> Vec<Line> {
 }
 
 /// The main lines of the first `max_games` games of a PGN text that start from the standard
-/// position: tags, comments, variations, move numbers, NAGs and annotation marks are skipped;
-/// a game stops at its first unreadable or illegal move.
+/// position (read as opening books are: [`crate::book`]); a game stops at its first
+/// unreadable or illegal move.
 pub fn pgn_lines(pgn: &str, max_games: usize) -> Vec<Line> {
     let mut lines = Vec::new();
-    let mut line: Line = Vec::new();
-    let mut pos = Chess::default();
-    let mut skip_game = false;
-    let mut dead = false;
-    let mut depth = 0usize; // inside ( ) variations
-    let mut in_comment = false;
-    let finish = |line: &mut Line, lines: &mut Vec<Line>| {
-        if !line.is_empty() {
-            lines.push(std::mem::take(line));
+    for game in crate::book::pgn_games(pgn) {
+        if lines.len() >= max_games {
+            break;
         }
-    };
-    for raw in pgn.lines() {
-        let text = raw.trim_start_matches('\u{feff}').trim();
-        if !in_comment && text.starts_with('[') {
-            // A tag: the first one after movetext begins a new game.
-            if !line.is_empty() || dead || skip_game {
-                finish(&mut line, &mut lines);
-                pos = Chess::default();
-                dead = false;
-                skip_game = false;
-            }
-            if text.starts_with("[FEN ") || text.starts_with("[Variant ") {
-                skip_game = true;
-            }
-            if lines.len() >= max_games {
-                break;
-            }
+        if game.tag("FEN").is_some() || game.tag("Variant").is_some() {
             continue;
         }
-        // Tokens of the main line: text outside comments and variations.
-        let mut token = String::new();
-        let mut tokens = Vec::new();
-        for c in text.chars() {
-            if in_comment {
-                in_comment = c != '}';
-                continue;
-            }
-            match c {
-                '{' | '(' | ')' | ';' => {
-                    tokens.push(std::mem::take(&mut token));
-                    match c {
-                        '{' => in_comment = true,
-                        '(' => depth += 1,
-                        ')' => depth = depth.saturating_sub(1),
-                        _ => break,
-                    }
-                }
-                c if c.is_whitespace() => tokens.push(std::mem::take(&mut token)),
-                c if depth == 0 => token.push(c),
-                _ => {}
-            }
-        }
-        tokens.push(token);
-        for t in tokens {
-            let t = t.trim_start_matches(|c: char| c.is_ascii_digit() || c == '.');
-            let t = t.trim_end_matches(['!', '?']);
-            if t.is_empty() || t.starts_with('$') || skip_game || dead {
-                continue;
-            }
-            if matches!(t, "1-0" | "0-1" | "1/2-1/2" | "*") {
-                dead = true;
-                continue;
-            }
-            let mv = shakmaty::san::SanPlus::from_ascii(t.as_bytes())
+        let mut pos = Chess::default();
+        let mut line = Line::new();
+        for token in crate::book::san_tokens(&game.movetext) {
+            let Some(mv) = token
+                .parse::<shakmaty::san::SanPlus>()
                 .ok()
-                .and_then(|s| s.san.to_move(&pos).ok());
-            match mv {
-                Some(mv) => {
-                    let turn = pos.turn();
-                    pos.play_unchecked(mv);
-                    line.push((turn, mv, pos.clone()));
-                }
-                None => dead = true,
-            }
+                .and_then(|s| s.san.to_move(&pos).ok())
+            else {
+                break;
+            };
+            let turn = pos.turn();
+            pos.play_unchecked(mv);
+            line.push((turn, mv, pos.clone()));
         }
-    }
-    if lines.len() < max_games {
-        finish(&mut line, &mut lines);
+        if !line.is_empty() {
+            lines.push(line);
+        }
     }
     lines
 }

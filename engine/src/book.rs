@@ -3,7 +3,7 @@
 //! where; a book must hold at least one position.
 
 use shakmaty::fen::Fen;
-use shakmaty::san::San;
+use shakmaty::san::SanPlus;
 use shakmaty::{CastlingMode, Chess, EnPassantMode, Position};
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -98,7 +98,7 @@ fn parse_epd(name: &str, text: &str) -> Result<Vec<Chess>, BookError> {
 }
 
 /// Movetext tokens that are moves: comments, variations, NAGs, move numbers and results go.
-fn san_tokens(movetext: &str) -> Vec<String> {
+pub(crate) fn san_tokens(movetext: &str) -> Vec<String> {
     let mut tokens = Vec::new();
     let (mut depth, mut in_comment) = (0usize, false);
     let mut cur = String::new();
@@ -126,33 +126,81 @@ fn san_tokens(movetext: &str) -> Vec<String> {
     tokens
 }
 
+/// A PGN game as text: its tag pairs, in order, and its movetext (lines joined by spaces).
+pub(crate) struct PgnGame {
+    pub tags: Vec<(String, String)>,
+    pub movetext: String,
+}
+
+impl PgnGame {
+    pub fn tag(&self, name: &str) -> Option<&str> {
+        self.tags
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// Splits PGN text into games: a tag line after movetext starts the next game.
+pub(crate) fn pgn_games(text: &str) -> Vec<PgnGame> {
+    let mut games = Vec::new();
+    let mut game = PgnGame {
+        tags: Vec::new(),
+        movetext: String::new(),
+    };
+    let mut in_moves = false;
+    for line in text.trim_start_matches('\u{feff}').lines() {
+        let t = line.trim();
+        if t.starts_with('[') && t.ends_with(']') {
+            if in_moves {
+                games.push(std::mem::replace(
+                    &mut game,
+                    PgnGame {
+                        tags: Vec::new(),
+                        movetext: String::new(),
+                    },
+                ));
+                in_moves = false;
+            }
+            let inner = &t[1..t.len() - 1];
+            if let Some((k, v)) = inner.split_once(' ') {
+                game.tags
+                    .push((k.to_string(), v.trim().trim_matches('"').to_string()));
+            }
+        } else if !t.is_empty() {
+            in_moves = true;
+            game.movetext.push_str(t);
+            game.movetext.push(' ');
+        }
+    }
+    if in_moves || !game.tags.is_empty() {
+        games.push(game);
+    }
+    games
+}
+
 fn parse_pgn(name: &str, text: &str) -> Result<Vec<Chess>, BookError> {
     let mut out = Vec::new();
-    let mut game = 0;
-    let mut tags: Vec<(String, String)> = Vec::new();
-    let mut movetext = String::new();
-    let mut finish = |tags: &mut Vec<(String, String)>, movetext: &mut String, game: usize| {
-        if tags.is_empty() && movetext.trim().is_empty() {
-            return Ok(());
-        }
+    for (i, g) in pgn_games(text).into_iter().enumerate() {
         let err = |reason: String| BookError::Game {
             book: name.into(),
-            game,
+            game: i + 1,
             reason,
         };
-        let mut pos = match tags.iter().find(|(k, _)| k == "FEN") {
-            Some((_, fen)) => fen
+        let mut pos = match g.tag("FEN") {
+            Some(fen) => fen
                 .parse::<Fen>()
                 .map_err(|e| err(format!("bad FEN tag {fen:?}: {e}")))?
                 .into_position(CastlingMode::Standard)
                 .map_err(|e| err(format!("illegal FEN tag {fen:?}: {e}")))?,
             None => Chess::default(),
         };
-        for (ply, token) in san_tokens(movetext).iter().enumerate() {
-            let san: San = token
+        for (ply, token) in san_tokens(&g.movetext).iter().enumerate() {
+            let san: SanPlus = token
                 .parse()
                 .map_err(|_| err(format!("ply {}: {token:?} is not a move", ply + 1)))?;
             let mv = san
+                .san
                 .to_move(&pos)
                 .map_err(|e| err(format!("ply {}: {token} is illegal here: {e}", ply + 1)))?;
             pos.play_unchecked(mv);
@@ -161,32 +209,6 @@ fn parse_pgn(name: &str, text: &str) -> Result<Vec<Chess>, BookError> {
             return Err(err("the opening ends the game".into()));
         }
         out.push(pos);
-        tags.clear();
-        movetext.clear();
-        Ok(())
-    };
-    let mut in_moves = false;
-    for line in text.lines() {
-        let t = line.trim();
-        if t.starts_with('[') && t.ends_with(']') {
-            if in_moves {
-                game += 1;
-                finish(&mut tags, &mut movetext, game)?;
-                in_moves = false;
-            }
-            let inner = &t[1..t.len() - 1];
-            if let Some((k, v)) = inner.split_once(' ') {
-                tags.push((k.to_string(), v.trim().trim_matches('"').to_string()));
-            }
-        } else if !t.is_empty() {
-            in_moves = true;
-            movetext.push_str(t);
-            movetext.push(' ');
-        }
-    }
-    if in_moves || !tags.is_empty() {
-        game += 1;
-        finish(&mut tags, &mut movetext, game)?;
     }
     Ok(out)
 }
