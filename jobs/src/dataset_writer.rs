@@ -8,7 +8,7 @@
 use crate::binpack::DecodedChunk;
 use crate::datasets::{manifest_key, read_manifest};
 use crate::input::Input;
-use crate::parts::{GameRecord, batch_from_chunks, encode_games, encode_parquet};
+use crate::parts::{GameRecord, batch_from_chunks, encode_games, encode_parquet_on};
 use crate::records::now;
 use crate::{JobContext, JobError};
 use lakefish_schemas::dataset::MANIFEST_VERSION;
@@ -282,7 +282,7 @@ fn encode_parts(
         // A panic here must not kill the encoder: the driver would block on a full queue.
         let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             let batch = batch_from_chunks(&job.chunks);
-            let bytes = encode_parquet(&batch, &key)?;
+            let bytes = encode_parquet_on(&batch, &key, ctx.threads)?;
             let part = PartInfo {
                 name: job.name.clone(),
                 rows: batch.num_rows() as u64,

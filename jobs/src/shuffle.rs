@@ -16,7 +16,7 @@
 
 use crate::datasets::read_manifest;
 use crate::masks::{read_mask, read_mask_manifest};
-use crate::parts::encode_parquet;
+use crate::parts::encode_parquet_on;
 use crate::records::now;
 use crate::{JobContext, JobError};
 use arrow_array::{RecordBatch, RecordBatchReader, UInt32Array};
@@ -308,7 +308,7 @@ pub fn shuffle_pile(
     };
     let name = chunk_file_name(pile);
     let key = format!("{}/{name}", shuffle_prefix(&plan.id));
-    let bytes = encode_parquet(&shuffled, &key)?;
+    let bytes = encode_parquet_on(&shuffled, &key, ctx.threads)?;
     // A duplicate delivery racing the commit may have read a pile whose files were already
     // removed: once committed, the committed chunk stands.
     if let Some(m) = ctx.block_on(read_shuffle_manifest(&ctx.lake, &plan.id))?
