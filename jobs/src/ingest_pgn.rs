@@ -2,17 +2,16 @@
 //! `positions/source=lichess/dataset=<name>/month=YYYY-MM/` plus the `games` table beside it.
 //!
 //! Pipeline: one thread reads and decompresses the stream and cuts it into blocks of whole
-//! games; windows of blocks are parsed on all cores (SAN → moves, FENs, evals); rows go in
-//! input order to per-month parts, which encoder threads write while reading goes on. The
-//! manifest commits the dataset (see `dataset_writer`). Memory stays bounded by the window,
-//! whatever the file size.
+//! games; the blocks are parsed on all cores as they come (SAN → moves, FENs, evals); rows
+//! go in input order to per-month parts, which encoder threads write while reading goes on.
+//! The manifest commits the dataset (see `dataset_writer`). Memory stays bounded by the
+//! blocks in flight, whatever the file size.
 
 use crate::dataset_writer::{IngestSummary, InputFormat, PartBuilder, Written, ingest};
 use crate::input::Input;
 use crate::pgn::{BlockRows, BlockSplitter, ZSTD_MAGIC, parse_block};
 use crate::{JobContext, JobError};
 use lakefish_schemas::{IngestSpec, InputReport, JobId, SkippedGame, SkippedRange, Source};
-use rayon::prelude::*;
 use std::io::Read;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -133,50 +132,67 @@ fn ingest_input(
     };
     let read = Arc::new(AtomicU64::new(0));
     let mut splitter = BlockSplitter::new(open_stream(input, read.clone())?);
-    let window_len = (ctx.threads * 2).max(2);
-    let mut window: Vec<(u64, Vec<u8>)> = Vec::with_capacity(window_len);
+    // Blocks in flight (read, parsing, or parsed and waiting for an earlier one): this
+    // thread reads ahead while the pool parses, and takes results in input order.
+    let in_flight_max = (ctx.threads * 2).max(2) as u64;
+    let (tx, rx) = std::sync::mpsc::channel::<(u64, std::thread::Result<BlockRows>)>();
+    let parse = |seq: u64, (offset, data): (u64, Vec<u8>)| {
+        let tx = tx.clone();
+        pool.spawn(move || {
+            // A panic must come back as an error: in a spawned task it would abort.
+            let rows = std::panic::catch_unwind(|| parse_block(&data, key, offset));
+            let _ = tx.send((seq, rows));
+        });
+    };
     let mut failure = None;
+    let (mut sent, mut taken) = (0u64, 0u64);
+    let mut ready = std::collections::BTreeMap::new();
+    let mut at_end = false;
     loop {
-        let mut at_end = false;
-        match splitter.next_block() {
-            Ok(Some(block)) => window.push(block),
-            Ok(None) => at_end = true,
-            Err(e) => {
-                // Keep every complete game before the damage; drop the cut-off one.
-                let (block, dropped) = splitter.salvage();
-                window.extend(block);
-                let at = read.load(Ordering::Relaxed);
-                failure = Some(SkippedRange {
-                    offset: at,
-                    len: input.len().saturating_sub(at),
-                    reason: format!(
-                        "stream unreadable near byte {at} (truncated or corrupt?): {e}; the \
-                         incomplete last game ({dropped} bytes) and everything after were dropped"
-                    ),
-                });
-                at_end = true;
+        while !at_end && sent - taken < in_flight_max {
+            match splitter.next_block() {
+                Ok(Some(block)) => {
+                    parse(sent, block);
+                    sent += 1;
+                }
+                Ok(None) => at_end = true,
+                Err(e) => {
+                    // Keep every complete game before the damage; drop the cut-off one.
+                    let (block, dropped) = splitter.salvage();
+                    if let Some(block) = block {
+                        parse(sent, block);
+                        sent += 1;
+                    }
+                    let at = read.load(Ordering::Relaxed);
+                    failure = Some(SkippedRange {
+                        offset: at,
+                        len: input.len().saturating_sub(at),
+                        reason: format!(
+                            "stream unreadable near byte {at} (truncated or corrupt?): {e}; the \
+                             incomplete last game ({dropped} bytes) and everything after were \
+                             dropped"
+                        ),
+                    });
+                    at_end = true;
+                }
             }
         }
-        if window.len() < window_len && !at_end {
-            continue;
+        if taken == sent {
+            break;
         }
-        let parsed: Vec<BlockRows> = pool.install(|| {
-            window
-                .par_iter()
-                .map(|(offset, data)| parse_block(data, key, *offset))
-                .collect()
-        });
-        window.clear();
-        for block in parsed {
+        let (seq, rows) = rx.recv().expect("we hold a sender");
+        let rows = rows.map_err(|_| {
+            JobError::Panic(format!("parsing a block of {} (block {seq})", input.name()))
+        })?;
+        ready.insert(seq, rows);
+        while let Some(block) = ready.remove(&taken) {
             state.take(block, part)?;
+            taken += 1;
         }
         if written.failed() {
             return Err(JobError::Internal("a part failed to write".into()));
         }
         progress(read.load(Ordering::Relaxed), part.total_rows);
-        if at_end {
-            break;
-        }
     }
     state.report.skipped.extend(failure);
     if state.unlisted > 0 {
