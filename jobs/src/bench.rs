@@ -165,7 +165,7 @@ pub fn bench_mask(
         manifest,
         prefix,
         ..
-    } = &Scratch::new(rt, file, threads, "mask")?;
+    } = &Scratch::new(rt, file, threads, "mask", None)?;
     {
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(threads)
@@ -230,13 +230,15 @@ pub struct ShuffleBench {
 }
 
 /// Ingests and masks `file` in a scratch lake (not timed), then times the shuffle of it
-/// against a plain copy of the same bytes on the same store.
+/// against a plain copy of the same bytes on the same store. `store` is a lake (a directory
+/// or `s3://bucket/prefix`) to work under instead of a scratch directory.
 pub fn bench_shuffle(
     rt: &tokio::runtime::Handle,
     file: &str,
     threads: usize,
     chunks: u32,
     runs: usize,
+    store: Option<&str>,
 ) -> Result<ShuffleBench, JobError> {
     use lakefish_schemas::{MaskDefinition, MaskSpec, ShuffleSpec, Source};
     let Scratch {
@@ -247,7 +249,7 @@ pub fn bench_shuffle(
         manifest,
         prefix,
         ..
-    } = &Scratch::new(rt, file, threads, "shuffle")?;
+    } = &Scratch::new(rt, file, threads, "shuffle", store)?;
     {
         let mask = MaskSpec {
             dataset: dataset.clone(),
@@ -298,10 +300,10 @@ pub fn bench_shuffle(
     }
 }
 
-/// A throw-away local lake holding `file` ingested as dataset `bench` (parts of 100,000
-/// rows); deleted when dropped.
+/// A throw-away lake holding `file` ingested as dataset `bench` (parts of 100,000 rows):
+/// a scratch directory, or a fresh prefix of a given store; deleted when dropped.
 struct Scratch {
-    dir: std::path::PathBuf,
+    place: ScratchPlace,
     lake: Lake,
     ctx: JobContext,
     dataset: DatasetName,
@@ -310,18 +312,53 @@ struct Scratch {
     prefix: String,
 }
 
+enum ScratchPlace {
+    Dir(std::path::PathBuf),
+    /// A prefix of the user's store: every object under it is deleted afterwards.
+    Store(tokio::runtime::Handle),
+}
+
+impl ScratchPlace {
+    fn clean(&self, lake: &Lake) {
+        match self {
+            ScratchPlace::Dir(dir) => {
+                let _ = std::fs::remove_dir_all(dir);
+            }
+            ScratchPlace::Store(rt) => {
+                let _ = rt.block_on(async {
+                    for o in lake.list("").await? {
+                        lake.delete(o.location.as_ref()).await?;
+                    }
+                    Ok::<_, JobError>(())
+                });
+            }
+        }
+    }
+}
+
 impl Scratch {
     fn new(
         rt: &tokio::runtime::Handle,
         file: &str,
         threads: usize,
         what: &str,
+        store: Option<&str>,
     ) -> Result<Scratch, JobError> {
         use lakefish_schemas::Source;
-        let dir =
-            std::env::temp_dir().join(format!("lakefish-bench-{what}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        let lake = Lake::open(dir.to_str().unwrap(), &HashMap::new())?;
+        let name = format!("lakefish-bench-{what}-{}", std::process::id());
+        let (place, lake) = match store {
+            Some(store) => {
+                let env: HashMap<String, String> = std::env::vars().collect();
+                let lake = Lake::open(&format!("{}/{name}", store.trim_end_matches('/')), &env)?;
+                (ScratchPlace::Store(rt.clone()), lake)
+            }
+            None => {
+                let dir = std::env::temp_dir().join(&name);
+                let _ = std::fs::remove_dir_all(&dir);
+                let lake = Lake::open(dir.to_str().unwrap(), &HashMap::new())?;
+                (ScratchPlace::Dir(dir), lake)
+            }
+        };
         let ctx = JobContext::new(lake.clone(), rt.clone()).with_threads(threads);
         let dataset = DatasetName::new("bench").expect("valid name");
         let spec = IngestBinpackSpec {
@@ -338,17 +375,17 @@ impl Scratch {
         let (ingested, manifest) = match (ingested, manifest) {
             (Ok(i), Ok(Some(m))) => (i, m),
             (Err(e), _) | (_, Err(e)) => {
-                let _ = std::fs::remove_dir_all(&dir);
+                place.clean(&lake);
                 return Err(e);
             }
             (_, Ok(None)) => {
-                let _ = std::fs::remove_dir_all(&dir);
+                place.clean(&lake);
                 return Err(JobError::Internal("bench dataset vanished".into()));
             }
         };
         let prefix = lakefish_schemas::positions::dataset_prefix(Source::Binpack, &dataset);
         Ok(Scratch {
-            dir,
+            place,
             lake,
             ctx,
             dataset,
@@ -361,7 +398,7 @@ impl Scratch {
 
 impl Drop for Scratch {
     fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
+        self.place.clean(&self.lake);
     }
 }
 

@@ -9,7 +9,7 @@
 
 use crate::JobError;
 use bytes::Bytes;
-use futures::TryStreamExt;
+use futures::{StreamExt, TryStreamExt};
 use object_store::aws::AmazonS3Builder;
 use object_store::local::LocalFileSystem;
 use object_store::path::Path;
@@ -18,6 +18,9 @@ use object_store::{ObjectMeta, ObjectStore, ObjectStoreExt, PutPayload};
 use std::collections::HashMap;
 use std::ops::Range;
 use std::sync::Arc;
+
+/// Requests a job keeps in flight at once where it has many objects to move.
+pub const CONCURRENT_REQUESTS: usize = 16;
 
 #[derive(Clone, Debug)]
 pub struct Lake {
@@ -185,6 +188,40 @@ impl Lake {
             Err(object_store::Error::NotFound { .. }) => Ok(None),
             Err(e) => Err(JobError::lake("get", key, e)),
         }
+    }
+
+    /// Several whole objects, in the order of `keys`, fetched [`CONCURRENT_REQUESTS`] at a
+    /// time: on S3 one request after another spends most of its time waiting.
+    pub async fn get_many(&self, keys: &[String]) -> Result<Vec<Option<Bytes>>, JobError> {
+        futures::stream::iter(keys.iter().map(|k| self.get(k)))
+            .buffered(CONCURRENT_REQUESTS)
+            .try_collect()
+            .await
+    }
+
+    /// Writes several objects, [`CONCURRENT_REQUESTS`] at a time; each is still one `put`.
+    pub async fn put_many(&self, objects: Vec<(String, Bytes)>) -> Result<(), JobError> {
+        futures::stream::iter(
+            objects
+                .into_iter()
+                .map(|(k, b)| async move { self.put(&k, b).await }),
+        )
+        .buffer_unordered(CONCURRENT_REQUESTS)
+        .try_collect::<()>()
+        .await
+    }
+
+    /// Deletes every key given (bulk deletes on S3); keys already gone are fine.
+    pub async fn delete_many(&self, keys: Vec<String>) -> Result<(), JobError> {
+        let paths = futures::stream::iter(keys.into_iter().map(|k| Ok(Path::from(k)))).boxed();
+        let mut results = self.store.delete_stream(paths);
+        while let Some(r) = results.next().await {
+            match r {
+                Ok(_) | Err(object_store::Error::NotFound { .. }) => {}
+                Err(e) => return Err(JobError::lake("delete", "(bulk delete)", e)),
+            }
+        }
+        Ok(())
     }
 
     /// A JSON document (manifest, record), or `None` when it does not exist. A document that

@@ -20,6 +20,7 @@ use crate::parts::encode_parquet_on;
 use crate::records::now;
 use crate::{JobContext, JobError};
 use arrow_array::{RecordBatch, RecordBatchReader, UInt32Array};
+use bytes::Bytes;
 use lakefish_engine::random_games::SplitMix;
 use lakefish_schemas::positions::dataset_prefix;
 use lakefish_schemas::shuffle::{
@@ -135,10 +136,8 @@ pub async fn list_shuffles(lake: &crate::Lake) -> Result<Vec<ShuffleManifest>, J
     Ok(out)
 }
 
-fn read_batch(ctx: &JobContext, key: &str) -> Result<RecordBatch, JobError> {
-    let bytes = ctx
-        .block_on(ctx.lake.get(key))?
-        .ok_or_else(|| corrupt("shuffle input", key, "missing"))?;
+fn decode_batch(bytes: Option<Bytes>, key: &str) -> Result<RecordBatch, JobError> {
+    let bytes = bytes.ok_or_else(|| corrupt("shuffle input", key, "missing"))?;
     let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(bytes)
         .and_then(|b| b.build())
         .map_err(|e| corrupt("parquet file", key, e.to_string()))?;
@@ -178,11 +177,9 @@ fn encode_deal(batch: &RecordBatch, key: &str) -> Result<Vec<u8>, JobError> {
     Ok(buf)
 }
 
-/// Reads a deal file back (all its batches as one); damage is reported with the key.
-fn read_deal(ctx: &JobContext, key: &str) -> Result<RecordBatch, JobError> {
-    let bytes = ctx
-        .block_on(ctx.lake.get(key))?
-        .ok_or_else(|| corrupt("shuffle deal file", key, "missing"))?;
+/// Decodes a deal file (all its batches as one); damage is reported with the key.
+fn decode_deal(bytes: Option<Bytes>, key: &str) -> Result<RecordBatch, JobError> {
+    let bytes = bytes.ok_or_else(|| corrupt("shuffle deal file", key, "missing"))?;
     let reader = arrow_ipc::reader::FileReader::try_new(std::io::Cursor::new(bytes), None)
         .map_err(|e| corrupt("shuffle deal file", key, e.to_string()))?;
     one_batch(reader, "shuffle deal file", key)
@@ -206,19 +203,19 @@ pub fn deal_part(ctx: &JobContext, plan: &ShufflePlan, index: usize) -> Result<u
         .ok_or_else(|| JobError::Internal(format!("shuffle {} has no part {index}", plan.id)))?;
     let source = part.source.unwrap_or(spec.source);
     let key = format!("{}/{}", dataset_prefix(source, &part.dataset), part.name);
-    let batch = read_batch(ctx, &key)?;
     let info = PartInfo {
         name: part.name.clone(),
         rows: part.rows,
         bytes: 0,
     };
-    let keep = ctx.block_on(read_mask(
-        &ctx.lake,
-        &spec.mask,
-        source,
-        &part.dataset,
-        &info,
-    ))?;
+    let (bytes, keep) = ctx.block_on(async {
+        futures::join!(
+            ctx.lake.get(&key),
+            read_mask(&ctx.lake, &spec.mask, source, &part.dataset, &info)
+        )
+    });
+    let batch = decode_batch(bytes?, &key)?;
+    let keep = keep?;
     if batch.num_rows() != keep.len() {
         return Err(corrupt(
             "positions part",
@@ -231,6 +228,7 @@ pub fn deal_part(ctx: &JobContext, plan: &ShufflePlan, index: usize) -> Result<u
         by_pile[pile_of(spec.seed, index, row as u64, spec.chunks) as usize].push(row as u32);
     }
     let mut dealt = 0u64;
+    let mut deals = Vec::new();
     for (pile, rows) in by_pile.into_iter().enumerate() {
         if rows.is_empty() {
             continue;
@@ -242,9 +240,9 @@ pub fn deal_part(ctx: &JobContext, plan: &ShufflePlan, index: usize) -> Result<u
             "{}/from-{index:05}.{DEAL_EXTENSION}",
             deal_prefix(&plan.id, pile as u32)
         );
-        let bytes = encode_deal(&picked, &out)?;
-        ctx.block_on(ctx.lake.put(&out, bytes))?;
+        deals.push((out.clone(), Bytes::from(encode_deal(&picked, &out)?)));
     }
+    ctx.block_on(ctx.lake.put_many(deals))?;
     ctx.block_on(
         ctx.lake
             .put(&deal_marker(&plan.id, index), dealt.to_string()),
@@ -274,11 +272,14 @@ pub fn shuffle_pile(
             by_part.insert(stem.to_string(), key);
         }
     }
-    let batches = by_part
-        .values()
-        .map(|k| match k.ends_with(".parquet") {
-            true => read_batch(ctx, k),
-            false => read_deal(ctx, k),
+    let keys: Vec<String> = by_part.into_values().collect();
+    let batches = ctx
+        .block_on(ctx.lake.get_many(&keys))?
+        .into_iter()
+        .zip(&keys)
+        .map(|(bytes, k)| match k.ends_with(".parquet") {
+            true => decode_batch(bytes, k),
+            false => decode_deal(bytes, k),
         })
         .collect::<Result<Vec<_>, _>>()?;
     // Row i of the pile is row `i - offset` of the batch it fell in, batches in part order.
@@ -341,9 +342,10 @@ pub fn progress_of(ctx: &JobContext, plan: &ShufflePlan) -> Result<(usize, usize
 pub fn commit(ctx: &JobContext, plan: &ShufflePlan) -> Result<ShuffleManifest, JobError> {
     let spec = &plan.spec;
     let mut chunks = Vec::new();
-    for pile in 0..spec.chunks {
-        let key = pile_marker(&plan.id, pile);
-        let b = ctx.block_on(ctx.lake.get(&key))?.ok_or_else(|| {
+    let keys: Vec<String> = (0..spec.chunks).map(|p| pile_marker(&plan.id, p)).collect();
+    let markers = ctx.block_on(ctx.lake.get_many(&keys))?;
+    for ((pile, key), b) in (0..spec.chunks).zip(keys).zip(markers) {
+        let b = b.ok_or_else(|| {
             JobError::Internal(format!("pile {pile} of shuffle {} is not done", plan.id))
         })?;
         chunks.push(
@@ -370,14 +372,15 @@ pub fn commit(ctx: &JobContext, plan: &ShufflePlan) -> Result<ShuffleManifest, J
     let bytes =
         serde_json::to_vec_pretty(&manifest).map_err(|e| JobError::Internal(e.to_string()))?;
     ctx.block_on(ctx.lake.put(&key, bytes))?;
+    let mut pass_files = Vec::new();
     for sub in ["_deal", "_dealt", "_piles"] {
-        for m in ctx.block_on(
+        let listed = ctx.block_on(
             ctx.lake
                 .list(&format!("{}/{sub}", shuffle_prefix(&plan.id))),
-        )? {
-            ctx.block_on(ctx.lake.delete(m.location.as_ref()))?;
-        }
+        )?;
+        pass_files.extend(listed.into_iter().map(|m| m.location.to_string()));
     }
+    ctx.block_on(ctx.lake.delete_many(pass_files))?;
     Ok(manifest)
 }
 

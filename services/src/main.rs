@@ -562,6 +562,11 @@ enum BenchCommand {
         /// Best of this many runs.
         #[arg(long, default_value_t = 3)]
         runs: usize,
+        /// Run on this store instead of a scratch directory: a directory or
+        /// s3://bucket/prefix (AWS_* variables as for --lake). Everything is written under
+        /// a fresh lakefish-bench-shuffle-PID/ prefix there and deleted afterwards.
+        #[arg(long)]
+        store: Option<String>,
     },
     /// The quiet mask job vs a bare read of the same Parquet parts.
     Mask {
@@ -1134,10 +1139,18 @@ fn main() -> anyhow::Result<()> {
                     threads,
                     chunks,
                     runs,
+                    store,
                 },
         } => {
             let threads = threads.unwrap_or_else(cores);
-            let r = lakefish_jobs::bench::bench_shuffle(rt.handle(), &file, threads, chunks, runs)?;
+            let r = lakefish_jobs::bench::bench_shuffle(
+                rt.handle(),
+                &file,
+                threads,
+                chunks,
+                runs,
+                store.as_deref(),
+            )?;
             println!("file                         {}", r.file);
             println!(
                 "rows in / selected           {} / {}",

@@ -112,3 +112,50 @@ async fn fanned_out_shuffle_on_two_workers_equals_in_process() {
         .unwrap();
     assert!(leftovers.is_empty(), "{leftovers:?}");
 }
+
+/// `bench shuffle --store s3://…` runs on the given store (the shuffle's bulk deletes and
+/// concurrent gets/puts go through the S3 protocol) and leaves nothing behind; a store it
+/// cannot open is refused by name.
+#[tokio::test(flavor = "multi_thread")]
+async fn shuffle_bench_on_an_s3_store_cleans_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in.binpack");
+    std::fs::write(&input, lakefish_jobs::binpack::synthetic_binpack(200, 5)).unwrap();
+    let s3 = S3::start("bench");
+    let out = std::process::Command::new(lakefish_bin())
+        .args([
+            "bench",
+            "shuffle",
+            input.to_str().unwrap(),
+            "--runs",
+            "1",
+            "--chunks",
+            "4",
+        ])
+        .args(["--store", "s3://bench/somewhere"])
+        .envs(s3.env())
+        .output()
+        .unwrap();
+    assert_success(&out);
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let report: serde_json::Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    assert!(report["selected_rows"].as_u64().unwrap() > 100, "{report}");
+    assert!(report["selected_rows"].as_u64() < report["input_rows"].as_u64());
+    assert!(report["ratio"].as_f64().unwrap() > 0.0, "{report}");
+    let left = s3.lake("").list("").await.unwrap();
+    assert!(left.is_empty(), "left behind: {left:?}");
+
+    let out = std::process::Command::new(lakefish_bin())
+        .args([
+            "bench",
+            "shuffle",
+            input.to_str().unwrap(),
+            "--store",
+            "ftp://x/y",
+        ])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("unsupported scheme"), "{stderr}");
+}
