@@ -194,19 +194,18 @@ unsafe fn write_board_ssse3(squares: &[u8; 64], buf: &mut [u8; 112]) -> usize {
 }
 
 impl FenFields<'_> {
-    /// Appends the FEN. Built in a stack buffer and appended once: per-byte `Vec::push`
-    /// dominated the cost.
+    /// Appends the FEN. Built whole in a stack buffer and appended with one fixed-size copy:
+    /// per-byte `Vec::push`, and then a `memcpy` call per field, dominated the cost.
     pub fn write(&self, out: &mut Vec<u8>) {
+        // Board 71 bytes at most, " w KQkq e3 " 11, two u32 of up to 10 digits and a space.
         let mut buf = [0u8; 112];
         let mut n = write_board(self.squares, &mut buf);
         // The last rank's '/' becomes the space before the side to move.
         buf[n - 1] = b' ';
-        let mut tail = [0u8; 16];
-        let mut t = 0usize;
         macro_rules! put {
             ($b:expr) => {{
-                tail[t] = $b;
-                t += 1;
+                buf[n] = $b;
+                n += 1;
             }};
         }
         put!(if self.white_to_move { b'w' } else { b'b' });
@@ -226,13 +225,25 @@ impl FenFields<'_> {
             None => put!(b'-'),
         }
         put!(b' ');
-        buf[n..n + t].copy_from_slice(&tail[..t]);
-        n += t;
-        out.extend_from_slice(&buf[..n]);
-        push_u32(self.halfmoves, out);
-        out.push(b' ');
-        push_u32(self.fullmoves, out);
+        n = put_u32(self.halfmoves, &mut buf, n);
+        put!(b' ');
+        n = put_u32(self.fullmoves, &mut buf, n);
+        let len = out.len();
+        out.resize(len + buf.len(), 0);
+        out[len..].copy_from_slice(&buf);
+        out.truncate(len + n);
     }
+}
+
+/// Writes `v` in decimal at `buf[at..]`, returns the end.
+fn put_u32(v: u32, buf: &mut [u8; 112], at: usize) -> usize {
+    let digits = v.checked_ilog10().unwrap_or(0) as usize + 1;
+    let mut rest = v;
+    for i in (0..digits).rev() {
+        buf[at + i] = b'0' + (rest % 10) as u8;
+        rest /= 10;
+    }
+    at + digits
 }
 
 /// True when every castling right belongs to a rook on a1/h1/a8/h8 with the king on e1/e8,
