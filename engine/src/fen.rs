@@ -289,21 +289,6 @@ pub fn write_uci(m: &Move, mode: CastlingMode, out: &mut Vec<u8>) {
     }
 }
 
-/// Appends `v` in decimal without allocating.
-pub fn push_u32(mut v: u32, out: &mut Vec<u8>) {
-    let mut digits = [0u8; 10];
-    let mut i = digits.len();
-    loop {
-        i -= 1;
-        digits[i] = b'0' + (v % 10) as u8;
-        v /= 10;
-        if v == 0 {
-            break;
-        }
-    }
-    out.extend_from_slice(&digits[i..]);
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
