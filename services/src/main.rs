@@ -974,8 +974,8 @@ fn main() -> anyhow::Result<()> {
                 r.ingest_mib_per_s, r.threads, r.ingest_positions_per_s
             );
             println!(
-                "full ingest per core         {:>10.1} MiB/s",
-                r.ingest_mib_per_s_per_core
+                "full ingest per core         {:>10.1} MiB per CPU-second ({:.2} cores busy)",
+                r.ingest_mib_per_s_per_core, r.cores_busy
             );
             println!(
                 "ratio per core               {:>10.3} (target >= 0.5)",
@@ -1017,8 +1017,8 @@ fn main() -> anyhow::Result<()> {
                 r.ingest_positions_per_s, r.threads
             );
             println!(
-                "full ingest per core         {:>12.0} positions/s",
-                r.ingest_positions_per_s_per_core
+                "full ingest per core         {:>12.0} positions per CPU-second ({:.2} cores busy)",
+                r.ingest_positions_per_s_per_core, r.cores_busy
             );
             println!(
                 "ratio per core               {:>12.3} (target >= 0.5)",
