@@ -62,21 +62,32 @@ pub fn write_fen(pos: &Chess, out: &mut Vec<u8>) {
 
 /// The piece letter on each square (a1 = 0 … h8 = 63), 0 where empty.
 fn piece_letters(board: &shakmaty::Board) -> [u8; 64] {
+    piece_letters_from(
+        ROLES.map(|r| board.by_role(r).0),
+        board.by_color(Color::Black).0,
+    )
+}
+
+/// The piece letter on each square from bitboards (bit i = square i, a1 = 0): one per role in
+/// the order pawn, knight, bishop, rook, queen, king, and the black pieces. For writers that
+/// hold positions of other libraries as well as shakmaty's.
+pub fn piece_letters_from(by_role: [u64; 6], black: u64) -> [u8; 64] {
     #[cfg(target_arch = "x86_64")]
     if std::is_x86_feature_detected!("ssse3") {
         // SAFETY: the CPU has SSSE3, checked just above.
-        return unsafe { piece_letters_ssse3(board) };
+        return unsafe { piece_letters_ssse3(by_role, black) };
     }
-    piece_letters_scalar(board)
+    piece_letters_scalar(by_role, black)
 }
 
-fn piece_letters_scalar(board: &shakmaty::Board) -> [u8; 64] {
+fn piece_letters_scalar(by_role: [u64; 6], black: u64) -> [u8; 64] {
     let mut squares = [0u8; 64];
-    for (c, color) in [Color::White, Color::Black].into_iter().enumerate() {
-        let ours = board.by_color(color);
-        for (r, role) in ROLES.into_iter().enumerate() {
-            for sq in board.by_role(role) & ours {
-                squares[sq as usize] = PIECE_CHARS[c][r];
+    for (r, &bits) in by_role.iter().enumerate() {
+        for (c, side) in [bits & !black, bits & black].into_iter().enumerate() {
+            let mut rest = side;
+            while rest != 0 {
+                squares[rest.trailing_zeros() as usize] = PIECE_CHARS[c][r];
+                rest &= rest - 1;
             }
         }
     }
@@ -88,15 +99,15 @@ fn piece_letters_scalar(board: &shakmaty::Board) -> [u8; 64] {
 /// expanded to one byte per square, then the code looked up as a letter with `pshufb`.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "ssse3")]
-unsafe fn piece_letters_ssse3(board: &shakmaty::Board) -> [u8; 64] {
+unsafe fn piece_letters_ssse3(by_role: [u64; 6], black: u64) -> [u8; 64] {
     use std::arch::x86_64::*;
-    let [pawns, knights, bishops, rooks, queens, kings] = ROLES.map(|r| board.by_role(r).0);
+    let [pawns, knights, bishops, rooks, queens, kings] = by_role;
     // Role codes: pawn 1, knight 2, bishop 3, rook 4, queen 5, king 6.
     let planes = [
         pawns | bishops | queens,
         knights | bishops | kings,
         rooks | queens | kings,
-        board.by_color(Color::Black).0,
+        black,
     ];
     let letters = _mm_setr_epi8(
         0, b'P' as i8, b'N' as i8, b'B' as i8, b'R' as i8, b'Q' as i8, b'K' as i8, 0, 0,
@@ -432,8 +443,10 @@ mod tests {
         for _ in 0..100 {
             let mut pos = Chess::default();
             for _ in 0..150 {
-                let scalar = piece_letters_scalar(pos.board());
-                assert_eq!(piece_letters(pos.board()), scalar);
+                let board = pos.board();
+                let planes = ROLES.map(|r| board.by_role(r).0);
+                let scalar = piece_letters_scalar(planes, board.by_color(Color::Black).0);
+                assert_eq!(piece_letters(board), scalar);
                 for (sq, &ch) in scalar.iter().enumerate() {
                     let want = pos
                         .board()

@@ -10,7 +10,7 @@
 
 use crate::JobError;
 use crate::input::Input;
-use lakefish_engine::fen::FenFields;
+use lakefish_engine::fen::{FenFields, piece_letters_from};
 use lakefish_schemas::SkippedRange;
 use lakefish_schemas::positions::BINPACK_NO_SCORE;
 use sfbinpack::chess::color::Color;
@@ -382,17 +382,10 @@ fn push_square(sq: Square, out: &mut Vec<u8>) {
 
 /// Appends the FEN of `pos`, byte for byte what `Position::fen` returns, without allocating.
 pub fn write_fen(pos: &Position, out: &mut Vec<u8>) {
-    // Fill a square table from the twelve piece bitboards: far cheaper than 64 piece lookups.
-    let mut squares = [0u8; 64];
-    for (c, color) in [Color::White, Color::Black].into_iter().enumerate() {
-        for (t, pt) in PIECE_TYPES.into_iter().enumerate() {
-            let mut bits = pos.pieces_bb_color(color, pt).bits();
-            while bits != 0 {
-                squares[bits.trailing_zeros() as usize] = PIECE_CHARS[c][t];
-                bits &= bits - 1;
-            }
-        }
-    }
+    let squares = piece_letters_from(
+        PIECE_TYPES.map(|pt| pos.pieces_bb_type(pt).bits()),
+        pos.pieces_bb(Color::Black).bits(),
+    );
     use sfbinpack::chess::castling_rights::CastlingRights as CR;
     let cr = pos.castling_rights();
     let mut castling = [0u8; 4];
