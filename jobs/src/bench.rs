@@ -23,6 +23,40 @@ fn cpu_seconds() -> f64 {
     secs(usage.ru_utime) + secs(usage.ru_stime)
 }
 
+/// The best of several timed runs: least wall time, and least CPU time with the wall time of
+/// that same run (for "cores busy").
+struct BestRun {
+    wall: f64,
+    cpu: f64,
+    cpu_run_wall: f64,
+}
+
+impl BestRun {
+    fn new() -> Self {
+        BestRun {
+            wall: f64::MAX,
+            cpu: f64::MAX,
+            cpu_run_wall: 0.0,
+        }
+    }
+
+    /// Runs `f`, keeping its times if they are the best so far.
+    fn time<T>(&mut self, f: impl FnOnce() -> T) -> T {
+        let (start, cpu) = (Instant::now(), cpu_seconds());
+        let out = f();
+        let (wall, cpu) = (start.elapsed().as_secs_f64(), cpu_seconds() - cpu);
+        self.wall = self.wall.min(wall);
+        if cpu < self.cpu {
+            (self.cpu, self.cpu_run_wall) = (cpu, wall);
+        }
+        out
+    }
+
+    fn cores_busy(&self) -> f64 {
+        self.cpu / self.cpu_run_wall
+    }
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct IngestBench {
     pub file: String,
@@ -101,8 +135,7 @@ pub fn bench_ingest_binpack(
         reason: e.to_string(),
     })?;
     let mut decode_best = f64::MAX;
-    let mut ingest_best = f64::MAX;
-    let (mut cpu_best, mut cpu_wall) = (f64::MAX, 0.0);
+    let mut ingest = BestRun::new();
     let mut positions = 0;
     let mut parquet_bytes = 0;
     let (mut decode_phase, mut encode_phase) = (f64::MAX, f64::MAX);
@@ -122,16 +155,9 @@ pub fn bench_ingest_binpack(
             dataset: DatasetName::new("bench").expect("valid name"),
             rows_per_part: lakefish_schemas::job::default_rows_per_part(),
         };
-        let (start, cpu) = (Instant::now(), cpu_seconds());
-        let summary = ingest_binpack(&ctx, &JobId::new(), &spec);
-        let secs = start.elapsed().as_secs_f64();
-        let cpu = cpu_seconds() - cpu;
-        if cpu < cpu_best {
-            (cpu_best, cpu_wall) = (cpu, secs);
-        }
+        let summary = ingest.time(|| ingest_binpack(&ctx, &JobId::new(), &spec));
         let _ = std::fs::remove_dir_all(&dir);
         let summary = summary?;
-        ingest_best = ingest_best.min(secs);
         parquet_bytes = summary.bytes;
         if summary.rows != n {
             return Err(JobError::Internal(format!(
@@ -141,8 +167,8 @@ pub fn bench_ingest_binpack(
         }
     }
     let decode_rate = positions as f64 / decode_best;
-    let ingest_rate = positions as f64 / ingest_best;
-    let per_core = positions as f64 / cpu_best;
+    let ingest_rate = positions as f64 / ingest.wall;
+    let per_core = positions as f64 / ingest.cpu;
     Ok(IngestBench {
         file: file.to_string(),
         positions,
@@ -150,7 +176,7 @@ pub fn bench_ingest_binpack(
         decode_positions_per_s: decode_rate,
         ingest_positions_per_s: ingest_rate,
         ingest_positions_per_s_per_core: per_core,
-        cores_busy: cpu_best / cpu_wall,
+        cores_busy: ingest.cores_busy(),
         ratio_per_core: per_core / decode_rate,
         decode_to_columns_ns_per_position: decode_phase * 1e9 / positions as f64,
         parquet_encode_ns_per_position: encode_phase * 1e9 / positions as f64,
@@ -350,10 +376,9 @@ impl ScratchPlace {
             }
             ScratchPlace::Store(rt) => {
                 let _ = rt.block_on(async {
-                    for o in lake.list("").await? {
-                        lake.delete(o.location.as_ref()).await?;
-                    }
-                    Ok::<_, JobError>(())
+                    let keys = lake.list("").await?;
+                    lake.delete_many(keys.into_iter().map(|o| o.location.to_string()).collect())
+                        .await
                 });
             }
         }
@@ -559,8 +584,7 @@ pub fn bench_ingest_pgn(
     let mib = text.len() as f64 / (1 << 20) as f64;
 
     let mut bare_best = f64::MAX;
-    let mut ingest_best = f64::MAX;
-    let (mut cpu_best, mut cpu_wall) = (f64::MAX, 0.0);
+    let mut ingest_run = BestRun::new();
     let (mut games, mut positions) = (0, 0);
     let (mut parse_best, mut encode_best) = (f64::MAX, f64::MAX);
     let outcome = (|| {
@@ -580,14 +604,8 @@ pub fn bench_ingest_pgn(
                 dataset: DatasetName::new("bench").expect("valid name"),
                 rows_per_part: lakefish_schemas::job::default_rows_per_part(),
             };
-            let (start, cpu) = (Instant::now(), cpu_seconds());
-            let summary = crate::ingest_pgn::ingest_pgn(&ctx, &JobId::new(), &spec)?;
-            let secs = start.elapsed().as_secs_f64();
-            let cpu = cpu_seconds() - cpu;
-            ingest_best = ingest_best.min(secs);
-            if cpu < cpu_best {
-                (cpu_best, cpu_wall) = (cpu, secs);
-            }
+            let summary =
+                ingest_run.time(|| crate::ingest_pgn::ingest_pgn(&ctx, &JobId::new(), &spec))?;
             if summary.rows != v.plies {
                 return Err(JobError::Internal(format!(
                     "ingest wrote {} rows, the bare visitor played {} moves",
@@ -627,7 +645,7 @@ pub fn bench_ingest_pgn(
     let _ = std::fs::remove_dir_all(&dir);
     outcome?;
     let bare = mib / bare_best;
-    let ingest = mib / ingest_best;
+    let ingest = mib / ingest_run.wall;
     Ok(PgnBench {
         file: file.to_string(),
         repeat,
@@ -637,10 +655,10 @@ pub fn bench_ingest_pgn(
         threads,
         bare_mib_per_s: bare,
         ingest_mib_per_s: ingest,
-        ingest_mib_per_s_per_core: mib / cpu_best,
-        cores_busy: cpu_best / cpu_wall,
-        ingest_positions_per_s: positions as f64 / ingest_best,
-        ratio_per_core: mib / cpu_best / bare,
+        ingest_mib_per_s_per_core: mib / ingest_run.cpu,
+        cores_busy: ingest_run.cores_busy(),
+        ingest_positions_per_s: positions as f64 / ingest_run.wall,
+        ratio_per_core: mib / ingest_run.cpu / bare,
         parse_ns_per_position: parse_best * 1e9 / positions as f64,
         parquet_encode_ns_per_position: encode_best * 1e9 / positions as f64,
         bare_ns_per_position: bare_best * 1e9 / positions as f64,

@@ -180,18 +180,24 @@ fn encode_parquet_with(
     let schema = batch.schema();
     let columns = batch.num_columns();
     let groups = batch.num_rows().div_ceil(group_rows);
-    // One task per (row group, column), in file order.
-    let tasks = groups * columns;
+    // One task per (row group, column), in file order, each with its writer.
+    let mut writers = Vec::with_capacity(groups * columns);
+    for group in 0..groups {
+        let made = factory.create_column_writers(group).map_err(err)?;
+        assert_eq!(made.len(), columns, "one leaf per flat column");
+        writers.extend(made.into_iter().map(|w| Mutex::new(Some(w))));
+    }
+    let tasks = writers.len();
     let encode = |task: usize| -> parquet::errors::Result<ArrowColumnChunk> {
         let (group, column) = (task / columns, task % columns);
         let start = group * group_rows;
         let len = group_rows.min(batch.num_rows() - start);
         let array = batch.column(column).slice(start, len);
-        let mut writer = factory
-            .create_column_writers(group)?
-            .into_iter()
-            .nth(column)
-            .expect("one leaf per flat column");
+        let mut writer = writers[task]
+            .lock()
+            .unwrap()
+            .take()
+            .expect("each task runs once");
         for leaf in compute_leaves(schema.field(column), &array)? {
             writer.write(&leaf)?;
         }

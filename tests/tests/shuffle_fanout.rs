@@ -122,20 +122,15 @@ async fn shuffle_bench_on_an_s3_store_cleans_up() {
     let input = dir.path().join("in.binpack");
     std::fs::write(&input, lakefish_jobs::binpack::synthetic_binpack(200, 5)).unwrap();
     let s3 = S3::start("bench");
-    let out = std::process::Command::new(lakefish_bin())
-        .args([
-            "bench",
-            "shuffle",
-            input.to_str().unwrap(),
-            "--runs",
-            "1",
-            "--chunks",
-            "4",
-        ])
-        .args(["--store", "s3://bench/somewhere"])
-        .envs(s3.env())
-        .output()
-        .unwrap();
+    let bench = |store: &str, env: Vec<(String, String)>| {
+        std::process::Command::new(lakefish_bin())
+            .args(["bench", "shuffle", input.to_str().unwrap(), "--runs", "1"])
+            .args(["--chunks", "4", "--store", store])
+            .envs(env)
+            .output()
+            .unwrap()
+    };
+    let out = bench("s3://bench/somewhere", s3.env());
     assert_success(&out);
     let stdout = String::from_utf8(out.stdout).unwrap();
     let report: serde_json::Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
@@ -145,16 +140,7 @@ async fn shuffle_bench_on_an_s3_store_cleans_up() {
     let left = s3.lake("").list("").await.unwrap();
     assert!(left.is_empty(), "left behind: {left:?}");
 
-    let out = std::process::Command::new(lakefish_bin())
-        .args([
-            "bench",
-            "shuffle",
-            input.to_str().unwrap(),
-            "--store",
-            "ftp://x/y",
-        ])
-        .output()
-        .unwrap();
+    let out = bench("ftp://x/y", Vec::new());
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("unsupported scheme"), "{stderr}");
