@@ -234,6 +234,22 @@ pub async fn read_best(lake: &Lake) -> Result<Option<BestNet>, JobError> {
     lake.get_json(BEST_KEY, "best-net pointer").await
 }
 
+/// The net a user means by `name`: `best` is the current best net (an error before any
+/// promotion), anything else must be a well-formed net name. Whether it is registered is
+/// the caller's next question.
+pub async fn resolve_net_name(lake: &Lake, name: &str) -> Result<String, JobError> {
+    if name == "best" {
+        return read_best(lake).await?.map(|b| b.name).ok_or_else(|| {
+            JobError::NotFound(
+                "no net has been promoted yet (until an SPRT accepts one, `best` plays the \
+                 hand-written evaluation, which has no file)"
+                    .to_string(),
+            )
+        });
+    }
+    lakefish_schemas::nets::net_name(name).map_err(JobError::NotFound)
+}
+
 /// Makes `name`, which must be registered, the best net.
 pub async fn set_best(lake: &Lake, name: &str, reason: &str) -> Result<BestNet, JobError> {
     let manifest = read_net(lake, name)

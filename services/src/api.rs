@@ -191,12 +191,22 @@ pub fn routes() -> Vec<Route> {
             "One run with its metrics rows.",
             get(run),
         ),
-        route(M::GET, "/v1/nets", "Registered nets.", get(nets)),
-        route(M::GET, "/v1/nets/{name}", "One net's manifest.", get(net)),
+        route(
+            M::GET,
+            "/v1/nets",
+            "Registered nets, and the best one (null before any promotion).",
+            get(nets),
+        ),
+        route(
+            M::GET,
+            "/v1/nets/{name}",
+            "One net's manifest (name `best`: the best net's).",
+            get(net),
+        ),
         route(
             M::GET,
             "/v1/nets/{name}/file",
-            "The .nnue bytes, hash-checked (x-sha256).",
+            "The .nnue bytes, hash-checked (x-sha256); `best` works here too.",
             get(net_file),
         ),
         route(
@@ -565,15 +575,12 @@ async fn run(State(s): State<AppState>, Path(id): Path<String>) -> Result<Respon
 
 async fn nets(State(s): State<AppState>) -> Result<Response, ApiError> {
     let all = lakefish_jobs::nets::list_nets(&s.lake).await?;
-    Ok(Json(json!({ "nets": all })).into_response())
-}
-
-fn net_name(name: &str) -> Result<String, ApiError> {
-    lakefish_schemas::nets::net_name(name).map_err(ApiError::NotFound)
+    let best = lakefish_jobs::nets::read_best(&s.lake).await?;
+    Ok(Json(json!({ "nets": all, "best": best })).into_response())
 }
 
 async fn net(State(s): State<AppState>, Path(name): Path<String>) -> Result<Response, ApiError> {
-    let name = net_name(&name)?;
+    let name = lakefish_jobs::nets::resolve_net_name(&s.lake, &name).await?;
     let m = lakefish_jobs::nets::read_net(&s.lake, &name)
         .await?
         .ok_or_else(|| ApiError::NotFound(format!("net {name} is not registered")))?;
@@ -586,7 +593,7 @@ async fn net_file(
     State(s): State<AppState>,
     Path(name): Path<String>,
 ) -> Result<Response, ApiError> {
-    let name = net_name(&name)?;
+    let name = lakefish_jobs::nets::resolve_net_name(&s.lake, &name).await?;
     if lakefish_jobs::nets::read_net(&s.lake, &name)
         .await?
         .is_none()

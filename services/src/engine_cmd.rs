@@ -29,6 +29,7 @@ pub enum EngineCommand {
     /// Search a fixed set of 16 positions to a fixed depth on one thread: prints the total
     /// node count (the same on every run for the same evaluation) and nodes per second.
     Bench {
+        /// Search depth for every position (the node count is fixed per depth and net).
         #[arg(long, default_value_t = 8)]
         depth: u32,
         /// Use a random net of this shape instead of --net (speed only): FEATURES:ARCH,

@@ -52,6 +52,7 @@ enum Command {
     /// Without --redis the queue is a SQLite file (the embedded default); with --redis, any
     /// number of `lakefish worker` processes on other machines share the queue.
     Serve {
+        /// Address to serve the REST API and dashboard on (host:port).
         #[arg(long, default_value = "127.0.0.1:8080", env = "LAKEFISH_LISTEN")]
         listen: String,
         #[command(flatten)]
@@ -106,7 +107,10 @@ enum Command {
     /// metrics.parquet); --resume RUN continues a run from its last checkpoint, exactly.
     Train(TrainArgs),
     /// Training runs in the lake: all of them, or one with its metrics.
-    Runs { id: Option<String> },
+    Runs {
+        /// One run's record with its metrics (default: all runs).
+        id: Option<String>,
+    },
     /// Quantize a run's checkpoint into a .nnue file (Stockfish integer scheme), in-process.
     ///
     /// The integer net is compared with the float model on lake positions (held-out chunks
@@ -149,6 +153,7 @@ enum Command {
     Pipeline(pipeline_cmd::PipelineArgs),
     /// Show jobs known to a running service: all of them, or one by id.
     Jobs {
+        /// The API's base URL (LAKEFISH_TOKEN is sent when set).
         #[arg(long, env = "LAKEFISH_API", default_value = "http://127.0.0.1:8080")]
         api: String,
         /// Only jobs in this state: queued, running, succeeded, failed.
@@ -161,6 +166,7 @@ enum Command {
     Datasets,
     /// Copy local files into the lake as raw/<source>/<file name> (prints the lake: keys).
     Upload {
+        /// Local files to copy (each keeps its file name).
         #[arg(required = true)]
         files: Vec<String>,
         /// binpack, lichess or selfplay; or books (opening books, raw/books/).
@@ -186,8 +192,10 @@ enum Command {
     Synth {
         /// Output file.
         out: String,
+        /// Number of games to write.
         #[arg(long, default_value_t = 2000)]
         games: usize,
+        /// The same seed writes the same file.
         #[arg(long, default_value_t = 1)]
         seed: u64,
     },
@@ -197,6 +205,7 @@ enum Command {
 enum TokenCommand {
     /// A new random token: give the token to the client, paste the entry into lakefish.toml.
     New {
+        /// Who or what the token is for (shown in logs and job records).
         name: String,
         /// read, submit or admin (repeat the flag for several).
         #[arg(long = "scope", required = true)]
@@ -244,7 +253,10 @@ enum IngestCommand {
 #[derive(Subcommand)]
 enum SubmitCommand {
     /// Queue a job from its JSON ({"kind": ..., "spec": {...}}), as POST /v1/jobs takes it.
-    Json { file: String },
+    Json {
+        /// A JSON file holding the request body: {"kind": ..., "spec": {...}}.
+        file: String,
+    },
     /// Queue an ingest. Local paths must be readable by the workers (or use --upload / lake:KEY).
     Ingest {
         #[command(subcommand)]
@@ -358,13 +370,16 @@ struct TrainArgs {
     /// Layer sizes: feature transformer WIDTHx2, then hidden layers.
     #[arg(long, default_value = "256x2-32-32")]
     arch: String,
+    /// Positions per training step.
     #[arg(long, default_value_t = 16384)]
     batch_size: u32,
+    /// Passes over the shuffle's training chunks.
     #[arg(long, default_value_t = 1)]
     epochs: u32,
     /// Stop after this many steps in total.
     #[arg(long)]
     max_steps: Option<u64>,
+    /// Adam learning rate at the start.
     #[arg(long, default_value_t = 1e-3)]
     lr: f64,
     /// Learning rate factor applied after every epoch.
@@ -379,13 +394,16 @@ struct TrainArgs {
     /// Weight of the score against the game result in the target, first and last epoch.
     #[arg(long, default_value_t = 1.0)]
     lambda_start: f64,
+    /// λ at the last epoch (interpolated linearly from --lambda-start).
     #[arg(long, default_value_t = 1.0)]
     lambda_end: f64,
+    /// The shuffle's last N chunks are held out for the validation loss.
     #[arg(long, default_value_t = 1)]
     val_chunks: u32,
     /// Checkpoint every N steps (0: at every epoch end only).
     #[arg(long, default_value_t = 0)]
     checkpoint_every: u64,
+    /// Seeds the weight initialization and the chunk order of every epoch (exact resume needs the same).
     #[arg(long, default_value_t = 0)]
     seed: u64,
     /// auto, cpu or cuda.
@@ -404,6 +422,7 @@ struct TrainArgs {
     /// Filter the chunks' rows at load time: quiet rows with |score| at most this.
     #[arg(long)]
     filter_max_abs_score: Option<u16>,
+    /// CPU threads (default: all cores).
     #[arg(long)]
     threads: Option<usize>,
 }
@@ -472,6 +491,7 @@ struct QuantizeArgs {
     /// Refuse the net above this 99th-percentile absolute difference (centipawns).
     #[arg(long, default_value_t = 15.0)]
     max_p99_cp: f64,
+    /// CPU threads (default: all cores).
     #[arg(long)]
     threads: Option<usize>,
 }
@@ -543,6 +563,7 @@ enum BenchCommand {
         /// The job to submit, as the body of POST /v1/jobs: {"kind": ..., "spec": {...}}.
         #[arg(long)]
         job: String,
+        /// Concurrent clients submitting and polling.
         #[arg(long, default_value_t = 32)]
         clients: usize,
         /// How long clients keep submitting (at most 60).
@@ -554,9 +575,12 @@ enum BenchCommand {
     },
     /// The two-pass shuffle vs a plain copy of the same bytes on the same store.
     Shuffle {
+        /// A .binpack file: ingested and quiet-masked into a scratch lake untimed, then shuffled.
         file: String,
+        /// CPU threads (default: all cores).
         #[arg(long)]
         threads: Option<usize>,
+        /// Output chunks (piles) of the shuffle.
         #[arg(long, default_value_t = 16)]
         chunks: u32,
         /// Best of this many runs.
@@ -570,7 +594,9 @@ enum BenchCommand {
     },
     /// The quiet mask job vs a bare read of the same Parquet parts.
     Mask {
+        /// A .binpack file, ingested into a scratch lake untimed.
         file: String,
+        /// CPU threads (default: all cores).
         #[arg(long)]
         threads: Option<usize>,
         /// Best of this many runs.
@@ -581,18 +607,22 @@ enum BenchCommand {
     IngestPgn {
         /// A .pgn or .pgn.zst file (repeated into a scratch file of at least --min-mib).
         file: String,
+        /// CPU threads (default: all cores).
         #[arg(long)]
         threads: Option<usize>,
         /// Best of this many runs.
         #[arg(long, default_value_t = 3)]
         runs: usize,
+        /// Smallest input to time, in MiB: a smaller file is repeated into a scratch file this large.
         #[arg(long, default_value_t = 48)]
         min_mib: usize,
     },
     /// The training loader alone vs training steps (all768 256x2-32-32, batch 16384, CPU),
     /// over the quiet rows of a binpack file shuffled into a scratch lake.
     Train {
+        /// A .binpack file whose quiet rows are shuffled into a scratch lake untimed.
         file: String,
+        /// CPU threads (default: all cores).
         #[arg(long)]
         threads: Option<usize>,
         /// Training steps to time.
@@ -608,7 +638,9 @@ enum BenchCommand {
     },
     /// Full binpack ingest vs a bare sfbinpack decode loop over the same file.
     IngestBinpack {
+        /// A .binpack file (one or more concatenated).
         file: String,
+        /// CPU threads (default: all cores).
         #[arg(long)]
         threads: Option<usize>,
         /// Best of this many runs.
@@ -721,6 +753,7 @@ struct DatagenArgs {
     /// Dataset to ingest the games into.
     #[arg(long)]
     dataset: String,
+    /// Number of self-play games.
     #[arg(long, default_value_t = 100)]
     games: u64,
     /// The same seed gives the same games, whatever the number of threads.
@@ -732,11 +765,13 @@ struct DatagenArgs {
     /// A fixed depth per move instead of nodes.
     #[arg(long)]
     depth: Option<u32>,
+    /// Random legal moves at the start of each game, for variety.
     #[arg(long, default_value_t = 6)]
     random_plies: u32,
     /// Searched plies before adjudication (|score| below --draw-cp is a draw).
     #[arg(long, default_value_t = 200)]
     max_plies: u32,
+    /// At the ply limit, a game whose last |score| is below this many centipawns is a draw (the rest go to the side ahead).
     #[arg(long, default_value_t = 400)]
     draw_cp: i32,
     /// Threads (default: all cores).

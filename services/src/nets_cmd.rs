@@ -6,12 +6,17 @@ use lakefish_schemas::NetManifest;
 
 #[derive(clap::Subcommand)]
 pub enum NetsCommand {
-    /// All registered nets, oldest first: name, features, architecture, run, quantization error.
+    /// All registered nets, oldest first: name, features, architecture, run, quantization
+    /// error; the best one is marked.
     Ls,
     /// One net's manifest as JSON.
-    Show { name: String },
+    Show {
+        /// The net's registry name (nn-<sha256[:12]>.nnue), or `best`.
+        name: String,
+    },
     /// Download a net's file and check its sha256 against the manifest.
     Pull {
+        /// The net's registry name (nn-<sha256[:12]>.nnue), or `best`.
         name: String,
         /// Where to write it (default: ./<name>).
         #[arg(long, short)]
@@ -22,28 +27,43 @@ pub enum NetsCommand {
 pub async fn run(lake: &str, api: Option<String>, what: NetsCommand) -> anyhow::Result<()> {
     match what {
         NetsCommand::Ls => {
-            let nets = match &api {
+            let (nets, best) = match &api {
                 Some(api) => {
                     let v =
                         crate::check(crate::client().get(format!("{api}/v1/nets")).send().await?)
                             .await?;
-                    serde_json::from_value::<Vec<NetManifest>>(v["nets"].clone())?
+                    (
+                        serde_json::from_value::<Vec<NetManifest>>(v["nets"].clone())?,
+                        v["best"]["name"].as_str().map(str::to_string),
+                    )
                 }
-                None => lakefish_jobs::nets::list_nets(&crate::open_lake(lake)?).await?,
+                None => {
+                    let lake = crate::open_lake(lake)?;
+                    let best = lakefish_jobs::nets::read_best(&lake).await?;
+                    (
+                        lakefish_jobs::nets::list_nets(&lake).await?,
+                        best.map(|b| b.name),
+                    )
+                }
             };
             if nets.is_empty() {
                 println!("no nets registered yet");
             }
             for n in nets {
                 println!(
-                    "{}  {:<12} {:<14} {:<18} mean |Δ| {:.2} cp, p99 {:.2} cp  {}",
+                    "{}  {:<12} {:<14} {:<18} mean |Δ| {:.2} cp, p99 {:.2} cp  {}{}",
                     n.name,
                     n.features,
                     n.arch,
                     n.run,
                     n.quantization.mean_abs_cp,
                     n.quantization.p99_abs_cp,
-                    n.created
+                    n.created,
+                    if best.as_deref() == Some(n.name.as_str()) {
+                        "  (best)"
+                    } else {
+                        ""
+                    }
                 );
             }
         }
@@ -66,7 +86,11 @@ pub async fn run(lake: &str, api: Option<String>, what: NetsCommand) -> anyhow::
                     let bytes = resp.bytes().await?;
                     (m, bytes)
                 }
-                None => lakefish_jobs::nets::fetch_net(&crate::open_lake(lake)?, &name).await?,
+                None => {
+                    let lake = crate::open_lake(lake)?;
+                    let name = lakefish_jobs::nets::resolve_net_name(&lake, &name).await?;
+                    lakefish_jobs::nets::fetch_net(&lake, &name).await?
+                }
             };
             if let Err(why) = lakefish_jobs::nets::verify(&m, &bytes) {
                 bail!("net {} arrived damaged: {why}; nothing was written", m.name);
@@ -82,8 +106,13 @@ pub async fn run(lake: &str, api: Option<String>, what: NetsCommand) -> anyhow::
     Ok(())
 }
 
+/// A net's manifest; `best` is resolved by the service or here.
 async fn manifest(lake: &str, api: Option<&str>, name: &str) -> anyhow::Result<NetManifest> {
-    let name = lakefish_schemas::nets::net_name(name).map_err(anyhow::Error::msg)?;
+    let name = match (api, name) {
+        (Some(_), "best") => name.to_string(),
+        (Some(_), _) => lakefish_schemas::nets::net_name(name).map_err(anyhow::Error::msg)?,
+        (None, _) => lakefish_jobs::nets::resolve_net_name(&crate::open_lake(lake)?, name).await?,
+    };
     match api {
         Some(api) => {
             let v = crate::check(

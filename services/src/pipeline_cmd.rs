@@ -22,6 +22,7 @@ enum PipelineCommand {
     Ls,
     /// Start a run now (or join the one in progress).
     Run {
+        /// The pipeline's name in the config ([pipelines.NAME]).
         name: String,
         /// Follow the run to its end with progress bars; exit non-zero if it fails.
         #[arg(long)]

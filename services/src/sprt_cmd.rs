@@ -31,12 +31,16 @@ pub struct RunArgs {
     /// Time control instead of nodes: base+increment in seconds, e.g. 10+0.1.
     #[arg(long)]
     pub tc: Option<String>,
+    /// Elo of the null hypothesis H0 (in the --model's Elo units).
     #[arg(long, default_value_t = 0.0, allow_negative_numbers = true)]
     pub elo0: f64,
+    /// Elo of the alternative H1; must be above --elo0.
     #[arg(long, default_value_t = 2.0, allow_negative_numbers = true)]
     pub elo1: f64,
+    /// False-positive rate: the upper bound is ln((1-β)/α).
     #[arg(long, default_value_t = 0.05)]
     pub alpha: f64,
+    /// False-negative rate: the lower bound is ln(β/(1-α)).
     #[arg(long, default_value_t = 0.05)]
     pub beta: f64,
     /// normalized (fishtest's default) or logistic.
@@ -69,19 +73,25 @@ pub enum SprtCommand {
         /// Game counts W,D,L.
         #[arg(long)]
         wdl: Option<String>,
+        /// Elo of the null hypothesis H0 (in the --model's Elo units).
         #[arg(long, default_value_t = 0.0, allow_negative_numbers = true)]
         elo0: f64,
+        /// Elo of the alternative H1; must be above --elo0.
         #[arg(long, default_value_t = 2.0, allow_negative_numbers = true)]
         elo1: f64,
+        /// normalized (fishtest's default, pentanomial or trinomial) or logistic.
         #[arg(long, default_value = "normalized")]
         model: String,
+        /// False-positive rate: the upper bound is ln((1-β)/α).
         #[arg(long, default_value_t = 0.05)]
         alpha: f64,
+        /// False-negative rate: the lower bound is ln(β/(1-α)).
         #[arg(long, default_value_t = 0.05)]
         beta: f64,
     },
     /// One test's state: LLR and bounds, W/D/L, pentanomial, Elo, games.
     Show {
+        /// The test's id (sprt-...).
         id: String,
         /// Read through a running service instead of the lake.
         #[arg(long)]

@@ -169,6 +169,26 @@ async fn embedded_default_rest_queue_worker_lake() {
     let nets: serde_json::Value = get_json(format!("{api}/v1/nets")).await;
     assert_eq!(nets["nets"].as_array().unwrap().len(), 1);
     assert_eq!(nets["nets"][0]["name"], name);
+    assert_eq!(
+        nets["best"],
+        serde_json::Value::Null,
+        "registered, not promoted"
+    );
+    let r = reqwest::get(format!("{api}/v1/nets/best")).await.unwrap();
+    assert_eq!(r.status(), 404);
+    assert!(
+        r.text()
+            .await
+            .unwrap()
+            .contains("no net has been promoted yet")
+    );
+    let out = std::process::Command::new(lakefish_tests::lakefish_bin())
+        .args(["--lake", "lake", "nets", "show", "best"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no net has been promoted yet"));
     let m: serde_json::Value = get_json(format!("{api}/v1/nets/{name}")).await;
     assert_eq!(m["run"], run.as_str());
     assert_eq!(m["shuffle"], shuffle_id.as_str());

@@ -161,6 +161,46 @@ async fn nightly_pipeline_promotes_on_accept_and_warm_starts() {
         serde_json::from_slice(&std::fs::read(dir.path().join("lake/registry/best.json")).unwrap())
             .unwrap();
     assert_eq!(best["name"], net.as_str());
+    // `best` names it wherever a net name is taken: the list, the manifest, the file, the CLI.
+    assert_eq!(
+        get(format!("{api}/v1/nets")).await["best"]["name"],
+        net.as_str()
+    );
+    assert_eq!(
+        get(format!("{api}/v1/nets/best")).await["name"],
+        net.as_str()
+    );
+    let file = reqwest::get(format!("{api}/v1/nets/best/file"))
+        .await
+        .unwrap();
+    assert_eq!(file.status(), 200);
+    assert_eq!(
+        file.headers()["x-sha256"],
+        shown["sha256"].as_str().unwrap()
+    );
+    let out = std::process::Command::new(lakefish_tests::lakefish_bin())
+        .args(["--lake", "lake", "nets", "pull", "best", "-o", "best.nnue"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    lakefish_tests::assert_success(&out);
+    let out = std::process::Command::new(lakefish_tests::lakefish_bin())
+        .args(["--lake", "lake", "nets", "ls"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    lakefish_tests::assert_success(&out);
+    assert!(
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .any(|l| l.starts_with(&net) && l.ends_with("(best)")),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert_eq!(
+        lakefish_jobs::nets::sha256_hex(&std::fs::read(dir.path().join("best.nnue")).unwrap()),
+        shown["sha256"].as_str().unwrap()
+    );
 
     // The second run: the binpack is not ingested again, training warm-starts from the best
     // net, and the SPRT is against it.
