@@ -29,7 +29,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 #[derive(Parser)]
-#[command(name = "lakefish", version, about = "NNUE training data lake and job service", long_about = None)]
+#[command(name = "lakefish", version, about = "NNUE training data lake and job service", long_about = None, help_expected = true)]
 struct Cli {
     /// The lake: a directory, or s3://bucket/prefix (credentials and endpoint from AWS_*).
     #[arg(long, global = true, env = "LAKEFISH_LAKE", default_value = "./lake")]
@@ -1568,4 +1568,16 @@ async fn show_jobs(api: &str, state: Option<String>, id: Option<String>) -> anyh
     .await?;
     println!("{}", serde_json::to_string_pretty(&body)?);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    /// The whole command tree is consistent, and `help_expected` makes every subcommand,
+    /// flag and argument carry help text (a bare `--threads <THREADS>` fails here).
+    #[test]
+    fn every_command_and_argument_has_help() {
+        super::Cli::command().debug_assert();
+    }
 }
