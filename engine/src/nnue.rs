@@ -167,6 +167,27 @@ pub struct Dense {
     pub weights: Vec<i8>,
 }
 
+impl Dense {
+    /// The weights as `[inputs / 4][outputs][4]`: for each group of four inputs, those four
+    /// weights of every output in turn. A kernel then broadcasts four activations and
+    /// multiplies them into all outputs at once, each SIMD lane summing its own output (no
+    /// horizontal sums), and can skip a group whose four activations are all zero. Empty when
+    /// the shape does not fit (inputs not a multiple of 4, outputs not of 8).
+    pub fn by_input_quads(&self) -> Vec<i8> {
+        let (n, m) = (self.inputs, self.outputs);
+        if !n.is_multiple_of(4) || !m.is_multiple_of(8) || self.weights.len() != n * m {
+            return Vec::new();
+        }
+        let mut quads = Vec::with_capacity(n * m);
+        for q in 0..n / 4 {
+            for o in 0..m {
+                quads.extend_from_slice(&self.weights[o * n + 4 * q..][..4]);
+            }
+        }
+        quads
+    }
+}
+
 /// A quantized network, ready to evaluate.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Network {
@@ -178,6 +199,8 @@ pub struct Network {
     pub ft_weights: AlignedI16,
     /// Hidden layers, then the output layer.
     pub layers: Vec<Dense>,
+    /// Each layer's weights regrouped for the SIMD kernel ([`Dense::by_input_quads`]).
+    pub(crate) quads: Vec<Vec<i8>>,
 }
 
 /// The feature transformer's output for both perspectives, indexed by `Color as usize`
@@ -197,13 +220,14 @@ impl Network {
         ft_weights: Vec<i16>,
         layers: Vec<Dense>,
     ) -> Result<Network, NnueError> {
-        let net = Network {
+        let mut net = Network {
             features,
             arch,
             description,
             ft_bias,
             ft_weights: ft_weights.into(),
             layers,
+            quads: Vec::new(),
         };
         for t in net.expected_tensors() {
             let len = match t.name.as_str() {
@@ -233,6 +257,7 @@ impl Network {
                 net.arch.dense().len()
             )));
         }
+        net.quads = net.layers.iter().map(Dense::by_input_quads).collect();
         Ok(net)
     }
 
@@ -336,6 +361,7 @@ impl Network {
             ft_bias: Vec::new(),
             ft_weights: AlignedI16::default(),
             layers: Vec::new(),
+            quads: Vec::new(),
         };
         let specs = net.expected_tensors();
         let count = r.u32("the tensor count")? as usize;
@@ -395,6 +421,7 @@ impl Network {
         if r.at != bytes.len() {
             return Err(NnueError::Trailing(bytes.len() - r.at));
         }
+        net.quads = net.layers.iter().map(Dense::by_input_quads).collect();
         Ok(net)
     }
 
@@ -467,25 +494,34 @@ impl Network {
     /// [`Network::propagate`] on `kernel`; the same result, faster.
     pub fn propagate_with(&self, kernel: Kernel, stm: &[i16], nstm: &[i16]) -> i32 {
         let n = stm.len() + nstm.len();
-        if self.layers.iter().any(|l| l.outputs > 256) {
+        let widest = self.layers.iter().map(|l| l.outputs).max().unwrap_or(0);
+        if widest <= 64 && n <= 512 {
+            self.propagate_in::<512, 64>(kernel, stm, nstm)
+        } else if widest > 256 {
             self.propagate(stm, nstm)
         } else if n <= 1024 {
-            self.propagate_in::<1024>(kernel, stm, nstm)
+            self.propagate_in::<1024, 256>(kernel, stm, nstm)
         } else if n <= 4096 {
-            self.propagate_in::<4096>(kernel, stm, nstm)
+            self.propagate_in::<4096, 256>(kernel, stm, nstm)
         } else {
             self.propagate(stm, nstm)
         }
     }
 
-    /// With an activation buffer of `N` bytes (sized to the net, so clearing it stays cheap).
-    fn propagate_in<const N: usize>(&self, kernel: Kernel, stm: &[i16], nstm: &[i16]) -> i32 {
+    /// With an activation buffer of `N` bytes and `M` sums (sized to the net, so clearing
+    /// them stays cheap).
+    fn propagate_in<const N: usize, const M: usize>(
+        &self,
+        kernel: Kernel,
+        stm: &[i16],
+        nstm: &[i16],
+    ) -> i32 {
         let mut x = [0u8; N];
-        let mut sums = [0i32; 256];
+        let mut sums = [0i32; M];
         kernel.clip(stm, nstm, &mut x[..stm.len() + nstm.len()]);
         let last = self.layers.len() - 1;
         for (i, layer) in self.layers.iter().enumerate() {
-            kernel.dense(&x[..layer.inputs], layer, &mut sums);
+            kernel.dense(&x[..layer.inputs], layer, &self.quads[i], &mut sums);
             if i == last {
                 break;
             }

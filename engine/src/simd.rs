@@ -1,13 +1,15 @@
-//! The two hot integer kernels of NNUE inference, in AVX2 (chosen at run time when the CPU
-//! has it) and in plain Rust. Both give bit-identical results; the property tests compare
-//! them on every move of random games.
+//! The two hot integer kernels of NNUE inference, in AVX2 (with AVX-VNNI's dot product for
+//! dense layers where the CPU has it; both chosen at run time) and in plain Rust. All give
+//! bit-identical results; the property tests compare them on every move of random games.
 //!
 //! - [`Kernel::update`]: a child accumulator is the parent's minus the weight rows of the
 //!   features a move switched off plus those it switched on (i16, wrapping like SIMD lanes).
 //! - [`Kernel::dense`]: a dense layer over clipped activations (the accumulators of both
-//!   perspectives for the first layer), `u8 × i8` products summed in i32. `_mm256_maddubs_epi16` saturates pairs
-//!   at i16, which never happens here: activations are at most 127, so a pair is within
-//!   `2·127·128 = 32512`.
+//!   perspectives for the first layer), `u8 × i8` products summed in i32. The SIMD kernels
+//!   take the weights regrouped by four inputs ([`Dense::by_input_quads`]): four activations
+//!   broadcast, multiplied into eight outputs per register, groups of four zeros skipped.
+//!   `_mm256_maddubs_epi16` saturates pairs at i16, which never happens here: activations
+//!   are at most 127, so a pair is within `2·127·128 = 32512`; `vpdpbusd` does not saturate.
 
 use crate::nnue::Dense;
 
@@ -68,26 +70,31 @@ pub enum Kernel {
     Scalar,
     /// x86-64 AVX2. Only constructed by [`Kernel::detect`] after checking the CPU.
     Avx2,
+    /// AVX2 plus AVX-VNNI, whose `vpdpbusd` does a dense layer's multiply-and-sum in one
+    /// instruction instead of three. Only constructed after checking the CPU.
+    Vnni,
 }
 
 impl Kernel {
     /// The fastest kernel this CPU runs for accumulators `width` wide (AVX2 needs
     /// multiples of 32 lanes).
     pub fn detect(width: usize) -> Kernel {
-        #[cfg(target_arch = "x86_64")]
-        if width.is_multiple_of(32) && std::is_x86_feature_detected!("avx2") {
-            return Kernel::Avx2;
-        }
-        let _ = width;
-        Kernel::Scalar
+        Kernel::available(width)
+            .pop()
+            .expect("scalar is always there")
     }
 
-    /// Every kernel usable here for `width`, scalar first (for tests and benchmarks).
+    /// Every kernel usable here for `width`, slowest (scalar) first: tests compare them all.
     pub fn available(width: usize) -> Vec<Kernel> {
         let mut v = vec![Kernel::Scalar];
-        if Kernel::detect(width) == Kernel::Avx2 {
+        #[cfg(target_arch = "x86_64")]
+        if width.is_multiple_of(32) && std::is_x86_feature_detected!("avx2") {
             v.push(Kernel::Avx2);
+            if std::is_x86_feature_detected!("avxvnni") {
+                v.push(Kernel::Vnni);
+            }
         }
+        let _ = width;
         v
     }
 
@@ -95,6 +102,7 @@ impl Kernel {
         match self {
             Kernel::Scalar => "scalar",
             Kernel::Avx2 => "avx2",
+            Kernel::Vnni => "avx2+vnni",
         }
     }
 
@@ -113,13 +121,14 @@ impl Kernel {
         match self {
             Kernel::Scalar => update_scalar(dst, src, weights, removed, added),
             #[cfg(target_arch = "x86_64")]
-            // SAFETY: Avx2 is only constructed after the CPU reported AVX2, with width.is_multiple_of(32).
-            Kernel::Avx2 => {
+            // SAFETY: Avx2 and Vnni are only constructed after the CPU reported AVX2, with
+            // width.is_multiple_of(32).
+            Kernel::Avx2 | Kernel::Vnni => {
                 debug_assert!(std::is_x86_feature_detected!("avx2"));
                 unsafe { avx2::update(dst, src, weights, removed, added) }
             }
             #[cfg(not(target_arch = "x86_64"))]
-            Kernel::Avx2 => update_scalar(dst, src, weights, removed, added),
+            Kernel::Avx2 | Kernel::Vnni => update_scalar(dst, src, weights, removed, added),
         }
     }
 
@@ -130,19 +139,39 @@ impl Kernel {
             Kernel::Scalar => clip_scalar(stm, nstm, out),
             #[cfg(target_arch = "x86_64")]
             // SAFETY: as in `update`.
-            Kernel::Avx2 => unsafe { avx2::clip(stm, nstm, out) },
+            Kernel::Avx2 | Kernel::Vnni => unsafe { avx2::clip(stm, nstm, out) },
             #[cfg(not(target_arch = "x86_64"))]
-            Kernel::Avx2 => clip_scalar(stm, nstm, out),
+            Kernel::Avx2 | Kernel::Vnni => clip_scalar(stm, nstm, out),
         }
     }
 
-    /// A dense layer's sums, bias included, over byte activations.
-    pub fn dense(self, x: &[u8], layer: &Dense, out: &mut [i32]) {
+    /// A dense layer's sums, bias included, over byte activations; `quads` is
+    /// [`Dense::by_input_quads`] of `layer` (empty where its shape does not fit).
+    pub fn dense(self, x: &[u8], layer: &Dense, quads: &[i8], out: &mut [i32]) {
         debug_assert_eq!(x.len(), layer.inputs);
         match self {
             #[cfg(target_arch = "x86_64")]
+            // SAFETY: Vnni is only constructed after the CPU reported AVX-VNNI; the quads
+            // kernels check their shapes themselves.
+            Kernel::Vnni if !quads.is_empty() => unsafe {
+                match layer.outputs {
+                    m if m.is_multiple_of(32) => avx2::dense_quads_vnni::<4>(x, layer, quads, out),
+                    m if m.is_multiple_of(16) => avx2::dense_quads_vnni::<2>(x, layer, quads, out),
+                    _ => avx2::dense_quads_vnni::<1>(x, layer, quads, out),
+                }
+            },
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: as in `update`; the quads kernel checks its shapes itself.
+            Kernel::Avx2 if !quads.is_empty() => unsafe {
+                match layer.outputs {
+                    m if m.is_multiple_of(32) => avx2::dense_quads::<4>(x, layer, quads, out),
+                    m if m.is_multiple_of(16) => avx2::dense_quads::<2>(x, layer, quads, out),
+                    _ => avx2::dense_quads::<1>(x, layer, quads, out),
+                }
+            },
+            #[cfg(target_arch = "x86_64")]
             // SAFETY: as in `update`; rows of a multiple of 32 bytes fill whole registers.
-            Kernel::Avx2 if layer.inputs.is_multiple_of(32) => unsafe {
+            Kernel::Avx2 | Kernel::Vnni if layer.inputs.is_multiple_of(32) => unsafe {
                 avx2::dense(x, layer, out)
             },
             _ => dense_scalar(x, layer, out),
@@ -334,6 +363,94 @@ mod avx2 {
         _mm_cvtsi128_si32(s)
     }
 
+    /// `out = bias + W·x` over [`Dense::by_input_quads`] weights, `8·K` outputs at a time in
+    /// `K` registers: each group of four activations is broadcast and multiplied into all of
+    /// them; a group of four zeros (common after the clipped ReLU) is skipped.
+    #[target_feature(enable = "avx2")]
+    pub unsafe fn dense_quads<const K: usize>(
+        x: &[u8],
+        layer: &Dense,
+        quads: &[i8],
+        out: &mut [i32],
+    ) {
+        // SAFETY: AVX2 is enabled here, and the body is inlined into this function.
+        unsafe { quads_body::<K, false>(x, layer, quads, out) }
+    }
+
+    /// [`dense_quads`] with one `vpdpbusd` (u8 × i8, four products summed into each i32
+    /// lane, no intermediate saturation) per register instead of three instructions.
+    #[target_feature(enable = "avx2,avxvnni")]
+    pub unsafe fn dense_quads_vnni<const K: usize>(
+        x: &[u8],
+        layer: &Dense,
+        quads: &[i8],
+        out: &mut [i32],
+    ) {
+        // SAFETY: AVX2 and AVX-VNNI are enabled here, and the body is inlined into this
+        // function.
+        unsafe { quads_body::<K, true>(x, layer, quads, out) }
+    }
+
+    /// The loop of both quads kernels; only called from functions that enable AVX2 (and
+    /// AVX-VNNI when `VNNI`).
+    #[inline(always)]
+    unsafe fn quads_body<const K: usize, const VNNI: bool>(
+        x: &[u8],
+        layer: &Dense,
+        quads: &[i8],
+        out: &mut [i32],
+    ) {
+        let (n, m) = (layer.inputs, layer.outputs);
+        assert!(n.is_multiple_of(4) && m.is_multiple_of(8 * K) && quads.len() == n * m);
+        assert!(x.len() >= n && out.len() >= m && layer.bias.len() >= m);
+        // SAFETY: every load below is inside `x`, `quads` or `bias`, every store inside
+        // `out` (asserted above); the caller enabled the instructions.
+        unsafe {
+            let ones = _mm256_set1_epi16(1);
+            let mut tile = 0;
+            while tile < m {
+                // Two sets of sums, for even and odd groups: `vpdpbusd` takes several cycles
+                // before its result can be added to again, and one chain per register would
+                // wait on that latency rather than on the multipliers.
+                let mut sums = [[_mm256_setzero_si256(); K]; 2];
+                let mut q = 0;
+                while q < n / 4 {
+                    for (half, sums) in sums.iter_mut().enumerate() {
+                        let q = q + half;
+                        if q >= n / 4 {
+                            break;
+                        }
+                        let four = (x.as_ptr().add(4 * q) as *const u32).read_unaligned();
+                        if four == 0 {
+                            continue;
+                        }
+                        let a = _mm256_set1_epi32(four as i32);
+                        let w = quads.as_ptr().add(4 * (q * m + tile));
+                        for (k, sum) in sums.iter_mut().enumerate() {
+                            let w = _mm256_loadu_si256(w.add(32 * k) as *const __m256i);
+                            *sum = if VNNI {
+                                _mm256_dpbusd_avx_epi32(*sum, a, w)
+                            } else {
+                                let pairs = _mm256_maddubs_epi16(a, w);
+                                _mm256_add_epi32(*sum, _mm256_madd_epi16(pairs, ones))
+                            };
+                        }
+                    }
+                    q += 2;
+                }
+                let [even, odd] = sums;
+                for (k, (a, b)) in even.into_iter().zip(odd).enumerate() {
+                    let sum = _mm256_add_epi32(a, b);
+                    let at = tile + 8 * k;
+                    let bias = _mm256_loadu_si256(layer.bias.as_ptr().add(at) as *const __m256i);
+                    let v = _mm256_add_epi32(sum, bias);
+                    _mm256_storeu_si256(out.as_mut_ptr().add(at) as *mut __m256i, v);
+                }
+                tile += 8 * K;
+            }
+        }
+    }
+
     #[target_feature(enable = "avx2")]
     pub unsafe fn dense(x: &[u8], layer: &Dense, out: &mut [i32]) {
         let n = layer.inputs;
@@ -381,6 +498,56 @@ mod avx2 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Dense layers of the shapes nets use and odd ones (outputs not a multiple of 8 or
+    /// 32, one output), over activations with runs of zeros (skipped groups) and at the
+    /// extremes (127 × -128): every kernel equals scalar, whichever layout it takes.
+    #[test]
+    fn every_dense_shape_matches_scalar() {
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        for (inputs, outputs) in [
+            (512, 32),
+            (32, 32),
+            (32, 1),
+            (64, 16),
+            (96, 8),
+            (64, 24),
+            (1024, 64),
+        ] {
+            let layer = Dense {
+                inputs,
+                outputs,
+                bias: (0..outputs).map(|_| next() as i32 >> 8).collect(),
+                weights: (0..inputs * outputs).map(|_| next() as i8).collect(),
+            };
+            let quads = layer.by_input_quads();
+            assert_eq!(quads.is_empty(), !outputs.is_multiple_of(8));
+            for fill in 0..4 {
+                let x: Vec<u8> = (0..inputs)
+                    .map(|i| match fill {
+                        0 => (next() % 128) as u8,
+                        1 if (i / 4) % 3 == 0 => 0,
+                        1 => (next() % 128) as u8,
+                        2 => 127,
+                        _ => 0,
+                    })
+                    .collect();
+                let mut want = vec![0; outputs];
+                Kernel::Scalar.dense(&x, &layer, &quads, &mut want);
+                for kernel in Kernel::available(32) {
+                    let mut got = vec![0; outputs];
+                    kernel.dense(&x, &layer, &quads, &mut got);
+                    assert_eq!(got, want, "{kernel:?} {inputs}x{outputs} fill {fill}");
+                }
+            }
+        }
+    }
 
     /// Every shape of update (the fixed ones moves produce, and refresh-sized lists) at widths
     /// that exercise both the 64-lane blocks and the 16-lane tail: AVX2 equals scalar.
