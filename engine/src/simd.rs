@@ -500,7 +500,7 @@ mod tests {
     use super::*;
 
     /// Dense layers of the shapes nets use and odd ones (outputs not a multiple of 8 or
-    /// 32, one output), over activations with runs of zeros (skipped groups) and at the
+    /// 32, one output, an odd number of input groups), over activations with runs of zeros (skipped groups) and at the
     /// extremes (127 × -128): every kernel equals scalar, whichever layout it takes.
     #[test]
     fn every_dense_shape_matches_scalar() {
@@ -518,6 +518,7 @@ mod tests {
             (64, 16),
             (96, 8),
             (64, 24),
+            (36, 8),
             (1024, 64),
         ] {
             let layer = Dense {
