@@ -25,12 +25,17 @@ pub enum Evaluator {
 }
 
 impl Evaluator {
-    /// `classical`, or the net's feature set, architecture and description.
+    /// `classical`, or the net's feature set, architecture and the kernels that run it.
     pub fn describe(&self) -> String {
         match self {
             Evaluator::Classical => "classical (material + piece-square tables)".to_string(),
             Evaluator::Material => "material (piece values only)".to_string(),
-            Evaluator::Nnue(net) => format!("nnue {} {}", net.features, net.arch),
+            Evaluator::Nnue(net) => format!(
+                "nnue {} {} ({} kernels)",
+                net.features,
+                net.arch,
+                Kernel::detect(net.arch.l1).name()
+            ),
         }
     }
 }
