@@ -383,8 +383,8 @@ mod property_tests {
     fn incremental_equals_refresh_and_simd_equals_scalar() {
         for features in FeatureSetKind::ALL {
             let net = Arc::new(random_network(features, "64x2-32-32", 5));
-            for kernel in Kernel::available(64) {
-                let mut rng = SplitMix(features as u64 * 1000 + kernel as u64);
+            for (k, kernel) in Kernel::available(64).into_iter().enumerate() {
+                let mut rng = SplitMix(features as u64 * 1000 + k as u64);
                 let mut checked = 0;
                 for _game in 0..12 {
                     let mut stack =

@@ -197,7 +197,8 @@ pub struct Network {
     pub ft_bias: Vec<i16>,
     /// `[inputs, l1]`: the row of feature `f` starts at `f · l1`.
     pub ft_weights: AlignedI16,
-    /// Hidden layers, then the output layer.
+    /// Hidden layers, then the output layer. Build a new `Network` rather than changing them
+    /// in place: the SIMD kernels read `quads`, derived from them at construction.
     pub layers: Vec<Dense>,
     /// Each layer's weights regrouped for the SIMD kernel ([`Dense::by_input_quads`]).
     pub(crate) quads: Vec<Vec<i8>>,

@@ -68,12 +68,17 @@ impl std::fmt::Debug for AlignedI16 {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kernel {
     Scalar,
-    /// x86-64 AVX2. Only constructed by [`Kernel::detect`] after checking the CPU.
-    Avx2,
+    /// x86-64 AVX2.
+    Avx2(CpuChecked),
     /// AVX2 plus AVX-VNNI, whose `vpdpbusd` does a dense layer's multiply-and-sum in one
-    /// instruction instead of three. Only constructed after checking the CPU.
-    Vnni,
+    /// instruction instead of three.
+    Vnni(CpuChecked),
 }
+
+/// Proof that the CPU was checked: only [`Kernel::available`] can make one, so the SIMD
+/// variants cannot be built by hand and run on a CPU without those instructions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CpuChecked(());
 
 impl Kernel {
     /// The fastest kernel this CPU runs for accumulators `width` wide (AVX2 needs
@@ -89,9 +94,9 @@ impl Kernel {
         let mut v = vec![Kernel::Scalar];
         #[cfg(target_arch = "x86_64")]
         if width.is_multiple_of(32) && std::is_x86_feature_detected!("avx2") {
-            v.push(Kernel::Avx2);
+            v.push(Kernel::Avx2(CpuChecked(())));
             if std::is_x86_feature_detected!("avxvnni") {
-                v.push(Kernel::Vnni);
+                v.push(Kernel::Vnni(CpuChecked(())));
             }
         }
         let _ = width;
@@ -101,8 +106,8 @@ impl Kernel {
     pub fn name(self) -> &'static str {
         match self {
             Kernel::Scalar => "scalar",
-            Kernel::Avx2 => "avx2",
-            Kernel::Vnni => "avx2+vnni",
+            Kernel::Avx2(_) => "avx2",
+            Kernel::Vnni(_) => "avx2+vnni",
         }
     }
 
@@ -121,14 +126,14 @@ impl Kernel {
         match self {
             Kernel::Scalar => update_scalar(dst, src, weights, removed, added),
             #[cfg(target_arch = "x86_64")]
-            // SAFETY: Avx2 and Vnni are only constructed after the CPU reported AVX2, with
-            // width.is_multiple_of(32).
-            Kernel::Avx2 | Kernel::Vnni => {
+            // SAFETY: Avx2 and Vnni carry a CpuChecked, which only `Kernel::available` makes,
+            // after the CPU reported AVX2 and for widths that are multiples of 32.
+            Kernel::Avx2(_) | Kernel::Vnni(_) => {
                 debug_assert!(std::is_x86_feature_detected!("avx2"));
                 unsafe { avx2::update(dst, src, weights, removed, added) }
             }
             #[cfg(not(target_arch = "x86_64"))]
-            Kernel::Avx2 | Kernel::Vnni => update_scalar(dst, src, weights, removed, added),
+            Kernel::Avx2(_) | Kernel::Vnni(_) => update_scalar(dst, src, weights, removed, added),
         }
     }
 
@@ -139,21 +144,22 @@ impl Kernel {
             Kernel::Scalar => clip_scalar(stm, nstm, out),
             #[cfg(target_arch = "x86_64")]
             // SAFETY: as in `update`.
-            Kernel::Avx2 | Kernel::Vnni => unsafe { avx2::clip(stm, nstm, out) },
+            Kernel::Avx2(_) | Kernel::Vnni(_) => unsafe { avx2::clip(stm, nstm, out) },
             #[cfg(not(target_arch = "x86_64"))]
-            Kernel::Avx2 | Kernel::Vnni => clip_scalar(stm, nstm, out),
+            Kernel::Avx2(_) | Kernel::Vnni(_) => clip_scalar(stm, nstm, out),
         }
     }
 
-    /// A dense layer's sums, bias included, over byte activations; `quads` is
+    /// A dense layer's sums, bias included, over byte activations of at most 127 (clipped
+    /// ReLU outputs: above that `maddubs` could saturate and kernels would disagree); `quads` is
     /// [`Dense::by_input_quads`] of `layer` (empty where its shape does not fit).
     pub fn dense(self, x: &[u8], layer: &Dense, quads: &[i8], out: &mut [i32]) {
         debug_assert_eq!(x.len(), layer.inputs);
         match self {
             #[cfg(target_arch = "x86_64")]
-            // SAFETY: Vnni is only constructed after the CPU reported AVX-VNNI; the quads
-            // kernels check their shapes themselves.
-            Kernel::Vnni if !quads.is_empty() => unsafe {
+            // SAFETY: as in `update`, and `available` made Vnni only after the CPU reported
+            // AVX-VNNI too; the quads kernels check their shapes themselves.
+            Kernel::Vnni(_) if !quads.is_empty() => unsafe {
                 match layer.outputs {
                     m if m.is_multiple_of(32) => avx2::dense_quads_vnni::<4>(x, layer, quads, out),
                     m if m.is_multiple_of(16) => avx2::dense_quads_vnni::<2>(x, layer, quads, out),
@@ -162,7 +168,7 @@ impl Kernel {
             },
             #[cfg(target_arch = "x86_64")]
             // SAFETY: as in `update`; the quads kernel checks its shapes itself.
-            Kernel::Avx2 if !quads.is_empty() => unsafe {
+            Kernel::Avx2(_) if !quads.is_empty() => unsafe {
                 match layer.outputs {
                     m if m.is_multiple_of(32) => avx2::dense_quads::<4>(x, layer, quads, out),
                     m if m.is_multiple_of(16) => avx2::dense_quads::<2>(x, layer, quads, out),
@@ -171,7 +177,7 @@ impl Kernel {
             },
             #[cfg(target_arch = "x86_64")]
             // SAFETY: as in `update`; rows of a multiple of 32 bytes fill whole registers.
-            Kernel::Avx2 | Kernel::Vnni if layer.inputs.is_multiple_of(32) => unsafe {
+            Kernel::Avx2(_) | Kernel::Vnni(_) if layer.inputs.is_multiple_of(32) => unsafe {
                 avx2::dense(x, layer, out)
             },
             _ => dense_scalar(x, layer, out),

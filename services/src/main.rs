@@ -205,7 +205,8 @@ enum Command {
 enum TokenCommand {
     /// A new random token: give the token to the client, paste the entry into lakefish.toml.
     New {
-        /// Who or what the token is for (shown in logs and job records).
+        /// A label for the token: it goes into the config entry and names the token when a
+        /// request is refused for lack of scope.
         name: String,
         /// read, submit or admin (repeat the flag for several).
         #[arg(long = "scope", required = true)]
@@ -391,7 +392,8 @@ struct TrainArgs {
     /// Sigmoid scale of scores (internal units).
     #[arg(long, default_value_t = 361.0)]
     scale: f64,
-    /// Weight of the score against the game result in the target, first and last epoch.
+    /// Weight of the score against the game result in the target at the first epoch (it
+    /// moves linearly to --lambda-end by the last).
     #[arg(long, default_value_t = 1.0)]
     lambda_start: f64,
     /// λ at the last epoch (interpolated linearly from --lambda-start).
@@ -1574,8 +1576,10 @@ async fn show_jobs(api: &str, state: Option<String>, id: Option<String>) -> anyh
 mod tests {
     use clap::CommandFactory;
 
-    /// The whole command tree is consistent, and `help_expected` makes every subcommand,
-    /// flag and argument carry help text (a bare `--threads <THREADS>` fails here).
+    /// The whole command tree is consistent, and `help_expected` makes every flag and
+    /// argument carry help text (a bare `--threads <THREADS>` fails here). clap checks this
+    /// only with debug assertions, as `make test` builds (a debug `lakefish` also refuses to
+    /// start with an undocumented argument).
     #[test]
     fn every_command_and_argument_has_help() {
         super::Cli::command().debug_assert();
