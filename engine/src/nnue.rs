@@ -632,6 +632,41 @@ impl<'a> Reader<'a> {
 mod tests {
     use super::*;
     use crate::random_games::SplitMix;
+
+    /// Every buffer size `propagate_with` picks (512/64, 1024/256, 4096/256 and the plain
+    /// fallback), and layers the quads kernels do not fit: each kernel equals the scalar
+    /// reference `propagate` over random accumulators (within and beyond the clip range).
+    #[test]
+    fn propagate_with_matches_propagate_for_every_buffer_size() {
+        let mut rng = SplitMix(11);
+        for arch in [
+            "256x2-32-32",
+            "128x2-16-16",
+            "256x2-128-32",
+            "96x2-36-12",
+            "1024x2-8-32",
+            "32x2-300-8",
+        ] {
+            let net = random_network(FeatureSetKind::All768, arch, 3);
+            let l1 = net.arch.l1;
+            for _ in 0..20 {
+                let mut acc = || -> Vec<i16> {
+                    (0..l1)
+                        .map(|_| (rng.next_u64() % 400) as i16 - 150)
+                        .collect()
+                };
+                let (stm, nstm) = (acc(), acc());
+                let want = net.propagate(&stm, &nstm);
+                for kernel in Kernel::available(l1) {
+                    assert_eq!(
+                        net.propagate_with(kernel, &stm, &nstm),
+                        want,
+                        "{arch} {kernel:?}"
+                    );
+                }
+            }
+        }
+    }
     use shakmaty::{Chess, Position};
 
     #[test]
