@@ -6,6 +6,7 @@ first, clipped ReLU, dense layers), same ELMO loss, Adam, weight clipping, same 
 line: {"positions_per_s": ..., "steps": ..., "threads": ..., "torch": ...}.
 
 usage: torch_reference.py BATCHES_FILE --arch 256x2-32-32 --inputs 768 --steps 30 --threads 2
+                          [--device cpu|cuda]
 """
 
 import argparse
@@ -83,14 +84,16 @@ def main():
     ap.add_argument("--inputs", type=int, default=768)
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     torch.manual_seed(1)
     first, *rest = a.arch.split("-")
     l1 = int(first.removesuffix("x2"))
     hidden = [int(h) for h in rest]
-    batches = read_batches(a.batches)
-    net = Net(a.inputs, l1, hidden)
+    device = torch.device(a.device)
+    batches = [tuple(t.to(device) for t in b) for b in read_batches(a.batches)]
+    net = Net(a.inputs, l1, hidden).to(device)
     opt = torch.optim.Adam(net.parameters(), lr=1e-3)
     out_max = 127.0 * 127.0 / 9600.0
     hid_max = 127.0 / 64.0
@@ -107,10 +110,17 @@ def main():
                 layer.weight.clamp_(-m, m)
         return loss
 
+    def sync():
+        # CUDA runs asynchronously: wait for the queued steps before reading the clock.
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+
     step(batches[0])  # warm-up
+    sync()
     start = time.perf_counter()
     for i in range(a.steps):
         step(batches[i % len(batches)])
+    sync()
     elapsed = time.perf_counter() - start
     rows = sum(len(batches[i % len(batches)][4]) for i in range(a.steps))
     print(
@@ -119,6 +129,7 @@ def main():
                 "positions_per_s": rows / elapsed,
                 "steps": a.steps,
                 "threads": torch.get_num_threads(),
+                "device": str(device),
                 "torch": torch.__version__,
             }
         )

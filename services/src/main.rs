@@ -619,8 +619,8 @@ enum BenchCommand {
         #[arg(long, default_value_t = 48)]
         min_mib: usize,
     },
-    /// The training loader alone vs training steps (all768 256x2-32-32, batch 16384, CPU),
-    /// over the quiet rows of a binpack file shuffled into a scratch lake.
+    /// The training loader alone vs training steps (all768 256x2-32-32, batch 16384, CPU or
+    /// CUDA), over the quiet rows of a binpack file shuffled into a scratch lake.
     Train {
         /// A .binpack file whose quiet rows are shuffled into a scratch lake untimed.
         file: String,
@@ -630,6 +630,10 @@ enum BenchCommand {
         /// Training steps to time.
         #[arg(long, default_value_t = 30)]
         steps: usize,
+        /// Where the training steps run, ours and the reference's: cpu, cuda or auto (CUDA
+        /// when libtorch's CUDA backend loads and sees a GPU).
+        #[arg(long, default_value = "cpu", value_parser = ["cpu", "cuda", "auto"])]
+        device: String,
         /// A Python with torch 2.11 for the plain PyTorch reference (`make bench-train` sets
         /// one up in .venv-bench); skipped when it does not exist.
         #[arg(long, default_value = ".venv-bench/bin/python")]
@@ -930,11 +934,13 @@ fn main() -> anyhow::Result<()> {
                     file,
                     threads,
                     steps,
+                    device,
                     torch_python,
                     torch_script,
                 },
         } => {
             let threads = threads.unwrap_or_else(cores);
+            let device = lakefish_train::train::select_device(&device)?;
             let reference = std::path::Path::new(&torch_python).exists().then(|| {
                 lakefish_train::bench::TorchReference {
                     python: torch_python.clone().into(),
@@ -951,6 +957,7 @@ fn main() -> anyhow::Result<()> {
                 &file,
                 threads,
                 steps,
+                device,
                 reference.as_ref(),
             )?;
             println!(
@@ -966,8 +973,8 @@ fn main() -> anyhow::Result<()> {
                 r.threads, r.loader_positions_per_s
             );
             println!(
-                "trainer {} b{} (CPU) {:>12.0} positions/s ({} threads)",
-                r.arch, r.batch_size, r.trainer_positions_per_s, r.threads
+                "trainer {} b{} ({}) {:>12.0} positions/s ({} threads)",
+                r.arch, r.batch_size, r.device, r.trainer_positions_per_s, r.threads
             );
             println!(
                 "loader per core / trainer {:>11.1} (target >= 10)",
@@ -975,8 +982,9 @@ fn main() -> anyhow::Result<()> {
             );
             if let (Some(p), Some(ratio)) = (r.pytorch_positions_per_s, r.trainer_to_pytorch) {
                 println!(
-                    "plain PyTorch {} (CPU) {:>12.0} positions/s ({} threads)",
+                    "plain PyTorch {} ({}) {:>12.0} positions/s ({} threads)",
                     r.pytorch_version.as_deref().unwrap_or("?"),
+                    r.device,
                     p,
                     r.threads
                 );

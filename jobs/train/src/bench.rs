@@ -1,5 +1,6 @@
 //! `lakefish bench train`: the loader alone (chunks → ready batches) and training steps of
-//! all768 256x2-32-32 at batch 16384 on the CPU, over the same shuffled chunks, same run.
+//! all768 256x2-32-32 at batch 16384 on the CPU or a CUDA GPU, over the same shuffled chunks,
+//! same run; and the plain PyTorch loop on the same batches and device.
 
 use crate::TrainError;
 use crate::loader::{Batch, stream_batches};
@@ -19,11 +20,13 @@ pub struct TrainBench {
     pub threads: usize,
     pub batch_size: usize,
     pub arch: String,
+    /// Where the training steps ran (`Cpu`, `Cuda(0)`).
+    pub device: String,
     /// Loader alone, one thread: positions per second.
     pub loader_positions_per_s_per_core: f64,
     /// Loader alone, all threads.
     pub loader_positions_per_s: f64,
-    /// Forward, loss, backward, Adam and clipping on CPU, batches already in memory.
+    /// Forward, loss, backward, Adam and clipping, batches already in memory (on the device).
     pub trainer_positions_per_s: f64,
     /// loader per core / trainer (target: at least 10).
     pub loader_to_trainer: f64,
@@ -71,6 +74,7 @@ fn run_reference(
     arch: &str,
     steps: usize,
     threads: usize,
+    device: Device,
 ) -> Result<(f64, String), TrainError> {
     let out = std::process::Command::new(&r.python)
         .arg(&r.script)
@@ -81,6 +85,8 @@ fn run_reference(
             &steps.to_string(),
             "--threads",
             &threads.to_string(),
+            "--device",
+            if device.is_cuda() { "cuda" } else { "cpu" },
         ])
         .output()
         .map_err(|e| TrainError::Spec(format!("cannot run {}: {e}", r.python.display())))?;
@@ -98,10 +104,8 @@ fn run_reference(
     Ok((rate, v["torch"].as_str().unwrap_or("?").to_string()))
 }
 
-fn drain(
-    rx: std::sync::mpsc::Receiver<Result<Batch, TrainError>>,
-) -> Result<Vec<Batch>, TrainError> {
-    rx.into_iter().collect()
+fn drain(batches: crate::loader::BatchStream) -> Result<Vec<Batch>, TrainError> {
+    batches.collect()
 }
 
 pub fn bench_train(
@@ -109,6 +113,7 @@ pub fn bench_train(
     file: &str,
     threads: usize,
     steps: usize,
+    device: Device,
     reference: Option<&TorchReference>,
 ) -> Result<TrainBench, TrainError> {
     let dir = std::env::temp_dir().join(format!("lakefish-bench-train-{}", std::process::id()));
@@ -136,9 +141,8 @@ pub fn bench_train(
         let batch_size = 16384;
         let order: Vec<usize> = (0..m.chunks.len()).collect();
 
-        let time_loader = |t: usize| -> Result<(f64, Vec<Batch>), TrainError> {
-            let start = Instant::now();
-            let batches = drain(stream_batches(
+        let stream = |t: usize| {
+            stream_batches(
                 source.clone(),
                 order.clone(),
                 features,
@@ -146,11 +150,20 @@ pub fn bench_train(
                 batch_size,
                 0,
                 t,
-            ))?;
-            Ok((start.elapsed().as_secs_f64(), batches))
+            )
         };
-        let (one, batches) = time_loader(1)?;
-        let (all, _) = time_loader(threads)?;
+        // Timed as training consumes batches: each handed back once used.
+        let time_loader = |t: usize| -> Result<f64, TrainError> {
+            let start = Instant::now();
+            let mut batches = stream(t);
+            while let Some(b) = batches.next() {
+                batches.give_back(std::hint::black_box(b?));
+            }
+            Ok(start.elapsed().as_secs_f64())
+        };
+        let one = time_loader(1)?;
+        let all = time_loader(threads)?;
+        let batches = drain(stream(threads))?;
         let positions = (batches.len() * batch_size) as u64;
         if batches.is_empty() {
             return Err(TrainError::Spec(format!(
@@ -165,21 +178,29 @@ pub fn bench_train(
             &arch,
             features.inputs() as i64,
             features.max_active() as i64,
-            Device::Cpu,
+            device,
         );
         let mut adam = Adam::new(&model);
         let tensors: Vec<BatchTensors> = batches
             .iter()
-            .map(|b| BatchTensors::new(b, Device::Cpu))
+            .map(|b| BatchTensors::new(b, device))
             .collect();
         let step = |t: &BatchTensors, adam: &mut Adam| {
-            train_step(&model, adam, t, Loss::Elmo, 1.0, 361.0, 1e-3);
+            let _ = train_step(&model, adam, t, Loss::Elmo, 1.0, 361.0, 1e-3);
+        };
+        // A GPU runs the steps asynchronously: wait for the queued ones before reading the clock.
+        let sync = || {
+            if let Device::Cuda(i) = device {
+                tch::Cuda::synchronize(i as i64);
+            }
         };
         step(&tensors[0], &mut adam); // warm-up
+        sync();
         let start = Instant::now();
         for i in 0..steps {
             step(&tensors[i % tensors.len()], &mut adam);
         }
+        sync();
         let trainer = (steps * batch_size) as f64 / start.elapsed().as_secs_f64();
         let loader_one = positions as f64 / one;
         let pytorch = match reference {
@@ -187,7 +208,14 @@ pub fn bench_train(
                 let path = dir.join("batches.bin");
                 write_batches(&path, &batches)
                     .map_err(|e| TrainError::Internal(format!("{}: {e}", path.display())))?;
-                Some(run_reference(r, &path, &arch.to_string(), steps, threads)?)
+                Some(run_reference(
+                    r,
+                    &path,
+                    &arch.to_string(),
+                    steps,
+                    threads,
+                    device,
+                )?)
             }
             None => None,
         };
@@ -197,6 +225,7 @@ pub fn bench_train(
             threads,
             batch_size,
             arch: arch.to_string(),
+            device: format!("{device:?}"),
             loader_positions_per_s_per_core: loader_one,
             loader_positions_per_s: positions as f64 / all,
             trainer_positions_per_s: trainer,

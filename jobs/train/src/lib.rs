@@ -5,6 +5,7 @@
 //! [`LakefishTrainer`], the `lakefish_jobs::Trainer` hook, so `lakefish-jobs` stays free of it.
 
 pub mod bench;
+pub mod cuda;
 pub mod loader;
 pub mod model;
 pub mod quantize;

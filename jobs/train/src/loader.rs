@@ -12,21 +12,7 @@ use lakefish_jobs::masks::keep_row;
 use lakefish_schemas::MaskDefinition;
 use rayon::prelude::*;
 use shakmaty::{Board, Color};
-use std::sync::mpsc::{Receiver, sync_channel};
-
-/// One training position as the trainer needs it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Sample {
-    /// Active features, side to move's perspective first.
-    pub stm: Vec<u32>,
-    pub nstm: Vec<u32>,
-    /// Score for the side to move, Stockfish internal units.
-    pub score: f32,
-    /// Game result for the side to move: 0 loss, 0.5 draw, 1 win.
-    pub result: f32,
-    /// Material balance for the side to move (see [`material`]).
-    pub material: f32,
-}
+use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 
 /// Material balance for the side to move in internal units, with Stockfish's classical
 /// middlegame piece values: the baseline predictor a trained net has to beat.
@@ -81,14 +67,65 @@ impl Batch {
         self.material.push(0.0);
     }
 
-    fn push(&mut self, s: &Sample) {
-        self.stm_offsets.push(self.stm_indices.len() as i64);
-        self.stm_indices.extend(s.stm.iter().map(|&i| i as i64));
-        self.nstm_offsets.push(self.nstm_indices.len() as i64);
-        self.nstm_indices.extend(s.nstm.iter().map(|&i| i as i64));
-        self.score.push(s.score);
-        self.result.push(s.result);
-        self.material.push(s.material);
+    /// Room for `rows` rows of up to `max_active` features per perspective.
+    pub fn with_capacity(rows: usize, max_active: usize) -> Batch {
+        Batch {
+            stm_indices: Vec::with_capacity(rows * max_active),
+            stm_offsets: Vec::with_capacity(rows),
+            nstm_indices: Vec::with_capacity(rows * max_active),
+            nstm_offsets: Vec::with_capacity(rows),
+            score: Vec::with_capacity(rows),
+            result: Vec::with_capacity(rows),
+            material: Vec::with_capacity(rows),
+        }
+    }
+
+    /// Empties the batch and keeps its memory (see [`BatchStream::give_back`]).
+    pub fn clear(&mut self) {
+        self.stm_indices.clear();
+        self.stm_offsets.clear();
+        self.nstm_indices.clear();
+        self.nstm_offsets.clear();
+        self.score.clear();
+        self.result.clear();
+        self.material.clear();
+    }
+
+    /// Appends rows `rows` of `src`, in order: whole slices copied, offsets rebased.
+    pub fn append_rows(&mut self, src: &Batch, rows: std::ops::Range<usize>) {
+        fn side(
+            dst_i: &mut Vec<i64>,
+            dst_o: &mut Vec<i64>,
+            src_i: &[i64],
+            src_o: &[i64],
+            rows: &std::ops::Range<usize>,
+        ) {
+            let from = src_o[rows.start] as usize;
+            let to = src_o.get(rows.end).map_or(src_i.len(), |&o| o as usize);
+            let shift = dst_i.len() as i64 - from as i64;
+            dst_o.extend(src_o[rows.clone()].iter().map(|&o| o + shift));
+            dst_i.extend_from_slice(&src_i[from..to]);
+        }
+        if rows.is_empty() {
+            return;
+        }
+        side(
+            &mut self.stm_indices,
+            &mut self.stm_offsets,
+            &src.stm_indices,
+            &src.stm_offsets,
+            &rows,
+        );
+        side(
+            &mut self.nstm_indices,
+            &mut self.nstm_offsets,
+            &src.nstm_indices,
+            &src.nstm_offsets,
+            &rows,
+        );
+        self.score.extend_from_slice(&src.score[rows.clone()]);
+        self.result.extend_from_slice(&src.result[rows.clone()]);
+        self.material.extend_from_slice(&src.material[rows]);
     }
 }
 
@@ -105,16 +142,21 @@ pub fn parse_fen_board(fen: &str) -> Result<(Board, Color), String> {
     Ok((board, turn))
 }
 
-/// Decodes the rows of one chunk into samples, in row order, on the current rayon pool.
-/// Rows without a score or a result are left out (a trainer cannot use them), and so are rows
-/// a `filter` mask (the predicate of stored masks, `lakefish_jobs::masks::keep_row`) drops. A
-/// malformed FEN is an error naming the chunk and row.
-pub fn samples_of(
+/// Rows per piece of a chunk decoded by one task (see [`chunk_rows`]).
+const PIECE_ROWS: usize = 2048;
+
+/// Decodes the rows of one chunk into batch layout, in row order, on the current rayon pool:
+/// pieces of [`PIECE_ROWS`] rows are decoded in parallel, each straight into its own
+/// [`Batch`] (no allocation per row). Rows without a score or a result are left out (a
+/// trainer cannot use them), and so are rows a `filter` mask (the predicate of stored masks,
+/// `lakefish_jobs::masks::keep_row`) drops. A malformed FEN is an error naming the chunk and
+/// row.
+pub fn chunk_rows(
     batch: &RecordBatch,
     features: FeatureSetKind,
     filter: Option<&MaskDefinition>,
     chunk: &str,
-) -> Result<Vec<Sample>, TrainError> {
+) -> Result<Vec<Batch>, TrainError> {
     let col = |name: &str| {
         batch.column_by_name(name).ok_or_else(|| TrainError::Data {
             chunk: chunk.to_string(),
@@ -137,66 +179,66 @@ pub fn samples_of(
         .as_any()
         .downcast_ref::<Int8Array>()
         .ok_or_else(|| wrong("result"))?;
-    let mut rows: Vec<usize> = (0..batch.num_rows())
-        .filter(|&i| score.is_valid(i) && result.is_valid(i))
-        .collect();
-    if let Some(def) = filter {
-        let moves = col("move")?
-            .as_any()
-            .downcast_ref::<StringArray>()
-            .ok_or_else(|| wrong("move"))?;
-        let ply = col("ply")?
-            .as_any()
-            .downcast_ref::<UInt16Array>()
-            .ok_or_else(|| wrong("ply"))?;
-        let keep = rows
-            .par_iter()
-            .map(|&i| {
-                keep_row(
-                    def,
-                    fen.value(i),
-                    moves.value(i),
-                    Some(score.value(i)),
-                    ply.value(i),
-                )
-                .map_err(|reason| TrainError::Data {
-                    chunk: chunk.to_string(),
-                    reason: format!("row {i}: {reason}"),
-                })
-            })
-            .collect::<Result<Vec<bool>, _>>()?;
-        rows = rows
-            .into_iter()
-            .zip(keep)
-            .filter_map(|(i, k)| k.then_some(i))
-            .collect();
-    }
-    rows.par_iter()
-        .map(|&i| {
-            let (board, turn) =
-                parse_fen_board(fen.value(i)).map_err(|reason| TrainError::Data {
-                    chunk: chunk.to_string(),
-                    reason: format!("row {i}: FEN {:?}: {reason}", fen.value(i)),
-                })?;
-            let mut stm = Vec::with_capacity(features.max_active());
-            let mut nstm = Vec::with_capacity(features.max_active());
-            let bad = |e: lakefish_engine::features::FeatureError| TrainError::Data {
-                chunk: chunk.to_string(),
-                reason: format!("row {i}: FEN {:?}: {e}", fen.value(i)),
-            };
-            features
-                .active_features(&board, turn, &mut stm)
-                .map_err(bad)?;
-            features
-                .active_features(&board, turn.other(), &mut nstm)
-                .map_err(bad)?;
-            Ok(Sample {
-                material: material(&board, turn),
-                stm,
-                nstm,
-                score: score.value(i) as f32,
-                result: (result.value(i) as f32 + 1.0) / 2.0,
-            })
+    let filter_cols = match filter {
+        Some(def) => Some((
+            def,
+            col("move")?
+                .as_any()
+                .downcast_ref::<StringArray>()
+                .ok_or_else(|| wrong("move"))?,
+            col("ply")?
+                .as_any()
+                .downcast_ref::<UInt16Array>()
+                .ok_or_else(|| wrong("ply"))?,
+        )),
+        None => None,
+    };
+    let row_error = |i: usize, reason: String| TrainError::Data {
+        chunk: chunk.to_string(),
+        reason: format!("row {i}: {reason}"),
+    };
+    let starts: Vec<usize> = (0..batch.num_rows()).step_by(PIECE_ROWS).collect();
+    starts
+        .par_iter()
+        .map(|&start| {
+            let end = (start + PIECE_ROWS).min(batch.num_rows());
+            let mut out = Batch::with_capacity(end - start, features.max_active());
+            let mut active = Vec::with_capacity(features.max_active());
+            for i in start..end {
+                if !(score.is_valid(i) && result.is_valid(i)) {
+                    continue;
+                }
+                if let Some((def, moves, ply)) = filter_cols {
+                    let keep = keep_row(
+                        def,
+                        fen.value(i),
+                        moves.value(i),
+                        Some(score.value(i)),
+                        ply.value(i),
+                    )
+                    .map_err(|reason| row_error(i, reason))?;
+                    if !keep {
+                        continue;
+                    }
+                }
+                let (board, turn) = parse_fen_board(fen.value(i))
+                    .map_err(|reason| row_error(i, format!("FEN {:?}: {reason}", fen.value(i))))?;
+                for (perspective, indices, offsets) in [
+                    (turn, &mut out.stm_indices, &mut out.stm_offsets),
+                    (turn.other(), &mut out.nstm_indices, &mut out.nstm_offsets),
+                ] {
+                    active.clear();
+                    features
+                        .active_features(&board, perspective, &mut active)
+                        .map_err(|e| row_error(i, format!("FEN {:?}: {e}", fen.value(i))))?;
+                    offsets.push(indices.len() as i64);
+                    indices.extend(active.iter().map(|&f| f as i64));
+                }
+                out.score.push(score.value(i) as f32);
+                out.result.push((result.value(i) as f32 + 1.0) / 2.0);
+                out.material.push(material(&board, turn));
+            }
+            Ok(out)
         })
         .collect()
 }
@@ -208,8 +250,34 @@ pub trait ChunkSource: Send + Sync {
     fn read(&self, i: usize) -> Result<RecordBatch, TrainError>;
 }
 
+/// Batches as the loader produces them; hand each one back with [`BatchStream::give_back`]
+/// once its contents are copied out, so the next batch reuses its memory instead of
+/// faulting in fresh pages (that was half of the loader's time).
+pub struct BatchStream {
+    batches: Receiver<Result<Batch, TrainError>>,
+    spare: SyncSender<Batch>,
+}
+
+impl BatchStream {
+    /// Returns a used batch to the loader (dropped if the loader has enough spares).
+    pub fn give_back(&self, batch: Batch) {
+        let _ = self.spare.try_send(batch);
+    }
+}
+
+impl Iterator for BatchStream {
+    type Item = Result<Batch, TrainError>;
+    fn next(&mut self) -> Option<Self::Item> {
+        self.batches.recv().ok()
+    }
+}
+
 /// Streams batches of `batch_size` over `order` (chunk indices), skipping the first `skip`
 /// batches (resume). The last, partial batch is dropped, as training loops do.
+///
+/// Chunks are fetched and decoded from Parquet by a few reader threads ahead of the one being
+/// turned into features (on `threads` threads); the batches are cut from the rows in chunk
+/// order, so their contents do not depend on the thread counts.
 pub fn stream_batches(
     source: std::sync::Arc<dyn ChunkSource>,
     order: Vec<usize>,
@@ -218,8 +286,9 @@ pub fn stream_batches(
     batch_size: usize,
     skip: usize,
     threads: usize,
-) -> Receiver<Result<Batch, TrainError>> {
+) -> BatchStream {
     let (tx, rx) = sync_channel::<Result<Batch, TrainError>>(2);
+    let (spare_tx, spare_rx) = sync_channel::<Batch>(4);
     std::thread::Builder::new()
         .name("loader".into())
         .spawn(move || {
@@ -233,42 +302,287 @@ pub fn stream_batches(
                     return;
                 }
             };
-            // Chunk k+1 is fetched while chunk k is decoded.
-            let (ctx, crx) = sync_channel::<(usize, Result<RecordBatch, TrainError>)>(1);
-            let fetch_source = source.clone();
-            let fetch_order = order.clone();
-            std::thread::spawn(move || {
-                for i in fetch_order {
-                    if ctx.send((i, fetch_source.read(i))).is_err() {
-                        return;
-                    }
+            let chunks = read_ahead(source.clone(), order, (threads / 4).clamp(1, 4));
+            let new_batch = || match spare_rx.try_recv() {
+                Ok(mut b) => {
+                    b.clear();
+                    b
                 }
-            });
-            let mut current = Batch::default();
+                Err(_) => Batch::with_capacity(batch_size, features.max_active()),
+            };
+            let mut current = new_batch();
             let mut emitted = 0usize;
-            for (i, read) in crx {
-                let samples = read.and_then(|b| {
-                    pool.install(|| samples_of(&b, features, filter.as_ref(), &source.name(i)))
+            for (i, read) in chunks {
+                let pieces = read.and_then(|b| {
+                    pool.install(|| chunk_rows(&b, features, filter.as_ref(), &source.name(i)))
                 });
-                let samples = match samples {
-                    Ok(s) => s,
+                let pieces = match pieces {
+                    Ok(p) => p,
                     Err(e) => {
                         let _ = tx.send(Err(e));
                         return;
                     }
                 };
-                for s in &samples {
-                    current.push(s);
-                    if current.len() == batch_size {
-                        let full = std::mem::take(&mut current);
-                        if emitted >= skip && tx.send(Ok(full)).is_err() {
-                            return;
+                for piece in &pieces {
+                    let mut row = 0;
+                    while row < piece.len() {
+                        let take = (batch_size - current.len()).min(piece.len() - row);
+                        // Batches before `skip` are only counted, not built.
+                        if emitted >= skip {
+                            current.append_rows(piece, row..row + take);
+                        } else {
+                            current.score.resize(current.len() + take, 0.0);
                         }
-                        emitted += 1;
+                        row += take;
+                        if current.len() == batch_size {
+                            if emitted >= skip {
+                                let full = std::mem::replace(&mut current, new_batch());
+                                if tx.send(Ok(full)).is_err() {
+                                    return;
+                                }
+                            } else {
+                                current.clear();
+                            }
+                            emitted += 1;
+                        }
                     }
                 }
             }
         })
         .expect("spawn loader thread");
-    rx
+    BatchStream {
+        batches: rx,
+        spare: spare_tx,
+    }
+}
+
+/// Reads chunks `order` on `readers` threads (reader k takes every k-th chunk) and yields them
+/// in `order`, each reader at most one chunk ahead of the consumer.
+fn read_ahead(
+    source: std::sync::Arc<dyn ChunkSource>,
+    order: Vec<usize>,
+    readers: usize,
+) -> impl Iterator<Item = (usize, Result<RecordBatch, TrainError>)> {
+    let receivers: Vec<_> = (0..readers)
+        .map(|k| {
+            let (tx, rx) = sync_channel::<(usize, Result<RecordBatch, TrainError>)>(1);
+            let source = source.clone();
+            let mine: Vec<usize> = order.iter().copied().skip(k).step_by(readers).collect();
+            std::thread::spawn(move || {
+                for i in mine {
+                    if tx.send((i, source.read(i))).is_err() {
+                        return;
+                    }
+                }
+            });
+            rx
+        })
+        .collect();
+    (0..order.len()).map_while(move |n| receivers[n % readers].recv().ok())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow_array::{ArrayRef, UInt64Array};
+    use lakefish_engine::random_games::{SplitMix, random_game};
+    use std::sync::Arc;
+
+    /// Chunks held in memory: rows of random games, some without a score or a result.
+    struct Chunks(Vec<RecordBatch>);
+
+    impl ChunkSource for Chunks {
+        fn chunks(&self) -> usize {
+            self.0.len()
+        }
+        fn name(&self, i: usize) -> String {
+            format!("chunk-{i}")
+        }
+        fn read(&self, i: usize) -> Result<RecordBatch, TrainError> {
+            Ok(self.0[i].clone())
+        }
+    }
+
+    fn chunks(rows_per_chunk: &[usize]) -> Chunks {
+        let mut rng = SplitMix(7);
+        let mut game = 0;
+        let mut played = Vec::new().into_iter();
+        let batches = rows_per_chunk
+            .iter()
+            .map(|&n| {
+                let (mut fen, mut mv, mut score, mut result) = (vec![], vec![], vec![], vec![]);
+                for _ in 0..n {
+                    let m = played.next().unwrap_or_else(|| {
+                        game += 1;
+                        played = random_game(game, 60).into_iter();
+                        played.next().expect("a first move")
+                    });
+                    fen.push(m.fen);
+                    mv.push(m.uci);
+                    let r = rng.next_u64();
+                    score.push((r % 7 != 0).then_some((r % 2001) as i16 - 1000));
+                    result.push((r % 11 != 0).then_some((r % 3) as i8 - 1));
+                }
+                let rows = fen.len();
+                let columns: Vec<ArrayRef> = vec![
+                    Arc::new(StringArray::from(fen)),
+                    Arc::new(Int16Array::from(score)),
+                    Arc::new(StringArray::from(mv)),
+                    Arc::new(Int8Array::from(result)),
+                    Arc::new(UInt16Array::from(vec![20u16; rows])),
+                    Arc::new(UInt64Array::from(vec![1u64; rows])),
+                ];
+                RecordBatch::try_new(lakefish_schemas::positions::schema(), columns).unwrap()
+            })
+            .collect();
+        Chunks(batches)
+    }
+
+    /// The batches row by row, the plain way: every usable row appended in chunk order.
+    fn reference(
+        c: &Chunks,
+        order: &[usize],
+        features: FeatureSetKind,
+        filter: Option<&MaskDefinition>,
+        batch_size: usize,
+        skip: usize,
+    ) -> Vec<Batch> {
+        let mut rows = Vec::new();
+        for &i in order {
+            let b = &c.0[i];
+            let col = |n: &str| b.column_by_name(n).unwrap().clone();
+            let (fen, score, result, mv, ply) = (
+                col("fen"),
+                col("score"),
+                col("result"),
+                col("move"),
+                col("ply"),
+            );
+            let fen = fen.as_any().downcast_ref::<StringArray>().unwrap();
+            let score = score.as_any().downcast_ref::<Int16Array>().unwrap();
+            let result = result.as_any().downcast_ref::<Int8Array>().unwrap();
+            let mv = mv.as_any().downcast_ref::<StringArray>().unwrap();
+            let ply = ply.as_any().downcast_ref::<UInt16Array>().unwrap();
+            for r in 0..b.num_rows() {
+                if score.is_null(r) || result.is_null(r) {
+                    continue;
+                }
+                if let Some(def) = filter
+                    && !keep_row(
+                        def,
+                        fen.value(r),
+                        mv.value(r),
+                        Some(score.value(r)),
+                        ply.value(r),
+                    )
+                    .unwrap()
+                {
+                    continue;
+                }
+                let (board, turn) = parse_fen_board(fen.value(r)).unwrap();
+                let (mut stm, mut nstm) = (vec![], vec![]);
+                features.active_features(&board, turn, &mut stm).unwrap();
+                features
+                    .active_features(&board, turn.other(), &mut nstm)
+                    .unwrap();
+                rows.push((
+                    stm,
+                    nstm,
+                    score.value(r) as f32,
+                    (result.value(r) as f32 + 1.0) / 2.0,
+                    material(&board, turn),
+                ));
+            }
+        }
+        let full = rows.len() / batch_size;
+        (skip..full)
+            .map(|k| {
+                let mut b = Batch::default();
+                for (stm, nstm, score, result, material) in &rows[k * batch_size..][..batch_size] {
+                    b.push_features(stm, nstm);
+                    *b.score.last_mut().unwrap() = *score;
+                    *b.result.last_mut().unwrap() = *result;
+                    *b.material.last_mut().unwrap() = *material;
+                }
+                b
+            })
+            .collect()
+    }
+
+    #[test]
+    fn batches_equal_the_rows_appended_one_by_one() {
+        // Chunks smaller and larger than a decoding piece, and an empty one.
+        let c = Arc::new(chunks(&[5000, 37, 0, 2100, 900]));
+        let order = vec![3, 0, 4, 2, 1];
+        let quiet = MaskDefinition::quiet();
+        let limited = MaskDefinition {
+            max_abs_score: Some(300),
+            ..MaskDefinition::quiet()
+        };
+        for features in [FeatureSetKind::All768, FeatureSetKind::HalfKp] {
+            for filter in [None, Some(&quiet), Some(&limited)] {
+                for (batch_size, skip) in [(1, 0), (7, 3), (100, 0), (2048, 1), (4096, 0)] {
+                    let want = reference(&c, &order, features, filter, batch_size, skip);
+                    for threads in [1, 3, 8] {
+                        let mut stream = stream_batches(
+                            c.clone(),
+                            order.clone(),
+                            features,
+                            filter.cloned(),
+                            batch_size,
+                            skip,
+                            threads,
+                        );
+                        let mut got = Vec::new();
+                        while let Some(b) = stream.next() {
+                            let b = b.unwrap();
+                            got.push(b.clone());
+                            // Reused buffers must not leak rows into later batches.
+                            stream.give_back(b);
+                        }
+                        assert_eq!(
+                            got.len(),
+                            want.len(),
+                            "{features:?} b{batch_size} skip {skip} t{threads}"
+                        );
+                        assert!(
+                            got == want,
+                            "{features:?} b{batch_size} skip {skip} t{threads}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_bad_fen_names_its_chunk_and_row() {
+        let mut c = chunks(&[300]);
+        let b = &c.0[0];
+        let mut fens: Vec<String> = (0..b.num_rows())
+            .map(|i| {
+                b.column(0)
+                    .as_any()
+                    .downcast_ref::<StringArray>()
+                    .unwrap()
+                    .value(i)
+                    .to_string()
+            })
+            .collect();
+        let bad = (0..fens.len())
+            .find(|&i| b.column(1).is_valid(i) && b.column(3).is_valid(i))
+            .unwrap();
+        fens[bad] = "not a fen w - - 0 1".into();
+        let mut columns = b.columns().to_vec();
+        columns[0] = Arc::new(StringArray::from(fens));
+        c.0[0] = RecordBatch::try_new(b.schema(), columns).unwrap();
+        let err = stream_batches(Arc::new(c), vec![0], FeatureSetKind::All768, None, 16, 0, 2)
+            .find_map(|b| b.err())
+            .expect("an error");
+        let msg = err.to_string();
+        assert!(
+            msg.contains("chunk-0") && msg.contains(&format!("row {bad}:")),
+            "{msg}"
+        );
+    }
 }

@@ -76,6 +76,29 @@ pub(crate) struct Setup {
     pub(crate) source: Arc<LakeChunks>,
 }
 
+/// The device a run trains on: `cpu`; `cuda` (an error saying why when CUDA cannot be used
+/// here); `auto`, CUDA when it can be used and the CPU otherwise.
+pub fn select_device(name: &str) -> Result<Device, TrainError> {
+    if name == "cpu" {
+        return Ok(Device::Cpu);
+    }
+    let backend = crate::cuda::load_backend();
+    let usable = backend.is_ok() && tch::Cuda::is_available();
+    match (name, usable) {
+        (_, true) => Ok(Device::Cuda(0)),
+        ("cuda", false) => Err(TrainError::Spec(match backend {
+            Err(why) => format!("--device cuda: libtorch's CUDA backend is unavailable: {why}"),
+            Ok(()) => "--device cuda: the CUDA backend loaded but sees no GPU".into(),
+        })),
+        _ => {
+            if let Err(why) = backend {
+                tracing::debug!("training on the CPU: {why}");
+            }
+            Ok(Device::Cpu)
+        }
+    }
+}
+
 pub(crate) fn resolve(
     ctx: &JobContext,
     spec: &TrainSpec,
@@ -89,16 +112,7 @@ pub(crate) fn resolve(
         "power" => Loss::Power(2.6),
         other => return Err(TrainError::Spec(format!("loss {other:?} is unknown"))),
     };
-    let device = match spec.device.as_str() {
-        "cpu" => Device::Cpu,
-        "cuda" if tch::Cuda::is_available() => Device::Cuda(0),
-        "cuda" => {
-            return Err(TrainError::Spec(
-                "--device cuda: no CUDA device here".into(),
-            ));
-        }
-        _ => Device::cuda_if_available(),
-    };
+    let device = select_device(&spec.device)?;
     let manifest = ctx
         .block_on(lakefish_jobs::shuffle::read_shuffle_manifest(
             &ctx.lake,
@@ -217,7 +231,7 @@ pub(crate) fn train_step(
     lambda: f64,
     scale: f64,
     lr: f64,
-) -> f64 {
+) -> Tensor {
     for (_, p) in &model.params {
         let mut g = p.grad();
         if g.defined() {
@@ -229,7 +243,9 @@ pub(crate) fn train_step(
     l.backward();
     adam.update(model, lr);
     model.clip();
-    l.double_value(&[])
+    // The loss stays on the device: reading it here would make the CPU wait for every step
+    // (on a GPU, the next batch is prepared while this step runs).
+    l.detach()
 }
 
 /// Where a run stands in its data, saved in every checkpoint.
@@ -395,7 +411,7 @@ fn validate(
     lambda: f64,
     threads: usize,
 ) -> Result<(f64, f64, u64), TrainError> {
-    let rx = stream_batches(
+    let mut batches = stream_batches(
         setup.source.clone(),
         setup.val.clone(),
         setup.features,
@@ -405,7 +421,7 @@ fn validate(
         threads,
     );
     let (mut total, mut material, mut n) = (0.0, 0.0, 0u64);
-    for b in rx {
+    while let Some(b) = batches.next() {
         let b = b?;
         let t = BatchTensors::new(&b, setup.device);
         let target = target(&t.score, &t.result, lambda, spec.scale);
@@ -419,6 +435,7 @@ fn validate(
         total += l * rows;
         material += ml * rows;
         n += b.len() as u64;
+        batches.give_back(b);
     }
     if n == 0 {
         return Err(TrainError::Spec(
@@ -450,6 +467,8 @@ pub fn train(ctx: &JobContext, job: &JobId, spec: &TrainSpec) -> Result<RunRecor
             same.max_steps = spec.max_steps;
             same.epochs = spec.epochs;
             same.resume = spec.resume.clone();
+            // A run may move between a GPU and the CPU (bit-exact only on the same device).
+            same.device = spec.device.clone();
             if &same != spec {
                 return Err(TrainError::Spec(format!(
                     "run {id} was trained with other settings; resume it with the same ones"
@@ -458,6 +477,8 @@ pub fn train(ctx: &JobContext, job: &JobId, spec: &TrainSpec) -> Result<RunRecor
             let mut rec = rec;
             rec.spec.max_steps = spec.max_steps;
             rec.spec.epochs = spec.epochs;
+            rec.spec.device = spec.device.clone();
+            rec.device = format!("{:?}", setup.device);
             rec.finished = false;
             (id.clone(), rec)
         }
@@ -561,7 +582,9 @@ fn continue_run(
     let max_steps = spec.max_steps.unwrap_or(u64::MAX);
     let batch_size = spec.batch_size as usize;
     let started = Instant::now();
-    let mut window = (Instant::now(), 0u64, 0.0f64, 0u64);
+    // Since the last metrics row: start, steps, summed loss (on the device), positions.
+    let new_window = || (Instant::now(), 0u64, None::<Tensor>, 0u64);
+    let mut window = new_window();
     let checkpoint = |model: &Model,
                       adam: &Adam,
                       at: Position,
@@ -587,7 +610,7 @@ fn continue_run(
         let lr = spec.lr * spec.lr_decay.powi(at.epoch as i32);
         let lambda = lambda_at(spec, at.epoch);
         let order = epoch_order(&setup.train, spec.seed, at.epoch);
-        let rx = stream_batches(
+        let mut batches = stream_batches(
             setup.source.clone(),
             order,
             setup.features,
@@ -597,25 +620,32 @@ fn continue_run(
             threads,
         );
         let mut epoch_done = true;
-        for b in rx {
+        while let Some(b) = batches.next() {
             if at.step >= max_steps {
                 epoch_done = false;
                 break;
             }
             let b = b?;
             let t = BatchTensors::new(&b, setup.device);
-            let lv = train_step(&model, &mut adam, &t, setup.loss, lambda, spec.scale, lr);
+            window.3 += b.len() as u64;
+            batches.give_back(b);
+            let lv = train_step(&model, &mut adam, &t, setup.loss, lambda, spec.scale, lr)
+                .to_kind(tch::Kind::Double);
             at.step += 1;
             at.batch += 1;
             window.1 += 1;
-            window.2 += lv;
-            window.3 += b.len() as u64;
+            window.2 = Some(match window.2.take() {
+                Some(sum) => sum + lv,
+                None => lv,
+            });
             if at.step.is_multiple_of(10) || at.step == max_steps {
+                let mean_loss =
+                    window.2.as_ref().map_or(0.0, |t| t.double_value(&[])) / window.1 as f64;
                 let secs = window.0.elapsed().as_secs_f64().max(1e-9);
                 metrics.rows.push((
                     at.step,
                     at.epoch,
-                    window.2 / window.1 as f64,
+                    mean_loss,
                     None,
                     lr,
                     window.3 as f64 / secs,
@@ -625,14 +655,14 @@ fn continue_run(
                         "train {id}: epoch {} step {} loss {:.5}",
                         at.epoch + 1,
                         at.step,
-                        window.2 / window.1 as f64
+                        mean_loss
                     ),
                     done: at.step,
                     total: spec.max_steps,
                     unit: "steps".into(),
                     rows: (window.3 as f64 / secs) as u64,
                 });
-                window = (Instant::now(), 0, 0.0, 0);
+                window = new_window();
             }
             if spec.checkpoint_every > 0 && at.step.is_multiple_of(spec.checkpoint_every) {
                 checkpoint(&model, &adam, at, &mut record, &metrics)?;

@@ -38,8 +38,15 @@ fn two_n_steps_equal_n_steps_then_resume_for_n_more() {
     let mut resumed = first.clone();
     resumed.max_steps = Some(2 * n);
     resumed.resume = Some(b.id.clone());
+    // Another --device spelling is accepted on resume (a run may move between a GPU and the
+    // CPU). "auto" is the CPU on a machine without CUDA, so the result is still bit-exact.
+    let cuda = lakefish_train::cuda::load_backend().is_ok() && tch::Cuda::is_available();
+    if !cuda {
+        resumed.device = "auto".into();
+    }
     let b = train(&fx.ctx, &JobId::new(), &resumed).unwrap();
     assert_eq!(b.step, 2 * n);
+    assert_eq!(b.spec.device, resumed.device);
 
     let wa = last_checkpoint(&fx, &a.id);
     let wb = last_checkpoint(&fx, &b.id);
