@@ -420,8 +420,8 @@ mod tests {
                     fen.push(m.fen);
                     mv.push(m.uci);
                     let r = rng.next_u64();
-                    score.push((r % 7 != 0).then_some((r % 2001) as i16 - 1000));
-                    result.push((r % 11 != 0).then_some((r % 3) as i8 - 1));
+                    score.push((!r.is_multiple_of(7)).then_some((r % 2001) as i16 - 1000));
+                    result.push((!r.is_multiple_of(11)).then_some((r % 3) as i8 - 1));
                 }
                 let rows = fen.len();
                 let columns: Vec<ArrayRef> = vec![
