@@ -93,6 +93,27 @@ fn bad_inputs_fail_clearly_and_keep_the_last_good_checkpoint() {
     bad.arch = "256-32".into();
     let err = train(&fx.ctx, &JobId::new(), &bad).unwrap_err();
     assert!(err.to_string().contains("256-32"), "{err}");
+    // --device cuda where CUDA cannot be used says why, before anything is written; auto
+    // falls back to the CPU.
+    if lakefish_train::cuda::load_backend().is_err() || !tch::Cuda::is_available() {
+        let mut gpu = spec(&fx.shuffle);
+        gpu.device = "cuda".into();
+        let err = train(&fx.ctx, &JobId::new(), &gpu).unwrap_err().to_string();
+        assert!(err.contains("--device cuda: "), "{err}");
+        assert!(
+            err.contains("libtorch_cuda.so") || err.contains("no GPU"),
+            "{err}"
+        );
+        let runs = fx
+            .rt
+            .block_on(lakefish_train::train::list_runs(&fx.ctx.lake))
+            .unwrap();
+        assert!(runs.is_empty(), "{runs:?}");
+        assert_eq!(
+            lakefish_train::train::select_device("auto").unwrap(),
+            tch::Device::Cpu
+        );
+    }
 
     // Spoil the second training chunk of epoch 0 with an unreadable FEN in its last row.
     let m = fx.shuffle_manifest();
