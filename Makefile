@@ -2,10 +2,15 @@
 SHELL := /bin/bash
 CARGO ?= cargo
 
-.PHONY: setup build demo test lint bench bench-train clean-demo
+.PHONY: setup cuda build demo test lint bench bench-train clean-demo
 
 setup:
 	@bash infra/setup.sh
+
+# On a machine with an NVIDIA GPU: torch's CUDA libraries into .venv (about 2.7 GB from PyPI;
+# setup installs the CPU ones only). `lakefish train --device cuda` (or auto) then uses the GPU.
+cuda: setup
+	.venv/bin/pip install -q --disable-pip-version-check torch==2.11.0
 
 build: setup
 	$(CARGO) build --release --bin lakefish
