@@ -92,7 +92,15 @@ pub fn select_device(name: &str) -> Result<Device, TrainError> {
         })),
         _ => {
             if let Err(why) = backend {
-                tracing::debug!("training on the CPU: {why}");
+                // Silent on machines without an NVIDIA driver (the CPU set-up never has the
+                // backend's libraries); loud where a GPU sits unused.
+                if std::path::Path::new("/proc/driver/nvidia/version").exists() {
+                    tracing::warn!(
+                        "an NVIDIA driver is present but training runs on the CPU: {why} (make cuda installs torch's CUDA libraries)"
+                    );
+                } else {
+                    tracing::debug!("training on the CPU: {why}");
+                }
             }
             Ok(Device::Cpu)
         }
