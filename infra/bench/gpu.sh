@@ -19,7 +19,8 @@ PY=${PY:-$(command -v python3)}
 OUTD=${OUT:-/tmp/gpu-out}
 mkdir -p "$OUTD"
 # The binary's rpath names the build machine's libtorch; here it is the Python's torch.
-torch_dir=$("$PY" -c 'import importlib.util as u; print(u.find_spec("torch").submodule_search_locations[0])')
+torch_dir=$("$PY" -c 'import importlib.util as u; s = u.find_spec("torch"); print(s.submodule_search_locations[0] if s else "")')
+[ -n "$torch_dir" ] || { echo "gpu.sh: no torch in $PY (set PY to a Python with torch 2.11)" >&2; exit 1; }
 export LD_LIBRARY_PATH=$torch_dir/lib:$torch_dir/../nvidia/cu13/lib:${LD_LIBRARY_PATH:-}
 script=$(dirname "$0")/torch_reference.py
 
@@ -36,9 +37,11 @@ trap 'rm -rf "$lake"' EXIT
 "$LF" --lake "$lake" ingest binpack "$BINPACK" --dataset d >/dev/null
 "$LF" --lake "$lake" mask quiet --dataset d >/dev/null
 sh=$("$LF" --lake "$lake" shuffle --dataset d --chunks 8 --seed 1 2>&1 | grep -o 'sh-[0-9a-f]\{12\}' | head -1)
+# Prints the run id; the whole output goes to $OUTD/train.log (a failure stops the script).
 train() {
-  "$LF" --lake "$lake" train --shuffle "$sh" --batch-size 4096 --val-chunks 1 --seed 3 --epochs 4 "$@" 2>&1 |
-    grep -o 'run-[0-9a-f]\{12\}' | head -1
+  "$LF" --lake "$lake" train --shuffle "$sh" --batch-size 4096 --val-chunks 1 --seed 3 --epochs 4 "$@" \
+    >> "$OUTD/train.log" 2>&1 || { tail -5 "$OUTD/train.log" >&2; exit 1; }
+  tail -50 "$OUTD/train.log" | grep -o 'run-[0-9a-f]\{12\}' | tail -1
 }
 a=$(train --device "$DEV" --max-steps 60)
 b=$(train --device "$DEV" --max-steps 30)
@@ -46,19 +49,22 @@ train --device "$DEV" --max-steps 60 --resume "$b" >/dev/null
 sa=$(sha256sum < "$lake/runs/$a/checkpoints/step-000000060.ot")
 sb=$(sha256sum < "$lake/runs/$b/checkpoints/step-000000060.ot")
 echo "60 steps: $sa; 30 + resume 30: $sb" | tee "$OUTD/resume.txt"
-[ "$sa" = "$sb" ] && echo "exact resume on $DEV: yes" | tee -a "$OUTD/resume.txt" ||
+if [ "$sa" = "$sb" ]; then
+  echo "exact resume on $DEV: yes" | tee -a "$OUTD/resume.txt"
+else
   echo "exact resume on $DEV: NO" | tee -a "$OUTD/resume.txt"
+  exit 1
+fi
 train --device cpu --max-steps 90 --resume "$b" >/dev/null
 ls "$lake/runs/$b/checkpoints" | tee -a "$OUTD/resume.txt"
 
-"$LF" --lake "$lake" shuffle --dataset d --chunks 16 --seed 2 >/dev/null 2>&1
-big=$(ls "$lake/shuffled" | grep -v "^$sh$" | head -1)
+sh=$("$LF" --lake "$lake" shuffle --dataset d --chunks 16 --seed 2 2>&1 | grep -o 'sh-[0-9a-f]\{12\}' | head -1)
 start=$(date +%s.%N)
-run=$("$LF" --lake "$lake" train --shuffle "$big" --device "$DEV" --epochs 2 --val-chunks 1 2>&1 |
+run=$("$LF" --lake "$lake" train --shuffle "$sh" --device "$DEV" --epochs 2 --val-chunks 1 2>>"$OUTD/train.log" |
   grep -o 'run-[0-9a-f]\{12\}' | head -1)
 end=$(date +%s.%N)
 "$LF" --lake "$lake" runs "$run" > "$OUTD/run.json"
-echo "whole run $run: $(echo "$end - $start" | bc) s" | tee "$OUTD/train.txt"
+echo "whole run $run: $(awk -v a="$start" -v b="$end" 'BEGIN { printf "%.1f", b - a }') s" | tee "$OUTD/train.txt"
 grep -o '"positions_per_s": [0-9.]*' "$OUTD/run.json" | awk '{print $2}' | sort -n |
   awk '{v[NR]=$1} END {print "positions/s per 10-step window: min " v[1] ", median " v[int((NR+1)/2)] ", max " v[NR]}' |
   tee -a "$OUTD/train.txt"

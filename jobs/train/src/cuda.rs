@@ -57,10 +57,12 @@ fn load() -> Result<(), String> {
 /// it is the library actually in use whether it came from the rpath or LD_LIBRARY_PATH).
 fn libtorch_dir() -> Option<PathBuf> {
     let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
+    // The path is the rest of the line from its first '/' (it may hold spaces).
     maps.lines()
-        .filter_map(|line| line.split_whitespace().nth(5))
-        .find(|p| p.ends_with("/libtorch_cpu.so"))
-        .and_then(|p| Path::new(p).parent().map(Path::to_path_buf))
+        .filter_map(|line| line.find('/').map(|at| &line[at..]))
+        .map(|path| path.strip_suffix(" (deleted)").unwrap_or(path))
+        .find(|path| path.ends_with("/libtorch_cpu.so"))
+        .and_then(|path| Path::new(path).parent().map(Path::to_path_buf))
 }
 
 #[cfg(test)]

@@ -63,6 +63,9 @@ impl lakefish_jobs::Trainer for LakefishTrainer {
         ctx: &JobContext,
         spec: &lakefish_schemas::QuantizeSpec,
     ) -> Result<serde_json::Value, JobError> {
+        // Before any libtorch call: libtorch answers "is there CUDA?" once per process, and a
+        // CPU job asking first would leave a later train job in this worker without the GPU.
+        let _ = cuda::load_backend();
         let report = quantize::quantize(ctx, spec)?;
         serde_json::to_value(report).map_err(|e| JobError::Internal(e.to_string()))
     }

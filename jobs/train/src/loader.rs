@@ -1,6 +1,8 @@
-//! From shuffled chunks to ready batches: chunks are fetched one ahead of the one being
-//! decoded, rows become sparse feature indices for both perspectives on worker threads, and
-//! batches wait in a bounded queue (double buffering) for the trainer.
+//! From shuffled chunks to ready batches: chunks are read and decoded from Parquet by a few
+//! reader threads ahead of the one being turned into features, a chunk's rows become sparse
+//! feature indices for both perspectives in pieces on worker threads, batches are cut from
+//! the pieces in row order and wait in a bounded queue for the trainer, which hands each one
+//! back for reuse.
 //!
 //! The order of batches depends only on the chunk list and the batch size, so a resumed run
 //! sees exactly the batches the uninterrupted run would have seen.
@@ -254,8 +256,16 @@ pub trait ChunkSource: Send + Sync {
 /// once its contents are copied out, so the next batch reuses its memory instead of
 /// faulting in fresh pages (that was about 40 % of the loader's time).
 pub struct BatchStream {
-    batches: Receiver<Result<Batch, TrainError>>,
+    batches: Receiver<Message>,
     spare: SyncSender<Batch>,
+    ended: bool,
+}
+
+/// What the loader thread sends: a batch (or the error that stopped it), then `End` once
+/// every chunk was read, so a loader that died (a panic) is told apart from one that finished.
+enum Message {
+    Batch(Result<Batch, TrainError>),
+    End,
 }
 
 impl BatchStream {
@@ -268,7 +278,26 @@ impl BatchStream {
 impl Iterator for BatchStream {
     type Item = Result<Batch, TrainError>;
     fn next(&mut self) -> Option<Self::Item> {
-        self.batches.recv().ok()
+        if self.ended {
+            return None;
+        }
+        match self.batches.recv() {
+            Ok(Message::Batch(Ok(b))) => Some(Ok(b)),
+            Ok(Message::Batch(Err(e))) => {
+                self.ended = true;
+                Some(Err(e))
+            }
+            Ok(Message::End) => {
+                self.ended = true;
+                None
+            }
+            Err(_) => {
+                self.ended = true;
+                Some(Err(TrainError::Internal(
+                    "the loader stopped before the end of its chunks (a thread panicked)".into(),
+                )))
+            }
+        }
     }
 }
 
@@ -287,7 +316,8 @@ pub fn stream_batches(
     skip: usize,
     threads: usize,
 ) -> BatchStream {
-    let (tx, rx) = sync_channel::<Result<Batch, TrainError>>(2);
+    assert!(batch_size > 0, "a batch holds at least one row");
+    let (tx, rx) = sync_channel::<Message>(2);
     let (spare_tx, spare_rx) = sync_channel::<Batch>(4);
     std::thread::Builder::new()
         .name("loader".into())
@@ -298,7 +328,7 @@ pub fn stream_batches(
             {
                 Ok(p) => p,
                 Err(e) => {
-                    let _ = tx.send(Err(TrainError::Internal(e.to_string())));
+                    let _ = tx.send(Message::Batch(Err(TrainError::Internal(e.to_string()))));
                     return;
                 }
             };
@@ -319,7 +349,7 @@ pub fn stream_batches(
                 let pieces = match pieces {
                     Ok(p) => p,
                     Err(e) => {
-                        let _ = tx.send(Err(e));
+                        let _ = tx.send(Message::Batch(Err(e)));
                         return;
                     }
                 };
@@ -337,7 +367,7 @@ pub fn stream_batches(
                         if current.len() == batch_size {
                             if emitted >= skip {
                                 let full = std::mem::replace(&mut current, new_batch());
-                                if tx.send(Ok(full)).is_err() {
+                                if tx.send(Message::Batch(Ok(full))).is_err() {
                                     return;
                                 }
                             } else {
@@ -348,16 +378,20 @@ pub fn stream_batches(
                     }
                 }
             }
+            let _ = tx.send(Message::End);
         })
         .expect("spawn loader thread");
     BatchStream {
         batches: rx,
         spare: spare_tx,
+        ended: false,
     }
 }
 
 /// Reads chunks `order` on `readers` threads (reader k takes every k-th chunk) and yields them
-/// in `order`, each reader at most one chunk ahead of the consumer.
+/// in `order`. Each reader holds at most two chunks (one waiting, one being read), so up to
+/// `2 * readers` decoded chunks are in memory besides the one being turned into features. A
+/// reader that dies (a panic) yields an error for its chunk, not a silent end.
 fn read_ahead(
     source: std::sync::Arc<dyn ChunkSource>,
     order: Vec<usize>,
@@ -378,7 +412,18 @@ fn read_ahead(
             rx
         })
         .collect();
-    (0..order.len()).map_while(move |n| receivers[n % readers].recv().ok())
+    let mut stopped = false;
+    (0..order.len()).map_while(move |n| {
+        if stopped {
+            return None;
+        }
+        Some(receivers[n % readers].recv().unwrap_or_else(|_| {
+            stopped = true;
+            let chunk = order[n];
+            let err = format!("the reader of chunk {chunk} stopped without a result (a panic)");
+            (chunk, Err(TrainError::Internal(err)))
+        }))
+    })
 }
 
 #[cfg(test)]
@@ -523,7 +568,7 @@ mod tests {
             for filter in [None, Some(&quiet), Some(&limited)] {
                 for (batch_size, skip) in [(1, 0), (7, 3), (100, 0), (2048, 1), (4096, 0)] {
                     let want = reference(&c, &order, features, filter, batch_size, skip);
-                    for threads in [1, 3, 8] {
+                    for threads in [1, 3, 8, 16] {
                         let mut stream = stream_batches(
                             c.clone(),
                             order.clone(),
@@ -552,6 +597,45 @@ mod tests {
                     }
                 }
             }
+        }
+    }
+
+    /// A source whose chunk 1 panics when read.
+    struct Panicky(Chunks);
+
+    impl ChunkSource for Panicky {
+        fn chunks(&self) -> usize {
+            self.0.chunks()
+        }
+        fn name(&self, i: usize) -> String {
+            self.0.name(i)
+        }
+        fn read(&self, i: usize) -> Result<RecordBatch, TrainError> {
+            assert_ne!(i, 1, "chunk 1 cannot be read");
+            self.0.read(i)
+        }
+    }
+
+    #[test]
+    fn a_reader_that_dies_is_an_error_not_the_end_of_the_data() {
+        for threads in [1, 8] {
+            let source = Arc::new(Panicky(chunks(&[300, 300, 300])));
+            let results: Vec<_> = stream_batches(
+                source,
+                vec![0, 1, 2],
+                FeatureSetKind::All768,
+                None,
+                16,
+                0,
+                threads,
+            )
+            .collect();
+            let err = results
+                .last()
+                .and_then(|r| r.as_ref().err())
+                .unwrap_or_else(|| panic!("threads {threads}: no error at the end"));
+            assert!(err.to_string().contains("chunk 1"), "{err}");
+            assert!(results.iter().rev().skip(1).all(|r| r.is_ok()));
         }
     }
 

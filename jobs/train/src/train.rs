@@ -78,29 +78,32 @@ pub(crate) struct Setup {
 
 /// The device a run trains on: `cpu`; `cuda` (an error saying why when CUDA cannot be used
 /// here); `auto`, CUDA when it can be used and the CPU otherwise.
+///
+/// The CUDA backend is loaded whatever the name: libtorch answers "is there CUDA?" once per
+/// process, so a CPU run asking first (its `manual_seed` does) would leave a later GPU run in
+/// the same worker without its GPU.
 pub fn select_device(name: &str) -> Result<Device, TrainError> {
+    let backend = crate::cuda::load_backend();
     if name == "cpu" {
         return Ok(Device::Cpu);
     }
-    let backend = crate::cuda::load_backend();
     let usable = backend.is_ok() && tch::Cuda::is_available();
+    let why_not = match backend {
+        Err(why) => format!("libtorch's CUDA backend is unavailable: {why}"),
+        Ok(()) => "the CUDA backend loaded but sees no GPU".into(),
+    };
     match (name, usable) {
         (_, true) => Ok(Device::Cuda(0)),
-        ("cuda", false) => Err(TrainError::Spec(match backend {
-            Err(why) => format!("--device cuda: libtorch's CUDA backend is unavailable: {why}"),
-            Ok(()) => "--device cuda: the CUDA backend loaded but sees no GPU".into(),
-        })),
+        ("cuda", false) => Err(TrainError::Spec(format!("--device cuda: {why_not}"))),
         _ => {
-            if let Err(why) = backend {
-                // Silent on machines without an NVIDIA driver (the CPU set-up never has the
-                // backend's libraries); loud where a GPU sits unused.
-                if std::path::Path::new("/proc/driver/nvidia/version").exists() {
-                    tracing::warn!(
-                        "an NVIDIA driver is present but training runs on the CPU: {why} (make cuda installs torch's CUDA libraries)"
-                    );
-                } else {
-                    tracing::debug!("training on the CPU: {why}");
-                }
+            // Silent on machines without an NVIDIA driver (the CPU set-up never has the
+            // backend's libraries); loud where a GPU sits unused.
+            if std::path::Path::new("/proc/driver/nvidia/version").exists() {
+                tracing::warn!(
+                    "an NVIDIA driver is present but training runs on the CPU: {why_not} (make cuda installs torch's CUDA libraries)"
+                );
+            } else {
+                tracing::debug!("training on the CPU: {why_not}");
             }
             Ok(Device::Cpu)
         }
