@@ -19,7 +19,7 @@ PY=${PY:-$(command -v python3)}
 OUTD=${OUT:-/tmp/gpu-out}
 mkdir -p "$OUTD"
 # The binary's rpath names the build machine's libtorch; here it is the Python's torch.
-torch_dir=$("$PY" -c 'import importlib.util as u; s = u.find_spec("torch"); print(s.submodule_search_locations[0] if s else "")')
+torch_dir=$("$PY" -c 'import importlib.util as u; s = u.find_spec("torch"); print(s.submodule_search_locations[0] if s else "")' 2>/dev/null || true)
 [ -n "$torch_dir" ] || { echo "gpu.sh: no torch in $PY (set PY to a Python with torch 2.11)" >&2; exit 1; }
 export LD_LIBRARY_PATH=$torch_dir/lib:$torch_dir/../nvidia/cu13/lib:${LD_LIBRARY_PATH:-}
 script=$(dirname "$0")/torch_reference.py
