@@ -254,7 +254,7 @@ pub trait ChunkSource: Send + Sync {
 
 /// Batches as the loader produces them; hand each one back with [`BatchStream::give_back`]
 /// once its contents are copied out, so the next batch reuses its memory instead of
-/// faulting in fresh pages (that was about 40 % of the loader's time).
+/// faulting in fresh pages.
 pub struct BatchStream {
     batches: Receiver<Message>,
     spare: SyncSender<Batch>,
