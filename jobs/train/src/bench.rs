@@ -104,10 +104,6 @@ fn run_reference(
     Ok((rate, v["torch"].as_str().unwrap_or("?").to_string()))
 }
 
-fn drain(batches: crate::loader::BatchStream) -> Result<Vec<Batch>, TrainError> {
-    batches.collect()
-}
-
 pub fn bench_train(
     rt: &tokio::runtime::Handle,
     file: &str,
@@ -163,7 +159,8 @@ pub fn bench_train(
         };
         let one = time_loader(1)?;
         let all = time_loader(threads)?;
-        let batches = drain(stream(threads))?;
+        // Once more, kept (untimed), for the trainer steps and the reference.
+        let batches = stream(threads).collect::<Result<Vec<Batch>, _>>()?;
         let positions = (batches.len() * batch_size) as u64;
         if batches.is_empty() {
             return Err(TrainError::Spec(format!(

@@ -255,7 +255,7 @@ pub(crate) fn train_step(
     adam.update(model, lr);
     model.clip();
     // The loss stays on the device: reading it here would make the CPU wait for every step
-    // (on a GPU, the next batch is prepared while this step runs).
+    // to finish on a GPU; the training loop reads the sum every metrics row.
     l.detach()
 }
 
