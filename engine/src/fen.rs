@@ -36,23 +36,10 @@ pub fn write_fen(pos: &Chess, out: &mut Vec<u8>) {
     }
     let squares = piece_letters(pos.board());
     let rights = castles.castling_rights();
-    let mut castling = [0u8; 4];
-    let mut n = 0;
-    for (sq, ch) in [
-        (Square::H1, b'K'),
-        (Square::A1, b'Q'),
-        (Square::H8, b'k'),
-        (Square::A8, b'q'),
-    ] {
-        if rights.contains(sq) {
-            castling[n] = ch;
-            n += 1;
-        }
-    }
     let fields = FenFields {
         squares: &squares,
         white_to_move: pos.turn() == Color::White,
-        castling: &castling[..n],
+        castling: [Square::H1, Square::A1, Square::H8, Square::A8].map(|sq| rights.contains(sq)),
         en_passant: pos.ep_square(EnPassantMode::Legal).map(|sq| sq as u8),
         halfmoves: pos.halfmoves(),
         fullmoves: pos.fullmoves().get(),
@@ -142,8 +129,9 @@ pub struct FenFields<'a> {
     /// Piece letters (`PNBRQK` / `pnbrqk`) by square, a1 = 0 … h8 = 63; 0 for empty.
     pub squares: &'a [u8; 64],
     pub white_to_move: bool,
-    /// Castling letters in FEN order (`KQkq` subset); empty for `-`.
-    pub castling: &'a [u8],
+    /// Castling rights in FEN order: white king side, white queen side, black king side,
+    /// black queen side (`KQkq`); none is `-`.
+    pub castling: [bool; 4],
     /// The en passant square (0..64), if the FEN is to show one.
     pub en_passant: Option<u8>,
     pub halfmoves: u32,
@@ -277,11 +265,13 @@ impl FenFields<'_> {
         }
         put!(if self.white_to_move { b'w' } else { b'b' });
         put!(b' ');
-        if self.castling.is_empty() {
+        if !self.castling.contains(&true) {
             put!(b'-');
         }
-        for &c in self.castling {
-            put!(c);
+        for (has, c) in self.castling.into_iter().zip(*b"KQkq") {
+            if has {
+                put!(c);
+            }
         }
         put!(b' ');
         match self.en_passant {

@@ -29,6 +29,12 @@ pub enum MoveKind {
 #[derive(Debug, Clone)]
 pub struct SplitMix(pub u64);
 
+/// One step of [`SplitMix`] from state `x`: a strong 64-bit mix, used for stable ids
+/// (game ids, input keys) as well as for random games.
+pub fn splitmix64(x: u64) -> u64 {
+    SplitMix(x).next_u64()
+}
+
 impl SplitMix {
     pub fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);

@@ -122,11 +122,11 @@ pub fn datagen(
     let size = bytes.len();
     ctx.block_on(ctx.lake.put(&key, bytes))?;
     let ingest = IngestSpec {
-        inputs: vec![format!("{}{key}", crate::input::LAKE_PREFIX)],
+        inputs: vec![format!("{}{key}", lakefish_lake::input::LAKE_PREFIX)],
         dataset: spec.dataset.clone(),
         rows_per_part: lakefish_schemas::job::default_rows_per_part(),
     };
-    let summary = crate::ingest_binpack::ingest_selfplay(ctx, job_id, &ingest)?;
+    let summary = lakefish_ingest::ingest_binpack::ingest_selfplay(ctx, job_id, &ingest)?;
     Ok(serde_json::json!({
         "net": side.name,
         "games": games,

@@ -1,33 +1,22 @@
-//! lakefish's jobs and the lake they work on.
+//! lakefish's jobs over the lake: quiet masks, the shuffle, the net registry (nets and
+//! training runs), SPRT orchestration, self-play data, pipelines, metrics and the runner.
 //!
 //! Each job is a plain function over a [`JobContext`]: it reads inputs, writes the lake and
 //! reports [`Progress`](lakefish_schemas::Progress) as data. The CLI calls them in-process;
 //! workers call them through [`runner::run_queued_job`], which also keeps the job record.
+//! The lake and the job contract are `lakefish-lake`; the readers are `lakefish-ingest`;
+//! training and quantizing reach `lakefish-train` only through the [`Trainer`] hook.
 //!
-//! Architecture invariant: nothing here knows about HTTP or the queue implementation.
+//! Architecture invariant: nothing here knows about HTTP, the queue implementation or
+//! libtorch (no dependency on axum, apalis or lakefish-train; `tests/tests/architecture.rs`).
 
-pub mod bench;
-pub mod binpack;
-pub mod context;
 pub mod datagen;
-pub mod dataset_writer;
-pub mod datasets;
-pub mod error;
-pub mod ingest_binpack;
-pub mod ingest_pgn;
-pub mod input;
-pub mod lake;
 pub mod masks;
 pub mod metrics;
 pub mod nets;
-pub mod parts;
-pub mod pgn;
 pub mod pipeline;
-pub mod records;
 pub mod runner;
 pub mod shuffle;
 pub mod sprt;
 
-pub use context::{Hooks, JobContext, JobSubmitter, ProgressSink, Trainer};
-pub use error::JobError;
-pub use lake::Lake;
+pub use lakefish_lake::{Hooks, JobContext, JobError, JobSubmitter, Lake, ProgressSink, Trainer};

@@ -5,12 +5,12 @@
 //! Readers go through [`read_mask`], which refuses a missing mask or one of the wrong length
 //! instead of silently misaligning rows.
 
-use crate::datasets::read_manifest;
-use crate::parts::read_positions;
-use crate::records::now;
 use crate::{JobContext, JobError, Lake};
 use arrow_array::{Array, BooleanArray, RecordBatch};
 use arrow_schema::{DataType, Field, Schema};
+use lakefish_lake::datasets::read_manifest;
+use lakefish_lake::parts::read_positions;
+use lakefish_lake::records::now;
 use lakefish_schemas::mask::{
     MASK_COLUMN, MASK_MANIFEST_FILE, META_MASK, META_PART_ROWS, MaskPart, mask_prefix,
 };
@@ -40,7 +40,8 @@ pub struct MaskSummary {
     pub already_present: bool,
 }
 
-/// Decides one row. `facts` is `None` when the score is null (no need to look at the board).
+/// Decides one row: a null `score` is never kept (no need to look at the board); otherwise
+/// the ply and score limits, then the quiet rule on the position and move.
 pub fn keep_row(
     def: &MaskDefinition,
     fen: &str,
@@ -254,8 +255,7 @@ pub fn mask_dataset(
         parts,
         created: now(),
     };
-    let bytes =
-        serde_json::to_vec_pretty(&manifest).map_err(|e| JobError::Internal(e.to_string()))?;
+    let bytes = serde_json::to_vec_pretty(&manifest)?;
     ctx.block_on(ctx.lake.put(
         &mask_manifest_key(&def.name, spec.source, &spec.dataset),
         bytes,

@@ -2,8 +2,8 @@
 //! dataset, run and SPRT test of all processes on all machines, so any API replica reports the
 //! same numbers, and they survive restarts (in-process counters would do neither).
 
-use crate::records::JobStore;
 use crate::{JobError, Lake};
+use lakefish_lake::records::JobStore;
 use lakefish_schemas::JobState;
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -107,7 +107,7 @@ pub async fn prometheus(lake: &Lake) -> Result<String, JobError> {
         "Position rows in committed datasets, by source.",
     );
     let mut rows: BTreeMap<&'static str, u64> = BTreeMap::new();
-    let datasets = crate::datasets::list_datasets(lake).await?;
+    let datasets = lakefish_lake::datasets::list_datasets(lake).await?;
     for d in &datasets {
         *rows.entry(d.source.as_str()).or_default() += d.rows;
     }

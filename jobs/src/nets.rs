@@ -12,7 +12,7 @@ use lakefish_schemas::nets::{
     BEST_KEY, BestNet, NETS_PREFIX, checkpoint_step, name_for_sha256, net_keys, net_name,
     quantized_keys,
 };
-use lakefish_schemas::train::RUN_FILE;
+use lakefish_schemas::train::{METRICS_FILE, RUN_FILE};
 use lakefish_schemas::{NetManifest, QuantizeReport, RegisterSpec, RunRecord};
 
 pub use lakefish_schemas::sha256_hex;
@@ -36,6 +36,103 @@ pub async fn list_runs(lake: &Lake) -> Result<Vec<RunRecord>, JobError> {
 pub async fn read_run(lake: &Lake, run: &str) -> Result<Option<RunRecord>, JobError> {
     lake.get_json(&format!("runs/{run}/{RUN_FILE}"), "run record")
         .await
+}
+
+/// Where a training run keeps its record, checkpoints, metrics and nets.
+pub fn run_prefix(id: &str) -> String {
+    format!("runs/{id}")
+}
+
+/// One row of a run's metrics: step, epoch, train loss, validation loss, learning rate,
+/// positions per second.
+pub type MetricsRow = (u64, u32, f64, Option<f64>, f64, f64);
+
+/// Reads a run's `metrics.parquet`.
+pub fn read_metrics(bytes: &bytes::Bytes) -> Result<Vec<MetricsRow>, String> {
+    use arrow_array::{Array, Float64Array, UInt32Array, UInt64Array};
+    let reader =
+        parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(bytes.clone())
+            .and_then(|b| b.build())
+            .map_err(|e| e.to_string())?;
+    let mut out = Vec::new();
+    for b in reader {
+        let b = b.map_err(|e| e.to_string())?;
+        let c = |i: usize| b.column(i).clone();
+        let step = c(0);
+        let step = step.as_any().downcast_ref::<UInt64Array>().ok_or("step")?;
+        let epoch = c(1);
+        let epoch = epoch
+            .as_any()
+            .downcast_ref::<UInt32Array>()
+            .ok_or("epoch")?;
+        let f = |i: usize| {
+            c(i).as_any()
+                .downcast_ref::<Float64Array>()
+                .cloned()
+                .ok_or("f64")
+        };
+        let (tl, vl, lr, ps) = (f(2)?, f(3)?, f(4)?, f(5)?);
+        for i in 0..b.num_rows() {
+            out.push((
+                step.value(i),
+                epoch.value(i),
+                tl.value(i),
+                vl.is_valid(i).then(|| vl.value(i)),
+                lr.value(i),
+                ps.value(i),
+            ));
+        }
+    }
+    Ok(out)
+}
+
+/// One metrics row of a run, as `GET /v1/runs/{id}` and the dashboard show it.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct MetricsPoint {
+    pub step: u64,
+    pub epoch: u32,
+    pub train_loss: f64,
+    pub val_loss: Option<f64>,
+    pub lr: f64,
+    pub positions_per_s: f64,
+}
+
+/// A run's record with its metrics (`GET /v1/runs/{id}`: the record's fields and `metrics`).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct RunWithMetrics {
+    #[serde(flatten)]
+    pub run: RunRecord,
+    pub metrics: Vec<MetricsPoint>,
+}
+
+/// A run's record with its metrics; `None` for an unknown run.
+pub async fn run_with_metrics(lake: &Lake, id: &str) -> Result<Option<RunWithMetrics>, JobError> {
+    let Some(run) = read_run(lake, id).await? else {
+        return Ok(None);
+    };
+    let key = format!("{}/{METRICS_FILE}", run_prefix(id));
+    let rows = match lake.get(&key).await? {
+        Some(b) => read_metrics(&b).map_err(|reason| JobError::Corrupt {
+            what: "metrics",
+            key,
+            reason,
+        })?,
+        None => Vec::new(),
+    };
+    let metrics = rows
+        .into_iter()
+        .map(
+            |(step, epoch, train_loss, val_loss, lr, positions_per_s)| MetricsPoint {
+                step,
+                epoch,
+                train_loss,
+                val_loss,
+                lr,
+                positions_per_s,
+            },
+        )
+        .collect();
+    Ok(Some(RunWithMetrics { run, metrics }))
 }
 
 /// The step of the checkpoint a quantize or register job means: the one asked for, which
@@ -156,11 +253,10 @@ async fn register_async(lake: &Lake, spec: &RegisterSpec) -> Result<NetManifest,
             .transpose()
             .map_err(JobError::Failed)?,
         quantization: report.error.clone(),
-        created: crate::records::now(),
+        created: lakefish_lake::records::now(),
     };
     lake.put(&file_key, bytes).await?;
-    let json =
-        serde_json::to_vec_pretty(&manifest).map_err(|e| JobError::Internal(e.to_string()))?;
+    let json = serde_json::to_vec_pretty(&manifest)?;
     if !lake.put_if_absent(&manifest_key, json).await? {
         // Registered by a concurrent job a moment ago: its manifest stands.
         return read_net(lake, &name)
@@ -257,7 +353,7 @@ pub async fn set_best(lake: &Lake, name: &str, reason: &str) -> Result<BestNet, 
         .ok_or_else(|| JobError::NotFound(format!("net {name} is not registered")))?;
     let best = BestNet {
         name: manifest.name,
-        since: crate::records::now(),
+        since: lakefish_lake::records::now(),
         reason: reason.to_string(),
     };
     let json = serde_json::to_vec_pretty(&best).expect("serializable");
@@ -289,16 +385,30 @@ pub async fn resolve_evaluation(lake: &Lake, requested: &str) -> Result<String, 
     }
 }
 
+/// The hand-written evaluators, known without a lake: `classical` and `material`.
+pub fn builtin_evaluator(name: &str) -> Option<lakefish_engine::eval::Evaluator> {
+    use lakefish_engine::eval::Evaluator;
+    match name {
+        "classical" => Some(Evaluator::Classical),
+        "material" => Some(Evaluator::Material),
+        _ => None,
+    }
+}
+
+/// Whether `name` can only mean an entry of the registry (`best` or `nn-...`), which
+/// [`resolve_evaluation`] looks up in the lake.
+pub fn names_a_registered_net(name: &str) -> bool {
+    name == "best" || (name.starts_with("nn-") && !name.contains('/'))
+}
+
 /// The evaluator for a name from [`resolve_evaluation`]; nets are fetched and hash-checked.
 pub async fn load_evaluator(
     lake: &Lake,
     name: &str,
 ) -> Result<lakefish_engine::eval::Evaluator, JobError> {
     use lakefish_engine::eval::Evaluator;
-    match name {
-        "classical" => return Ok(Evaluator::Classical),
-        "material" => return Ok(Evaluator::Material),
-        _ => {}
+    if let Some(builtin) = builtin_evaluator(name) {
+        return Ok(builtin);
     }
     let (_, bytes) = fetch_net(lake, name).await?;
     let net = Network::from_bytes(&bytes).map_err(|e| JobError::Corrupt {

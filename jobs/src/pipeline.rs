@@ -3,12 +3,12 @@
 //! queued twice), and moves on once they are done. It keeps no state of its own: calling it
 //! again, from a restarted process or another one, picks up where the record says.
 
-use crate::datasets::{list_datasets, read_manifest};
-use crate::records::{JobStore, now};
 use crate::{JobContext, JobError, Lake};
+use lakefish_lake::datasets::{list_datasets, read_manifest};
+use lakefish_lake::records::{JobStore, now};
 use lakefish_schemas::config::{PipelineConfig, dataset_for_raw_file};
 use lakefish_schemas::pipeline::{
-    PIPELINES_PREFIX, PipelineRun, RunState, STEPS, StepJob, run_key,
+    PIPELINES_PREFIX, PipelineRun, PipelineStep, RunState, StepJob, run_key,
 };
 use lakefish_schemas::shuffle::DatasetRef;
 use lakefish_schemas::{
@@ -46,7 +46,7 @@ pub async fn start_run(
         pipeline: name.to_string(),
         trigger: trigger.to_string(),
         state: RunState::Running,
-        step: STEPS[0].to_string(),
+        step: PipelineStep::ORDER[0],
         jobs: Vec::new(),
         datasets: Vec::new(),
         shuffle: None,
@@ -73,7 +73,7 @@ pub async fn start_run(
 }
 
 async fn put_run(lake: &Lake, run: &PipelineRun) -> Result<(), JobError> {
-    let bytes = serde_json::to_vec_pretty(run).map_err(|e| JobError::Internal(e.to_string()))?;
+    let bytes = serde_json::to_vec_pretty(run)?;
     lake.put(&run_key(&run.pipeline, &run.id), bytes).await
 }
 
@@ -119,16 +119,18 @@ pub fn advance(
     }
     let before = run.clone();
     loop {
-        let outcome = match run.step.as_str() {
-            "datagen" => datagen(ctx, config, run),
-            "ingest" => ingest(ctx, config, run),
-            "mask" => mask(ctx, config, run),
-            "shuffle" => shuffle(ctx, config, run),
-            "train" => train(ctx, config, run),
-            "quantize" => quantize(ctx, config, run),
-            "register" => register(ctx, run),
-            "sprt" => sprt(ctx, config, run),
-            other => Err(JobError::Internal(format!("unknown pipeline step {other}"))),
+        let outcome = match run.step {
+            PipelineStep::Datagen => datagen(ctx, config, run),
+            PipelineStep::Ingest => ingest(ctx, config, run),
+            PipelineStep::Mask => mask(ctx, config, run),
+            PipelineStep::Shuffle => shuffle(ctx, config, run),
+            PipelineStep::Train => train(ctx, config, run),
+            PipelineStep::Quantize => quantize(ctx, config, run),
+            PipelineStep::Register => register(ctx, run),
+            PipelineStep::Sprt => sprt(ctx, config, run),
+            PipelineStep::Done => Err(JobError::Internal(
+                "a running pipeline run has no step left".into(),
+            )),
         };
         let outcome = match outcome {
             Ok(o) => o,
@@ -141,7 +143,7 @@ pub fn advance(
             Step::Failed(reason) => {
                 tracing::warn!(
                     run = run.id,
-                    step = run.step,
+                    step = run.step.as_str(),
                     "pipeline run failed: {reason}"
                 );
                 run.error = Some(format!("step {} failed: {reason}", run.step));
@@ -150,20 +152,16 @@ pub fn advance(
                 break;
             }
             Step::Done => {
-                let next = STEPS.iter().position(|s| *s == run.step).map(|i| i + 1);
-                match next.and_then(|i| STEPS.get(i)) {
-                    Some(s) => run.step = s.to_string(),
-                    None => {
-                        run.step = "done".into();
-                        run.state = RunState::Succeeded;
-                        run.finished = Some(now());
-                        tracing::info!(
-                            run = run.id,
-                            promoted = run.promoted,
-                            "pipeline run succeeded"
-                        );
-                        break;
-                    }
+                run.step = run.step.next();
+                if run.step == PipelineStep::Done {
+                    run.state = RunState::Succeeded;
+                    run.finished = Some(now());
+                    tracing::info!(
+                        run = run.id,
+                        promoted = run.promoted,
+                        "pipeline run succeeded"
+                    );
+                    break;
                 }
             }
         }
@@ -179,7 +177,7 @@ pub fn advance(
 fn ensure_job(
     ctx: &JobContext,
     run: &mut PipelineRun,
-    step: &str,
+    step: PipelineStep,
     target: &str,
     spec: JobSpec,
 ) -> Result<(JobState, Option<serde_json::Value>, Option<String>), JobError> {
@@ -195,7 +193,7 @@ fn ensure_job(
             let kind = spec.kind().to_string();
             submit.submit(id.clone(), spec)?;
             run.jobs.push(StepJob {
-                step: step.into(),
+                step,
                 job: id.clone(),
                 kind,
                 target: target.into(),
@@ -226,7 +224,7 @@ fn all_done(states: &[(JobState, Option<String>, String)]) -> Step {
 fn one_job(
     ctx: &JobContext,
     run: &mut PipelineRun,
-    step: &str,
+    step: PipelineStep,
     target: &str,
     spec: JobSpec,
 ) -> Result<Result<serde_json::Value, Step>, JobError> {
@@ -261,7 +259,7 @@ fn datagen(
         match one_job(
             ctx,
             run,
-            "datagen",
+            PipelineStep::Datagen,
             dataset.as_str(),
             JobSpec::Datagen(spec),
         )? {
@@ -299,7 +297,7 @@ fn ingest(
                 continue; // ingested by an earlier run
             }
             let spec = IngestSpec {
-                inputs: vec![format!("{}{key}", crate::input::LAKE_PREFIX)],
+                inputs: vec![format!("{}{key}", lakefish_lake::input::LAKE_PREFIX)],
                 dataset,
                 rows_per_part: lakefish_schemas::job::default_rows_per_part(),
             };
@@ -307,7 +305,7 @@ fn ingest(
                 Source::Lichess => JobSpec::IngestPgn(spec),
                 _ => JobSpec::IngestBinpack(spec),
             };
-            let (state, _, err) = ensure_job(ctx, run, "ingest", &key, spec)?;
+            let (state, _, err) = ensure_job(ctx, run, PipelineStep::Ingest, &key, spec)?;
             states.push((state, err, key));
         }
     }
@@ -382,7 +380,8 @@ fn mask(
             definition,
         };
         let target = format!("{}/{}", d.source.as_str(), d.dataset);
-        let (state, _, err) = ensure_job(ctx, run, "mask", &target, JobSpec::Mask(spec))?;
+        let (state, _, err) =
+            ensure_job(ctx, run, PipelineStep::Mask, &target, JobSpec::Mask(spec))?;
         states.push((state, err, target));
     }
     Ok(all_done(&states))
@@ -419,7 +418,7 @@ fn shuffle(
     {
         return Ok(Step::Done);
     }
-    if let Err(step) = one_job(ctx, run, "shuffle", &id, JobSpec::Shuffle(spec))? {
+    if let Err(step) = one_job(ctx, run, PipelineStep::Shuffle, &id, JobSpec::Shuffle(spec))? {
         return Ok(step);
     }
     // The job only queued the passes; the manifest says when they are all done.
@@ -450,7 +449,13 @@ fn train(
             step: m.step,
         });
     }
-    let result = match one_job(ctx, run, "train", &shuffle, JobSpec::Train(spec))? {
+    let result = match one_job(
+        ctx,
+        run,
+        PipelineStep::Train,
+        &shuffle,
+        JobSpec::Train(spec),
+    )? {
         Ok(r) => r,
         Err(step) => return Ok(step),
     };
@@ -467,7 +472,13 @@ fn quantize(
     let spec = config
         .quantize_spec(&train_run)
         .map_err(JobError::Payload)?;
-    let result = match one_job(ctx, run, "quantize", &train_run, JobSpec::Quantize(spec))? {
+    let result = match one_job(
+        ctx,
+        run,
+        PipelineStep::Quantize,
+        &train_run,
+        JobSpec::Quantize(spec),
+    )? {
         Ok(r) => r,
         Err(step) => return Ok(step),
     };
@@ -483,7 +494,13 @@ fn register(ctx: &JobContext, run: &mut PipelineRun) -> Result<Step, JobError> {
         checkpoint: run.checkpoint,
         parent: best.map(|b| b.name),
     };
-    let result = match one_job(ctx, run, "register", &train_run, JobSpec::Register(spec))? {
+    let result = match one_job(
+        ctx,
+        run,
+        PipelineStep::Register,
+        &train_run,
+        JobSpec::Register(spec),
+    )? {
         Ok(r) => r,
         Err(step) => return Ok(step),
     };
@@ -514,7 +531,7 @@ fn sprt(
         return Ok(Step::Done);
     }
     let spec = config.sprt_spec(&net, &base).map_err(JobError::Payload)?;
-    let result = match one_job(ctx, run, "sprt", &net, JobSpec::Sprt(spec))? {
+    let result = match one_job(ctx, run, PipelineStep::Sprt, &net, JobSpec::Sprt(spec))? {
         Ok(r) => r,
         Err(step) => return Ok(step),
     };

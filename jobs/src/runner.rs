@@ -1,8 +1,8 @@
 //! Runs a queued job and keeps its record: the one place that turns a [`QueuedJob`] into
 //! calls of the job functions. Workers (any queue backend) call [`run_queued_job`].
 
-use crate::records::{JobStore, now};
 use crate::{JobContext, JobError, Lake, ProgressSink};
+use lakefish_lake::records::{JobStore, now};
 use lakefish_schemas::{JobId, JobRecord, JobSpec, JobState, Progress, QueuedJob};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -19,20 +19,20 @@ pub fn run_spec(
 ) -> Result<serde_json::Value, JobError> {
     match spec {
         JobSpec::IngestBinpack(s) => {
-            let summary = crate::ingest_binpack::ingest_binpack(ctx, id, s)?;
-            serde_json::to_value(summary).map_err(|e| JobError::Internal(e.to_string()))
+            let summary = lakefish_ingest::ingest_binpack::ingest_binpack(ctx, id, s)?;
+            Ok(serde_json::to_value(summary)?)
         }
         JobSpec::IngestPgn(s) => {
-            let summary = crate::ingest_pgn::ingest_pgn(ctx, id, s)?;
-            serde_json::to_value(summary).map_err(|e| JobError::Internal(e.to_string()))
+            let summary = lakefish_ingest::ingest_pgn::ingest_pgn(ctx, id, s)?;
+            Ok(serde_json::to_value(summary)?)
         }
         JobSpec::Shuffle(s) if ctx.submitter.is_some() => {
             let m = crate::shuffle::fan_out(ctx, s)?;
-            serde_json::to_value(m).map_err(|e| JobError::Internal(e.to_string()))
+            Ok(serde_json::to_value(m)?)
         }
         JobSpec::Shuffle(s) => {
-            let m = crate::shuffle::shuffle_here(ctx, id, s)?;
-            serde_json::to_value(m).map_err(|e| JobError::Internal(e.to_string()))
+            let m = crate::shuffle::shuffle_here(ctx, s)?;
+            Ok(serde_json::to_value(m)?)
         }
         JobSpec::Train(s) => match &ctx.trainer {
             Some(t) => t.train(ctx, id, s),
@@ -48,12 +48,12 @@ pub fn run_spec(
         },
         JobSpec::Register(s) => {
             let m = crate::nets::register(ctx, s)?;
-            serde_json::to_value(m).map_err(|e| JobError::Internal(e.to_string()))
+            Ok(serde_json::to_value(m)?)
         }
         JobSpec::Sprt(s) if ctx.submitter.is_some() => crate::sprt::fan_out(ctx, s),
         JobSpec::Sprt(s) => {
             let status = crate::sprt::run_here(ctx, s)?;
-            serde_json::to_value(status).map_err(|e| JobError::Internal(e.to_string()))
+            Ok(serde_json::to_value(status)?)
         }
         JobSpec::SprtBatch(t) => crate::sprt::batch_task(ctx, t),
         JobSpec::Datagen(s) => crate::datagen::datagen(ctx, id, s),
@@ -61,7 +61,7 @@ pub fn run_spec(
         JobSpec::ShufflePile(t) => crate::shuffle::pile_task(ctx, t),
         JobSpec::Mask(s) => {
             let summary = crate::masks::mask_dataset(ctx, id, s)?;
-            serde_json::to_value(summary).map_err(|e| JobError::Internal(e.to_string()))
+            Ok(serde_json::to_value(summary)?)
         }
     }
 }

@@ -14,14 +14,14 @@
 //! which worker ran what, or when, so the chunks are byte-identical for the same inputs,
 //! mask and seed. Memory is bounded by one part (pass 1) or one pile (pass 2).
 
-use crate::datasets::read_manifest;
 use crate::masks::{read_mask, read_mask_manifest};
-use crate::parts::encode_parquet_on;
-use crate::records::now;
 use crate::{JobContext, JobError};
 use arrow_array::{RecordBatch, RecordBatchReader, UInt32Array};
 use bytes::Bytes;
 use lakefish_engine::random_games::SplitMix;
+use lakefish_lake::datasets::read_manifest;
+use lakefish_lake::parts::encode_parquet_on;
+use lakefish_lake::records::now;
 use lakefish_schemas::positions::dataset_prefix;
 use lakefish_schemas::shuffle::{
     PlannedPart, SHUFFLE_MANIFEST_FILE, SHUFFLE_PLAN_FILE, ShuffleChunk, chunk_file_name,
@@ -138,10 +138,7 @@ pub async fn list_shuffles(lake: &crate::Lake) -> Result<Vec<ShuffleManifest>, J
 
 fn decode_batch(bytes: Option<Bytes>, key: &str) -> Result<RecordBatch, JobError> {
     let bytes = bytes.ok_or_else(|| corrupt("shuffle input", key, "missing"))?;
-    let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(bytes)
-        .and_then(|b| b.build())
-        .map_err(|e| corrupt("parquet file", key, e.to_string()))?;
-    one_batch(reader, "parquet file", key)
+    lakefish_lake::parts::read_whole(bytes, None).map_err(|e| corrupt("parquet file", key, e))
 }
 
 /// Every batch of `reader` as one; a damaged one is reported as `what` at `key`.
@@ -234,8 +231,7 @@ pub fn deal_part(ctx: &JobContext, plan: &ShufflePlan, index: usize) -> Result<u
             continue;
         }
         dealt += rows.len() as u64;
-        let picked = arrow_select::take::take_record_batch(&batch, &UInt32Array::from(rows))
-            .map_err(|e| JobError::Internal(e.to_string()))?;
+        let picked = arrow_select::take::take_record_batch(&batch, &UInt32Array::from(rows))?;
         let out = format!(
             "{}/from-{index:05}.{DEAL_EXTENSION}",
             deal_prefix(&plan.id, pile as u32)
@@ -302,8 +298,7 @@ pub fn shuffle_pile(
     } else {
         // The chunk gets the plain positions schema (the deal files carry the input part's
         // file metadata, which depends on which part came first) and its checks.
-        let gathered = arrow_select::interleave::interleave_record_batch(&refs, &rows)
-            .map_err(|e| JobError::Internal(e.to_string()))?;
+        let gathered = arrow_select::interleave::interleave_record_batch(&refs, &rows)?;
         RecordBatch::try_new(schema, gathered.columns().to_vec())
             .map_err(|e| JobError::Internal(format!("pile {pile}: {e}")))?
     };
@@ -369,8 +364,7 @@ pub fn commit(ctx: &JobContext, plan: &ShufflePlan) -> Result<ShuffleManifest, J
         created: now(),
     };
     let key = format!("{}/{SHUFFLE_MANIFEST_FILE}", shuffle_prefix(&plan.id));
-    let bytes =
-        serde_json::to_vec_pretty(&manifest).map_err(|e| JobError::Internal(e.to_string()))?;
+    let bytes = serde_json::to_vec_pretty(&manifest)?;
     ctx.block_on(ctx.lake.put(&key, bytes))?;
     let mut pass_files = Vec::new();
     for sub in ["_deal", "_dealt", "_piles"] {
@@ -388,17 +382,13 @@ pub fn commit(ctx: &JobContext, plan: &ShufflePlan) -> Result<ShuffleManifest, J
 pub fn start(ctx: &JobContext, spec: &ShuffleSpec) -> Result<ShufflePlan, JobError> {
     let plan = plan(ctx, spec)?;
     let key = format!("{}/{SHUFFLE_PLAN_FILE}", shuffle_prefix(&plan.id));
-    let bytes = serde_json::to_vec_pretty(&plan).map_err(|e| JobError::Internal(e.to_string()))?;
+    let bytes = serde_json::to_vec_pretty(&plan)?;
     ctx.block_on(ctx.lake.put(&key, bytes))?;
     Ok(plan)
 }
 
 /// The whole shuffle in this process: both passes on all cores, then the commit.
-pub fn shuffle_here(
-    ctx: &JobContext,
-    _job: &JobId,
-    spec: &ShuffleSpec,
-) -> Result<ShuffleManifest, JobError> {
+pub fn shuffle_here(ctx: &JobContext, spec: &ShuffleSpec) -> Result<ShuffleManifest, JobError> {
     let plan = plan(ctx, spec)?;
     if let Some(m) = ctx.block_on(read_shuffle_manifest(&ctx.lake, &plan.id))? {
         return Ok(m);
@@ -457,7 +447,7 @@ pub fn failed_task(ctx: &JobContext, id: &str) -> Result<Option<String>, JobErro
     let Some(plan) = ctx.block_on(read_plan(&ctx.lake, id))? else {
         return Ok(None);
     };
-    let store = crate::records::JobStore::new(ctx.lake.clone());
+    let store = lakefish_lake::records::JobStore::new(ctx.lake.clone());
     let deals = (0..plan.parts.len() as u32).map(|i| ("deal", i));
     let piles = (0..plan.spec.chunks).map(|i| ("pile", i));
     for (pass, i) in deals.chain(piles) {
@@ -622,4 +612,43 @@ pub async fn shuffle_status(
         chunks: plan.spec.chunks,
         piles_done,
     }))
+}
+
+/// Ingests a binpack `input` as `dataset`, masks it `quiet` and shuffles the quiet rows into
+/// `chunks` chunks: the training data benches and trainer tests start from.
+pub fn quiet_shuffle(
+    ctx: &JobContext,
+    input: &str,
+    dataset: &str,
+    chunks: u32,
+    seed: u64,
+) -> Result<lakefish_schemas::ShuffleManifest, JobError> {
+    use lakefish_schemas::{MaskDefinition, MaskName, MaskSpec, ShuffleSpec, Source};
+    let dataset = lakefish_schemas::DatasetName::new(dataset)?;
+    let ingest = lakefish_schemas::IngestBinpackSpec {
+        inputs: vec![input.to_string()],
+        dataset: dataset.clone(),
+        rows_per_part: lakefish_schemas::job::default_rows_per_part(),
+    };
+    lakefish_ingest::ingest_binpack::ingest_binpack(ctx, &JobId::new(), &ingest)?;
+    let quiet = MaskName::new("quiet")?;
+    let mask = MaskSpec {
+        dataset: dataset.clone(),
+        source: Source::Binpack,
+        definition: MaskDefinition {
+            name: quiet.clone(),
+            min_ply: None,
+            max_abs_score: None,
+        },
+    };
+    crate::masks::mask_dataset(ctx, &JobId::new(), &mask)?;
+    let spec = ShuffleSpec {
+        datasets: vec![dataset],
+        source: Source::Binpack,
+        mask: quiet,
+        chunks,
+        seed,
+        extra: Vec::new(),
+    };
+    shuffle_here(ctx, &spec)
 }

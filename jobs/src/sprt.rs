@@ -46,7 +46,7 @@ pub(crate) async fn resolve_side(lake: &Lake, requested: &str) -> Result<SprtSid
 
 /// Reads and parses the book named in the spec (a local path or `lake:<key>`).
 fn read_book(ctx: &JobContext, spec: &SprtSpec) -> Result<Book, JobError> {
-    let input = crate::input::Input::open(ctx, &spec.book)?;
+    let input = lakefish_lake::input::Input::open(ctx, &spec.book)?;
     let bytes = input.read_at(0, input.len() as usize)?;
     Book::parse(&spec.book, &bytes).map_err(|e| JobError::Payload(e.to_string()))
 }
@@ -88,7 +88,7 @@ pub fn plan(ctx: &JobContext, spec: &SprtSpec) -> Result<SprtPlan, JobError> {
         openings: book.positions.len(),
         lower: bounds.lower,
         upper: bounds.upper,
-        created: crate::records::now(),
+        created: lakefish_lake::records::now(),
     };
     ctx.block_on(ctx.lake.put(&book_key(&id), epd))?;
     let json = serde_json::to_vec_pretty(&plan).expect("serializable");
@@ -397,7 +397,7 @@ pub fn failed_batch(ctx: &JobContext, id: &str, counted: u64) -> Result<Option<S
     let Some(plan) = ctx.block_on(read_plan(&ctx.lake, id))? else {
         return Ok(None);
     };
-    let store = crate::records::JobStore::new(ctx.lake.clone());
+    let store = lakefish_lake::records::JobStore::new(ctx.lake.clone());
     for index in counted..counted + plan.spec.concurrency as u64 {
         if let Some(rec) = ctx.block_on(store.get(&batch_id(id, index)))?
             && rec.state == lakefish_schemas::JobState::Failed

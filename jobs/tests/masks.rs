@@ -1,9 +1,9 @@
 //! Quiet masks against an independent computation (sfbinpack's own board), side by side
 //! definitions, idempotence and the readers' alignment checks.
 
-use lakefish_jobs::binpack::synthetic_binpack;
-use lakefish_jobs::datasets::read_manifest;
+use lakefish_ingest::binpack::synthetic_binpack;
 use lakefish_jobs::masks::{mask_dataset, read_mask};
+use lakefish_lake::datasets::read_manifest;
 use lakefish_schemas::{DatasetName, JobId, MaskDefinition, MaskName, MaskSpec, Source};
 use sfbinpack::chess::r#move::MoveType;
 use sfbinpack::chess::piece::Piece;

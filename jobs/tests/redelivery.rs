@@ -1,10 +1,10 @@
 //! A job delivered twice, or re-delivered after its worker died mid-way, leaves the lake
 //! exactly as one clean run does.
 
+use lakefish_ingest::binpack::synthetic_binpack;
 use lakefish_jobs::Lake;
-use lakefish_jobs::binpack::synthetic_binpack;
-use lakefish_jobs::records::JobStore;
 use lakefish_jobs::runner::run_queued_job;
+use lakefish_lake::records::JobStore;
 use lakefish_schemas::{DatasetName, IngestBinpackSpec, JobId, JobSpec, JobState, QueuedJob};
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;

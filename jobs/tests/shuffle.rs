@@ -1,10 +1,10 @@
 //! The two-pass shuffle: exactly the selected rows, spread across chunks, byte-identical for
 //! the same inputs and seed whatever the order the passes ran in.
 
-use lakefish_jobs::binpack::synthetic_binpack;
+use lakefish_ingest::binpack::synthetic_binpack;
 use lakefish_jobs::masks::mask_dataset;
-use lakefish_jobs::parts::{PositionRow, read_positions};
 use lakefish_jobs::shuffle::{commit, deal_part, shuffle_here, shuffle_pile, start};
+use lakefish_lake::parts::{PositionRow, read_positions};
 use lakefish_schemas::{
     DatasetName, JobId, MaskDefinition, MaskName, MaskSpec, ShuffleSpec, Source,
 };
@@ -134,7 +134,7 @@ fn chunk_rows(chunks: &BTreeMap<String, Vec<u8>>) -> Vec<Vec<PositionRow>> {
 #[test]
 fn chunks_hold_exactly_the_selected_rows_spread_over_the_chunks() {
     let fx = with_data(true);
-    let m = shuffle_here(&fx.ctx(), &JobId::new(), &spec(8, 42)).unwrap();
+    let m = shuffle_here(&fx.ctx(), &spec(8, 42)).unwrap();
     let want = selected_rows(&fx);
     assert_eq!(m.rows as usize, want.len());
     assert_eq!(m.chunks.len(), 8);
@@ -204,7 +204,7 @@ fn chunks_hold_exactly_the_selected_rows_spread_over_the_chunks() {
 #[test]
 fn same_seed_same_bytes_in_any_order_other_seed_other_order() {
     let a = with_data(true);
-    let ma = shuffle_here(&a.ctx(), &JobId::new(), &spec(5, 7)).unwrap();
+    let ma = shuffle_here(&a.ctx(), &spec(5, 7)).unwrap();
     let chunks_a = chunks_of(&a, &ma.id);
 
     // Another lake, the passes run one by one in reverse order (as workers might).
@@ -224,7 +224,7 @@ fn same_seed_same_bytes_in_any_order_other_seed_other_order() {
     assert!(chunks_a == chunks_b, "byte-identical chunks");
 
     // A different seed: same rows, different order.
-    let mc = shuffle_here(&a.ctx(), &JobId::new(), &spec(5, 8)).unwrap();
+    let mc = shuffle_here(&a.ctx(), &spec(5, 8)).unwrap();
     assert_ne!(mc.id, ma.id);
     let chunks_c = chunks_of(&a, &mc.id);
     assert!(chunks_c != chunks_a);
@@ -232,7 +232,7 @@ fn same_seed_same_bytes_in_any_order_other_seed_other_order() {
 
     // Running the same shuffle again changes nothing.
     let before = files(&a, &format!("shuffled/{}", ma.id));
-    let again = shuffle_here(&a.ctx(), &JobId::new(), &spec(5, 7)).unwrap();
+    let again = shuffle_here(&a.ctx(), &spec(5, 7)).unwrap();
     assert_eq!(again, ma);
     assert!(files(&a, &format!("shuffled/{}", ma.id)) == before);
 }
@@ -240,7 +240,7 @@ fn same_seed_same_bytes_in_any_order_other_seed_other_order() {
 #[test]
 fn a_shuffle_without_masks_or_data_fails_clearly_and_writes_nothing() {
     let fx = with_data(false);
-    let e = shuffle_here(&fx.ctx(), &JobId::new(), &spec(4, 1))
+    let e = shuffle_here(&fx.ctx(), &spec(4, 1))
         .unwrap_err()
         .to_string();
     assert!(
@@ -249,9 +249,7 @@ fn a_shuffle_without_masks_or_data_fails_clearly_and_writes_nothing() {
     );
     let mut s = spec(4, 1);
     s.datasets = vec![DatasetName::new("missing").unwrap()];
-    let e = shuffle_here(&fx.ctx(), &JobId::new(), &s)
-        .unwrap_err()
-        .to_string();
+    let e = shuffle_here(&fx.ctx(), &s).unwrap_err().to_string();
     assert!(
         e.contains("dataset=missing") && e.contains("no such dataset"),
         "{e}"
@@ -292,7 +290,7 @@ fn a_damaged_deal_file_is_named_and_its_pile_writes_no_chunk() {
 #[test]
 fn deal_files_of_the_older_parquet_format_are_read_once() {
     let a = with_data(true);
-    let ma = shuffle_here(&a.ctx(), &JobId::new(), &spec(3, 9)).unwrap();
+    let ma = shuffle_here(&a.ctx(), &spec(3, 9)).unwrap();
     let chunks_a = chunks_of(&a, &ma.id);
 
     let b = with_data(true);
@@ -312,7 +310,7 @@ fn deal_files_of_the_older_parquet_format_are_read_once() {
                     .unwrap();
             let batches: Vec<_> = reader.map(Result::unwrap).collect();
             assert_eq!(batches.len(), 1);
-            let bytes = lakefish_jobs::parts::encode_parquet(&batches[0], "t").unwrap();
+            let bytes = lakefish_lake::parts::encode_parquet(&batches[0], "t").unwrap();
             std::fs::write(path.with_extension("parquet"), bytes).unwrap();
             if !keep_new {
                 std::fs::remove_file(&path).unwrap();

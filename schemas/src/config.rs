@@ -81,6 +81,13 @@ pub enum Scope {
 }
 
 impl Scope {
+    pub const ALL: [Scope; 3] = [Scope::Read, Scope::Submit, Scope::Admin];
+
+    /// The scope named as in the config file (`read`, `submit`, `admin`).
+    pub fn parse(name: &str) -> Option<Scope> {
+        Scope::ALL.into_iter().find(|s| s.as_str() == name)
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Scope::Read => "read",

@@ -25,7 +25,7 @@ pub enum SpecError {
     Missing(&'static str),
     #[error("unsupported payload version {0} (this build understands up to {JOB_PAYLOAD_VERSION})")]
     Version(u64),
-    #[error("unknown job kind {0:?} (known: {known})", known = JobSpec::KINDS.join(", "))]
+    #[error("unknown job kind {0:?} (known: {known})", known = JobKind::submittable())]
     UnknownKind(String),
     #[error("invalid spec for {kind}: {message}")]
     Invalid { kind: &'static str, message: String },
@@ -141,44 +141,106 @@ impl IngestSpec {
     }
 }
 
-impl JobSpec {
-    pub const KINDS: &'static [&'static str] = &[
-        "ingest_binpack",
-        "ingest_pgn",
-        "mask",
-        "shuffle",
-        "train",
-        "quantize",
-        "register",
-        "sprt",
-        "datagen",
+/// Every kind of job, named once: the `kind` of a payload is [`JobKind::as_str`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum JobKind {
+    IngestBinpack,
+    IngestPgn,
+    Mask,
+    Shuffle,
+    Train,
+    Quantize,
+    Register,
+    Sprt,
+    Datagen,
+    SprtBatch,
+    ShuffleDeal,
+    ShufflePile,
+}
+
+impl JobKind {
+    pub const ALL: [JobKind; 12] = [
+        JobKind::IngestBinpack,
+        JobKind::IngestPgn,
+        JobKind::Mask,
+        JobKind::Shuffle,
+        JobKind::Train,
+        JobKind::Quantize,
+        JobKind::Register,
+        JobKind::Sprt,
+        JobKind::Datagen,
+        JobKind::SprtBatch,
+        JobKind::ShuffleDeal,
+        JobKind::ShufflePile,
     ];
 
-    pub fn kind(&self) -> &'static str {
+    pub fn as_str(self) -> &'static str {
         match self {
-            JobSpec::IngestBinpack(_) => "ingest_binpack",
-            JobSpec::IngestPgn(_) => "ingest_pgn",
-            JobSpec::Mask(_) => "mask",
-            JobSpec::Shuffle(_) => "shuffle",
-            JobSpec::Train(_) => "train",
-            JobSpec::Quantize(_) => "quantize",
-            JobSpec::Register(_) => "register",
-            JobSpec::Sprt(_) => "sprt",
-            JobSpec::Datagen(_) => "datagen",
-            JobSpec::SprtBatch(_) => "sprt_batch",
-            JobSpec::ShuffleDeal(_) => "shuffle_deal",
-            JobSpec::ShufflePile(_) => "shuffle_pile",
+            JobKind::IngestBinpack => "ingest_binpack",
+            JobKind::IngestPgn => "ingest_pgn",
+            JobKind::Mask => "mask",
+            JobKind::Shuffle => "shuffle",
+            JobKind::Train => "train",
+            JobKind::Quantize => "quantize",
+            JobKind::Register => "register",
+            JobKind::Sprt => "sprt",
+            JobKind::Datagen => "datagen",
+            JobKind::SprtBatch => "sprt_batch",
+            JobKind::ShuffleDeal => "shuffle_deal",
+            JobKind::ShufflePile => "shuffle_pile",
         }
+    }
+
+    pub fn parse(name: &str) -> Option<JobKind> {
+        JobKind::ALL.into_iter().find(|k| k.as_str() == name)
+    }
+
+    /// Kinds lakefish queues itself (a shuffle's passes, an SPRT's batches); clients cannot
+    /// submit them.
+    pub fn is_internal(self) -> bool {
+        matches!(
+            self,
+            JobKind::SprtBatch | JobKind::ShuffleDeal | JobKind::ShufflePile
+        )
+    }
+
+    /// The kinds clients may submit, for error messages: "ingest_binpack, ingest_pgn, ...".
+    pub fn submittable() -> String {
+        JobKind::ALL
+            .into_iter()
+            .filter(|k| !k.is_internal())
+            .map(JobKind::as_str)
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
+impl JobSpec {
+    pub fn job_kind(&self) -> JobKind {
+        match self {
+            JobSpec::IngestBinpack(_) => JobKind::IngestBinpack,
+            JobSpec::IngestPgn(_) => JobKind::IngestPgn,
+            JobSpec::Mask(_) => JobKind::Mask,
+            JobSpec::Shuffle(_) => JobKind::Shuffle,
+            JobSpec::Train(_) => JobKind::Train,
+            JobSpec::Quantize(_) => JobKind::Quantize,
+            JobSpec::Register(_) => JobKind::Register,
+            JobSpec::Sprt(_) => JobKind::Sprt,
+            JobSpec::Datagen(_) => JobKind::Datagen,
+            JobSpec::SprtBatch(_) => JobKind::SprtBatch,
+            JobSpec::ShuffleDeal(_) => JobKind::ShuffleDeal,
+            JobSpec::ShufflePile(_) => JobKind::ShufflePile,
+        }
+    }
+
+    pub fn kind(&self) -> &'static str {
+        self.job_kind().as_str()
     }
 
     /// Validates a raw submission body. Every error names what is wrong.
     pub fn from_request(body: &[u8]) -> Result<JobSpec, SpecError> {
         Self::decode(body, false)
     }
-
-    /// Kinds lakefish queues itself (a shuffle's passes); clients cannot submit them.
-    pub const INTERNAL_KINDS: &'static [&'static str] =
-        &["shuffle_deal", "shuffle_pile", "sprt_batch"];
 
     fn decode(body: &[u8], internal: bool) -> Result<JobSpec, SpecError> {
         let value: serde_json::Value =
@@ -198,115 +260,66 @@ impl JobSpec {
                 return Err(SpecError::Version(n));
             }
         }
-        let kind = match map.remove("kind") {
+        let name = match map.remove("kind") {
             Some(serde_json::Value::String(k)) => k,
             _ => return Err(SpecError::Missing("kind")),
         };
         let spec = map.remove("spec").ok_or(SpecError::Missing("spec"))?;
-        match kind.as_str() {
-            k @ ("ingest_binpack" | "ingest_pgn") => {
-                let kind = if k == "ingest_pgn" {
-                    "ingest_pgn"
-                } else {
-                    "ingest_binpack"
-                };
-                let invalid = |message: String| SpecError::Invalid { kind, message };
-                let s: IngestSpec = from_spec(spec).map_err(invalid)?;
-                s.validate().map_err(invalid)?;
-                Ok(if kind == "ingest_pgn" {
-                    JobSpec::IngestPgn(s)
-                } else {
-                    JobSpec::IngestBinpack(s)
-                })
+        let kind = match JobKind::parse(&name) {
+            Some(k) if internal || !k.is_internal() => k,
+            _ => return Err(SpecError::UnknownKind(name)),
+        };
+        let invalid = |message: String| SpecError::Invalid {
+            kind: kind.as_str(),
+            message,
+        };
+        Ok(match kind {
+            JobKind::IngestBinpack => {
+                JobSpec::IngestBinpack(valid(spec, IngestSpec::validate).map_err(invalid)?)
             }
-            "mask" => {
-                let s: MaskSpec = from_spec(spec).map_err(|message| SpecError::Invalid {
-                    kind: "mask",
-                    message,
-                })?;
-                Ok(JobSpec::Mask(s))
+            JobKind::IngestPgn => {
+                JobSpec::IngestPgn(valid(spec, IngestSpec::validate).map_err(invalid)?)
             }
-            "shuffle" => {
-                let invalid = |message: String| SpecError::Invalid {
-                    kind: "shuffle",
-                    message,
-                };
-                let s: ShuffleSpec = from_spec(spec).map_err(invalid)?;
-                s.validate().map_err(invalid)?;
-                Ok(JobSpec::Shuffle(s))
+            JobKind::Mask => JobSpec::Mask(from_spec(spec).map_err(invalid)?),
+            JobKind::Shuffle => {
+                JobSpec::Shuffle(valid(spec, ShuffleSpec::validate).map_err(invalid)?)
             }
-            "train" => {
-                let invalid = |message: String| SpecError::Invalid {
-                    kind: "train",
-                    message,
-                };
-                let s: crate::TrainSpec = from_spec(spec).map_err(invalid)?;
-                s.validate().map_err(invalid)?;
-                Ok(JobSpec::Train(s))
+            JobKind::Train => {
+                JobSpec::Train(valid(spec, crate::TrainSpec::validate).map_err(invalid)?)
             }
-            "quantize" => {
-                let invalid = |message: String| SpecError::Invalid {
-                    kind: "quantize",
-                    message,
-                };
-                let s: crate::QuantizeSpec = from_spec(spec).map_err(invalid)?;
-                s.validate().map_err(invalid)?;
-                Ok(JobSpec::Quantize(s))
+            JobKind::Quantize => {
+                JobSpec::Quantize(valid(spec, crate::QuantizeSpec::validate).map_err(invalid)?)
             }
-            "register" => {
-                let invalid = |message: String| SpecError::Invalid {
-                    kind: "register",
-                    message,
-                };
-                let s: crate::RegisterSpec = from_spec(spec).map_err(invalid)?;
-                s.validate().map_err(invalid)?;
-                Ok(JobSpec::Register(s))
+            JobKind::Register => {
+                JobSpec::Register(valid(spec, crate::RegisterSpec::validate).map_err(invalid)?)
             }
-            "sprt" => {
-                let invalid = |message: String| SpecError::Invalid {
-                    kind: "sprt",
-                    message,
-                };
-                let s: crate::SprtSpec = from_spec(spec).map_err(invalid)?;
-                s.validate().map_err(invalid)?;
-                Ok(JobSpec::Sprt(s))
+            JobKind::Sprt => {
+                JobSpec::Sprt(valid(spec, crate::SprtSpec::validate).map_err(invalid)?)
             }
-            "datagen" => {
-                let invalid = |message: String| SpecError::Invalid {
-                    kind: "datagen",
-                    message,
-                };
-                let s: crate::DatagenSpec = from_spec(spec).map_err(invalid)?;
-                s.validate().map_err(invalid)?;
-                Ok(JobSpec::Datagen(s))
+            JobKind::Datagen => {
+                JobSpec::Datagen(valid(spec, crate::DatagenSpec::validate).map_err(invalid)?)
             }
-            "sprt_batch" if internal => {
-                let invalid = |message: String| SpecError::Invalid {
-                    kind: "sprt_batch",
-                    message,
-                };
-                let t: crate::SprtTask = from_spec(spec).map_err(invalid)?;
-                t.validate().map_err(invalid)?;
-                Ok(JobSpec::SprtBatch(t))
+            JobKind::SprtBatch => {
+                JobSpec::SprtBatch(valid(spec, crate::SprtTask::validate).map_err(invalid)?)
             }
-            k @ ("shuffle_deal" | "shuffle_pile") if internal => {
-                let kind = if k == "shuffle_deal" {
-                    "shuffle_deal"
-                } else {
-                    "shuffle_pile"
-                };
-                let invalid = |message: String| SpecError::Invalid { kind, message };
-                let t: ShuffleTask = from_spec(spec).map_err(invalid)?;
-                t.validate().map_err(invalid)?;
-                Ok(if kind == "shuffle_deal" {
-                    JobSpec::ShuffleDeal(t)
-                } else {
-                    JobSpec::ShufflePile(t)
-                })
+            JobKind::ShuffleDeal => {
+                JobSpec::ShuffleDeal(valid(spec, ShuffleTask::validate).map_err(invalid)?)
             }
-            _ => Err(SpecError::UnknownKind(kind)),
-        }
+            JobKind::ShufflePile => {
+                JobSpec::ShufflePile(valid(spec, ShuffleTask::validate).map_err(invalid)?)
+            }
+        })
     }
+}
+
+/// Deserializes a spec and checks it with `validate`.
+fn valid<T: serde::de::DeserializeOwned>(
+    spec: serde_json::Value,
+    validate: fn(&T) -> Result<(), String>,
+) -> Result<T, String> {
+    let t = from_spec(spec)?;
+    validate(&t)?;
+    Ok(t)
 }
 
 /// Deserializes a spec, naming the field at fault ("definition.min_ply: invalid value ...").

@@ -30,8 +30,8 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 pub use datagen::DatagenSpec;
 pub use dataset::{DatasetManifest, InputReport, PartInfo, SkippedGame, SkippedRange};
 pub use job::{
-    IngestBinpackSpec, IngestSpec, JOB_PAYLOAD_VERSION, JobId, JobRecord, JobSpec, JobState,
-    Progress, QueuedJob, SpecError,
+    IngestBinpackSpec, IngestSpec, JOB_PAYLOAD_VERSION, JobId, JobKind, JobRecord, JobSpec,
+    JobState, Progress, QueuedJob, SpecError,
 };
 pub use mask::{MaskDefinition, MaskManifest, MaskName, MaskSpec};
 pub use names::{DatasetName, NameError, Source, raw_key};

@@ -7,10 +7,63 @@ use serde::{Deserialize, Serialize};
 
 pub const PIPELINES_PREFIX: &str = "pipelines";
 
-/// The steps of a run, in dependency order.
-pub const STEPS: [&str; 8] = [
-    "datagen", "ingest", "mask", "shuffle", "train", "quantize", "register", "sprt",
-];
+/// A step of a run. Stored as its snake_case name (`"datagen"`, ..., `"done"`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PipelineStep {
+    Datagen,
+    Ingest,
+    Mask,
+    Shuffle,
+    Train,
+    Quantize,
+    Register,
+    Sprt,
+    /// After the last step: the run has finished.
+    Done,
+}
+
+impl PipelineStep {
+    /// The steps of a run, in dependency order.
+    pub const ORDER: [PipelineStep; 8] = [
+        PipelineStep::Datagen,
+        PipelineStep::Ingest,
+        PipelineStep::Mask,
+        PipelineStep::Shuffle,
+        PipelineStep::Train,
+        PipelineStep::Quantize,
+        PipelineStep::Register,
+        PipelineStep::Sprt,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PipelineStep::Datagen => "datagen",
+            PipelineStep::Ingest => "ingest",
+            PipelineStep::Mask => "mask",
+            PipelineStep::Shuffle => "shuffle",
+            PipelineStep::Train => "train",
+            PipelineStep::Quantize => "quantize",
+            PipelineStep::Register => "register",
+            PipelineStep::Sprt => "sprt",
+            PipelineStep::Done => "done",
+        }
+    }
+
+    /// The step after this one (`Done` after the last).
+    pub fn next(self) -> PipelineStep {
+        let i = PipelineStep::ORDER.iter().position(|s| *s == self);
+        i.and_then(|i| PipelineStep::ORDER.get(i + 1))
+            .copied()
+            .unwrap_or(PipelineStep::Done)
+    }
+}
+
+impl std::fmt::Display for PipelineStep {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -26,7 +79,7 @@ pub enum RunState {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct StepJob {
-    pub step: String,
+    pub step: PipelineStep,
     pub job: JobId,
     pub kind: String,
     /// What it works on (a raw file, a dataset, a run...).
@@ -43,8 +96,8 @@ pub struct PipelineRun {
     /// `schedule` or `manual`.
     pub trigger: String,
     pub state: RunState,
-    /// The step being worked on (one of [`STEPS`], or `done`).
-    pub step: String,
+    /// The step being worked on.
+    pub step: PipelineStep,
     pub jobs: Vec<StepJob>,
     /// Datasets trained on, as `source/dataset`.
     pub datasets: Vec<String>,

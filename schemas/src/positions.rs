@@ -15,8 +15,8 @@ pub const SCHEMA_VERSION: u32 = 1;
 /// use; about 328 per pawn for the 2024 nets), side to move. Converted once, at ingest.
 pub const SCORE_UNIT: &str = "stockfish_internal";
 
-/// Binpack's "no score" marker. Stored as null.
-pub const BINPACK_NO_SCORE: i16 = 32002;
+/// "No score" in a block of rows before encoding (binpack's own marker, 32002). Stored as null.
+pub const NO_SCORE: i16 = 32002;
 
 pub const COL_FEN: &str = "fen";
 pub const COL_SCORE: &str = "score";

@@ -1,6 +1,7 @@
 //! The REST API: `fn router(state) -> Router`, no domain logic. Errors map to HTTP in
 //! exactly one place, [`ApiError`].
 
+pub use crate::error::ApiError;
 use crate::queue::Queue;
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
@@ -9,9 +10,9 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodRouter, get, post, put};
 use axum::{Json, Router};
-use lakefish_jobs::datasets::list_datasets;
-use lakefish_jobs::records::JobStore;
-use lakefish_jobs::{JobError, Lake};
+use lakefish_jobs::Lake;
+use lakefish_lake::datasets::list_datasets;
+use lakefish_lake::records::JobStore;
 use lakefish_schemas::config::Config;
 use lakefish_schemas::{JobId, JobSpec, JobState, QueuedJob, Source, raw_key};
 use serde::Deserialize;
@@ -322,47 +323,6 @@ async fn openapi() -> Json<serde_json::Value> {
     Json(openapi_document())
 }
 
-#[derive(Debug)]
-pub enum ApiError {
-    BadRequest(String),
-    TooLarge(String),
-    NotFound(String),
-    Unavailable(String),
-    Internal(String),
-}
-
-impl From<lakefish_train::TrainError> for ApiError {
-    fn from(e: lakefish_train::TrainError) -> Self {
-        match e {
-            lakefish_train::TrainError::Job(j) => j.into(),
-            other => ApiError::Internal(other.to_string()),
-        }
-    }
-}
-
-impl From<JobError> for ApiError {
-    fn from(e: JobError) -> Self {
-        match e {
-            JobError::Name(_) | JobError::Input { .. } | JobError::Payload(_) => {
-                ApiError::BadRequest(e.to_string())
-            }
-            JobError::NotFound(_) => ApiError::NotFound(e.to_string()),
-            JobError::Lake { .. } => ApiError::Unavailable(e.to_string()),
-            _ => ApiError::Internal(e.to_string()),
-        }
-    }
-}
-
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
-        let (status, message) = self.status_and_message();
-        if status.is_server_error() {
-            tracing::error!(%status, "{message}");
-        }
-        (status, Json(json!({ "error": message }))).into_response()
-    }
-}
-
 async fn healthz(State(s): State<AppState>) -> Json<serde_json::Value> {
     Json(json!({ "status": "ok", "lake": s.lake.describe(), "queue": s.queue.describe() }))
 }
@@ -528,7 +488,7 @@ async fn upload_raw(
     })?;
     let key = raw_key(src, &name).map_err(|e| ApiError::BadRequest(e.to_string()))?;
     let bytes = s.lake.put_stream(&key, body.into_data_stream()).await?;
-    let body = json!({ "key": key, "input": format!("{}{key}", lakefish_jobs::input::LAKE_PREFIX), "bytes": bytes });
+    let body = json!({ "key": key, "input": format!("{}{key}", lakefish_lake::input::LAKE_PREFIX), "bytes": bytes });
     Ok((StatusCode::CREATED, Json(body)).into_response())
 }
 
@@ -541,7 +501,7 @@ async fn upload_book(
     let key = lakefish_schemas::names::book_key(&name)
         .map_err(|e| ApiError::BadRequest(e.to_string()))?;
     let bytes = s.lake.put_stream(&key, body.into_data_stream()).await?;
-    let body = json!({ "key": key, "book": format!("{}{key}", lakefish_jobs::input::LAKE_PREFIX), "bytes": bytes });
+    let body = json!({ "key": key, "book": format!("{}{key}", lakefish_lake::input::LAKE_PREFIX), "bytes": bytes });
     Ok((StatusCode::CREATED, Json(body)).into_response())
 }
 
@@ -560,14 +520,14 @@ async fn shuffle(State(s): State<AppState>, Path(id): Path<String>) -> Result<Re
 }
 
 async fn runs(State(s): State<AppState>) -> Result<Response, ApiError> {
-    let all = lakefish_train::train::list_runs(&s.lake).await?;
+    let all = lakefish_jobs::nets::list_runs(&s.lake).await?;
     Ok(Json(json!({ "runs": all })).into_response())
 }
 
 async fn run(State(s): State<AppState>, Path(id): Path<String>) -> Result<Response, ApiError> {
     let unknown = || ApiError::NotFound(format!("run {id:?} not found"));
     lakefish_schemas::names::check_segment("run", &id, 64).map_err(|_| unknown())?;
-    let v = lakefish_train::train::run_with_metrics(&s.lake, &id)
+    let v = lakefish_jobs::nets::run_with_metrics(&s.lake, &id)
         .await?
         .ok_or_else(unknown)?;
     Ok(Json(v).into_response())

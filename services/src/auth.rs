@@ -2,12 +2,12 @@
 //! depends only on its method and path ([`needed_scope`]); tokens are compared by SHA-256.
 
 use crate::api::AppState;
+use crate::error::ApiError;
 use axum::extract::{Request, State};
-use axum::http::{Method, StatusCode, header};
+use axum::http::{Method, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use lakefish_schemas::config::Scope;
-use serde_json::json;
 
 /// `None`: open to anyone (health checks). Reads need `read`; running a pipeline by hand needs
 /// `admin`; anything else that changes state needs `submit`.
@@ -22,17 +22,6 @@ pub fn needed_scope(method: &Method, path: &str) -> Option<Scope> {
         return Some(Scope::Admin);
     }
     Some(Scope::Submit)
-}
-
-fn refuse(status: StatusCode, message: String) -> Response {
-    let mut r = (status, axum::Json(json!({ "error": message }))).into_response();
-    if status == StatusCode::UNAUTHORIZED {
-        r.headers_mut().insert(
-            header::WWW_AUTHENTICATE,
-            header::HeaderValue::from_static("Bearer realm=\"lakefish\""),
-        );
-    }
-    r
 }
 
 pub async fn check(State(s): State<AppState>, req: Request, next: Next) -> Response {
@@ -50,25 +39,23 @@ pub async fn check(State(s): State<AppState>, req: Request, next: Next) -> Respo
         .and_then(|v| v.strip_prefix("Bearer "))
         .map(str::trim);
     let Some(presented) = presented else {
-        return refuse(
-            StatusCode::UNAUTHORIZED,
+        return ApiError::Unauthorized(
             "this API needs a token: send `Authorization: Bearer <token>`".into(),
-        );
+        )
+        .into_response();
     };
     let Some(token) = auth.find(presented) else {
-        return refuse(StatusCode::UNAUTHORIZED, "unknown token".into());
+        return ApiError::Unauthorized("unknown token".into()).into_response();
     };
     if !token.allows(needed) {
-        return refuse(
-            StatusCode::FORBIDDEN,
-            format!(
-                "token {:?} lacks the {:?} scope needed for {} {}",
-                token.name,
-                needed.as_str(),
-                req.method(),
-                req.uri().path()
-            ),
-        );
+        return ApiError::Forbidden(format!(
+            "token {:?} lacks the {:?} scope needed for {} {}",
+            token.name,
+            needed.as_str(),
+            req.method(),
+            req.uri().path()
+        ))
+        .into_response();
     }
     next.run(req).await
 }

@@ -5,7 +5,6 @@
 use crate::api::{ApiError, AppState};
 use crate::charts::{Level, Series, escape, line_chart};
 use axum::extract::{Path, State};
-use axum::http::StatusCode;
 use axum::response::{Html, IntoResponse, Response};
 use lakefish_schemas::{JobRecord, JobState, SprtState, SprtStatus};
 use std::fmt::Write;
@@ -202,7 +201,7 @@ fn run_link(id: &str) -> String {
 
 pub async fn overview(State(s): State<AppState>) -> Page {
     let jobs = s.jobs.list(None, 10_000).await?;
-    let datasets = lakefish_jobs::datasets::list_datasets(&s.lake).await?;
+    let datasets = lakefish_lake::datasets::list_datasets(&s.lake).await?;
     let runs = lakefish_jobs::nets::list_runs(&s.lake).await?;
     let nets = lakefish_jobs::nets::list_nets(&s.lake).await?;
     let tests = lakefish_jobs::sprt::list(&s.lake, None, None).await?;
@@ -261,7 +260,7 @@ pub async fn jobs(State(s): State<AppState>) -> Page {
 }
 
 pub async fn datasets(State(s): State<AppState>) -> Page {
-    let all = lakefish_jobs::datasets::list_datasets(&s.lake).await?;
+    let all = lakefish_lake::datasets::list_datasets(&s.lake).await?;
     let mut b = String::from(
         "<table class=\"datasets\"><tr><th>dataset</th><th>source</th><th>rows</th><th>MiB</th><th>partitions</th><th>masks</th><th>skipped ranges</th><th>created</th></tr>",
     );
@@ -317,26 +316,21 @@ pub async fn runs(State(s): State<AppState>) -> Page {
     Ok(layout("Training runs", "/ui/runs", false, &b))
 }
 
-fn num(v: &serde_json::Value, key: &str) -> Option<f64> {
-    v.get(key)?.as_f64()
-}
-
 pub async fn run(State(s): State<AppState>, Path(id): Path<String>) -> Page {
     let unknown = || ApiError::NotFound(format!("training run {id:?} not found"));
     lakefish_schemas::names::check_segment("run", &id, 64).map_err(|_| unknown())?;
-    let v = lakefish_train::train::run_with_metrics(&s.lake, &id)
-        .await?
-        .ok_or_else(unknown)?;
-    let empty = Vec::new();
-    let rows = v["metrics"].as_array().unwrap_or(&empty);
-    let series = |key: &str| -> Vec<(f64, f64)> {
-        rows.iter()
-            .filter_map(|r| Some((num(r, "step")?, num(r, key)?)))
+    let lakefish_jobs::nets::RunWithMetrics { run: r, metrics } =
+        lakefish_jobs::nets::run_with_metrics(&s.lake, &id)
+            .await?
+            .ok_or_else(unknown)?;
+    let series = |pick: fn(&lakefish_jobs::nets::MetricsPoint) -> Option<f64>| -> Vec<(f64, f64)> {
+        metrics
+            .iter()
+            .filter_map(|m| Some((m.step as f64, pick(m)?)))
             .collect()
     };
     let mut levels = Vec::new();
-    let material = v["material_val_loss"].as_f64();
-    if let Some(m) = material {
+    if let Some(m) = r.material_val_loss {
         levels.push(Level {
             label: "material-only val loss",
             y: m,
@@ -351,12 +345,12 @@ pub async fn run(State(s): State<AppState>, Path(id): Path<String>) -> Page {
             Series {
                 name: "train loss",
                 color: "#1f77b4",
-                points: series("train_loss"),
+                points: series(|m| Some(m.train_loss)),
             },
             Series {
                 name: "validation loss",
                 color: "#d62728",
-                points: series("val_loss"),
+                points: series(|m| m.val_loss),
             },
         ],
         &levels,
@@ -368,49 +362,46 @@ pub async fn run(State(s): State<AppState>, Path(id): Path<String>) -> Page {
         &[Series {
             name: "positions/s",
             color: "#2a9d3a",
-            points: series("positions_per_s"),
+            points: series(|m| Some(m.positions_per_s)),
         }],
         &[],
     );
-    let finished = v["finished"].as_bool().unwrap_or(false);
     let mut b = format!(
         r#"<p>Shuffle <code>{}</code>, {} {}, device {}, epoch {}, step {}, {} training and {} validation positions; {}.</p>"#,
-        escape(v["spec"]["shuffle"].as_str().unwrap_or("")),
-        escape(v["spec"]["features"].as_str().unwrap_or("")),
-        escape(v["spec"]["arch"].as_str().unwrap_or("")),
-        escape(v["device"].as_str().unwrap_or("")),
-        v["epoch"],
-        v["step"],
-        v["train_positions"],
-        v["val_positions"],
-        if finished { "finished" } else { "not finished" }
+        escape(&r.spec.shuffle),
+        escape(&r.spec.features),
+        escape(&r.spec.arch),
+        escape(&r.device),
+        r.epoch,
+        r.step,
+        r.train_positions,
+        r.val_positions,
+        if r.finished {
+            "finished"
+        } else {
+            "not finished"
+        }
     );
-    if let Some(init) = v["spec"].get("init_from").filter(|x| !x.is_null()) {
+    if let Some(init) = &r.spec.init_from {
         let _ = write!(
             b,
             "<p>Warm start from run {} step {}.</p>",
-            run_link(init["run"].as_str().unwrap_or("")),
-            init["step"]
+            run_link(&init.run),
+            init.step
         );
     }
     b.push_str(&chart);
     b.push_str(&speed);
-    let cps = v["checkpoints"].as_array().unwrap_or(&empty);
     let _ = write!(
         b,
         "<h2>Checkpoints</h2><p>{}</p><h2>Spec</h2><pre>{}</pre>",
-        escape(
-            &cps.iter()
-                .filter_map(|c| c.as_str())
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
-        escape(&serde_json::to_string_pretty(&v["spec"]).unwrap_or_default())
+        escape(&r.checkpoints.join(", ")),
+        escape(&serde_json::to_string_pretty(&r.spec).unwrap_or_default())
     );
     Ok(layout(
         &format!("Training run {id}"),
         "/ui/runs",
-        !finished,
+        !r.finished,
         &b,
     ))
 }
@@ -650,7 +641,7 @@ pub async fn pipelines(State(s): State<AppState>) -> Page {
                 r#"<tr><td><a href="/v1/pipelines/{p}/runs/{i}">{i}</a></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{sprt}</td><td>{}</td><td>{}</td><td>{}</td><td class="error">{}</td></tr>"#,
                 escape(&r.trigger),
                 state_badge(&state),
-                escape(&r.step),
+                escape(r.step.as_str()),
                 r.net.as_deref().map(net_link).unwrap_or_default(),
                 if r.promoted { "yes" } else { "no" },
                 when(&r.created),
@@ -663,19 +654,6 @@ pub async fn pipelines(State(s): State<AppState>) -> Page {
         b.push_str("</table>");
     }
     Ok(layout("Pipelines", "/ui/pipelines", busy, &b))
-}
-
-/// Statuses a page can end with, for the API's error type.
-impl ApiError {
-    pub fn status_and_message(self) -> (StatusCode, String) {
-        match self {
-            ApiError::BadRequest(m) => (StatusCode::BAD_REQUEST, m),
-            ApiError::TooLarge(m) => (StatusCode::PAYLOAD_TOO_LARGE, m),
-            ApiError::NotFound(m) => (StatusCode::NOT_FOUND, m),
-            ApiError::Unavailable(m) => (StatusCode::SERVICE_UNAVAILABLE, m),
-            ApiError::Internal(m) => (StatusCode::INTERNAL_SERVER_ERROR, m),
-        }
-    }
 }
 
 #[cfg(test)]

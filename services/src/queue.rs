@@ -1,12 +1,12 @@
 //! The job queue: apalis over SQLite (embedded default, one process) or Redis (any number of
 //! workers on any number of machines). The queue only carries [`QueuedJob`]s; job records
-//! live in the lake (see `lakefish_jobs::records`).
+//! live in the lake (see `lakefish_lake::records`).
 
 use apalis::prelude::*;
 use apalis_redis::{Config as RedisConfig, RedisStorage};
 use apalis_sqlite::{Config as SqliteConfig, SqliteConnectOptions, SqlitePool, SqliteStorage};
-use lakefish_jobs::records::JobStore;
-use lakefish_jobs::{JobError, JobSubmitter, Lake};
+use lakefish_jobs::{JobError, JobSubmitter, Lake, Trainer};
+use lakefish_lake::records::JobStore;
 use lakefish_schemas::{JobId, JobSpec, JobState, QueuedJob};
 use std::sync::Arc;
 use std::time::Duration;
@@ -138,13 +138,16 @@ impl Queue {
         })
     }
 
-    /// Runs `concurrency` jobs at a time until ctrl-c (or the process is killed).
+    /// Runs `concurrency` jobs at a time until ctrl-c (or the process is killed). `trainer`
+    /// runs train and quantize jobs; a worker without one fails them with a reason (the
+    /// binary passes `lakefish_train::LakefishTrainer`: this crate never links libtorch).
     pub async fn run_workers(
         &self,
         lake: Lake,
         name: String,
         concurrency: usize,
         threads: usize,
+        trainer: Option<Arc<dyn Trainer>>,
     ) -> anyhow::Result<()> {
         let submitter = self.submitter(lake.clone());
         let state = Arc::new(WorkerState {
@@ -152,6 +155,7 @@ impl Queue {
             name: name.clone(),
             threads,
             submitter,
+            trainer,
         });
         match self {
             Queue::Sqlite { pool, .. } => {
@@ -228,6 +232,7 @@ struct WorkerState {
     name: String,
     threads: usize,
     submitter: Arc<dyn JobSubmitter>,
+    trainer: Option<Arc<dyn Trainer>>,
 }
 
 /// Lets running jobs queue further jobs (a shuffle's passes): the record is written first,
@@ -283,7 +288,7 @@ async fn handle(
         may_retry,
         lakefish_jobs::Hooks {
             submitter: Some(state.submitter.clone()),
-            trainer: Some(Arc::new(lakefish_train::LakefishTrainer)),
+            trainer: state.trainer.clone(),
         },
     )
     .await;

@@ -9,12 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-pub fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_path_buf()
-}
+pub use lakefish_testkit::{free_port, shared_data, start_on_free_port, workspace_root};
 
 /// The debug `lakefish` binary (`make test` builds it before running the tests).
 pub fn lakefish_bin() -> PathBuf {
@@ -37,32 +32,14 @@ pub fn venv_bin(name: &str) -> PathBuf {
     p
 }
 
-/// A sample file from `../shared/data`, when the checkout has it
-/// (`LAKEFISH_TESTS_WITHOUT_SHARED=1` pretends it has not, to exercise the fallbacks).
-pub fn shared_data(rel: &str) -> Option<PathBuf> {
-    if std::env::var_os("LAKEFISH_TESTS_WITHOUT_SHARED").is_some() {
-        return None;
-    }
-    let p = workspace_root().join("../shared/data").join(rel);
-    p.exists().then_some(p)
-}
-
 /// small.binpack when present, else a generated binpack in `dir`.
 pub fn binpack_input(dir: &Path) -> PathBuf {
     if let Some(p) = shared_data("binpack/small.binpack") {
         return p;
     }
     let p = dir.join("generated.binpack");
-    std::fs::write(&p, lakefish_jobs::binpack::synthetic_binpack(400, 5)).unwrap();
+    std::fs::write(&p, lakefish_ingest::binpack::synthetic_binpack(400, 5)).unwrap();
     p
-}
-
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 fn wait_for_port(port: u16, what: &str) {
@@ -114,8 +91,13 @@ impl Redis {
 
     fn launch(persistent: bool) -> Redis {
         let dir = tempfile::tempdir().unwrap();
-        let port = free_port();
-        let proc = Redis::spawn(dir.path(), port, persistent);
+        let (child, port) = start_on_free_port("redis-server", |port| {
+            Redis::command(dir.path(), port, persistent)
+        });
+        let proc = Proc {
+            child,
+            name: "redis-server".into(),
+        };
         Redis {
             url: format!("redis://127.0.0.1:{port}"),
             port,
@@ -125,7 +107,7 @@ impl Redis {
         }
     }
 
-    fn spawn(dir: &Path, port: u16, persistent: bool) -> Proc {
+    fn command(dir: &Path, port: u16, persistent: bool) -> Child {
         let mut cmd = Command::new("redis-server");
         if persistent {
             cmd.arg(workspace_root().join("infra/redis.conf"))
@@ -133,12 +115,16 @@ impl Redis {
         } else {
             cmd.args(["--save", "", "--appendonly", "no"]);
         }
-        let child = cmd
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+        cmd.args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
             .current_dir(dir)
             .stdout(Stdio::null())
             .spawn()
-            .expect("redis-server not found: run `make setup`");
+            .expect("redis-server not found: run `make setup`")
+    }
+
+    /// On a port this server held before (a restart).
+    fn spawn(dir: &Path, port: u16, persistent: bool) -> Proc {
+        let child = Redis::command(dir, port, persistent);
         wait_for_port(port, "redis-server");
         Proc {
             child,
@@ -235,18 +221,18 @@ pub struct S3 {
 
 impl S3 {
     pub fn start(bucket: &str) -> S3 {
-        let port = free_port();
-        let child = Command::new(venv_bin("moto_server"))
-            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("moto_server");
+        let (child, port) = start_on_free_port("moto_server", |port| {
+            Command::new(venv_bin("moto_server"))
+                .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("moto_server")
+        });
         let proc = Proc {
             child,
             name: "moto_server".into(),
         };
-        wait_for_port(port, "moto_server");
         let endpoint = format!("http://127.0.0.1:{port}");
         let status = reqwest::blocking_put(&format!("{endpoint}/{bucket}"));
         assert!(status < 300, "creating bucket {bucket}: HTTP {status}");
@@ -580,7 +566,7 @@ pub async fn put_created(url: String, body: Vec<u8>) {
     assert_eq!(r.status(), 201, "{url}");
 }
 
-pub use lakefish_jobs::parts::PositionRow as Row;
+pub use lakefish_lake::parts::PositionRow as Row;
 
 /// Every row of a binpack dataset, parts in name order, read through the lake.
 pub async fn read_dataset(lake: &Lake, dataset: &str) -> Vec<Row> {
@@ -595,7 +581,7 @@ pub async fn read_source_dataset(lake: &Lake, source: &str, dataset: &str) -> Ve
         let key = meta.location.to_string();
         if key.ends_with(".parquet") {
             let bytes = lake.get(&key).await.unwrap().unwrap();
-            rows.extend(lakefish_jobs::parts::read_positions(bytes, &key).unwrap());
+            rows.extend(lakefish_lake::parts::read_positions(bytes, &key).unwrap());
         }
     }
     rows

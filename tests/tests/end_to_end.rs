@@ -522,8 +522,8 @@ fn pyarrow_and_duckdb_read_the_partitioned_dataset() {
     let dir = tempfile::tempdir().unwrap();
     let a = dir.path().join("a.binpack");
     let b = dir.path().join("b.binpack");
-    std::fs::write(&a, lakefish_jobs::binpack::synthetic_binpack(60, 1)).unwrap();
-    std::fs::write(&b, lakefish_jobs::binpack::synthetic_binpack(50, 2)).unwrap();
+    std::fs::write(&a, lakefish_ingest::binpack::synthetic_binpack(60, 1)).unwrap();
+    std::fs::write(&b, lakefish_ingest::binpack::synthetic_binpack(50, 2)).unwrap();
     let mut total = 0u64;
     for (file, name) in [(&a, "one"), (&b, "two")] {
         let out = std::process::Command::new(lakefish_bin())

@@ -79,7 +79,7 @@ async fn worker_killed_mid_ingest_and_mid_training_is_picked_up_again() {
     // manifest.
     let lake = cluster.s3.lake("lake");
     let name = DatasetName::new("six").unwrap();
-    let manifest = lakefish_jobs::datasets::read_manifest(&lake, Source::Binpack, &name)
+    let manifest = lakefish_lake::datasets::read_manifest(&lake, Source::Binpack, &name)
         .await
         .unwrap()
         .expect("committed");
@@ -97,7 +97,7 @@ async fn worker_killed_mid_ingest_and_mid_training_is_picked_up_again() {
         .map(|m| m.location.to_string()[prefix.len() + 1..].to_string())
         .collect();
     let mut expected: BTreeSet<String> = manifest.parts.iter().map(|p| p.name.clone()).collect();
-    let manifest_key = lakefish_jobs::datasets::manifest_key(Source::Binpack, &name);
+    let manifest_key = lakefish_lake::datasets::manifest_key(Source::Binpack, &name);
     expected.insert(manifest_key[prefix.len() + 1..].to_string());
     assert_eq!(stored, expected);
 

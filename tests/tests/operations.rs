@@ -394,7 +394,7 @@ fn deployment_configs_load() {
 async fn load_test_accounts_for_every_job() {
     let dir = tempfile::tempdir().unwrap();
     let input = dir.path().join("small.binpack");
-    std::fs::write(&input, lakefish_jobs::binpack::synthetic_binpack(50, 3)).unwrap();
+    std::fs::write(&input, lakefish_ingest::binpack::synthetic_binpack(50, 3)).unwrap();
     let (_serve, api) = serve_embedded(dir.path(), None);
     let ingest = json!({ "kind": "ingest_binpack",
         "spec": { "inputs": [input.display().to_string()], "dataset": "load" } });

@@ -14,7 +14,7 @@ async fn queued_pgn_ingest_matches_python_chess_row_for_row() {
         Some(p) => p,
         None => {
             let p = dir.path().join("synthetic.pgn");
-            let (text, _) = lakefish_jobs::pgn::synthetic_pgn(300, 9, false);
+            let (text, _) = lakefish_ingest::pgn::synthetic_pgn(300, 9, false);
             std::fs::write(&p, text).unwrap();
             p
         }

@@ -14,7 +14,7 @@ async fn fanned_out_shuffle_on_two_workers_equals_in_process() {
     let inputs: Vec<String> = (0..3)
         .map(|i| {
             let p = dir.path().join(format!("in{i}.binpack"));
-            std::fs::write(&p, lakefish_jobs::binpack::synthetic_binpack(120, 40 + i)).unwrap();
+            std::fs::write(&p, lakefish_ingest::binpack::synthetic_binpack(120, 40 + i)).unwrap();
             p.to_str().unwrap().to_string()
         })
         .collect();
@@ -120,7 +120,7 @@ async fn fanned_out_shuffle_on_two_workers_equals_in_process() {
 async fn shuffle_bench_on_an_s3_store_cleans_up() {
     let dir = tempfile::tempdir().unwrap();
     let input = dir.path().join("in.binpack");
-    std::fs::write(&input, lakefish_jobs::binpack::synthetic_binpack(200, 5)).unwrap();
+    std::fs::write(&input, lakefish_ingest::binpack::synthetic_binpack(200, 5)).unwrap();
     let s3 = S3::start("bench");
     let bench = |store: &str, env: Vec<(String, String)>| {
         std::process::Command::new(lakefish_bin())

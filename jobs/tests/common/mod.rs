@@ -2,19 +2,14 @@
 //! beside it, and snapshots of everything stored.
 #![allow(dead_code)] // each test file uses its own subset
 
-use lakefish_jobs::ingest_binpack::{IngestSummary, ingest_binpack};
+use lakefish_ingest::ingest_binpack::{IngestSummary, ingest_binpack};
 use lakefish_jobs::{JobContext, JobError, Lake};
 use lakefish_schemas::{DatasetName, IngestBinpackSpec, JobId};
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
-/// A sample file from `../shared/data`, when the checkout has it.
-pub fn shared(rel: &str) -> Option<PathBuf> {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../shared/data")
-        .join(rel);
-    p.exists().then_some(p)
-}
+#[allow(unused_imports)] // not every test file reads the samples
+pub use lakefish_testkit::shared_data as shared;
 
 /// Every file under `root` (keys relative to it) with its bytes; `jobs/` records skipped.
 pub fn snapshot_dir(root: &Path) -> BTreeMap<String, Vec<u8>> {

@@ -4,7 +4,6 @@
 //! Architecture invariant: the only crate that links libtorch. Workers reach it through
 //! [`LakefishTrainer`], the `lakefish_jobs::Trainer` hook, so `lakefish-jobs` stays free of it.
 
-pub mod bench;
 pub mod cuda;
 pub mod loader;
 pub mod model;
@@ -55,7 +54,7 @@ impl lakefish_jobs::Trainer for LakefishTrainer {
         spec: &TrainSpec,
     ) -> Result<serde_json::Value, JobError> {
         let record = train::train(ctx, id, spec)?;
-        serde_json::to_value(record).map_err(|e| JobError::Internal(e.to_string()))
+        Ok(serde_json::to_value(record)?)
     }
 
     fn quantize(
@@ -67,6 +66,6 @@ impl lakefish_jobs::Trainer for LakefishTrainer {
         // CPU job asking first would leave a later train job in this worker without the GPU.
         let _ = cuda::load_backend();
         let report = quantize::quantize(ctx, spec)?;
-        serde_json::to_value(report).map_err(|e| JobError::Internal(e.to_string()))
+        Ok(serde_json::to_value(report)?)
     }
 }

@@ -8,9 +8,10 @@
 //! sees exactly the batches the uninterrupted run would have seen.
 
 use crate::TrainError;
-use arrow_array::{Array, Int8Array, Int16Array, RecordBatch, StringArray, UInt16Array};
+use arrow_array::{Array, RecordBatch};
 use lakefish_engine::features::FeatureSetKind;
 use lakefish_jobs::masks::keep_row;
+use lakefish_lake::parts::PositionsView;
 use lakefish_schemas::MaskDefinition;
 use rayon::prelude::*;
 use shakmaty::{Board, Color};
@@ -159,42 +160,12 @@ pub fn chunk_rows(
     filter: Option<&MaskDefinition>,
     chunk: &str,
 ) -> Result<Vec<Batch>, TrainError> {
-    let col = |name: &str| {
-        batch.column_by_name(name).ok_or_else(|| TrainError::Data {
-            chunk: chunk.to_string(),
-            reason: format!("no column {name}"),
-        })
-    };
-    let wrong = |name: &str| TrainError::Data {
+    let view = PositionsView::of(batch).map_err(|reason| TrainError::Data {
         chunk: chunk.to_string(),
-        reason: format!("column {name} has the wrong type"),
-    };
-    let fen = col("fen")?
-        .as_any()
-        .downcast_ref::<StringArray>()
-        .ok_or_else(|| wrong("fen"))?;
-    let score = col("score")?
-        .as_any()
-        .downcast_ref::<Int16Array>()
-        .ok_or_else(|| wrong("score"))?;
-    let result = col("result")?
-        .as_any()
-        .downcast_ref::<Int8Array>()
-        .ok_or_else(|| wrong("result"))?;
-    let filter_cols = match filter {
-        Some(def) => Some((
-            def,
-            col("move")?
-                .as_any()
-                .downcast_ref::<StringArray>()
-                .ok_or_else(|| wrong("move"))?,
-            col("ply")?
-                .as_any()
-                .downcast_ref::<UInt16Array>()
-                .ok_or_else(|| wrong("ply"))?,
-        )),
-        None => None,
-    };
+        reason,
+    })?;
+    let (fen, score, result) = (view.fen, view.score, view.result);
+    let filter_cols = filter.map(|def| (def, view.mv, view.ply));
     let row_error = |i: usize, reason: String| TrainError::Data {
         chunk: chunk.to_string(),
         reason: format!("row {i}: {reason}"),
@@ -429,7 +400,7 @@ fn read_ahead(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use arrow_array::{ArrayRef, UInt64Array};
+    use arrow_array::{ArrayRef, Int8Array, Int16Array, StringArray, UInt16Array, UInt64Array};
     use lakefish_engine::random_games::{SplitMix, random_game};
     use std::sync::Arc;
 
@@ -495,19 +466,14 @@ mod tests {
         let mut rows = Vec::new();
         for &i in order {
             let b = &c.0[i];
-            let col = |n: &str| b.column_by_name(n).unwrap().clone();
-            let (fen, score, result, mv, ply) = (
-                col("fen"),
-                col("score"),
-                col("result"),
-                col("move"),
-                col("ply"),
-            );
-            let fen = fen.as_any().downcast_ref::<StringArray>().unwrap();
-            let score = score.as_any().downcast_ref::<Int16Array>().unwrap();
-            let result = result.as_any().downcast_ref::<Int8Array>().unwrap();
-            let mv = mv.as_any().downcast_ref::<StringArray>().unwrap();
-            let ply = ply.as_any().downcast_ref::<UInt16Array>().unwrap();
+            let PositionsView {
+                fen,
+                score,
+                result,
+                mv,
+                ply,
+                ..
+            } = PositionsView::of(b).unwrap();
             for r in 0..b.num_rows() {
                 if score.is_null(r) || result.is_null(r) {
                     continue;

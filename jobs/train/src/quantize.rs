@@ -9,13 +9,14 @@ use crate::TrainError;
 use crate::loader::{Batch, ChunkSource, parse_fen_board};
 use crate::model::{BatchTensors, Model, OUTPUT_SCALE};
 use crate::train::{Adam, LakeChunks, load_checkpoint, read_run, resolve, run_prefix};
-use arrow_array::{Array, StringArray};
+use arrow_array::Array;
 use lakefish_engine::features::FeatureSetKind;
 use lakefish_engine::nnue::{
     Dense, FT_SCALE, Network, OUTPUT_BIAS_SCALE, OUTPUT_WEIGHT_SCALE, WEIGHT_SCALE, arch_hash,
 };
 use lakefish_engine::scores;
 use lakefish_jobs::JobContext;
+use lakefish_lake::parts::PositionsView;
 use lakefish_schemas::nets::quantized_keys;
 use lakefish_schemas::{Progress, QuantizationError, QuantizeReport, QuantizeSpec};
 use tch::Device;
@@ -362,13 +363,12 @@ fn probe_positions(
     for &i in order {
         let chunk = source.read(i)?;
         let name = source.keys[i].clone();
-        let fen = chunk
-            .column_by_name("fen")
-            .and_then(|c| c.as_any().downcast_ref::<StringArray>())
-            .ok_or_else(|| TrainError::Data {
+        let fen = PositionsView::of(&chunk)
+            .map_err(|reason| TrainError::Data {
                 chunk: name.clone(),
-                reason: "no fen column of strings".into(),
-            })?;
+                reason,
+            })?
+            .fen;
         for row in 0..fen.len() {
             if probe.material.len() == limit {
                 return Ok(probe);
@@ -535,7 +535,7 @@ pub fn quantize(ctx: &JobContext, spec: &QuantizeSpec) -> Result<QuantizeReport,
         arch: setup.arch.to_string(),
         arch_hash: format!("{:#010x}", arch_hash(features, &setup.arch)),
         error,
-        created: lakefish_jobs::records::now(),
+        created: lakefish_lake::records::now(),
     };
     ctx.block_on(ctx.lake.put(&nnue_key, file))?;
     let json =

@@ -20,18 +20,14 @@ use std::sync::Arc;
 use std::time::Instant;
 use tch::{Device, Tensor};
 
-pub fn run_prefix(id: &str) -> String {
-    format!("runs/{id}")
-}
-
 fn checkpoint_name(step: u64) -> String {
     format!("step-{step:09}.ot")
 }
 
 /// Reads shuffled chunks from the lake.
-pub(crate) struct LakeChunks {
-    pub(crate) ctx: JobContext,
-    pub(crate) keys: Vec<String>,
+pub struct LakeChunks {
+    pub ctx: JobContext,
+    pub keys: Vec<String>,
 }
 
 impl ChunkSource for LakeChunks {
@@ -54,14 +50,8 @@ impl ChunkSource for LakeChunks {
             chunk: key.clone(),
             reason: e,
         };
-        let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(bytes)
-            .and_then(|b| b.build())
-            .map_err(|e| bad(e.to_string()))?;
-        let batches = reader
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| bad(e.to_string()))?;
-        let schema = lakefish_schemas::positions::schema();
-        arrow_select::concat::concat_batches(&schema, &batches).map_err(|e| bad(e.to_string()))
+        lakefish_lake::parts::read_whole(bytes, Some(lakefish_schemas::positions::schema()))
+            .map_err(bad)
     }
 }
 
@@ -192,7 +182,7 @@ fn lambda_at(spec: &TrainSpec, epoch: u32) -> f64 {
 }
 
 /// Adam with its state as named tensors (so checkpoints carry it).
-pub(crate) struct Adam {
+pub struct Adam {
     m: Vec<Tensor>,
     v: Vec<Tensor>,
     step: i64,
@@ -203,7 +193,7 @@ const BETA2: f64 = 0.999;
 const EPS: f64 = 1e-8;
 
 impl Adam {
-    pub(crate) fn new(model: &Model) -> Adam {
+    pub fn new(model: &Model) -> Adam {
         Adam {
             m: model.params.iter().map(|(_, p)| p.zeros_like()).collect(),
             v: model.params.iter().map(|(_, p)| p.zeros_like()).collect(),
@@ -234,7 +224,7 @@ impl Adam {
 }
 
 /// One optimizer step on a batch: forward, loss, backward, Adam, clipping. Returns the loss.
-pub(crate) fn train_step(
+pub fn train_step(
     model: &Model,
     adam: &mut Adam,
     batch: &BatchTensors,
@@ -363,9 +353,7 @@ fn load_tensors(
     })
 }
 
-/// One metrics row: step, epoch, train loss, validation loss, lr, positions/s.
-type MetricsRow = (u64, u32, f64, Option<f64>, f64, f64);
-
+/// A run's metrics rows ([`MetricsRow`]), rewritten whole at every checkpoint.
 struct Metrics {
     rows: Vec<MetricsRow>,
 }
@@ -412,7 +400,7 @@ async fn put_json<T: serde::Serialize>(lake: &Lake, key: &str, v: &T) -> Result<
 }
 
 /// `runs/<id>/run.json`, read the one way every crate reads it.
-pub use lakefish_jobs::nets::read_run;
+pub use lakefish_jobs::nets::{MetricsRow, read_metrics, read_run, run_prefix};
 
 /// Validation loss over the held-out chunks, plus the material-only baseline's.
 fn validate(
@@ -467,7 +455,7 @@ pub fn train(ctx: &JobContext, job: &JobId, spec: &TrainSpec) -> Result<RunRecor
     let (setup, manifest) = resolve(ctx, spec)?;
     let threads = ctx.threads.max(1);
     tch::set_num_threads(threads as i32);
-    let now = lakefish_jobs::records::now;
+    let now = lakefish_lake::records::now;
     // A new run, or the one to resume (same settings except the step budget).
     let (id, record) = match &spec.resume {
         Some(id) => {
@@ -537,7 +525,7 @@ fn continue_run(
     mut record: RunRecord,
 ) -> Result<RunRecord, TrainError> {
     let threads = ctx.threads.max(1);
-    let now = lakefish_jobs::records::now;
+    let now = lakefish_lake::records::now;
     let prefix = run_prefix(&id);
     tch::manual_seed(spec.seed as i64);
     let model = Model::new(
@@ -707,74 +695,4 @@ fn continue_run(
     ))?;
     tracing::info!(run = %id, steps = at.step, secs = started.elapsed().as_secs_f64(), "training finished");
     Ok(record)
-}
-
-fn read_metrics(bytes: &bytes::Bytes) -> Result<Vec<MetricsRow>, String> {
-    use arrow_array::{Array, Float64Array, UInt32Array, UInt64Array};
-    let reader =
-        parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(bytes.clone())
-            .and_then(|b| b.build())
-            .map_err(|e| e.to_string())?;
-    let mut out = Vec::new();
-    for b in reader {
-        let b = b.map_err(|e| e.to_string())?;
-        let c = |i: usize| b.column(i).clone();
-        let step = c(0);
-        let step = step.as_any().downcast_ref::<UInt64Array>().ok_or("step")?;
-        let epoch = c(1);
-        let epoch = epoch
-            .as_any()
-            .downcast_ref::<UInt32Array>()
-            .ok_or("epoch")?;
-        let f = |i: usize| {
-            c(i).as_any()
-                .downcast_ref::<Float64Array>()
-                .cloned()
-                .ok_or("f64")
-        };
-        let (tl, vl, lr, ps) = (f(2)?, f(3)?, f(4)?, f(5)?);
-        for i in 0..b.num_rows() {
-            out.push((
-                step.value(i),
-                epoch.value(i),
-                tl.value(i),
-                vl.is_valid(i).then(|| vl.value(i)),
-                lr.value(i),
-                ps.value(i),
-            ));
-        }
-    }
-    Ok(out)
-}
-
-/// Every run in the lake (its record), by id.
-pub async fn list_runs(lake: &Lake) -> Result<Vec<RunRecord>, TrainError> {
-    Ok(lakefish_jobs::nets::list_runs(lake).await?)
-}
-
-/// A run's record with its metrics as rows of JSON (`GET /v1/runs/{id}`).
-pub async fn run_with_metrics(
-    lake: &Lake,
-    id: &str,
-) -> Result<Option<serde_json::Value>, TrainError> {
-    let Some(run) = read_run(lake, id).await? else {
-        return Ok(None);
-    };
-    let metrics = match lake
-        .get(&format!("{}/{METRICS_FILE}", run_prefix(id)))
-        .await?
-    {
-        Some(b) => read_metrics(&b).map_err(TrainError::Internal)?,
-        None => Vec::new(),
-    };
-    let rows: Vec<serde_json::Value> = metrics
-        .into_iter()
-        .map(|(step, epoch, train_loss, val_loss, lr, pps)| {
-            serde_json::json!({"step": step, "epoch": epoch, "train_loss": train_loss,
-                "val_loss": val_loss, "lr": lr, "positions_per_s": pps})
-        })
-        .collect();
-    let mut v = serde_json::to_value(run).map_err(|e| TrainError::Internal(e.to_string()))?;
-    v["metrics"] = serde_json::Value::Array(rows);
-    Ok(Some(v))
 }

@@ -106,7 +106,7 @@ fn bad_inputs_fail_clearly_and_keep_the_last_good_checkpoint() {
         );
         let runs = fx
             .rt
-            .block_on(lakefish_train::train::list_runs(&fx.ctx.lake))
+            .block_on(lakefish_jobs::nets::list_runs(&fx.ctx.lake))
             .unwrap();
         assert!(runs.is_empty(), "{runs:?}");
         assert_eq!(
@@ -120,10 +120,10 @@ fn bad_inputs_fail_clearly_and_keep_the_last_good_checkpoint() {
     let order = epoch_order(&[0, 1], 11, 0);
     let key = format!("shuffled/{}/{}", fx.shuffle, m.chunks[order[1]].name);
     let bytes = fx.rt.block_on(fx.ctx.lake.get(&key)).unwrap().unwrap();
-    let mut rows = lakefish_jobs::parts::read_positions(bytes, &key).unwrap();
+    let mut rows = lakefish_lake::parts::read_positions(bytes, &key).unwrap();
     rows.last_mut().unwrap().fen =
         "rnbqkbnr/pppppppp/9/8/8/8/PPPPPPPP/RNBQKBNR w KQkq - 0 1".into();
-    let mut chunk = lakefish_jobs::binpack::DecodedChunk::default();
+    let mut chunk = lakefish_lake::parts::PositionColumns::default();
     for r in &rows {
         chunk.fen_bytes.extend_from_slice(r.fen.as_bytes());
         chunk.fen_ends.push(chunk.fen_bytes.len() as u32);
@@ -134,8 +134,8 @@ fn bad_inputs_fail_clearly_and_keep_the_last_good_checkpoint() {
         chunk.ply.push(r.ply);
         chunk.game_id.push(r.game_id);
     }
-    let batch = lakefish_jobs::parts::batch_from_chunks(&[chunk]);
-    let encoded = lakefish_jobs::parts::encode_parquet(&batch, &key).unwrap();
+    let batch = lakefish_lake::parts::batch_from_chunks(&[chunk]);
+    let encoded = lakefish_lake::parts::encode_parquet(&batch, &key).unwrap();
     fx.rt.block_on(fx.ctx.lake.put(&key, encoded)).unwrap();
 
     let mut s = spec(&fx.shuffle);
@@ -146,7 +146,7 @@ fn bad_inputs_fail_clearly_and_keep_the_last_good_checkpoint() {
     assert!(err.contains(&key) && err.contains("row"), "{err}");
     let runs = fx
         .rt
-        .block_on(lakefish_train::train::list_runs(&fx.ctx.lake))
+        .block_on(lakefish_jobs::nets::list_runs(&fx.ctx.lake))
         .unwrap();
     let run = runs
         .iter()
@@ -265,7 +265,7 @@ fn a_load_time_filter_trains_on_the_rows_it_keeps() {
             c.name
         );
         let bytes = fx.rt.block_on(fx.ctx.lake.get(&key)).unwrap().unwrap();
-        let rows = lakefish_jobs::parts::read_positions(bytes, &key).unwrap();
+        let rows = lakefish_lake::parts::read_positions(bytes, &key).unwrap();
         kept += rows
             .iter()
             .filter(|r| r.score.is_some() && r.result.is_some() && r.ply >= min_ply)

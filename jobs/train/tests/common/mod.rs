@@ -3,11 +3,12 @@
 // Each test binary compiles this module and uses a different part of it.
 #![allow(dead_code)]
 
-use lakefish_jobs::binpack::synthetic_binpack;
+use lakefish_ingest::binpack::synthetic_binpack;
 use lakefish_jobs::{JobContext, Lake};
 use lakefish_schemas::TrainSpec;
-use std::collections::HashMap;
-use std::path::Path;
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 
 pub struct Fixture {
     pub _dir: tempfile::TempDir,
@@ -17,28 +18,63 @@ pub struct Fixture {
 }
 
 /// A lake with a quiet-masked, shuffled dataset: the shared sample binpack when present,
-/// else (or with LAKEFISH_TEST_SYNTHETIC set) generated games.
+/// else (or with LAKEFISH_TESTS_WITHOUT_SHARED set) generated games. The ingest, mask and
+/// shuffle run once per chunk count in a test binary; each test gets its own copy of that
+/// lake, so what one test writes (runs, nets) never reaches another.
 pub fn fixture(chunks: u32) -> Fixture {
+    let template = template_lake(chunks);
     let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("lake");
+    copy_dir(&template.0, &root);
     let rt = tokio::runtime::Runtime::new().unwrap();
-    let lake = Lake::open(dir.path().join("lake").to_str().unwrap(), &HashMap::new()).unwrap();
+    let lake = Lake::open(root.to_str().unwrap(), &HashMap::new()).unwrap();
     let ctx = JobContext::new(lake, rt.handle().clone()).with_threads(2);
-    let shared =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/binpack/small.binpack");
-    let input = if shared.exists() && std::env::var_os("LAKEFISH_TEST_SYNTHETIC").is_none() {
-        shared
-    } else {
-        let p = dir.path().join("games.binpack");
-        std::fs::write(&p, synthetic_binpack(3000, 5)).unwrap();
-        p
-    };
-    let m = lakefish_jobs::bench::quiet_shuffle(&ctx, input.to_str().unwrap(), "train", chunks, 3)
-        .unwrap();
     Fixture {
         _dir: dir,
         ctx,
         rt,
-        shuffle: m.id,
+        shuffle: template.1,
+    }
+}
+
+/// The prepared lake for `chunks` (directory, shuffle id), made on first use. Its
+/// directories are kept until the test binary exits.
+fn template_lake(chunks: u32) -> (PathBuf, String) {
+    static TEMPLATES: Mutex<BTreeMap<u32, (PathBuf, String)>> = Mutex::new(BTreeMap::new());
+    let mut all = TEMPLATES.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(t) = all.get(&chunks) {
+        return t.clone();
+    }
+    let dir = tempfile::tempdir().unwrap().keep();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let root = dir.join("lake");
+    let lake = Lake::open(root.to_str().unwrap(), &HashMap::new()).unwrap();
+    let ctx = JobContext::new(lake, rt.handle().clone()).with_threads(2);
+    let input = if let Some(shared) = lakefish_testkit::shared_data("binpack/small.binpack") {
+        shared
+    } else {
+        let p = dir.join("games.binpack");
+        std::fs::write(&p, synthetic_binpack(3000, 5)).unwrap();
+        p
+    };
+    let m =
+        lakefish_jobs::shuffle::quiet_shuffle(&ctx, input.to_str().unwrap(), "train", chunks, 3)
+            .unwrap();
+    let t = (root, m.id);
+    all.insert(chunks, t.clone());
+    t
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let target = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &target);
+        } else {
+            std::fs::copy(e.path(), target).unwrap();
+        }
     }
 }
 

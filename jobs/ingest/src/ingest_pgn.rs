@@ -8,9 +8,9 @@
 //! blocks in flight, whatever the file size.
 
 use crate::dataset_writer::{IngestSummary, InputFormat, PartBuilder, Written, ingest};
-use crate::input::Input;
 use crate::pgn::{BlockRows, BlockSplitter, ZSTD_MAGIC, parse_block};
-use crate::{JobContext, JobError};
+use lakefish_lake::input::Input;
+use lakefish_lake::{JobContext, JobError};
 use lakefish_schemas::{IngestSpec, InputReport, JobId, SkippedGame, SkippedRange, Source};
 use std::io::Read;
 use std::sync::Arc;

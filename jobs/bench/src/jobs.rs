@@ -1,8 +1,8 @@
 //! `lakefish bench ingest-binpack`: the full ingest against a bare `sfbinpack` decode loop
 //! over the same file, measured in the same run.
 
-use crate::ingest_binpack::ingest_binpack;
-use crate::{JobContext, JobError, Lake};
+use lakefish_ingest::ingest_binpack::ingest_binpack;
+use lakefish_jobs::{JobContext, JobError, Lake};
 use lakefish_schemas::{DatasetName, IngestBinpackSpec, JobId};
 use serde::Serialize;
 use std::collections::HashMap;
@@ -105,9 +105,11 @@ fn phases(bytes: &[u8]) -> (f64, f64, u64) {
         if offset + 8 + size > bytes.len() {
             break;
         }
-        if let Ok(c) =
-            crate::binpack::decode_chunk(&bytes[offset + 8..offset + 8 + size], 1, offset as u64)
-        {
+        if let Ok(c) = lakefish_ingest::binpack::decode_chunk(
+            &bytes[offset + 8..offset + 8 + size],
+            1,
+            offset as u64,
+        ) {
             chunks.push(c);
         }
         offset += 8 + size;
@@ -115,8 +117,8 @@ fn phases(bytes: &[u8]) -> (f64, f64, u64) {
     let decode = start.elapsed().as_secs_f64();
     let rows: u64 = chunks.iter().map(|c| c.rows() as u64).sum();
     let start = Instant::now();
-    let batch = crate::parts::batch_from_chunks(&chunks);
-    let encoded = crate::parts::encode_parquet(&batch, "bench")
+    let batch = lakefish_lake::parts::batch_from_chunks(&chunks);
+    let encoded = lakefish_lake::parts::encode_parquet(&batch, "bench")
         .map(|b| b.len())
         .unwrap_or(0);
     std::hint::black_box(encoded);
@@ -231,7 +233,7 @@ pub fn bench_mask(
                     .map(|p| {
                         let key = format!("{prefix}/{}", p.name);
                         let bytes = rt.block_on(lake.get(&key))?.unwrap_or_default();
-                        Ok(crate::parts::read_positions(bytes, &key)?.len())
+                        Ok(lakefish_lake::parts::read_positions(bytes, &key)?.len())
                     })
                     .sum::<Result<usize, JobError>>()
             })?;
@@ -249,7 +251,7 @@ pub fn bench_mask(
                 definition: def,
             };
             let start = Instant::now();
-            crate::masks::mask_dataset(ctx, &JobId::new(), &mspec)?;
+            lakefish_jobs::masks::mask_dataset(ctx, &JobId::new(), &mspec)?;
             mask_best = mask_best.min(start.elapsed().as_secs_f64());
         }
         let rows = ingested.rows as f64;
@@ -306,7 +308,7 @@ pub fn bench_shuffle(
             source: Source::Binpack,
             definition: MaskDefinition::quiet(),
         };
-        crate::masks::mask_dataset(ctx, &JobId::new(), &mask)?;
+        lakefish_jobs::masks::mask_dataset(ctx, &JobId::new(), &mask)?;
         let (mut copy_best, mut shuffle_best, mut selected) = (f64::MAX, f64::MAX, 0);
         for run in 0..runs.max(1) {
             let start = Instant::now();
@@ -331,7 +333,7 @@ pub fn bench_shuffle(
                 extra: Vec::new(),
             };
             let start = Instant::now();
-            let m = crate::shuffle::shuffle_here(ctx, &JobId::new(), &sspec)?;
+            let m = lakefish_jobs::shuffle::shuffle_here(ctx, &sspec)?;
             shuffle_best = shuffle_best.min(start.elapsed().as_secs_f64());
             selected = m.rows;
         }
@@ -357,7 +359,7 @@ struct Scratch {
     lake: Lake,
     ctx: JobContext,
     dataset: DatasetName,
-    ingested: crate::ingest_binpack::IngestSummary,
+    ingested: lakefish_ingest::ingest_binpack::IngestSummary,
     manifest: lakefish_schemas::DatasetManifest,
     prefix: String,
 }
@@ -416,7 +418,7 @@ impl Scratch {
             rows_per_part: 100_000,
         };
         let ingested = ingest_binpack(&ctx, &JobId::new(), &spec);
-        let manifest = rt.block_on(crate::datasets::read_manifest(
+        let manifest = rt.block_on(lakefish_lake::datasets::read_manifest(
             &lake,
             Source::Binpack,
             &dataset,
@@ -531,7 +533,7 @@ impl pgn_reader::Visitor for BareVisitor {
         _: &mut Self::Movetext,
         comment: pgn_reader::RawComment<'_>,
     ) -> std::ops::ControlFlow<()> {
-        self.evals += crate::pgn::parse_eval(comment.as_bytes()).is_some() as u64;
+        self.evals += lakefish_ingest::pgn::parse_eval(comment.as_bytes()).is_some() as u64;
         std::ops::ControlFlow::Continue(())
     }
 
@@ -559,7 +561,7 @@ pub fn bench_ingest_pgn(
         reason: e.to_string(),
     };
     let raw = std::fs::read(file).map_err(read_err)?;
-    let one = if raw.starts_with(&crate::pgn::ZSTD_MAGIC) {
+    let one = if raw.starts_with(&lakefish_ingest::pgn::ZSTD_MAGIC) {
         zstd::decode_all(&raw[..]).map_err(read_err)?
     } else {
         raw
@@ -604,8 +606,8 @@ pub fn bench_ingest_pgn(
                 dataset: DatasetName::new("bench").expect("valid name"),
                 rows_per_part: lakefish_schemas::job::default_rows_per_part(),
             };
-            let summary =
-                ingest_run.time(|| crate::ingest_pgn::ingest_pgn(&ctx, &JobId::new(), &spec))?;
+            let summary = ingest_run
+                .time(|| lakefish_ingest::ingest_pgn::ingest_pgn(&ctx, &JobId::new(), &spec))?;
             if summary.rows != v.plies {
                 return Err(JobError::Internal(format!(
                     "ingest wrote {} rows, the bare visitor played {} moves",
@@ -614,7 +616,7 @@ pub fn bench_ingest_pgn(
             }
             positions = v.plies;
             games = ctx
-                .block_on(crate::datasets::read_manifest(
+                .block_on(lakefish_lake::datasets::read_manifest(
                     &ctx.lake,
                     lakefish_schemas::Source::Lichess,
                     &spec.dataset,
@@ -625,18 +627,18 @@ pub fn bench_ingest_pgn(
             let _ = std::fs::remove_dir_all(&lake_dir);
 
             // Phases on one core: parsing blocks into row columns, then Parquet encoding.
-            let mut splitter = crate::pgn::BlockSplitter::new(&text[..]);
+            let mut splitter = lakefish_ingest::pgn::BlockSplitter::new(&text[..]);
             let start = Instant::now();
             let mut chunks = Vec::new();
             while let Some((at, block)) = splitter.next_block().map_err(read_err)? {
-                let rows = crate::pgn::parse_block(&block, 1, at);
+                let rows = lakefish_ingest::pgn::parse_block(&block, 1, at);
                 chunks.extend(rows.months.into_values().map(|m| m.rows));
             }
             parse_best = parse_best.min(start.elapsed().as_secs_f64());
             let start = Instant::now();
             for c in chunks.chunks(8) {
-                let batch = crate::parts::batch_from_chunks(c);
-                std::hint::black_box(crate::parts::encode_parquet(&batch, "bench")?.len());
+                let batch = lakefish_lake::parts::batch_from_chunks(c);
+                std::hint::black_box(lakefish_lake::parts::encode_parquet(&batch, "bench")?.len());
             }
             encode_best = encode_best.min(start.elapsed().as_secs_f64());
         }
@@ -663,43 +665,4 @@ pub fn bench_ingest_pgn(
         parquet_encode_ns_per_position: encode_best * 1e9 / positions as f64,
         bare_ns_per_position: bare_best * 1e9 / positions as f64,
     })
-}
-
-/// Ingests a binpack `input` as `dataset`, masks it `quiet` and shuffles the quiet rows into
-/// `chunks` chunks: the training data benches and trainer tests start from.
-pub fn quiet_shuffle(
-    ctx: &JobContext,
-    input: &str,
-    dataset: &str,
-    chunks: u32,
-    seed: u64,
-) -> Result<lakefish_schemas::ShuffleManifest, JobError> {
-    use lakefish_schemas::{MaskDefinition, MaskName, MaskSpec, ShuffleSpec, Source};
-    let dataset = DatasetName::new(dataset)?;
-    let ingest = IngestBinpackSpec {
-        inputs: vec![input.to_string()],
-        dataset: dataset.clone(),
-        rows_per_part: lakefish_schemas::job::default_rows_per_part(),
-    };
-    ingest_binpack(ctx, &JobId::new(), &ingest)?;
-    let quiet = MaskName::new("quiet")?;
-    let mask = MaskSpec {
-        dataset: dataset.clone(),
-        source: Source::Binpack,
-        definition: MaskDefinition {
-            name: quiet.clone(),
-            min_ply: None,
-            max_abs_score: None,
-        },
-    };
-    crate::masks::mask_dataset(ctx, &JobId::new(), &mask)?;
-    let spec = ShuffleSpec {
-        datasets: vec![dataset],
-        source: Source::Binpack,
-        mask: quiet,
-        chunks,
-        seed,
-        extra: Vec::new(),
-    };
-    crate::shuffle::shuffle_here(ctx, &JobId::new(), &spec)
 }

@@ -2,7 +2,7 @@
 //! progress bar per job, then print what it produced (net, SPRT result, promotion).
 
 use crate::cli_progress::Bar;
-use crate::{check, client};
+use crate::client::{check, client};
 use anyhow::Context;
 use lakefish_schemas::Progress;
 use std::time::Duration;

@@ -185,17 +185,7 @@ pub async fn run(lake: &str, rt: &tokio::runtime::Handle, args: SprtArgs) -> any
             Ok(())
         }
         Some(SprtCommand::Show { id, api }) => {
-            let status: SprtStatus = match api {
-                Some(api) => {
-                    let url = format!("{api}/v1/sprt/{id}");
-                    let v = crate::check(crate::client().get(url).send().await?).await?;
-                    serde_json::from_value(v)?
-                }
-                None => match lakefish_jobs::sprt::status(&crate::open_lake(lake)?, &id).await? {
-                    Some(s) => s,
-                    None => bail!("sprt test {id} not found"),
-                },
-            };
+            let status = crate::backend::Backend::new(lake, api)?.sprt(&id).await?;
             print_status(&status);
             Ok(())
         }
@@ -203,13 +193,16 @@ pub async fn run(lake: &str, rt: &tokio::runtime::Handle, args: SprtArgs) -> any
             let spec = args.run.spec()?;
             if let Some(api) = &args.run.api {
                 let url = format!("{api}/v1/sprt");
-                let v = crate::check(crate::client().post(url).json(&spec).send().await?).await?;
+                let v = crate::client::check(
+                    crate::client::client().post(url).json(&spec).send().await?,
+                )
+                .await?;
                 println!("{}", serde_json::to_string_pretty(&v)?);
                 return Ok(());
             }
             let (lake, rt, threads) = (lake.to_string(), rt.clone(), args.run.threads);
             let out = tokio::task::spawn_blocking(move || {
-                crate::run_here_value(&lake, &rt, JobSpec::Sprt(spec), threads)
+                crate::local::run_here_value(&lake, &rt, JobSpec::Sprt(spec), threads)
             })
             .await??;
             let status: SprtStatus = serde_json::from_value(out)?;

@@ -8,11 +8,13 @@
 //! `sfbinpack` under `catch_unwind` (it panics on some malformed payloads) and checks each
 //! chain's first position and move with the engine's rules, so garbage is refused per chunk.
 
-use crate::JobError;
-use crate::input::Input;
 use lakefish_engine::fen::{FenFields, piece_letters_from};
+use lakefish_engine::random_games::splitmix64;
+use lakefish_lake::JobError;
+use lakefish_lake::input::Input;
+use lakefish_lake::parts::PositionColumns;
 use lakefish_schemas::SkippedRange;
-use lakefish_schemas::positions::BINPACK_NO_SCORE;
+use lakefish_schemas::positions::NO_SCORE;
 use sfbinpack::chess::color::Color;
 use sfbinpack::chess::coords::Square;
 use sfbinpack::chess::r#move::{Move, MoveType};
@@ -170,58 +172,16 @@ impl Iterator for ChunkScanner<'_> {
     }
 }
 
-/// The rows of one chunk, column by column.
-#[derive(Debug, Default, Clone)]
-pub struct DecodedChunk {
-    pub fen_bytes: Vec<u8>,
-    /// End offset of each FEN in `fen_bytes`.
-    pub fen_ends: Vec<u32>,
-    pub move_bytes: Vec<u8>,
-    pub move_ends: Vec<u32>,
-    /// `BINPACK_NO_SCORE` marks "no score" (stored as null).
-    pub score: Vec<i16>,
-    pub result: Vec<i8>,
-    pub ply: Vec<u16>,
-    pub game_id: Vec<u64>,
-}
-
-impl DecodedChunk {
-    pub fn rows(&self) -> usize {
-        self.ply.len()
-    }
-
-    fn push(&mut self, e: &TrainingDataEntry, game_id: u64) {
-        write_fen(&e.pos, &mut self.fen_bytes);
-        self.fen_ends.push(self.fen_bytes.len() as u32);
-        write_uci(e.mv, &mut self.move_bytes);
-        self.move_ends.push(self.move_bytes.len() as u32);
-        self.score.push(e.score);
-        self.result.push(e.result as i8);
-        self.ply.push(e.ply);
-        self.game_id.push(game_id);
-    }
-
-    pub fn fen(&self, i: usize) -> &str {
-        let start = if i == 0 {
-            0
-        } else {
-            self.fen_ends[i - 1] as usize
-        };
-        std::str::from_utf8(&self.fen_bytes[start..self.fen_ends[i] as usize]).unwrap()
-    }
-
-    pub fn uci(&self, i: usize) -> &str {
-        let start = if i == 0 {
-            0
-        } else {
-            self.move_ends[i - 1] as usize
-        };
-        std::str::from_utf8(&self.move_bytes[start..self.move_ends[i] as usize]).unwrap()
-    }
-
-    pub fn score_or_none(&self, i: usize) -> Option<i16> {
-        (self.score[i] != BINPACK_NO_SCORE).then_some(self.score[i])
-    }
+/// Appends one decoded binpack entry to a block of rows.
+fn push_entry(rows: &mut PositionColumns, e: &TrainingDataEntry, game_id: u64) {
+    write_fen(&e.pos, &mut rows.fen_bytes);
+    rows.fen_ends.push(rows.fen_bytes.len() as u32);
+    write_uci(e.mv, &mut rows.move_bytes);
+    rows.move_ends.push(rows.move_bytes.len() as u32);
+    rows.score.push(e.score);
+    rows.result.push(e.result as i8);
+    rows.ply.push(e.ply);
+    rows.game_id.push(game_id);
 }
 
 /// A stable 64-bit id for a move chain: the same file, chunk and chain always give the same
@@ -239,13 +199,6 @@ pub fn input_key(name: &str, len: u64) -> u64 {
         h = (h ^ b as u64).wrapping_mul(0x100_0000_01b3);
     }
     splitmix64(h ^ len)
-}
-
-fn splitmix64(mut x: u64) -> u64 {
-    x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    x ^ (x >> 31)
 }
 
 thread_local! {
@@ -270,7 +223,7 @@ pub fn decode_chunk(
     data: &[u8],
     input_key: u64,
     chunk_offset: u64,
-) -> Result<DecodedChunk, String> {
+) -> Result<PositionColumns, String> {
     install_quiet_panic_hook();
     DECODING.with(|d| d.set(true));
     let outcome = catch_unwind(AssertUnwindSafe(|| {
@@ -290,8 +243,12 @@ pub fn decode_chunk(
     }
 }
 
-fn decode_entries(data: &[u8], input_key: u64, chunk_offset: u64) -> Result<DecodedChunk, String> {
-    let mut out = DecodedChunk::default();
+fn decode_entries(
+    data: &[u8],
+    input_key: u64,
+    chunk_offset: u64,
+) -> Result<PositionColumns, String> {
+    let mut out = PositionColumns::default();
     let mut reader = ChunkReader::default();
     let mut prev: Option<TrainingDataEntry> = None;
     let mut chain = 0u64;
@@ -313,7 +270,7 @@ fn decode_entries(data: &[u8], input_key: u64, chunk_offset: u64) -> Result<Deco
             id = game_id(input_key, chunk_offset, chain);
             check_stem(&e).map_err(|why| format!("entry {index} (move chain {chain}): {why}"))?;
         }
-        out.push(&e, id);
+        push_entry(&mut out, &e, id);
         prev = Some(e);
         index += 1;
     }
@@ -388,25 +345,19 @@ pub fn write_fen(pos: &Position, out: &mut Vec<u8>) {
     );
     use sfbinpack::chess::castling_rights::CastlingRights as CR;
     let cr = pos.castling_rights();
-    let mut castling = [0u8; 4];
-    let mut n = 0;
-    for (right, c) in [
-        (CR::WHITE_KING_SIDE, b'K'),
-        (CR::WHITE_QUEEN_SIDE, b'Q'),
-        (CR::BLACK_KING_SIDE, b'k'),
-        (CR::BLACK_QUEEN_SIDE, b'q'),
-    ] {
-        if cr.contains(right) {
-            castling[n] = c;
-            n += 1;
-        }
-    }
+    let castling = [
+        CR::WHITE_KING_SIDE,
+        CR::WHITE_QUEEN_SIDE,
+        CR::BLACK_KING_SIDE,
+        CR::BLACK_QUEEN_SIDE,
+    ]
+    .map(|right| cr.contains(right));
     let white = pos.side_to_move() == Color::White;
     let ep = pos.ep_square();
     FenFields {
         squares: &squares,
         white_to_move: white,
-        castling: &castling[..n],
+        castling,
         en_passant: (ep != Square::NONE).then(|| ep.index() as u8),
         halfmoves: pos.rule50_counter() as u32,
         fullmoves: (pos.ply() as u32).saturating_sub(if white { 0 } else { 1 }) / 2 + 1,
@@ -505,7 +456,7 @@ pub fn synthetic_binpack(games: usize, seed: u64) -> Vec<u8> {
             };
             let white = pos.side_to_move() == Color::White;
             let score = if rng.below(20) == 0 {
-                BINPACK_NO_SCORE
+                NO_SCORE
             } else {
                 synthetic_score(&pos) + rng.below(61) as i16 - 30
             };

@@ -52,10 +52,8 @@ pub enum EngineCommand {
 pub fn resolve(lake: &str, what: &str) -> anyhow::Result<Evaluator> {
     let what = what.trim();
     // Built-ins need no lake.
-    match what {
-        "classical" => return Ok(Evaluator::Classical),
-        "material" => return Ok(Evaluator::Material),
-        _ => {}
+    if let Some(builtin) = lakefish_jobs::nets::builtin_evaluator(what) {
+        return Ok(builtin);
     }
     let path = std::path::Path::new(what);
     if path.is_file() {
@@ -63,8 +61,7 @@ pub fn resolve(lake: &str, what: &str) -> anyhow::Result<Evaluator> {
         let net = Network::from_bytes(&bytes).with_context(|| format!("{what} is not a net"))?;
         return Ok(Evaluator::Nnue(Arc::new(net)));
     }
-    let registry_name = what.starts_with("nn-") && !what.contains('/');
-    if what != "best" && !registry_name {
+    if !lakefish_jobs::nets::names_a_registered_net(what) {
         bail!(
             "{what:?} is neither a file, a registered net name (nn-<12 hex>), `best`, \
              `classical` nor `material`"
@@ -74,7 +71,7 @@ pub fn resolve(lake: &str, what: &str) -> anyhow::Result<Evaluator> {
         .enable_all()
         .build()?;
     rt.block_on(async {
-        let lake = crate::open_lake(lake)?;
+        let lake = crate::config::open_lake(lake)?;
         let name = lakefish_jobs::nets::resolve_evaluation(&lake, what).await?;
         Ok(lakefish_jobs::nets::load_evaluator(&lake, &name).await?)
     })

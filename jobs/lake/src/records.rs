@@ -44,8 +44,7 @@ impl JobStore {
     }
 
     pub async fn put(&self, rec: &JobRecord) -> Result<(), JobError> {
-        let bytes =
-            serde_json::to_vec_pretty(rec).map_err(|e| JobError::Internal(e.to_string()))?;
+        let bytes = serde_json::to_vec_pretty(rec)?;
         self.lake.put(&Self::key(&rec.id), bytes).await
     }
 

@@ -1,19 +1,58 @@
 //! Encoding `positions` rows into Parquet parts (zstd, one file = one object).
 
 use crate::JobError;
-use crate::binpack::DecodedChunk;
 use arrow_array::{
     ArrayRef, Int8Array, Int16Array, RecordBatch, StringArray, UInt16Array, UInt64Array,
 };
 use arrow_buffer::OffsetBuffer;
 use lakefish_schemas::games;
-use lakefish_schemas::positions::{self, BINPACK_NO_SCORE, COL_FEN, COL_MOVE};
+use lakefish_schemas::positions::{self, COL_FEN, COL_MOVE, NO_SCORE};
 use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::metadata::KeyValue;
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
 use parquet::schema::types::ColumnPath;
 use std::sync::{Arc, Mutex};
+
+/// A block of `positions` rows, column by column: what every reader (binpack, PGN)
+/// produces and [`batch_from_chunks`] turns into one record batch.
+#[derive(Debug, Default, Clone)]
+pub struct PositionColumns {
+    pub fen_bytes: Vec<u8>,
+    /// End offset of each FEN in `fen_bytes`.
+    pub fen_ends: Vec<u32>,
+    pub move_bytes: Vec<u8>,
+    pub move_ends: Vec<u32>,
+    /// `NO_SCORE` marks "no score" (stored as null).
+    pub score: Vec<i16>,
+    pub result: Vec<i8>,
+    pub ply: Vec<u16>,
+    pub game_id: Vec<u64>,
+}
+
+impl PositionColumns {
+    pub fn rows(&self) -> usize {
+        self.ply.len()
+    }
+
+    pub fn fen(&self, i: usize) -> &str {
+        let start = if i == 0 {
+            0
+        } else {
+            self.fen_ends[i - 1] as usize
+        };
+        std::str::from_utf8(&self.fen_bytes[start..self.fen_ends[i] as usize]).unwrap()
+    }
+
+    pub fn uci(&self, i: usize) -> &str {
+        let start = if i == 0 {
+            0
+        } else {
+            self.move_ends[i - 1] as usize
+        };
+        std::str::from_utf8(&self.move_bytes[start..self.move_ends[i] as usize]).unwrap()
+    }
+}
 
 /// Writer settings for `positions` parts. FENs are neither dictionary-encoded (no gain,
 /// half the read speed) nor given min/max statistics (useless for strings like these).
@@ -37,8 +76,8 @@ pub fn writer_properties() -> WriterProperties {
 }
 
 fn strings(
-    chunks: &[DecodedChunk],
-    pick: impl Fn(&DecodedChunk) -> (&[u8], &[u32]),
+    chunks: &[PositionColumns],
+    pick: impl Fn(&PositionColumns) -> (&[u8], &[u32]),
 ) -> StringArray {
     let total_bytes: usize = chunks.iter().map(|c| pick(c).0.len()).sum();
     let total_rows: usize = chunks.iter().map(|c| c.rows()).sum();
@@ -55,7 +94,7 @@ fn strings(
         .expect("the decoder writes ASCII")
 }
 
-fn flat<T: Copy>(chunks: &[DecodedChunk], pick: impl Fn(&DecodedChunk) -> &[T]) -> Vec<T> {
+fn flat<T: Copy>(chunks: &[PositionColumns], pick: impl Fn(&PositionColumns) -> &[T]) -> Vec<T> {
     let mut v = Vec::with_capacity(chunks.iter().map(|c| c.rows()).sum());
     for c in chunks {
         v.extend_from_slice(pick(c));
@@ -64,10 +103,10 @@ fn flat<T: Copy>(chunks: &[DecodedChunk], pick: impl Fn(&DecodedChunk) -> &[T]) 
 }
 
 /// Builds one record batch from consecutive decoded chunks.
-pub fn batch_from_chunks(chunks: &[DecodedChunk]) -> RecordBatch {
+pub fn batch_from_chunks(chunks: &[PositionColumns]) -> RecordBatch {
     let score: Int16Array = flat(chunks, |c| &c.score)
         .into_iter()
-        .map(|s| (s != BINPACK_NO_SCORE).then_some(s))
+        .map(|s| (s != NO_SCORE).then_some(s))
         .collect();
     let columns: Vec<ArrayRef> = vec![
         Arc::new(strings(chunks, |c| (&c.fen_bytes, &c.fen_ends))),
@@ -85,7 +124,7 @@ pub fn batch_from_chunks(chunks: &[DecodedChunk]) -> RecordBatch {
     RecordBatch::try_new(positions::schema(), columns).expect("columns match the positions schema")
 }
 
-/// Marks an unknown game result in [`DecodedChunk::result`] (stored as null).
+/// Marks an unknown game result in [`PositionColumns::result`] (stored as null).
 pub const NO_RESULT: i8 = i8::MIN;
 
 /// One row of the `games` table.
@@ -162,7 +201,8 @@ pub fn encode_parquet_on(
     encode_parquet_with(batch, key, threads, writer_properties())
 }
 
-fn encode_parquet_with(
+/// [`encode_parquet_on`] with explicit writer settings (tests compare it with the plain writer).
+pub fn encode_parquet_with(
     batch: &RecordBatch,
     key: &str,
     threads: usize,
@@ -250,6 +290,52 @@ pub struct PositionRow {
     pub game_id: u64,
 }
 
+/// A whole Parquet file as one record batch (its row groups concatenated), in the file's
+/// schema or in `schema` where given: how shuffle inputs and training chunks are read.
+pub fn read_whole(
+    bytes: bytes::Bytes,
+    schema: Option<arrow_schema::SchemaRef>,
+) -> Result<RecordBatch, String> {
+    let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(bytes)
+        .and_then(|b| b.build())
+        .map_err(|e| e.to_string())?;
+    let schema = schema.unwrap_or_else(|| arrow_array::RecordBatchReader::schema(&reader));
+    let batches = reader
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| e.to_string())?;
+    arrow_select::concat::concat_batches(&schema, &batches).map_err(|e| e.to_string())
+}
+
+/// The columns of a `positions` record batch (a part or a shuffled chunk), found by name and
+/// typed once: every reader of the table goes through this, so a column missing or of
+/// another type is one error, worded once.
+pub struct PositionsView<'a> {
+    pub fen: &'a StringArray,
+    pub score: &'a Int16Array,
+    pub mv: &'a StringArray,
+    pub result: &'a Int8Array,
+    pub ply: &'a UInt16Array,
+    pub game_id: &'a UInt64Array,
+}
+
+impl<'a> PositionsView<'a> {
+    pub fn of(batch: &'a RecordBatch) -> Result<PositionsView<'a>, String> {
+        fn col<'a, T: 'static>(b: &'a RecordBatch, name: &str) -> Result<&'a T, String> {
+            b.column_by_name(name)
+                .and_then(|c| c.as_any().downcast_ref::<T>())
+                .ok_or_else(|| format!("column {name} missing or of the wrong type"))
+        }
+        Ok(PositionsView {
+            fen: col(batch, COL_FEN)?,
+            score: col(batch, positions::COL_SCORE)?,
+            mv: col(batch, COL_MOVE)?,
+            result: col(batch, positions::COL_RESULT)?,
+            ply: col(batch, positions::COL_PLY)?,
+            game_id: col(batch, positions::COL_GAME_ID)?,
+        })
+    }
+}
+
 /// Reads every row of one `positions` part (a whole Parquet file), checking its columns.
 pub fn read_positions(bytes: bytes::Bytes, key: &str) -> Result<Vec<PositionRow>, JobError> {
     use arrow_array::Array;
@@ -264,17 +350,14 @@ pub fn read_positions(bytes: bytes::Bytes, key: &str) -> Result<Vec<PositionRow>
     let mut rows = Vec::new();
     for batch in reader {
         let b = batch.map_err(|e| corrupt(e.to_string()))?;
-        fn col<'a, T: 'static>(b: &'a RecordBatch, name: &str) -> Result<&'a T, String> {
-            b.column_by_name(name)
-                .and_then(|c| c.as_any().downcast_ref::<T>())
-                .ok_or_else(|| format!("column {name} missing or of the wrong type"))
-        }
-        let fen = col::<StringArray>(&b, COL_FEN).map_err(corrupt)?;
-        let score = col::<Int16Array>(&b, positions::COL_SCORE).map_err(corrupt)?;
-        let mv = col::<StringArray>(&b, COL_MOVE).map_err(corrupt)?;
-        let result = col::<Int8Array>(&b, positions::COL_RESULT).map_err(corrupt)?;
-        let ply = col::<UInt16Array>(&b, positions::COL_PLY).map_err(corrupt)?;
-        let game = col::<UInt64Array>(&b, positions::COL_GAME_ID).map_err(corrupt)?;
+        let PositionsView {
+            fen,
+            score,
+            mv,
+            result,
+            ply,
+            game_id: game,
+        } = PositionsView::of(&b).map_err(corrupt)?;
         rows.extend((0..b.num_rows()).map(|i| PositionRow {
             fen: fen.value(i).to_string(),
             score: score.is_valid(i).then(|| score.value(i)),
@@ -285,44 +368,4 @@ pub fn read_positions(bytes: bytes::Bytes, key: &str) -> Result<Vec<PositionRow>
         }));
     }
     Ok(rows)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::binpack::{decode_chunk, synthetic_binpack};
-
-    fn sequential(batch: &RecordBatch, props: WriterProperties) -> Vec<u8> {
-        let mut buf = Vec::new();
-        let mut w = ArrowWriter::try_new(&mut buf, batch.schema(), Some(props)).unwrap();
-        w.write(batch).unwrap();
-        w.close().unwrap();
-        buf
-    }
-
-    #[test]
-    fn parallel_encoding_writes_the_same_bytes_as_the_plain_writer() {
-        let bytes = synthetic_binpack(400, 3);
-        let size = u32::from_le_bytes(bytes[4..8].try_into().unwrap()) as usize;
-        let chunk = decode_chunk(&bytes[8..8 + size], 5, 0).unwrap();
-        let batch = batch_from_chunks(&[chunk]);
-        assert!(batch.num_rows() > 3000, "{} rows", batch.num_rows());
-        for (rows, group_rows) in [(batch.num_rows(), 1000), (999, 1000), (0, 1000), (50, 7)] {
-            let batch = batch.slice(0, rows);
-            let props = || {
-                let mut b = writer_properties().into_builder();
-                b = b.set_max_row_group_row_count(Some(group_rows));
-                b.build()
-            };
-            let want = sequential(&batch, props());
-            for threads in [1, 2, 5] {
-                let got = encode_parquet_with(&batch, "t", threads, props()).unwrap();
-                assert!(got == want, "{rows} rows, {threads} threads: bytes differ");
-            }
-        }
-        // And the default settings read back.
-        let encoded = encode_parquet_on(&batch, "t", 2).unwrap();
-        let rows = read_positions(encoded.into(), "t").unwrap();
-        assert_eq!(rows.len(), batch.num_rows());
-    }
 }

@@ -50,6 +50,12 @@ pub enum JobError {
     NotFound(String),
     #[error("unusable job payload: {0}")]
     Payload(String),
+    /// One of our own values could not be written as JSON: a bug, never retried.
+    #[error("encoding JSON: {0}")]
+    Json(#[from] serde_json::Error),
+    /// Columns that do not fit together: a bug or damaged data, never retried.
+    #[error("arrow: {0}")]
+    Arrow(#[from] arrow_schema::ArrowError),
     #[error("internal error: {0}")]
     Internal(String),
     /// A job that failed for a reason given in full (the trainer's errors, for one).
@@ -59,6 +65,7 @@ pub enum JobError {
 
 impl JobError {
     /// Could the same job succeed if tried again later? (Storage hiccups, yes; bad input, no.)
+    /// The one retry rule: the queue, the pipeline driver and the ingest's clean-up ask here.
     pub fn is_transient(&self) -> bool {
         matches!(self, JobError::Lake { .. } | JobError::Internal(_))
     }

@@ -7,10 +7,11 @@
 //! is the commit point. Part names and contents depend only on the inputs, so a second run of
 //! the same job rewrites identical objects.
 
-use crate::binpack::{ChunkScanner, DecodedChunk, ScanItem, decode_chunk, input_key};
+use crate::binpack::{ChunkScanner, ScanItem, decode_chunk, input_key};
 use crate::dataset_writer::{InputFormat, PartBuilder, Written, ingest};
-use crate::input::Input;
-use crate::{JobContext, JobError};
+use lakefish_lake::input::Input;
+use lakefish_lake::parts::PositionColumns;
+use lakefish_lake::{JobContext, JobError};
 use lakefish_schemas::{IngestSpec, InputReport, JobId, SkippedRange, Source};
 use rayon::prelude::*;
 
@@ -48,7 +49,7 @@ fn ingest_input(
             continue;
         }
         window_bytes = 0;
-        let decoded: Vec<Result<DecodedChunk, String>> = pool.install(|| {
+        let decoded: Vec<Result<PositionColumns, String>> = pool.install(|| {
             window
                 .par_iter()
                 .map(|(offset, data)| decode_chunk(data, key, *offset))

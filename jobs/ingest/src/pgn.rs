@@ -5,12 +5,13 @@
 //! stream is read once. A block is cut where a tag line starts after a blank line; the cut
 //! points depend only on the bytes, so a re-run yields the same blocks, rows and game ids.
 
-use crate::binpack::DecodedChunk;
-use crate::parts::{GameRecord, NO_RESULT};
 use lakefish_engine::fen::{write_fen, write_uci};
+use lakefish_engine::random_games::splitmix64;
 use lakefish_engine::scores::{centipawns_to_internal, mate_to_internal, material};
+use lakefish_lake::parts::PositionColumns;
+use lakefish_lake::parts::{GameRecord, NO_RESULT};
 use lakefish_schemas::games::TAG_COLUMNS;
-use lakefish_schemas::positions::BINPACK_NO_SCORE;
+use lakefish_schemas::positions::NO_SCORE;
 use pgn_reader::{Outcome, RawComment, RawTag, Reader, SanPlus, Skip, Visitor};
 use shakmaty::fen::Fen;
 use shakmaty::{CastlingMode, Chess, Color, KnownOutcome, Position};
@@ -169,7 +170,7 @@ impl Eval {
 /// The rows of one calendar month of a block.
 #[derive(Default)]
 pub struct MonthRows {
-    pub rows: DecodedChunk,
+    pub rows: PositionColumns,
     pub games: Vec<GameRecord>,
 }
 
@@ -191,7 +192,7 @@ pub fn parse_block(block: &[u8], input_key: u64, block_offset: u64) -> BlockRows
         out: BlockRows::default(),
         input_key,
         block_offset,
-        scratch: DecodedChunk::default(),
+        scratch: PositionColumns::default(),
     };
     let mut reader = Reader::new(block);
     loop {
@@ -242,10 +243,10 @@ struct Collector {
     out: BlockRows,
     input_key: u64,
     block_offset: u64,
-    scratch: DecodedChunk,
+    scratch: PositionColumns,
 }
 
-fn clear(c: &mut DecodedChunk) {
+fn clear(c: &mut PositionColumns) {
     c.fen_bytes.clear();
     c.fen_ends.clear();
     c.move_bytes.clear();
@@ -256,7 +257,7 @@ fn clear(c: &mut DecodedChunk) {
     c.game_id.clear();
 }
 
-fn append(dst: &mut DecodedChunk, src: &DecodedChunk) {
+fn append(dst: &mut PositionColumns, src: &PositionColumns) {
     let fen_base = dst.fen_bytes.len() as u32;
     dst.fen_bytes.extend_from_slice(&src.fen_bytes);
     dst.fen_ends
@@ -300,13 +301,6 @@ fn lichess_id(site: Option<&str>) -> Option<u64> {
         v = v * 62 + d as u64;
     }
     Some(v)
-}
-
-fn splitmix64(mut z: u64) -> u64 {
-    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
 }
 
 const SITE: usize = 1;
@@ -484,7 +478,7 @@ impl Visitor for Collector {
         s.move_ends.push(s.move_bytes.len() as u32);
         s.score.push(match g.pending.take() {
             Some(e) => e.to_internal(&g.pos),
-            None => BINPACK_NO_SCORE,
+            None => NO_SCORE,
         });
         s.result.push(NO_RESULT);
         s.ply

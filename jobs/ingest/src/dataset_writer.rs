@@ -5,16 +5,16 @@
 //! the one job allowed to write it; that job (re-delivered or retried) overwrites its own parts
 //! with identical bytes, and a job that fails for good deletes what it wrote.
 
-use crate::binpack::DecodedChunk;
-use crate::datasets::{manifest_key, read_manifest};
-use crate::input::Input;
-use crate::parts::{GameRecord, batch_from_chunks, encode_games, encode_parquet_on};
-use crate::records::now;
-use crate::{JobContext, JobError};
+use lakefish_lake::datasets::{manifest_key, read_manifest};
+use lakefish_lake::input::Input;
+use lakefish_lake::parts::PositionColumns;
+use lakefish_lake::parts::{GameRecord, batch_from_chunks, encode_games, encode_parquet_on};
+use lakefish_lake::records::now;
+use lakefish_lake::{JobContext, JobError};
 use lakefish_schemas::dataset::MANIFEST_VERSION;
 use lakefish_schemas::games::games_prefix;
 use lakefish_schemas::positions::{
-    BINPACK_NO_SCORE, SCHEMA_VERSION, SCORE_UNIT, dataset_prefix, part_file_name,
+    NO_SCORE, SCHEMA_VERSION, SCORE_UNIT, dataset_prefix, part_file_name,
 };
 use lakefish_schemas::{
     DatasetManifest, DatasetName, IngestSpec, InputReport, JobId, PartInfo, Progress, Source,
@@ -121,8 +121,7 @@ pub fn commit(
     target: &DatasetTarget,
     manifest: &DatasetManifest,
 ) -> Result<(), JobError> {
-    let bytes =
-        serde_json::to_vec_pretty(manifest).map_err(|e| JobError::Internal(e.to_string()))?;
+    let bytes = serde_json::to_vec_pretty(manifest)?;
     ctx.block_on(
         ctx.lake
             .put(&manifest_key(target.source, target.dataset), bytes),
@@ -164,14 +163,14 @@ pub fn skipped_lines(inputs: &[InputReport]) -> Vec<String> {
 struct PartJob {
     /// Path inside the dataset prefix, e.g. `month=2025-05/part-00003.parquet`.
     name: String,
-    chunks: Vec<DecodedChunk>,
+    chunks: Vec<PositionColumns>,
     games: Vec<GameRecord>,
 }
 
 #[derive(Default)]
 struct Pending {
     next_index: u32,
-    chunks: Vec<DecodedChunk>,
+    chunks: Vec<PositionColumns>,
     games: Vec<GameRecord>,
     rows: u64,
 }
@@ -192,16 +191,12 @@ impl PartBuilder {
     pub fn push(
         &mut self,
         partition: &str,
-        chunk: DecodedChunk,
+        chunk: PositionColumns,
         games: Vec<GameRecord>,
     ) -> Result<(), JobError> {
         let rows = chunk.rows() as u64;
         self.total_rows += rows;
-        self.null_scores += chunk
-            .score
-            .iter()
-            .filter(|&&s| s == BINPACK_NO_SCORE)
-            .count() as u64;
+        self.null_scores += chunk.score.iter().filter(|&&s| s == NO_SCORE).count() as u64;
         let p = self.partitions.entry(partition.to_string()).or_default();
         p.rows += rows;
         p.chunks.push(chunk);

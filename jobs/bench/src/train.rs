@@ -2,12 +2,12 @@
 //! all768 256x2-32-32 at batch 16384 on the CPU or a CUDA GPU, over the same shuffled chunks,
 //! same run; and the plain PyTorch loop on the same batches and device.
 
-use crate::TrainError;
-use crate::loader::{Batch, stream_batches};
-use crate::model::{Arch, BatchTensors, Loss, Model};
-use crate::train::{Adam, LakeChunks, train_step};
 use lakefish_engine::features::FeatureSetKind;
 use lakefish_jobs::{JobContext, Lake};
+use lakefish_train::TrainError;
+use lakefish_train::loader::{Batch, stream_batches};
+use lakefish_train::model::{Arch, BatchTensors, Loss, Model};
+use lakefish_train::train::{Adam, LakeChunks, train_step};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
@@ -117,7 +117,7 @@ pub fn bench_train(
     let out = (|| {
         let lake = Lake::open(dir.to_str().unwrap_or_default(), &HashMap::new())?;
         let ctx = JobContext::new(lake, rt.clone()).with_threads(threads);
-        let m = lakefish_jobs::bench::quiet_shuffle(&ctx, file, "bench", 4, 1)?;
+        let m = lakefish_jobs::shuffle::quiet_shuffle(&ctx, file, "bench", 4, 1)?;
         let keys = m
             .chunks
             .iter()

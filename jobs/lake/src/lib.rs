@@ -1,0 +1,22 @@
+//! The lake and the contract every job runs under.
+//!
+//! - [`Lake`]: object storage (local directory, S3, memory) with conditional writes.
+//! - [`input::Input`]: a job's input file, local or `lake:`, read by random access.
+//! - [`records`]: job records; [`datasets`]: dataset manifests.
+//! - [`parts`]: the one codec of the `positions` table (and the `games` table) in Parquet.
+//! - [`JobContext`], [`JobError`]: what a job is given and how it fails.
+//!
+//! Architecture invariant: nothing here knows a file format other than Parquet, a job
+//! kind, HTTP, the queue or libtorch.
+
+pub mod context;
+pub mod datasets;
+pub mod error;
+pub mod input;
+pub mod lake;
+pub mod parts;
+pub mod records;
+
+pub use context::{Hooks, JobContext, JobSubmitter, NoProgress, ProgressSink, Trainer};
+pub use error::JobError;
+pub use lake::Lake;

@@ -1,0 +1,104 @@
+//! The one interface of the commands that work on the local lake or, with `--api`, through a
+//! running service (`nets`, `sprt show`): two implementations of the same questions, so a
+//! command is written once and the two modes cannot drift apart.
+
+use crate::client::{check, client};
+use anyhow::Context;
+use bytes::Bytes;
+use lakefish_jobs::Lake;
+use lakefish_schemas::{NetManifest, SprtStatus};
+
+pub enum Backend {
+    /// The lake named by `--lake`, read directly.
+    Lake(Lake),
+    /// A running service at this base URL (`LAKEFISH_TOKEN` is sent when set).
+    Api(String),
+}
+
+impl Backend {
+    pub fn new(lake: &str, api: Option<String>) -> anyhow::Result<Backend> {
+        Ok(match api {
+            Some(url) => Backend::Api(url.trim_end_matches('/').to_string()),
+            None => Backend::Lake(crate::config::open_lake(lake)?),
+        })
+    }
+
+    async fn get_json(url: &str) -> anyhow::Result<serde_json::Value> {
+        check(client().get(url).send().await?).await
+    }
+
+    /// Every registered net, oldest first, and the name of the best one.
+    pub async fn nets(&self) -> anyhow::Result<(Vec<NetManifest>, Option<String>)> {
+        match self {
+            Backend::Api(api) => {
+                let v = Self::get_json(&format!("{api}/v1/nets")).await?;
+                Ok((
+                    serde_json::from_value(v["nets"].clone())?,
+                    v["best"]["name"].as_str().map(str::to_string),
+                ))
+            }
+            Backend::Lake(lake) => {
+                let best = lakefish_jobs::nets::read_best(lake).await?;
+                Ok((
+                    lakefish_jobs::nets::list_nets(lake).await?,
+                    best.map(|b| b.name),
+                ))
+            }
+        }
+    }
+
+    /// A net's manifest by registry name or `best` (resolved by whoever holds the registry).
+    pub async fn net(&self, name: &str) -> anyhow::Result<NetManifest> {
+        match self {
+            Backend::Api(api) => {
+                let name = match name {
+                    "best" => name.to_string(),
+                    _ => lakefish_schemas::nets::net_name(name).map_err(anyhow::Error::msg)?,
+                };
+                Ok(serde_json::from_value(
+                    Self::get_json(&format!("{api}/v1/nets/{name}")).await?,
+                )?)
+            }
+            Backend::Lake(lake) => {
+                let name = lakefish_jobs::nets::resolve_net_name(lake, name).await?;
+                lakefish_jobs::nets::read_net(lake, &name)
+                    .await?
+                    .with_context(|| format!("net {name} is not registered"))
+            }
+        }
+    }
+
+    /// A net's manifest and file bytes (the caller checks them against each other).
+    pub async fn net_file(&self, name: &str) -> anyhow::Result<(NetManifest, Bytes)> {
+        match self {
+            Backend::Api(api) => {
+                let m = self.net(name).await?;
+                let resp = client()
+                    .get(format!("{api}/v1/nets/{}/file", m.name))
+                    .send()
+                    .await?;
+                if !resp.status().is_success() {
+                    check(resp).await?;
+                    unreachable!("check fails on an error status");
+                }
+                Ok((m, resp.bytes().await?))
+            }
+            Backend::Lake(lake) => {
+                let name = lakefish_jobs::nets::resolve_net_name(lake, name).await?;
+                Ok(lakefish_jobs::nets::fetch_net(lake, &name).await?)
+            }
+        }
+    }
+
+    /// An SPRT test's state, counts and decision.
+    pub async fn sprt(&self, id: &str) -> anyhow::Result<SprtStatus> {
+        match self {
+            Backend::Api(api) => Ok(serde_json::from_value(
+                Self::get_json(&format!("{api}/v1/sprt/{id}")).await?,
+            )?),
+            Backend::Lake(lake) => lakefish_jobs::sprt::status(lake, id)
+                .await?
+                .with_context(|| format!("sprt test {id} not found")),
+        }
+    }
+}

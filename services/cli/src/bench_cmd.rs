@@ -1,0 +1,286 @@
+//! `lakefish bench ...`: runs a benchmark from `lakefish-bench` and prints its report, then
+//! the same numbers as one JSON line (docs/BENCHMARKS.md quotes both).
+
+use crate::cli::BenchCommand;
+use crate::client::client;
+use crate::config::cores;
+use std::time::Duration;
+
+pub fn run(rt: &tokio::runtime::Runtime, what: BenchCommand) -> anyhow::Result<()> {
+    match what {
+        BenchCommand::Train {
+            file,
+            threads,
+            steps,
+            device,
+            torch_python,
+            torch_script,
+        } => {
+            let threads = threads.unwrap_or_else(cores);
+            let device = lakefish_train::train::select_device(&device)?;
+            let reference = std::path::Path::new(&torch_python).exists().then(|| {
+                lakefish_bench::train::TorchReference {
+                    python: torch_python.clone().into(),
+                    script: torch_script.into(),
+                }
+            });
+            if reference.is_none() {
+                eprintln!(
+                    "no {torch_python}: the PyTorch reference is skipped (make bench-train sets it up)"
+                );
+            }
+            let r = lakefish_bench::train::bench_train(
+                rt.handle(),
+                &file,
+                threads,
+                steps,
+                device,
+                reference.as_ref(),
+            )?;
+            println!(
+                "file                     {} ({} positions in batches)",
+                r.file, r.positions
+            );
+            println!(
+                "loader, 1 thread         {:>12.0} positions/s",
+                r.loader_positions_per_s_per_core
+            );
+            println!(
+                "loader, {} threads        {:>12.0} positions/s",
+                r.threads, r.loader_positions_per_s
+            );
+            println!(
+                "trainer {} b{} ({}) {:>12.0} positions/s ({} threads)",
+                r.arch, r.batch_size, r.device, r.trainer_positions_per_s, r.threads
+            );
+            println!(
+                "loader per core / trainer {:>11.1} (target >= 10)",
+                r.loader_to_trainer
+            );
+            if let (Some(p), Some(ratio)) = (r.pytorch_positions_per_s, r.trainer_to_pytorch) {
+                println!(
+                    "plain PyTorch {} ({}) {:>12.0} positions/s ({} threads)",
+                    r.pytorch_version.as_deref().unwrap_or("?"),
+                    r.device,
+                    p,
+                    r.threads
+                );
+                println!("trainer / PyTorch       {:>12.2} (target >= 1)", ratio);
+            }
+            println!("{}", serde_json::to_string(&r)?);
+            Ok(())
+        }
+        BenchCommand::IngestPgn {
+            file,
+            threads,
+            runs,
+            min_mib,
+        } => {
+            let threads = threads.unwrap_or_else(cores);
+            let r =
+                lakefish_bench::jobs::bench_ingest_pgn(rt.handle(), &file, threads, runs, min_mib)?;
+            println!(
+                "file                         {} (x{}, {:.1} MiB)",
+                r.file, r.repeat, r.mib
+            );
+            println!("games / positions            {} / {}", r.games, r.positions);
+            println!(
+                "bare pgn-reader visitor      {:>10.1} MiB/s (1 core)",
+                r.bare_mib_per_s
+            );
+            println!(
+                "full ingest                  {:>10.1} MiB/s ({} threads, {:.0} positions/s)",
+                r.ingest_mib_per_s, r.threads, r.ingest_positions_per_s
+            );
+            println!(
+                "full ingest per core         {:>10.1} MiB per CPU-second ({:.2} cores busy)",
+                r.ingest_mib_per_s_per_core, r.cores_busy
+            );
+            println!(
+                "ratio per core               {:>10.3} (target >= 0.5)",
+                r.ratio_per_core
+            );
+            println!(
+                "  phase: bare visitor        {:>10.1} ns/position (1 core)",
+                r.bare_ns_per_position
+            );
+            println!(
+                "  phase: parse to columns    {:>10.1} ns/position (1 core)",
+                r.parse_ns_per_position
+            );
+            println!(
+                "  phase: parquet encode      {:>10.1} ns/position (1 core)",
+                r.parquet_encode_ns_per_position
+            );
+            println!("{}", serde_json::to_string(&r)?);
+            Ok(())
+        }
+        BenchCommand::IngestBinpack {
+            file,
+            threads,
+            runs,
+        } => {
+            let threads = threads.unwrap_or_else(cores);
+            let r = lakefish_bench::jobs::bench_ingest_binpack(rt.handle(), &file, threads, runs)?;
+            println!("file                         {}", r.file);
+            println!("positions                    {}", r.positions);
+            println!(
+                "bare sfbinpack decode        {:>12.0} positions/s (1 core)",
+                r.decode_positions_per_s
+            );
+            println!(
+                "full ingest                  {:>12.0} positions/s ({} threads)",
+                r.ingest_positions_per_s, r.threads
+            );
+            println!(
+                "full ingest per core         {:>12.0} positions per CPU-second ({:.2} cores busy)",
+                r.ingest_positions_per_s_per_core, r.cores_busy
+            );
+            println!(
+                "ratio per core               {:>12.3} (target >= 0.5)",
+                r.ratio_per_core
+            );
+            println!(
+                "  phase: decode to columns   {:>12.1} ns/position (1 core)",
+                r.decode_to_columns_ns_per_position
+            );
+            println!(
+                "  phase: parquet encode      {:>12.1} ns/position (1 core)",
+                r.parquet_encode_ns_per_position
+            );
+            println!(
+                "binpack bytes/position       {:>12.3}",
+                r.binpack_bytes_per_position
+            );
+            println!(
+                "parquet bytes/position       {:>12.3}",
+                r.parquet_bytes_per_position
+            );
+            println!("{}", serde_json::to_string(&r)?);
+            Ok(())
+        }
+        BenchCommand::Mask {
+            file,
+            threads,
+            runs,
+        } => {
+            let threads = threads.unwrap_or_else(cores);
+            let r = lakefish_bench::jobs::bench_mask(rt.handle(), &file, threads, runs)?;
+            println!("file                         {}", r.file);
+            println!("rows                         {}", r.rows);
+            println!(
+                "bare read of the parts       {:>12.0} rows/s ({} threads)",
+                r.read_rows_per_s, r.threads
+            );
+            println!(
+                "quiet mask job               {:>12.0} rows/s ({} threads)",
+                r.mask_rows_per_s, r.threads
+            );
+            println!("ratio mask / read            {:>12.3}", r.ratio);
+            println!("{}", serde_json::to_string(&r)?);
+            Ok(())
+        }
+        BenchCommand::Load {
+            api,
+            job,
+            clients,
+            seconds,
+            reference_seconds,
+        } => {
+            let job: serde_json::Value = serde_json::from_str(&job)
+                .map_err(|e| anyhow::anyhow!("--job is not JSON: {e}"))?;
+            if !(0.0..=60.0).contains(&seconds) || !(0.0..=60.0).contains(&reference_seconds) {
+                anyhow::bail!("--seconds and --reference-seconds must be between 0 and 60");
+            }
+            if clients == 0 || clients > 1024 {
+                anyhow::bail!("--clients must be between 1 and 1024");
+            }
+            let r = rt.block_on(lakefish_bench::load::run(
+                client(),
+                &api,
+                job,
+                clients,
+                Duration::from_secs_f64(seconds),
+                Duration::from_secs_f64(reference_seconds),
+            ))?;
+            println!(
+                "clients / seconds            {} / {:.1}",
+                r.clients, r.seconds
+            );
+            println!(
+                "jobs submitted / done        {} / {} succeeded, {} failed",
+                r.submitted, r.succeeded, r.failed
+            );
+            println!("jobs/s                       {:>10.1}", r.jobs_per_s);
+            println!(
+                "requests/s                   {:>10.1} (GET /healthz alone: {:.1})",
+                r.requests_per_s, r.healthz_requests_per_s
+            );
+            for (name, l) in [
+                ("submit", &r.submit),
+                ("poll", &r.poll),
+                ("job end to end", &r.job),
+                ("GET /healthz", &r.healthz),
+            ] {
+                println!(
+                    "{name:<28} p50 {:>8.1} ms  p99 {:>8.1} ms  max {:>8.1} ms  ({} samples)",
+                    l.p50_ms, l.p99_ms, l.max_ms, l.count
+                );
+            }
+            println!(
+                "ratio requests / healthz     {:>10.3}",
+                r.requests_per_s / r.healthz_requests_per_s.max(1e-9)
+            );
+            println!("{}", serde_json::to_string(&r)?);
+            if r.errors > 0 || r.unaccounted > 0 {
+                anyhow::bail!(
+                    "{} request errors, {} jobs unaccounted for; first errors: {:?}",
+                    r.errors,
+                    r.unaccounted,
+                    r.first_errors
+                );
+            }
+            Ok(())
+        }
+        BenchCommand::Shuffle {
+            file,
+            threads,
+            chunks,
+            runs,
+            store,
+        } => {
+            let threads = threads.unwrap_or_else(cores);
+            let r = lakefish_bench::jobs::bench_shuffle(
+                rt.handle(),
+                &file,
+                threads,
+                chunks,
+                runs,
+                store.as_deref(),
+            )?;
+            println!("file                         {}", r.file);
+            println!(
+                "rows in / selected           {} / {}",
+                r.input_rows, r.selected_rows
+            );
+            println!(
+                "input                        {:>12.2} MiB of Parquet, {} chunks",
+                r.input_mib, r.chunks
+            );
+            println!(
+                "plain copy                   {:>12.1} MiB/s",
+                r.copy_mib_per_s
+            );
+            println!(
+                "two-pass shuffle             {:>12.1} MiB/s, {:.0} rows/s ({} threads)",
+                r.shuffle_mib_per_s, r.shuffle_rows_per_s, threads
+            );
+            println!(
+                "ratio shuffle / copy         {:>12.3} (target >= 0.3)",
+                r.ratio
+            );
+            println!("{}", serde_json::to_string(&r)?);
+            Ok(())
+        }
+    }
+}

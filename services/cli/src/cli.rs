@@ -1,0 +1,745 @@
+//! The command line: every command, flag and argument with its help text, and how each
+//! command's arguments become a typed job spec. Parsing only; `main` dispatches.
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use lakefish_schemas::{
+    DatasetName, IngestBinpackSpec, MaskDefinition, MaskName, MaskSpec, ShuffleSpec, Source,
+};
+
+#[derive(Parser)]
+#[command(name = "lakefish", version, about = "NNUE training data lake and job service", long_about = None, help_expected = true)]
+pub struct Cli {
+    /// The lake: a directory, or s3://bucket/prefix (credentials and endpoint from AWS_*).
+    #[arg(long, global = true, env = "LAKEFISH_LAKE", default_value = "./lake")]
+    pub lake: String,
+    /// Log as JSON lines instead of text.
+    #[arg(long, global = true, env = "LAKEFISH_LOG_JSON")]
+    pub log_json: bool,
+    /// lakefish.toml: server settings, API tokens, pipelines (example: infra/lakefish.toml).
+    /// Flags and their LAKEFISH_* variables win over it; LAKEFISH__SECTION__KEY overrides keys.
+    #[arg(long, global = true, env = "LAKEFISH_CONFIG")]
+    pub config: Option<String>,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand)]
+pub enum Command {
+    /// Run the REST API and workers in one process.
+    ///
+    /// Without --redis the queue is a SQLite file (the embedded default); with --redis, any
+    /// number of `lakefish worker` processes on other machines share the queue.
+    Serve {
+        /// Address to serve the REST API and dashboard on (host:port).
+        #[arg(long, default_value = "127.0.0.1:8080", env = "LAKEFISH_LISTEN")]
+        listen: String,
+        #[command(flatten)]
+        queue: QueueArgs,
+        #[command(flatten)]
+        work: WorkArgs,
+        /// Serve the API only; leave the jobs to separate `lakefish worker` processes.
+        #[arg(long)]
+        no_workers: bool,
+        /// Do not start or advance pipeline runs here (run the scheduler in one server only).
+        #[arg(long)]
+        no_scheduler: bool,
+    },
+    /// The UCI chess engine on stdin/stdout (NNUE or hand-written evaluation), or its bench.
+    ///
+    /// Speaks uci, isready, ucinewgame, position, go (depth, nodes, movetime, wtime/btime,
+    /// winc/binc, movestogo, infinite), stop, quit, and setoption Hash / EvalFile /
+    /// UCI_Chess960. `eval` prints the static evaluation of the current position.
+    Engine(crate::engine_cmd::EngineArgs),
+    /// SPRT of two evaluations in colour-reversed game pairs from an opening book, played
+    /// here on all cores (or queued with --api); `sprt calc` and `sprt show ID`.
+    ///
+    /// Counts W/D/L and pentanomial pairs, and stops when the LLR (fishtest's normalized
+    /// model by default) leaves ln(β/(1-α)), ln((1-β)/α). Games go to sprt/<id>/games.pgn.
+    Sprt(crate::sprt_cmd::SprtArgs),
+    /// Self-play training data: games with a few random opening plies, then searched moves;
+    /// every position with its score, best move, ply and the game's result, written as a
+    /// binpack (raw/selfplay/...) and ingested as positions/source=selfplay/dataset=NAME.
+    Datagen(DatagenArgs),
+    /// Run queued jobs from a shared Redis queue.
+    Worker {
+        /// The shared queue (or `server.redis` in the config).
+        #[arg(long, env = "LAKEFISH_REDIS")]
+        redis: Option<String>,
+        #[command(flatten)]
+        work: WorkArgs,
+        /// Name shown in job records (default: host name and process id).
+        #[arg(long)]
+        name: Option<String>,
+    },
+    /// Run an ingest job right here, in-process, with a progress bar.
+    Ingest {
+        #[command(subcommand)]
+        what: IngestCommand,
+    },
+    /// Two-pass shuffle of masked rows into chunks, in-process (both passes on all cores).
+    Shuffle(ShuffleArgs),
+    /// Train a net on a shuffle's chunks, in-process (CPU or CUDA), with checkpoints.
+    ///
+    /// The last --val-chunks chunks are held out for the per-epoch validation loss, printed
+    /// beside a material-only predictor's. Writes runs/<id>/ (run.json, checkpoints/,
+    /// metrics.parquet); --resume RUN continues a run from its last checkpoint, exactly.
+    Train(TrainArgs),
+    /// Training runs in the lake: all of them, or one with its metrics.
+    Runs {
+        /// One run's record with its metrics (default: all runs).
+        id: Option<String>,
+    },
+    /// Quantize a run's checkpoint into a .nnue file (Stockfish integer scheme), in-process.
+    ///
+    /// The integer net is compared with the float model on lake positions (held-out chunks
+    /// first); the mean and 99th-percentile differences go into the report, and a net beyond
+    /// the limits is refused. Writes runs/<run>/nets/step-N.nnue and step-N.json.
+    Quantize(QuantizeArgs),
+    /// Register a quantized checkpoint as nets/nn-<sha256[:12]>.nnue with a manifest.
+    ///
+    /// Content-addressed: the same bytes registered again change nothing.
+    Register(RegisterArgs),
+    /// The net registry: list, show a manifest, or pull a net's file (hash-checked).
+    Nets {
+        /// Read through a running service instead of the lake directly.
+        #[arg(long, env = "LAKEFISH_API")]
+        api: Option<String>,
+        #[command(subcommand)]
+        what: crate::nets_cmd::NetsCommand,
+    },
+    /// Write a per-position mask beside a dataset, in-process, with a progress bar.
+    Mask {
+        #[command(subcommand)]
+        what: MaskCommand,
+    },
+    /// Send a job to a running `lakefish serve` instead of running it here.
+    Submit {
+        /// The API's base URL.
+        #[arg(long, env = "LAKEFISH_API", default_value = "http://127.0.0.1:8080")]
+        api: String,
+        /// Wait for the job to finish, showing its progress; exit non-zero if it fails.
+        #[arg(long)]
+        wait: bool,
+        /// Upload local input files through the API into the lake's raw/ first, so workers on
+        /// any machine can read them.
+        #[arg(long)]
+        upload: bool,
+        #[command(subcommand)]
+        what: SubmitCommand,
+    },
+    /// Pipelines of a running service: `pipeline ls`, `pipeline run NAME --wait`.
+    Pipeline(crate::pipeline_cmd::PipelineArgs),
+    /// Show jobs known to a running service: all of them, or one by id.
+    Jobs {
+        /// The API's base URL (LAKEFISH_TOKEN is sent when set).
+        #[arg(long, env = "LAKEFISH_API", default_value = "http://127.0.0.1:8080")]
+        api: String,
+        /// Only jobs in this state: queued, running, succeeded, failed.
+        #[arg(long)]
+        state: Option<String>,
+        /// One job's full record.
+        id: Option<String>,
+    },
+    /// List the datasets committed to the lake.
+    Datasets,
+    /// Copy local files into the lake as raw/<source>/<file name> (prints the lake: keys).
+    Upload {
+        /// Local files to copy (each keeps its file name).
+        #[arg(required = true)]
+        files: Vec<String>,
+        /// binpack, lichess or selfplay; or books (opening books, raw/books/).
+        #[arg(long, default_value = "binpack")]
+        source: String,
+    },
+    /// Measure a hot path against its reference, in the same run.
+    Bench {
+        #[command(subcommand)]
+        what: BenchCommand,
+    },
+    /// API tokens: `token new NAME --scope read` prints a fresh token and its config entry.
+    Token {
+        #[command(subcommand)]
+        what: TokenCommand,
+    },
+    /// Check a config file (and the LAKEFISH__* overrides) and print it as loaded.
+    CheckConfig {
+        /// The file (default: --config).
+        file: Option<String>,
+    },
+    /// Write test data: a binpack of random legal games.
+    Synth {
+        /// Output file.
+        out: String,
+        /// Number of games to write.
+        #[arg(long, default_value_t = 2000)]
+        games: usize,
+        /// The same seed writes the same file.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+    },
+}
+
+#[derive(Subcommand)]
+pub enum TokenCommand {
+    /// A new random token: give the token to the client, paste the entry into lakefish.toml.
+    New {
+        /// A label for the token: it goes into the config entry and names the token when a
+        /// request is refused for lack of scope.
+        name: String,
+        /// read, submit or admin (repeat the flag for several).
+        #[arg(long = "scope", required = true)]
+        scopes: Vec<String>,
+    },
+}
+
+#[derive(clap::Args)]
+pub struct QueueArgs {
+    /// Use this Redis (redis://host:port) as the queue instead of the SQLite file.
+    #[arg(long, env = "LAKEFISH_REDIS")]
+    pub redis: Option<String>,
+    /// The SQLite queue file of the embedded default.
+    #[arg(
+        long,
+        env = "LAKEFISH_QUEUE_DB",
+        default_value = "./lakefish-queue.sqlite"
+    )]
+    pub queue_db: String,
+}
+
+#[derive(clap::Args)]
+pub struct WorkArgs {
+    /// Jobs run at the same time by this process.
+    #[arg(long, default_value_t = 1)]
+    pub concurrency: usize,
+    /// CPU threads each job may use (default: all cores).
+    #[arg(long)]
+    pub threads: Option<usize>,
+}
+
+#[derive(Subcommand)]
+pub enum IngestCommand {
+    /// Stockfish .binpack files into positions/source=binpack/dataset=NAME/.
+    Binpack(IngestArgs),
+    /// PGN files (.pgn, or .pgn.zst as Lichess publishes them) into
+    /// positions/source=lichess/dataset=NAME/month=YYYY-MM/ plus the games table beside it.
+    ///
+    /// One row per position before each move of the main line; [%eval] comments become scores
+    /// (side to move, Stockfish internal units). Variant games are skipped and counted; a game
+    /// with an illegal move is reported (file, game number, move) and skipped.
+    Pgn(IngestArgs),
+}
+
+#[derive(Subcommand)]
+pub enum SubmitCommand {
+    /// Queue a job from its JSON ({"kind": ..., "spec": {...}}), as POST /v1/jobs takes it.
+    Json {
+        /// A JSON file holding the request body: {"kind": ..., "spec": {...}}.
+        file: String,
+    },
+    /// Queue an ingest. Local paths must be readable by the workers (or use --upload / lake:KEY).
+    Ingest {
+        #[command(subcommand)]
+        what: IngestCommand,
+    },
+    /// Queue a shuffle job.
+    Shuffle(ShuffleArgs),
+    /// Queue a training job.
+    Train(TrainArgs),
+    /// Queue a quantize job.
+    Quantize(QuantizeArgs),
+    /// Queue a register job.
+    Register(RegisterArgs),
+    /// Queue a mask job.
+    Mask {
+        #[command(subcommand)]
+        what: MaskCommand,
+    },
+}
+
+#[derive(clap::Args)]
+pub struct ShuffleArgs {
+    /// Datasets to shuffle together (repeat the flag).
+    #[arg(long = "dataset", required = true)]
+    pub datasets: Vec<DatasetName>,
+    /// Their source partition: binpack, lichess or selfplay.
+    #[arg(long, default_value = "binpack")]
+    pub source: String,
+    /// The mask that selects rows (it must exist for every dataset).
+    #[arg(long, default_value = "quiet")]
+    pub mask: MaskName,
+    /// Number of output chunks (= piles).
+    #[arg(long)]
+    pub chunks: u32,
+    /// Same seed, same chunks, byte for byte.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// CPU threads (default: all cores).
+    #[arg(long)]
+    pub threads: Option<usize>,
+}
+
+impl ShuffleArgs {
+    pub fn spec(&self) -> anyhow::Result<ShuffleSpec> {
+        let spec = ShuffleSpec {
+            datasets: self.datasets.clone(),
+            source: Source::parse(&self.source)
+                .with_context(|| format!("unknown source {:?}", self.source))?,
+            mask: self.mask.clone(),
+            chunks: self.chunks,
+            seed: self.seed,
+            extra: Vec::new(),
+        };
+        spec.validate().map_err(anyhow::Error::msg)?;
+        Ok(spec)
+    }
+}
+
+#[derive(Subcommand)]
+pub enum MaskCommand {
+    /// Quiet positions: side to move not in check, move neither capture nor promotion,
+    /// score known; optionally a minimum ply and a maximum |score|.
+    Quiet(MaskArgs),
+}
+
+#[derive(clap::Args)]
+pub struct MaskArgs {
+    /// The dataset to mask.
+    #[arg(long)]
+    pub dataset: DatasetName,
+    /// Its source partition: binpack, lichess or selfplay.
+    #[arg(long, default_value = "binpack")]
+    pub source: String,
+    /// Name of this definition (default "quiet"; give another name for other limits).
+    #[arg(long, default_value = "quiet")]
+    pub name: MaskName,
+    /// Drop rows before this ply.
+    #[arg(long)]
+    pub min_ply: Option<u16>,
+    /// Drop rows whose |score| is larger.
+    #[arg(long)]
+    pub max_abs_score: Option<u16>,
+    /// CPU threads (default: all cores).
+    #[arg(long)]
+    pub threads: Option<usize>,
+}
+
+impl MaskArgs {
+    pub fn spec(&self) -> anyhow::Result<MaskSpec> {
+        Ok(MaskSpec {
+            dataset: self.dataset.clone(),
+            source: Source::parse(&self.source)
+                .with_context(|| format!("unknown source {:?}", self.source))?,
+            definition: MaskDefinition {
+                name: self.name.clone(),
+                min_ply: self.min_ply,
+                max_abs_score: self.max_abs_score,
+            },
+        })
+    }
+}
+
+#[derive(clap::Args)]
+pub struct TrainArgs {
+    /// The shuffle to train on (sh-...).
+    #[arg(long)]
+    pub shuffle: String,
+    /// Feature set: all768, halfkp or halfka_v2_hm.
+    #[arg(long, default_value = "all768")]
+    pub features: String,
+    /// Layer sizes: feature transformer WIDTHx2, then hidden layers.
+    #[arg(long, default_value = "256x2-32-32")]
+    pub arch: String,
+    /// Positions per training step.
+    #[arg(long, default_value_t = 16384)]
+    pub batch_size: u32,
+    /// Passes over the shuffle's training chunks.
+    #[arg(long, default_value_t = 1)]
+    pub epochs: u32,
+    /// Stop after this many steps in total.
+    #[arg(long)]
+    pub max_steps: Option<u64>,
+    /// Adam learning rate at the start.
+    #[arg(long, default_value_t = 1e-3)]
+    pub lr: f64,
+    /// Learning rate factor applied after every epoch.
+    #[arg(long, default_value_t = 1.0)]
+    pub lr_decay: f64,
+    /// elmo (cross-entropy), mse (|Δ|^2) or power (|Δ|^2.6), on win probabilities.
+    #[arg(long, default_value = "elmo")]
+    pub loss: String,
+    /// Sigmoid scale of scores (internal units).
+    #[arg(long, default_value_t = 361.0)]
+    pub scale: f64,
+    /// Weight of the score against the game result in the target at the first epoch (it
+    /// moves linearly to --lambda-end by the last).
+    #[arg(long, default_value_t = 1.0)]
+    pub lambda_start: f64,
+    /// λ at the last epoch (interpolated linearly from --lambda-start).
+    #[arg(long, default_value_t = 1.0)]
+    pub lambda_end: f64,
+    /// The shuffle's last N chunks are held out for the validation loss.
+    #[arg(long, default_value_t = 1)]
+    pub val_chunks: u32,
+    /// Checkpoint every N steps (0: at every epoch end only).
+    #[arg(long, default_value_t = 0)]
+    pub checkpoint_every: u64,
+    /// Seeds the weight initialization and the chunk order of every epoch (exact resume needs the same).
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// auto, cpu or cuda.
+    #[arg(long, default_value = "auto")]
+    pub device: String,
+    /// Continue this run from its last checkpoint (same settings; more steps or epochs).
+    #[arg(long)]
+    pub resume: Option<String>,
+    /// Warm start: a new run from the weights of another run's checkpoint, RUN:STEP (same
+    /// features and architecture).
+    #[arg(long)]
+    pub init_from: Option<String>,
+    /// Filter the chunks' rows at load time: quiet rows from this ply on.
+    #[arg(long)]
+    pub filter_min_ply: Option<u16>,
+    /// Filter the chunks' rows at load time: quiet rows with |score| at most this.
+    #[arg(long)]
+    pub filter_max_abs_score: Option<u16>,
+    /// CPU threads (default: all cores).
+    #[arg(long)]
+    pub threads: Option<usize>,
+}
+
+impl TrainArgs {
+    pub fn spec(&self) -> anyhow::Result<lakefish_schemas::TrainSpec> {
+        let spec = lakefish_schemas::TrainSpec {
+            shuffle: self.shuffle.clone(),
+            features: self.features.clone(),
+            arch: self.arch.clone(),
+            batch_size: self.batch_size,
+            epochs: self.epochs,
+            max_steps: self.max_steps,
+            lr: self.lr,
+            lr_decay: self.lr_decay,
+            loss: self.loss.clone(),
+            scale: self.scale,
+            lambda_start: self.lambda_start,
+            lambda_end: self.lambda_end,
+            val_chunks: self.val_chunks,
+            checkpoint_every: self.checkpoint_every,
+            seed: self.seed,
+            device: self.device.clone(),
+            resume: self.resume.clone(),
+            init_from: match &self.init_from {
+                None => None,
+                Some(s) => {
+                    let (run, step) = s
+                        .split_once(':')
+                        .context("--init-from is RUN:STEP, e.g. run-0123456789ab:204")?;
+                    Some(lakefish_schemas::train::InitFrom {
+                        run: run.to_string(),
+                        step: step
+                            .parse()
+                            .context("--init-from RUN:STEP: STEP is a number")?,
+                    })
+                }
+            },
+            filter: (self.filter_min_ply.is_some() || self.filter_max_abs_score.is_some()).then(
+                || MaskDefinition {
+                    name: MaskName::new("train-filter").expect("a valid name"),
+                    min_ply: self.filter_min_ply,
+                    max_abs_score: self.filter_max_abs_score,
+                },
+            ),
+        };
+        spec.validate().map_err(anyhow::Error::msg)?;
+        Ok(spec)
+    }
+}
+
+#[derive(clap::Args)]
+pub struct QuantizeArgs {
+    /// The training run (run-...).
+    #[arg(long)]
+    pub run: String,
+    /// The checkpoint's step (default: the run's last checkpoint).
+    #[arg(long)]
+    pub checkpoint: Option<u64>,
+    /// Lake positions to compare the integer net with the float model on.
+    #[arg(long, default_value_t = 10_000)]
+    pub positions: u32,
+    /// Refuse the net above this mean absolute difference (centipawns).
+    #[arg(long, default_value_t = 3.0)]
+    pub max_mean_cp: f64,
+    /// Refuse the net above this 99th-percentile absolute difference (centipawns).
+    #[arg(long, default_value_t = 15.0)]
+    max_p99_cp: f64,
+    /// CPU threads (default: all cores).
+    #[arg(long)]
+    pub threads: Option<usize>,
+}
+
+impl QuantizeArgs {
+    pub fn spec(&self) -> anyhow::Result<lakefish_schemas::QuantizeSpec> {
+        let spec = lakefish_schemas::QuantizeSpec {
+            run: self.run.clone(),
+            checkpoint: self.checkpoint,
+            positions: self.positions,
+            max_mean_cp: self.max_mean_cp,
+            max_p99_cp: self.max_p99_cp,
+        };
+        spec.validate().map_err(anyhow::Error::msg)?;
+        Ok(spec)
+    }
+}
+
+#[derive(clap::Args)]
+pub struct RegisterArgs {
+    /// The training run (run-...).
+    #[arg(long)]
+    pub run: String,
+    /// The quantized checkpoint's step (default: the run's last checkpoint).
+    #[arg(long)]
+    pub checkpoint: Option<u64>,
+    /// The registered net this one descends from (nn-....nnue).
+    #[arg(long)]
+    pub parent: Option<String>,
+}
+
+impl RegisterArgs {
+    pub fn spec(&self) -> anyhow::Result<lakefish_schemas::RegisterSpec> {
+        let spec = lakefish_schemas::RegisterSpec {
+            run: self.run.clone(),
+            checkpoint: self.checkpoint,
+            parent: self.parent.clone(),
+        };
+        spec.validate().map_err(anyhow::Error::msg)?;
+        Ok(spec)
+    }
+}
+
+#[derive(clap::Args)]
+pub struct IngestArgs {
+    /// Input files (local paths, or lake:raw/... keys).
+    #[arg(required = true)]
+    pub files: Vec<String>,
+    /// Dataset name (letters, digits, '.', '_', '-').
+    #[arg(long)]
+    pub dataset: DatasetName,
+    /// Target rows per Parquet part.
+    #[arg(long, default_value_t = lakefish_schemas::job::default_rows_per_part())]
+    pub rows_per_part: u64,
+    /// CPU threads (default: all cores).
+    #[arg(long)]
+    pub threads: Option<usize>,
+}
+
+#[derive(Subcommand)]
+pub enum BenchCommand {
+    /// Load test of a running API: CLIENTS concurrent clients submit JOB and poll it to its
+    /// end, for SECONDS; prints throughput and p50/p99 latencies against GET /healthz with
+    /// the same clients, and fails when any request errs or a submitted job is unaccounted for.
+    Load {
+        /// The API's base URL (LAKEFISH_TOKEN is sent when set).
+        #[arg(long, default_value = "http://127.0.0.1:8080")]
+        api: String,
+        /// The job to submit, as the body of POST /v1/jobs: {"kind": ..., "spec": {...}}.
+        #[arg(long)]
+        job: String,
+        /// Concurrent clients submitting and polling.
+        #[arg(long, default_value_t = 32)]
+        clients: usize,
+        /// How long clients keep submitting (at most 60).
+        #[arg(long, default_value_t = 30.0)]
+        seconds: f64,
+        /// How long the GET /healthz reference runs first.
+        #[arg(long, default_value_t = 3.0)]
+        reference_seconds: f64,
+    },
+    /// The two-pass shuffle vs a plain copy of the same bytes on the same store.
+    Shuffle {
+        /// A .binpack file: ingested and quiet-masked into a scratch lake untimed, then shuffled.
+        file: String,
+        /// CPU threads (default: all cores).
+        #[arg(long)]
+        threads: Option<usize>,
+        /// Output chunks (piles) of the shuffle.
+        #[arg(long, default_value_t = 16)]
+        chunks: u32,
+        /// Best of this many runs.
+        #[arg(long, default_value_t = 3)]
+        runs: usize,
+        /// Run on this store instead of a scratch directory: a directory or
+        /// s3://bucket/prefix (AWS_* variables as for --lake). Everything is written under
+        /// a fresh lakefish-bench-shuffle-PID/ prefix there and deleted afterwards.
+        #[arg(long)]
+        store: Option<String>,
+    },
+    /// The quiet mask job vs a bare read of the same Parquet parts.
+    Mask {
+        /// A .binpack file, ingested into a scratch lake untimed.
+        file: String,
+        /// CPU threads (default: all cores).
+        #[arg(long)]
+        threads: Option<usize>,
+        /// Best of this many runs.
+        #[arg(long, default_value_t = 3)]
+        runs: usize,
+    },
+    /// Full PGN ingest vs a bare pgn-reader visitor (SAN to moves, [%eval]) over the same bytes.
+    IngestPgn {
+        /// A .pgn or .pgn.zst file (repeated into a scratch file of at least --min-mib).
+        file: String,
+        /// CPU threads (default: all cores).
+        #[arg(long)]
+        threads: Option<usize>,
+        /// Best of this many runs.
+        #[arg(long, default_value_t = 3)]
+        runs: usize,
+        /// Smallest input to time, in MiB: a smaller file is repeated into a scratch file this large.
+        #[arg(long, default_value_t = 48)]
+        min_mib: usize,
+    },
+    /// The training loader alone vs training steps (all768 256x2-32-32, batch 16384, CPU or
+    /// CUDA), over the quiet rows of a binpack file shuffled into a scratch lake.
+    Train {
+        /// A .binpack file whose quiet rows are shuffled into a scratch lake untimed.
+        file: String,
+        /// CPU threads (default: all cores).
+        #[arg(long)]
+        threads: Option<usize>,
+        /// Training steps to time.
+        #[arg(long, default_value_t = 30)]
+        steps: usize,
+        /// Where the training steps run, ours and the reference's: cpu, cuda or auto (CUDA
+        /// when libtorch's CUDA backend loads and sees a GPU).
+        #[arg(long, default_value = "cpu", value_parser = ["cpu", "cuda", "auto"])]
+        device: String,
+        /// A Python with torch 2.11 for the plain PyTorch reference (`make bench-train` sets
+        /// one up in .venv-bench); skipped when it does not exist.
+        #[arg(long, default_value = ".venv-bench/bin/python")]
+        torch_python: String,
+        /// The reference training script.
+        #[arg(long, default_value = "infra/bench/torch_reference.py")]
+        torch_script: String,
+    },
+    /// Full binpack ingest vs a bare sfbinpack decode loop over the same file.
+    IngestBinpack {
+        /// A .binpack file (one or more concatenated).
+        file: String,
+        /// CPU threads (default: all cores).
+        #[arg(long)]
+        threads: Option<usize>,
+        /// Best of this many runs.
+        #[arg(long, default_value_t = 3)]
+        runs: usize,
+    },
+}
+
+pub fn ingest_spec(a: &IngestArgs, absolute: bool) -> anyhow::Result<IngestBinpackSpec> {
+    let inputs = a
+        .files
+        .iter()
+        .map(|f| {
+            if absolute && !f.starts_with(lakefish_lake::input::LAKE_PREFIX) {
+                let p = std::path::absolute(f).with_context(|| format!("input {f}"))?;
+                Ok(p.to_string_lossy().into_owned())
+            } else {
+                Ok(f.clone())
+            }
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let spec = IngestBinpackSpec {
+        inputs,
+        dataset: a.dataset.clone(),
+        rows_per_part: a.rows_per_part,
+    };
+    spec.validate().map_err(anyhow::Error::msg)?;
+    Ok(spec)
+}
+
+#[derive(clap::Args)]
+pub struct DatagenArgs {
+    /// The evaluation both sides use: a registered net, `best`, or `classical`.
+    #[arg(long, default_value = "best")]
+    pub net: String,
+    /// Dataset to ingest the games into.
+    #[arg(long)]
+    pub dataset: String,
+    /// Number of self-play games.
+    #[arg(long, default_value_t = 100)]
+    pub games: u64,
+    /// The same seed gives the same games, whatever the number of threads.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Nodes per move (default 5000).
+    #[arg(long, conflicts_with = "depth")]
+    pub nodes: Option<u64>,
+    /// A fixed depth per move instead of nodes.
+    #[arg(long)]
+    pub depth: Option<u32>,
+    /// Random legal moves at the start of each game, for variety.
+    #[arg(long, default_value_t = 6)]
+    pub random_plies: u32,
+    /// Searched plies before adjudication (|score| below --draw-cp is a draw).
+    #[arg(long, default_value_t = 200)]
+    pub max_plies: u32,
+    /// At the ply limit, a game whose last |score| is below this many centipawns is a draw (the rest go to the side ahead).
+    #[arg(long, default_value_t = 400)]
+    pub draw_cp: i32,
+    /// Threads (default: all cores).
+    #[arg(long)]
+    pub threads: Option<usize>,
+}
+
+impl DatagenArgs {
+    pub fn spec(&self) -> anyhow::Result<lakefish_schemas::DatagenSpec> {
+        let spec = lakefish_schemas::DatagenSpec {
+            net: self.net.clone(),
+            dataset: DatasetName::new(&self.dataset)?,
+            games: self.games,
+            seed: self.seed,
+            nodes: self.nodes,
+            depth: self.depth,
+            random_plies: self.random_plies,
+            max_plies: self.max_plies,
+            draw_cp: self.draw_cp,
+        };
+        spec.validate().map_err(anyhow::Error::msg)?;
+        Ok(spec)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    /// The whole command tree is consistent, and `help_expected` makes every flag and
+    /// argument carry help text (a bare `--threads <THREADS>` fails here). clap checks this
+    /// only with debug assertions, as `make test` builds (a debug `lakefish` also refuses to
+    /// start with an undocumented argument).
+    #[test]
+    fn every_command_and_argument_has_help() {
+        crate::cli::Cli::command().debug_assert();
+    }
+
+    /// `bench train --device` takes cpu, cuda or auto; anything else is refused by name with
+    /// the values it takes, before any work starts.
+    #[test]
+    fn bench_train_refuses_an_unknown_device() {
+        use clap::Parser;
+        let parse = |device: &str| {
+            crate::cli::Cli::try_parse_from([
+                "lakefish",
+                "bench",
+                "train",
+                "x.binpack",
+                "--device",
+                device,
+            ])
+        };
+        let err = parse("gpu0").err().expect("gpu0 refused").to_string();
+        assert!(err.contains("gpu0") && err.contains("cuda"), "{err}");
+        for ok in ["cpu", "cuda", "auto"] {
+            assert!(parse(ok).is_ok(), "{ok}");
+        }
+    }
+}

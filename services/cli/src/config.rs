@@ -1,0 +1,115 @@
+//! Config loading (`lakefish.toml` and LAKEFISH__* overrides), logging, the lake named on the
+//! command line, and the `token new` / `check-config` commands.
+
+use crate::cli::{Cli, Command};
+use anyhow::{Context, bail};
+use lakefish_jobs::Lake;
+use lakefish_schemas::config::{Config, Scope};
+use std::collections::HashMap;
+
+pub fn cores() -> usize {
+    std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+}
+
+pub fn init_logging(json: bool) {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("LAKEFISH_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let b = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    if json {
+        b.json().init();
+    } else {
+        b.init();
+    }
+}
+
+/// Reads the config file once, with the LAKEFISH__* overrides; no file: the defaults.
+pub fn load_config(path: Option<&str>) -> anyhow::Result<Config> {
+    let Some(path) = path else {
+        return Ok(Config::default());
+    };
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read the config file {path}"))?;
+    Ok(Config::parse(path, &text, std::env::vars())?)
+}
+
+/// Config values fill in what the command line (and its LAKEFISH_* variables) left unset.
+pub fn apply_config(cli: &mut Cli, matches: &clap::ArgMatches, config: &Config) {
+    use clap::parser::ValueSource;
+    let defaulted = |m: &clap::ArgMatches, id: &str| {
+        !matches!(
+            m.value_source(id),
+            Some(ValueSource::CommandLine | ValueSource::EnvVariable)
+        )
+    };
+    let server = &config.server;
+    if let Some(lake) = &server.lake
+        && defaulted(matches, "lake")
+    {
+        cli.lake = lake.clone();
+    }
+    if server.log_json == Some(true) {
+        cli.log_json = true;
+    }
+    let sub = matches.subcommand().map(|(_, m)| m);
+    match (&mut cli.command, sub) {
+        (Command::Serve { listen, queue, .. }, Some(m)) => {
+            if let Some(l) = &server.listen
+                && defaulted(m, "listen")
+            {
+                *listen = l.clone();
+            }
+            if queue.redis.is_none() {
+                queue.redis = server.redis.clone();
+            }
+            if let Some(db) = &server.queue_db
+                && defaulted(m, "queue_db")
+            {
+                queue.queue_db = db.clone();
+            }
+        }
+        (Command::Worker { redis, .. }, _) if redis.is_none() => *redis = server.redis.clone(),
+        _ => {}
+    }
+}
+
+pub fn open_lake(spec: &str) -> anyhow::Result<Lake> {
+    let env: HashMap<String, String> = std::env::vars().collect();
+    Ok(Lake::open(spec, &env)?)
+}
+
+/// `lakefish token new NAME --scope ...`: a fresh token and the config lines that admit it.
+pub fn new_token(name: &str, scopes: &[String]) -> anyhow::Result<()> {
+    let scopes = scopes
+        .iter()
+        .map(|s| match Scope::parse(s) {
+            Some(scope) => Ok(format!("{:?}", scope.as_str())),
+            None => bail!("unknown scope {s:?} (read, submit or admin)"),
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let token = format!(
+        "lf_{}{}",
+        uuid::Uuid::new_v4().simple(),
+        uuid::Uuid::new_v4().simple()
+    );
+    println!("token (give it to the client; it is not stored anywhere): {token}");
+    println!("\n# for lakefish.toml:\n[[auth.tokens]]\nname = {name:?}");
+    println!(
+        "sha256 = \"{}\"\nscopes = [{}]",
+        lakefish_schemas::config::token_sha256(&token),
+        scopes.join(", ")
+    );
+    Ok(())
+}
+
+/// `lakefish check-config [FILE]`: parses the file as `serve` would and prints it resolved.
+pub fn check_config(path: Option<String>) -> anyhow::Result<()> {
+    let path = path.context("name the file: lakefish check-config FILE (or --config)")?;
+    let config = load_config(Some(&path))?;
+    println!("{path}: ok (version {})", config.version);
+    println!("{}", serde_json::to_string_pretty(&config)?);
+    Ok(())
+}

@@ -1,0 +1,57 @@
+//! Commands that read or write the local lake directly: `runs`, `datasets`, `upload`, `synth`.
+
+use crate::client::{file_name, file_stream};
+use crate::config::open_lake;
+use anyhow::Context;
+use lakefish_schemas::{Source, raw_key};
+
+/// `lakefish runs [ID]`: every training run, or one with its metrics.
+pub async fn runs(lake: &str, id: Option<String>) -> anyhow::Result<()> {
+    let lake = open_lake(lake)?;
+    let v = match id {
+        Some(id) => serde_json::to_value(
+            lakefish_jobs::nets::run_with_metrics(&lake, &id)
+                .await?
+                .with_context(|| format!("run {id} not found"))?,
+        )?,
+        None => serde_json::to_value(lakefish_jobs::nets::list_runs(&lake).await?)?,
+    };
+    println!("{}", serde_json::to_string_pretty(&v)?);
+    Ok(())
+}
+
+/// `lakefish datasets`: every committed dataset.
+pub async fn datasets(lake: &str) -> anyhow::Result<()> {
+    let lake = open_lake(lake)?;
+    let ds = lakefish_lake::datasets::list_datasets(&lake).await?;
+    println!("{}", serde_json::to_string_pretty(&ds)?);
+    Ok(())
+}
+
+/// `lakefish upload FILE... --source S`: files into `raw/` (or `books/`) of the lake.
+pub async fn upload(lake: &str, files: &[String], source: &str) -> anyhow::Result<()> {
+    let lake = open_lake(lake)?;
+    let src = match source {
+        "books" => None,
+        s => Some(Source::parse(s).with_context(|| {
+            format!("unknown source {source:?} (binpack, lichess, selfplay or books)")
+        })?),
+    };
+    for f in files {
+        let key = match src {
+            Some(src) => raw_key(src, file_name(f)?)?,
+            None => lakefish_schemas::names::book_key(file_name(f)?)?,
+        };
+        let n = lake.put_stream(&key, file_stream(f).await?).await?;
+        println!("{}{key}\t{n} bytes", lakefish_lake::input::LAKE_PREFIX);
+    }
+    Ok(())
+}
+
+/// `lakefish synth OUT`: a synthetic binpack of random games, for tests and demos.
+pub fn synth(out: &str, games: usize, seed: u64) -> anyhow::Result<()> {
+    let bytes = lakefish_ingest::binpack::synthetic_binpack(games, seed);
+    std::fs::write(out, &bytes).with_context(|| format!("writing {out}"))?;
+    println!("wrote {out}: {games} games, {} bytes", bytes.len());
+    Ok(())
+}

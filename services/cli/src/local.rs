@@ -1,0 +1,41 @@
+//! Jobs run in this process (`lakefish ingest|mask|shuffle|train|...` without `--api`): the
+//! same job functions a worker runs, with a progress bar instead of a job record.
+
+use crate::cli_progress;
+use crate::config::{cores, open_lake};
+use lakefish_jobs::JobContext;
+use lakefish_schemas::{JobId, JobSpec};
+use std::sync::Arc;
+
+/// Runs a job in this process with a progress bar and prints its result.
+pub fn run_here(
+    lake: &str,
+    rt: &tokio::runtime::Handle,
+    spec: JobSpec,
+    threads: Option<usize>,
+) -> anyhow::Result<()> {
+    let out = run_here_value(lake, rt, spec, threads)?;
+    println!("{}", serde_json::to_string_pretty(&out)?);
+    Ok(())
+}
+
+/// Runs a job in this process with a progress bar and returns its result.
+pub fn run_here_value(
+    lake: &str,
+    rt: &tokio::runtime::Handle,
+    spec: JobSpec,
+    threads: Option<usize>,
+) -> anyhow::Result<serde_json::Value> {
+    let lake = open_lake(lake)?;
+    let bar = Arc::new(cli_progress::Bar::new());
+    let ctx = JobContext::new(lake, rt.clone())
+        .with_progress(bar.clone())
+        .with_threads(threads.unwrap_or_else(cores))
+        .with_hooks(lakefish_jobs::Hooks {
+            submitter: None,
+            trainer: Some(Arc::new(lakefish_train::LakefishTrainer)),
+        });
+    let out = lakefish_jobs::runner::run_spec(&ctx, &JobId::new(), &spec);
+    bar.finish();
+    Ok(out?)
+}

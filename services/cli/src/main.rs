@@ -1,0 +1,95 @@
+//! `lakefish`: the one binary. Parses the command line, loads the config, and hands each
+//! command to its module: the service (`serve`), the engine, a job run in this process
+//! (`local`), the HTTP client (`client`, `--api` modes), the lake's listings or a benchmark.
+
+mod backend;
+mod bench_cmd;
+mod cli;
+mod cli_progress;
+mod client;
+mod config;
+mod engine_cmd;
+mod lake_cmd;
+mod local;
+mod nets_cmd;
+mod pipeline_cmd;
+mod serve;
+mod sprt_cmd;
+
+use cli::{Cli, Command, IngestCommand, MaskCommand, TokenCommand};
+use config::{apply_config, init_logging, load_config};
+use lakefish_schemas::JobSpec;
+use local::run_here;
+
+fn main() -> anyhow::Result<()> {
+    let matches = <Cli as clap::CommandFactory>::command().get_matches();
+    let mut cli = <Cli as clap::FromArgMatches>::from_arg_matches(&matches)?;
+    let config = load_config(cli.config.as_deref())?;
+    apply_config(&mut cli, &matches, &config);
+    init_logging(cli.log_json);
+    // The engine runs without the multi-threaded runtime: the search owns the threads.
+    if let Command::Engine(args) = cli.command {
+        return engine_cmd::run(&cli.lake, args);
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    let lake = cli.lake.as_str();
+    let here = |spec: JobSpec, threads: Option<usize>| run_here(lake, rt.handle(), spec, threads);
+    match cli.command {
+        Command::Engine(_) => unreachable!("handled above"),
+        Command::Sprt(a) => rt.block_on(sprt_cmd::run(lake, rt.handle(), a)),
+        Command::Datagen(a) => here(JobSpec::Datagen(a.spec()?), a.threads),
+        Command::Serve {
+            listen,
+            queue,
+            work,
+            no_workers,
+            no_scheduler,
+        } => rt.block_on(serve::serve(
+            lake,
+            &listen,
+            queue,
+            work,
+            (no_workers, no_scheduler),
+            config,
+        )),
+        Command::Worker { redis, work, name } => {
+            rt.block_on(serve::worker(lake, redis, work, name))
+        }
+        Command::Ingest {
+            what: IngestCommand::Binpack(a),
+        } => here(
+            JobSpec::IngestBinpack(cli::ingest_spec(&a, false)?),
+            a.threads,
+        ),
+        Command::Ingest {
+            what: IngestCommand::Pgn(a),
+        } => here(JobSpec::IngestPgn(cli::ingest_spec(&a, false)?), a.threads),
+        Command::Mask {
+            what: MaskCommand::Quiet(a),
+        } => here(JobSpec::Mask(a.spec()?), a.threads),
+        Command::Train(a) => here(JobSpec::Train(a.spec()?), a.threads),
+        Command::Quantize(a) => here(JobSpec::Quantize(a.spec()?), a.threads),
+        Command::Register(a) => here(JobSpec::Register(a.spec()?), None),
+        Command::Shuffle(a) => here(JobSpec::Shuffle(a.spec()?), a.threads),
+        Command::Nets { api, what } => rt.block_on(nets_cmd::run(lake, api, what)),
+        Command::Runs { id } => rt.block_on(lake_cmd::runs(lake, id)),
+        Command::Datasets => rt.block_on(lake_cmd::datasets(lake)),
+        Command::Upload { files, source } => rt.block_on(lake_cmd::upload(lake, &files, &source)),
+        Command::Synth { out, games, seed } => lake_cmd::synth(&out, games, seed),
+        Command::Submit {
+            api,
+            wait,
+            upload,
+            what,
+        } => rt.block_on(client::submit(&api, wait, upload, what)),
+        Command::Jobs { api, state, id } => rt.block_on(client::show_jobs(&api, state, id)),
+        Command::Pipeline(a) => rt.block_on(pipeline_cmd::run(a)),
+        Command::Bench { what } => bench_cmd::run(&rt, what),
+        Command::Token {
+            what: TokenCommand::New { name, scopes },
+        } => config::new_token(&name, &scopes),
+        Command::CheckConfig { file } => config::check_config(file.or(cli.config.clone())),
+    }
+}

@@ -1,0 +1,119 @@
+//! `lakefish serve` (API, scheduler and in-process workers) and `lakefish worker` (workers
+//! on the shared Redis queue). Both give their workers the trainer.
+
+use crate::cli::{QueueArgs, WorkArgs};
+use crate::config::{cores, open_lake};
+use anyhow::{Context, bail};
+use lakefish_lake::records::JobStore;
+use lakefish_schemas::JobId;
+use lakefish_schemas::config::Config;
+use lakefish_services::{AppState, Queue, scheduler};
+use std::sync::Arc;
+
+/// `<host>-<pid>-<random>`: apalis refuses a worker name it still believes alive, and a
+/// restarted container can get the same pid.
+fn default_worker_name() -> String {
+    let host = std::fs::read_to_string("/etc/hostname").unwrap_or_default();
+    let host = if host.trim().is_empty() {
+        "worker"
+    } else {
+        host.trim()
+    };
+    let suffix = &JobId::new().to_string()[24..];
+    format!("{host}-{}-{suffix}", std::process::id())
+}
+
+pub async fn serve(
+    lake: &str,
+    listen: &str,
+    q: QueueArgs,
+    work: WorkArgs,
+    (no_workers, no_scheduler): (bool, bool),
+    config: Config,
+) -> anyhow::Result<()> {
+    for (name, p) in &config.pipelines {
+        if let Some(expr) = &p.schedule {
+            scheduler::schedule(name, expr)?;
+        }
+    }
+    if no_workers && q.redis.is_none() {
+        bail!(
+            "--no-workers needs --redis: only a Redis queue can be served by separate `lakefish worker` processes"
+        );
+    }
+    let lake = open_lake(lake)?;
+    let queue = match &q.redis {
+        Some(url) => Queue::redis(url).await?,
+        None => Queue::sqlite(&q.queue_db).await?,
+    };
+    let state = AppState {
+        lake: lake.clone(),
+        jobs: JobStore::new(lake.clone()),
+        queue: queue.clone(),
+        config: Arc::new(config),
+    };
+    if !no_scheduler && !state.config.pipelines.is_empty() {
+        let (lake, queue, config) = (lake.clone(), queue.clone(), state.config.clone());
+        tokio::spawn(async move {
+            if let Err(e) = scheduler::run(lake, queue, config).await {
+                tracing::error!("the pipeline scheduler stopped: {e}");
+            }
+        });
+    }
+    let listener = tokio::net::TcpListener::bind(listen)
+        .await
+        .with_context(|| format!("cannot listen on {listen}"))?;
+    let addr = listener.local_addr()?;
+    tracing::info!(
+        lake = lake.describe(),
+        queue = queue.describe(),
+        "serving on http://{addr}"
+    );
+    // Machine-readable line for scripts and tests that pass port 0.
+    println!("listening on http://{addr}");
+    let server =
+        axum::serve(listener, lakefish_services::router(state)).with_graceful_shutdown(async {
+            let _ = tokio::signal::ctrl_c().await;
+        });
+    if no_workers {
+        server.await?;
+        return Ok(());
+    }
+    let name = default_worker_name();
+    let workers = queue.run_workers(
+        lake,
+        name,
+        work.concurrency.max(1),
+        work.threads.unwrap_or_else(cores),
+        Some(Arc::new(lakefish_train::LakefishTrainer)),
+    );
+    tokio::select! {
+        r = server => r?,
+        r = workers => r?,
+    }
+    Ok(())
+}
+
+/// `lakefish worker`: runs jobs from the shared Redis queue until stopped.
+pub async fn worker(
+    lake: &str,
+    redis: Option<String>,
+    work: WorkArgs,
+    name: Option<String>,
+) -> anyhow::Result<()> {
+    let lake = open_lake(lake)?;
+    let redis = redis.context(
+        "a worker needs the shared queue: --redis URL, LAKEFISH_REDIS or server.redis in the config",
+    )?;
+    let q = Queue::redis(&redis).await?;
+    let name = name.unwrap_or_else(default_worker_name);
+    tracing::info!(lake = lake.describe(), queue = q.describe(), %name, "worker ready");
+    q.run_workers(
+        lake,
+        name,
+        work.concurrency.max(1),
+        work.threads.unwrap_or_else(cores),
+        Some(Arc::new(lakefish_train::LakefishTrainer)),
+    )
+    .await
+}

@@ -1,0 +1,18 @@
+//! The lakefish service as a library: the REST API (`api::router(state)`), bearer tokens,
+//! the dashboard, the queue (apalis over SQLite or Redis) with its workers, and the
+//! pipeline scheduler. The `lakefish` binary (`services/cli`) wires them to the CLI.
+//!
+//! Architecture invariant: no domain logic here (handlers call `lakefish-jobs`), and no
+//! dependency on `lakefish-train`: the API never links libtorch; workers get the trainer
+//! as a `Trainer` hook from the binary (`tests/tests/architecture.rs` checks both).
+
+pub mod api;
+pub mod auth;
+pub mod charts;
+pub mod dashboard;
+pub mod error;
+pub mod queue;
+pub mod scheduler;
+
+pub use api::{AppState, router};
+pub use queue::Queue;
