@@ -441,7 +441,7 @@ fn train(
     if config.train.warm_start
         && let Some(best) = ctx.block_on(crate::nets::read_best(&ctx.lake))?
         && let Some(m) = ctx.block_on(crate::nets::read_net(&ctx.lake, &best.name))?
-        && m.features == spec.features
+        && m.features == spec.features.as_str()
         && m.arch == spec.arch
     {
         spec.init_from = Some(lakefish_schemas::train::InitFrom {

@@ -38,4 +38,4 @@ pub use names::{DatasetName, NameError, Source, raw_key};
 pub use nets::{NetManifest, QuantizationError, QuantizeReport, QuantizeSpec, RegisterSpec};
 pub use shuffle::{ShuffleManifest, ShufflePlan, ShuffleSpec, ShuffleTask};
 pub use sprt::{SprtBatch, SprtPlan, SprtSpec, SprtState, SprtStatus, SprtTask};
-pub use train::{RunRecord, TrainSpec};
+pub use train::{DeviceChoice, FeatureSet, LossName, RunRecord, TrainSpec};

@@ -11,9 +11,8 @@ pub const METRICS_FILE: &str = "metrics.parquet";
 pub struct TrainSpec {
     /// The shuffle to train on (`sh-...`); its last `val_chunks` chunks are held out.
     pub shuffle: String,
-    /// `all768`, `halfkp` or `halfka_v2_hm`.
-    #[serde(default = "d_features")]
-    pub features: String,
+    #[serde(default)]
+    pub features: FeatureSet,
     /// `256x2-32-32`: feature transformer width, then hidden layers.
     #[serde(default = "d_arch")]
     pub arch: String,
@@ -29,9 +28,8 @@ pub struct TrainSpec {
     /// Learning rate multiplied by this after every epoch.
     #[serde(default = "d_one")]
     pub lr_decay: f64,
-    /// `elmo` (cross-entropy), `mse` (power 2) or `power` (|Δ|^2.6).
-    #[serde(default = "d_loss")]
-    pub loss: String,
+    #[serde(default)]
+    pub loss: LossName,
     /// Sigmoid scale of scores in internal units.
     #[serde(default = "d_scale")]
     pub scale: f64,
@@ -47,9 +45,8 @@ pub struct TrainSpec {
     pub checkpoint_every: u64,
     #[serde(default)]
     pub seed: u64,
-    /// `auto`, `cpu` or `cuda`.
-    #[serde(default = "d_device")]
-    pub device: String,
+    #[serde(default)]
+    pub device: DeviceChoice,
     /// Continue this run from its last checkpoint instead of starting a new one.
     #[serde(default)]
     pub resume: Option<String>,
@@ -63,6 +60,74 @@ pub struct TrainSpec {
     pub init_from: Option<InitFrom>,
 }
 
+/// Declares a closed set of names stored as strings: the enum, its names, parsing with an
+/// error that lists them, and serde as those names (JSON and run records stay as before).
+macro_rules! named_enum {
+    ($(#[$meta:meta])* $name:ident, $what:literal,
+     { $($(#[$vmeta:meta])* $variant:ident = $text:literal),+ $(,)? }) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+        pub enum $name {
+            $($(#[$vmeta])* #[serde(rename = $text)] $variant,)+
+        }
+
+        impl $name {
+            pub const ALL: &'static [$name] = &[$($name::$variant),+];
+
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $($name::$variant => $text,)+
+                }
+            }
+
+            /// By name; an unknown name is an error listing the known ones.
+            pub fn parse(name: &str) -> Result<$name, String> {
+                Self::ALL.iter().copied().find(|v| v.as_str() == name).ok_or_else(|| {
+                    let known: Vec<&str> = Self::ALL.iter().map(|v| v.as_str()).collect();
+                    format!(concat!($what, " {:?} is unknown ({})"), name, known.join(", "))
+                })
+            }
+        }
+
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+    };
+}
+
+named_enum!(
+    /// The input features of a net.
+    FeatureSet, "features", {
+        #[default]
+        All768 = "all768",
+        HalfKp = "halfkp",
+        HalfKaV2Hm = "halfka_v2_hm",
+    }
+);
+
+named_enum!(
+    /// The training loss: `elmo` (cross-entropy), `mse` (power 2) or `power` (|Δ|^2.6).
+    LossName, "loss", {
+        #[default]
+        Elmo = "elmo",
+        Mse = "mse",
+        Power = "power",
+    }
+);
+
+named_enum!(
+    /// Where training runs: `auto` (a CUDA GPU when one can be used, else the CPU), `cpu`,
+    /// `cuda`.
+    DeviceChoice, "device", {
+        #[default]
+        Auto = "auto",
+        Cpu = "cpu",
+        Cuda = "cuda",
+    }
+);
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct InitFrom {
@@ -70,9 +135,6 @@ pub struct InitFrom {
     pub step: u64,
 }
 
-fn d_features() -> String {
-    "all768".into()
-}
 fn d_arch() -> String {
     "256x2-32-32".into()
 }
@@ -91,36 +153,12 @@ fn d_one() -> f64 {
 fn d_one_u32() -> u32 {
     1
 }
-fn d_loss() -> String {
-    "elmo".into()
-}
 fn d_scale() -> f64 {
     361.0
-}
-fn d_device() -> String {
-    "auto".into()
 }
 
 impl TrainSpec {
     pub fn validate(&self) -> Result<(), String> {
-        if !matches!(self.features.as_str(), "all768" | "halfkp" | "halfka_v2_hm") {
-            return Err(format!(
-                "features {:?} is unknown (all768, halfkp, halfka_v2_hm)",
-                self.features
-            ));
-        }
-        if !matches!(self.loss.as_str(), "elmo" | "mse" | "power") {
-            return Err(format!(
-                "loss {:?} is unknown (elmo, mse, power)",
-                self.loss
-            ));
-        }
-        if !matches!(self.device.as_str(), "auto" | "cpu" | "cuda") {
-            return Err(format!(
-                "device {:?} is unknown (auto, cpu, cuda)",
-                self.device
-            ));
-        }
         if self.batch_size == 0 || self.epochs == 0 {
             return Err("batch_size and epochs must be at least 1".into());
         }

@@ -296,7 +296,7 @@ pub async fn runs(State(s): State<AppState>) -> Page {
             r#"<tr><td>{}</td><td>{}</td><td>{} {}</td><td>{}</td><td class="num">{}</td><td class="num">{}</td><td class="num">{}</td><td>{}</td><td>{}</td></tr>"#,
             run_link(&r.id),
             escape(&r.spec.shuffle),
-            escape(&r.spec.features),
+            escape(r.spec.features.as_str()),
             escape(&r.spec.arch),
             escape(&r.device),
             r.epoch,
@@ -369,7 +369,7 @@ pub async fn run(State(s): State<AppState>, Path(id): Path<String>) -> Page {
     let mut b = format!(
         r#"<p>Shuffle <code>{}</code>, {} {}, device {}, epoch {}, step {}, {} training and {} validation positions; {}.</p>"#,
         escape(&r.spec.shuffle),
-        escape(&r.spec.features),
+        escape(r.spec.features.as_str()),
         escape(&r.spec.arch),
         escape(&r.device),
         r.epoch,

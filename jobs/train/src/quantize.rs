@@ -462,7 +462,7 @@ pub fn quantize(ctx: &JobContext, spec: &QuantizeSpec) -> Result<QuantizeReport,
         .ok_or_else(|| TrainError::Spec(format!("run {} does not exist", spec.run)))?;
     let (checkpoint, step) = lakefish_jobs::nets::pick_checkpoint(&run, spec.checkpoint)?;
     let mut train_spec = run.spec.clone();
-    train_spec.device = "cpu".into();
+    train_spec.device = lakefish_schemas::DeviceChoice::Cpu;
     let (setup, shuffle) = resolve(ctx, &train_spec)?;
     let features = setup.features;
     stage(ctx, "load checkpoint", 0);

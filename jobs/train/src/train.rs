@@ -14,7 +14,9 @@ use arrow_array::RecordBatch;
 use lakefish_engine::features::FeatureSetKind;
 use lakefish_jobs::{JobContext, Lake};
 use lakefish_schemas::train::{METRICS_FILE, RUN_FILE};
-use lakefish_schemas::{JobId, Progress, RunRecord, ShuffleManifest, TrainSpec};
+use lakefish_schemas::{
+    DeviceChoice, FeatureSet, JobId, LossName, Progress, RunRecord, ShuffleManifest, TrainSpec,
+};
 use std::io::Cursor;
 use std::sync::Arc;
 use std::time::Instant;
@@ -72,9 +74,9 @@ pub(crate) struct Setup {
 /// The CUDA backend is loaded whatever the name: libtorch answers "is there CUDA?" once per
 /// process, so a CPU run asking first (its `manual_seed` does) would leave a later GPU run in
 /// the same worker without its GPU.
-pub fn select_device(name: &str) -> Result<Device, TrainError> {
+pub fn select_device(choice: DeviceChoice) -> Result<Device, TrainError> {
     let backend = crate::cuda::load_backend();
-    if name == "cpu" {
+    if choice == DeviceChoice::Cpu {
         return Ok(Device::Cpu);
     }
     let usable = backend.is_ok() && tch::Cuda::is_available();
@@ -82,9 +84,9 @@ pub fn select_device(name: &str) -> Result<Device, TrainError> {
         Err(why) => format!("libtorch's CUDA backend is unavailable: {why}"),
         Ok(()) => "the CUDA backend loaded but sees no GPU".into(),
     };
-    match (name, usable) {
+    match (choice, usable) {
         (_, true) => Ok(Device::Cuda(0)),
-        ("cuda", false) => Err(TrainError::Spec(format!("--device cuda: {why_not}"))),
+        (DeviceChoice::Cuda, false) => Err(TrainError::Spec(format!("--device cuda: {why_not}"))),
         _ => {
             // Silent on machines without an NVIDIA driver (the CPU set-up never has the
             // backend's libraries); loud where a GPU sits unused.
@@ -100,20 +102,27 @@ pub fn select_device(name: &str) -> Result<Device, TrainError> {
     }
 }
 
+/// The engine's feature set for the name a spec gives.
+pub fn feature_set(name: FeatureSet) -> FeatureSetKind {
+    match name {
+        FeatureSet::All768 => FeatureSetKind::All768,
+        FeatureSet::HalfKp => FeatureSetKind::HalfKp,
+        FeatureSet::HalfKaV2Hm => FeatureSetKind::HalfKaV2Hm,
+    }
+}
+
 pub(crate) fn resolve(
     ctx: &JobContext,
     spec: &TrainSpec,
 ) -> Result<(Setup, ShuffleManifest), TrainError> {
-    let features =
-        FeatureSetKind::from_name(&spec.features).map_err(|e| TrainError::Spec(e.to_string()))?;
+    let features = feature_set(spec.features);
     let arch = Arch::parse(&spec.arch)?;
-    let loss = match spec.loss.as_str() {
-        "elmo" => Loss::Elmo,
-        "mse" => Loss::Power(2.0),
-        "power" => Loss::Power(2.6),
-        other => return Err(TrainError::Spec(format!("loss {other:?} is unknown"))),
+    let loss = match spec.loss {
+        LossName::Elmo => Loss::Elmo,
+        LossName::Mse => Loss::Power(2.0),
+        LossName::Power => Loss::Power(2.6),
     };
-    let device = select_device(&spec.device)?;
+    let device = select_device(spec.device)?;
     let manifest = ctx
         .block_on(lakefish_jobs::shuffle::read_shuffle_manifest(
             &ctx.lake,
@@ -467,7 +476,7 @@ pub fn train(ctx: &JobContext, job: &JobId, spec: &TrainSpec) -> Result<RunRecor
             same.epochs = spec.epochs;
             same.resume = spec.resume.clone();
             // A run may move between a GPU and the CPU (bit-exact only on the same device).
-            same.device = spec.device.clone();
+            same.device = spec.device;
             if &same != spec {
                 return Err(TrainError::Spec(format!(
                     "run {id} was trained with other settings; resume it with the same ones"
@@ -476,7 +485,7 @@ pub fn train(ctx: &JobContext, job: &JobId, spec: &TrainSpec) -> Result<RunRecor
             let mut rec = rec;
             rec.spec.max_steps = spec.max_steps;
             rec.spec.epochs = spec.epochs;
-            rec.spec.device = spec.device.clone();
+            rec.spec.device = spec.device;
             rec.device = format!("{:?}", setup.device);
             rec.finished = false;
             (id.clone(), rec)

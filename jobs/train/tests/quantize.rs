@@ -120,7 +120,7 @@ fn king_relative_feature_sets_quantize_too() {
     let fx = fixture(4);
     for features in ["halfkp", "halfka_v2_hm"] {
         let mut s = spec(&fx.shuffle);
-        s.features = features.into();
+        s.features = lakefish_schemas::FeatureSet::parse(features).unwrap();
         s.arch = "16x2-8".into();
         s.max_steps = Some(20);
         s.lr = 3e-3;

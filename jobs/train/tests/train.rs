@@ -42,7 +42,7 @@ fn two_n_steps_equal_n_steps_then_resume_for_n_more() {
     // CPU). "auto" is the CPU on a machine without CUDA, so the result is still bit-exact.
     let cuda = lakefish_train::cuda::load_backend().is_ok() && tch::Cuda::is_available();
     if !cuda {
-        resumed.device = "auto".into();
+        resumed.device = lakefish_schemas::DeviceChoice::Auto;
     }
     let b = train(&fx.ctx, &JobId::new(), &resumed).unwrap();
     assert_eq!(b.step, 2 * n);
@@ -97,7 +97,7 @@ fn bad_inputs_fail_clearly_and_keep_the_last_good_checkpoint() {
     // falls back to the CPU.
     if lakefish_train::cuda::load_backend().is_err() || !tch::Cuda::is_available() {
         let mut gpu = spec(&fx.shuffle);
-        gpu.device = "cuda".into();
+        gpu.device = lakefish_schemas::DeviceChoice::Cuda;
         let err = train(&fx.ctx, &JobId::new(), &gpu).unwrap_err().to_string();
         assert!(err.contains("--device cuda: "), "{err}");
         assert!(
@@ -110,7 +110,7 @@ fn bad_inputs_fail_clearly_and_keep_the_last_good_checkpoint() {
             .unwrap();
         assert!(runs.is_empty(), "{runs:?}");
         assert_eq!(
-            lakefish_train::train::select_device("auto").unwrap(),
+            lakefish_train::train::select_device(lakefish_schemas::DeviceChoice::Auto).unwrap(),
             tch::Device::Cpu
         );
     }

@@ -17,7 +17,9 @@ pub fn run(rt: &tokio::runtime::Runtime, what: BenchCommand) -> anyhow::Result<(
             torch_script,
         } => {
             let threads = threads.unwrap_or_else(cores);
-            let device = lakefish_train::train::select_device(&device)?;
+            let device = lakefish_train::train::select_device(
+                lakefish_schemas::DeviceChoice::parse(&device).map_err(anyhow::Error::msg)?,
+            )?;
             let reference = std::path::Path::new(&torch_python).exists().then(|| {
                 lakefish_bench::train::TorchReference {
                     python: torch_python.clone().into(),

@@ -412,21 +412,23 @@ impl TrainArgs {
     pub fn spec(&self) -> anyhow::Result<lakefish_schemas::TrainSpec> {
         let spec = lakefish_schemas::TrainSpec {
             shuffle: self.shuffle.clone(),
-            features: self.features.clone(),
+            features: lakefish_schemas::FeatureSet::parse(&self.features)
+                .map_err(anyhow::Error::msg)?,
             arch: self.arch.clone(),
             batch_size: self.batch_size,
             epochs: self.epochs,
             max_steps: self.max_steps,
             lr: self.lr,
             lr_decay: self.lr_decay,
-            loss: self.loss.clone(),
+            loss: lakefish_schemas::LossName::parse(&self.loss).map_err(anyhow::Error::msg)?,
             scale: self.scale,
             lambda_start: self.lambda_start,
             lambda_end: self.lambda_end,
             val_chunks: self.val_chunks,
             checkpoint_every: self.checkpoint_every,
             seed: self.seed,
-            device: self.device.clone(),
+            device: lakefish_schemas::DeviceChoice::parse(&self.device)
+                .map_err(anyhow::Error::msg)?,
             resume: self.resume.clone(),
             init_from: match &self.init_from {
                 None => None,
