@@ -1,0 +1,157 @@
+//! The HTTP app in-process: `router(state)` answered with `oneshot`, on an in-memory lake and
+//! a SQLite queue in a scratch directory. No process, no port: the handlers, the one error
+//! mapping and the token check, fast.
+
+use axum::body::Body;
+use axum::http::{Request, StatusCode, header};
+use http_body_util::BodyExt;
+use lakefish_lake::Lake;
+use lakefish_lake::records::JobStore;
+use lakefish_schemas::config::{AuthConfig, Config, Scope, TokenConfig, token_sha256};
+use lakefish_services::{AppState, Queue, router};
+use std::sync::Arc;
+use tower::ServiceExt;
+
+struct App {
+    state: AppState,
+    _dir: tempfile::TempDir,
+}
+
+async fn app(config: Config) -> App {
+    let dir = tempfile::tempdir().unwrap();
+    let lake = Lake::in_memory();
+    let queue = Queue::sqlite(dir.path().join("queue.sqlite").to_str().unwrap())
+        .await
+        .unwrap();
+    App {
+        state: AppState {
+            jobs: JobStore::new(lake.clone()),
+            lake,
+            queue,
+            config: Arc::new(config),
+        },
+        _dir: dir,
+    }
+}
+
+/// Sends one request; returns the status, the `WWW-Authenticate` header and the body as JSON
+/// (null when it is not JSON).
+async fn send(
+    app: &App,
+    method: &str,
+    uri: &str,
+    body: &str,
+    token: Option<&str>,
+) -> (StatusCode, Option<String>, serde_json::Value) {
+    let mut req = Request::builder().method(method).uri(uri);
+    if let Some(t) = token {
+        req = req.header(header::AUTHORIZATION, format!("Bearer {t}"));
+    }
+    let resp = router(app.state.clone())
+        .oneshot(req.body(Body::from(body.to_string())).unwrap())
+        .await
+        .unwrap();
+    let status = resp.status();
+    let challenge = resp
+        .headers()
+        .get(header::WWW_AUTHENTICATE)
+        .map(|v| v.to_str().unwrap().to_string());
+    let bytes = resp.into_body().collect().await.unwrap().to_bytes();
+    let json = serde_json::from_slice(&bytes).unwrap_or(serde_json::Value::Null);
+    (status, challenge, json)
+}
+
+#[tokio::test]
+async fn jobs_are_validated_recorded_and_listed() {
+    let app = app(Config::default()).await;
+    let (status, _, health) = send(&app, "GET", "/healthz", "", None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(health["lake"], "memory");
+
+    // Garbage is a 400 naming what is wrong, and nothing is recorded.
+    for (body, says) in [
+        ("not json", "not valid JSON"),
+        (r#"{"kind":"nope","spec":{}}"#, "unknown job kind \"nope\""),
+        (r#"{"kind":"shuffle_pile","spec":{}}"#, "unknown job kind"),
+        (
+            r#"{"kind":"train","spec":{"shuffle":"sh-1","features":"halfkx"}}"#,
+            "halfkx",
+        ),
+        (
+            r#"{"kind":"train","spec":{"shuffle":"sh-1","device":"tpu"}}"#,
+            "tpu",
+        ),
+    ] {
+        let (status, _, err) = send(&app, "POST", "/v1/jobs", body, None).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+        let msg = err["error"].as_str().unwrap();
+        assert!(msg.contains(says), "{body}: {msg}");
+    }
+    let (_, _, listed) = send(&app, "GET", "/v1/jobs", "", None).await;
+    assert_eq!(listed["jobs"].as_array().unwrap().len(), 0);
+
+    // A valid job is recorded as queued and can be looked up.
+    let body = r#"{"kind":"mask","spec":{"dataset":"d1","definition":{"name":"quiet"}}}"#;
+    let (status, _, queued) = send(&app, "POST", "/v1/jobs", body, None).await;
+    assert_eq!(status, StatusCode::ACCEPTED);
+    let id = queued["id"].as_str().unwrap();
+    let (status, _, rec) = send(&app, "GET", &format!("/v1/jobs/{id}"), "", None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        (rec["state"].as_str(), rec["kind"].as_str()),
+        (Some("queued"), Some("mask"))
+    );
+    let (_, _, listed) = send(&app, "GET", "/v1/jobs", "", None).await;
+    assert_eq!(listed["jobs"].as_array().unwrap().len(), 1);
+
+    // Unknown ids and runs are 404s; a bad filter is a 400.
+    let (status, _, _) = send(&app, "GET", "/v1/jobs/not-a-uuid", "", None).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let (status, _, runs) = send(&app, "GET", "/v1/runs", "", None).await;
+    assert_eq!(
+        (status, runs["runs"].as_array().map(Vec::len)),
+        (StatusCode::OK, Some(0))
+    );
+    let (status, _, _) = send(&app, "GET", "/v1/runs/r-1", "", None).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let (status, _, _) = send(&app, "GET", "/v1/jobs?state=sleeping", "", None).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+}
+
+#[tokio::test]
+async fn tokens_and_scopes_are_checked_before_any_handler() {
+    let config = Config {
+        auth: AuthConfig {
+            anonymous_read: false,
+            tokens: vec![TokenConfig {
+                name: "reader".into(),
+                sha256: token_sha256("lf_read"),
+                scopes: vec![Scope::Read],
+            }],
+        },
+        ..Config::default()
+    };
+    let app = app(config).await;
+    // Health checks stay open.
+    let (status, _, _) = send(&app, "GET", "/healthz", "", None).await;
+    assert_eq!(status, StatusCode::OK);
+    // No token or an unknown one: 401 with a bearer challenge.
+    for token in [None, Some("lf_guess")] {
+        let (status, challenge, err) = send(&app, "GET", "/v1/jobs", "", token).await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED, "{token:?}");
+        assert_eq!(challenge.as_deref(), Some("Bearer realm=\"lakefish\""));
+        assert!(err["error"].is_string());
+    }
+    // The read token reads, but may not submit: 403 naming the scope, nothing recorded.
+    let (status, _, _) = send(&app, "GET", "/v1/jobs", "", Some("lf_read")).await;
+    assert_eq!(status, StatusCode::OK);
+    let body = r#"{"kind":"mask","spec":{"dataset":"d1","definition":{"name":"quiet"}}}"#;
+    let (status, _, err) = send(&app, "POST", "/v1/jobs", body, Some("lf_read")).await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    assert!(
+        err["error"].as_str().unwrap().contains("\"submit\""),
+        "{err}"
+    );
+    let (_, _, listed) = send(&app, "GET", "/v1/jobs", "", Some("lf_read")).await;
+    assert_eq!(listed["jobs"].as_array().unwrap().len(), 0);
+}
