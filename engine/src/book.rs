@@ -1,6 +1,11 @@
 //! Opening books for matches: EPD (one position per line) or PGN (each game's final
 //! position after its main line). Every line or game that cannot be read is an error naming
-//! where; a book must hold at least one position.
+//! where (line, game, ply), never quoting the file: a book may come from anywhere, and its
+//! errors reach API callers. A book must hold at least one position.
+//!
+//! This reader is strict where pgn-reader (used by the PGN ingest) is lenient: a token that is
+//! not a move is an error here, not skipped, because a book with a silently dropped move
+//! would play other openings than its author meant.
 
 use shakmaty::fen::Fen;
 use shakmaty::san::SanPlus;
@@ -73,7 +78,7 @@ fn parse_epd(name: &str, text: &str) -> Result<Vec<Chess>, BookError> {
         // EPD: four fields then operations; FEN: six fields.
         let fields: Vec<&str> = line.split_whitespace().collect();
         if fields.len() < 4 {
-            return Err(err(format!("{line:?} has fewer than four FEN fields")));
+            return Err(err("fewer than four FEN fields".into()));
         }
         let clocks = fields.len() >= 6
             && fields[4].parse::<u32>().is_ok()
@@ -83,14 +88,12 @@ fn parse_epd(name: &str, text: &str) -> Result<Vec<Chess>, BookError> {
         } else {
             format!("{} 0 1", fields[..4].join(" "))
         };
-        let parsed: Fen = fen
-            .parse()
-            .map_err(|e| err(format!("bad FEN {fen:?}: {e}")))?;
+        let parsed: Fen = fen.parse().map_err(|e| err(format!("not a FEN: {e}")))?;
         let pos: Chess = parsed
             .into_position(CastlingMode::Standard)
-            .map_err(|e| err(format!("illegal position {fen:?}: {e}")))?;
+            .map_err(|e| err(format!("illegal position: {e}")))?;
         if pos.is_game_over() {
-            return Err(err(format!("{fen:?} is already decided")));
+            return Err(err("the position is already decided".into()));
         }
         out.push(pos);
     }
@@ -190,19 +193,19 @@ fn parse_pgn(name: &str, text: &str) -> Result<Vec<Chess>, BookError> {
         let mut pos = match g.tag("FEN") {
             Some(fen) => fen
                 .parse::<Fen>()
-                .map_err(|e| err(format!("bad FEN tag {fen:?}: {e}")))?
+                .map_err(|e| err(format!("the FEN tag is not a FEN: {e}")))?
                 .into_position(CastlingMode::Standard)
-                .map_err(|e| err(format!("illegal FEN tag {fen:?}: {e}")))?,
+                .map_err(|e| err(format!("the FEN tag is illegal: {e}")))?,
             None => Chess::default(),
         };
         for (ply, token) in san_tokens(&g.movetext).iter().enumerate() {
             let san: SanPlus = token
                 .parse()
-                .map_err(|_| err(format!("ply {}: {token:?} is not a move", ply + 1)))?;
+                .map_err(|_| err(format!("ply {}: not a move", ply + 1)))?;
             let mv = san
                 .san
                 .to_move(&pos)
-                .map_err(|e| err(format!("ply {}: {token} is illegal here: {e}", ply + 1)))?;
+                .map_err(|e| err(format!("ply {}: {san} is illegal here: {e}", ply + 1)))?;
             pos.play_unchecked(mv);
         }
         if pos.is_game_over() {
@@ -248,6 +251,22 @@ mod tests {
         );
     }
 
+    /// Errors reach API callers: they name the line, game and ply, never the file's bytes.
+    #[test]
+    fn errors_never_quote_the_file() {
+        let secret = "root:x:0:0:secret:/root:/bin/bash";
+        for (name, text) in [
+            ("a.epd", format!("{secret}\n")),
+            ("b.epd", format!("{secret} w - - 0 1\n")),
+            ("c.pgn", format!("[Event \"x\"]\n\n1. {secret} *\n")),
+            ("d.pgn", format!("[FEN \"{secret}\"]\n\n1. e4 *\n")),
+        ] {
+            let e = Book::parse(name, text.as_bytes()).unwrap_err().to_string();
+            assert!(!e.contains("secret") && !e.contains("root:"), "{name}: {e}");
+            assert!(e.starts_with(&format!("book {name}: ")), "{e}");
+        }
+    }
+
     #[test]
     fn bad_books_name_the_place() {
         let e = Book::parse(
@@ -256,8 +275,7 @@ mod tests {
         )
         .unwrap_err();
         assert!(
-            e.to_string()
-                .starts_with("book x.epd: line 2: bad FEN \"not a fen at 0 1\""),
+            e.to_string().starts_with("book x.epd: line 2: not a FEN"),
             "{e}"
         );
         let e = Book::parse("x.epd", b"8/8/8/8/8/8/8/8 w - -\n").unwrap_err();

@@ -70,8 +70,10 @@ pub fn internal_to_centipawns(value: i32, material: i32) -> f64 {
 /// mated in `-moves` (`2·|moves|` plies), `0` means it is mated on the board. Stockfish's
 /// `mate_in(ply)` / `mated_in(ply)` values.
 pub fn mate_to_internal(moves: i32) -> i16 {
+    // In i64: 2 × i32::MIN does not fit an i32.
+    let moves = moves as i64;
     let plies = if moves > 0 { 2 * moves - 1 } else { -2 * moves };
-    let plies = plies.min(MAX_PLY);
+    let plies = plies.min(MAX_PLY as i64) as i32;
     let v = VALUE_MATE - plies;
     (if moves > 0 { v } else { -v }) as i16
 }
@@ -80,6 +82,13 @@ pub fn mate_to_internal(moves: i32) -> i16 {
 mod tests {
     use super::*;
     use shakmaty::{Chess, Position};
+
+    #[test]
+    fn mates_of_any_length_saturate_without_overflow() {
+        assert_eq!(mate_to_internal(i32::MAX), mate_to_internal(124));
+        assert_eq!(mate_to_internal(i32::MIN), mate_to_internal(-123));
+        assert_eq!(mate_to_internal(1), (VALUE_MATE - 1) as i16);
+    }
 
     #[test]
     fn start_position_material_and_pawn_value() {

@@ -148,3 +148,55 @@ async fn a_failed_job_records_why_and_touches_no_data() {
     );
     assert!(lake.list("positions").await.unwrap().is_empty());
 }
+
+/// A queue can be written by other clients than the API, so a worker checks `[inputs]
+/// local_roots` again when it opens a file: a queued job naming a file outside them fails
+/// for good (not retried), naming the rule, and nothing of the file reaches its record.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn workers_refuse_local_files_outside_their_roots() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("data");
+    std::fs::create_dir(&root).unwrap();
+    let outside = dir.path().join("secret.binpack");
+    std::fs::write(&outside, synthetic_binpack(3, 1)).unwrap();
+    let inside = root.join("ok.binpack");
+    std::fs::write(&inside, synthetic_binpack(3, 1)).unwrap();
+    let lake = Lake::open(dir.path().join("lake").to_str().unwrap(), &HashMap::new()).unwrap();
+    let hooks = || lakefish_jobs::Hooks {
+        inputs: lakefish_lake::input::InputPolicy::confined(&[root.to_str().unwrap().to_string()]),
+        ..Default::default()
+    };
+    let job = |input: &Path, dataset: &str| {
+        let spec = JobSpec::IngestBinpack(IngestBinpackSpec {
+            inputs: vec![input.to_str().unwrap().to_string()],
+            dataset: DatasetName::new(dataset).unwrap(),
+            rows_per_part: 1_000_000,
+        });
+        QueuedJob::new(JobId::new(), &spec)
+    };
+    let refused = job(&outside, "outside");
+    let err = run_queued_job(lake.clone(), refused.clone(), "w", 2, true, hooks())
+        .await
+        .unwrap_err();
+    assert!(!err.is_transient(), "{err}");
+    let rec = JobStore::new(lake.clone())
+        .get(&refused.id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(rec.state, JobState::Failed);
+    assert!(
+        rec.error
+            .as_deref()
+            .unwrap()
+            .contains("[inputs] local_roots"),
+        "{rec:?}"
+    );
+    assert!(lake.list("positions").await.unwrap().is_empty());
+
+    let accepted = job(&inside, "inside");
+    run_queued_job(lake.clone(), accepted, "w", 2, true, hooks())
+        .await
+        .unwrap();
+    assert!(!lake.list("positions").await.unwrap().is_empty());
+}

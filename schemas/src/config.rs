@@ -41,6 +41,21 @@ pub struct Config {
     /// Pipelines by name (`[pipelines.nightly]`).
     #[serde(default)]
     pub pipelines: BTreeMap<String, PipelineConfig>,
+    /// Which local files work arriving through the API or the queue may read.
+    #[serde(default)]
+    pub inputs: InputsConfig,
+}
+
+/// Jobs submitted over the API or taken from the queue read `lake:` objects, and local files
+/// only under these directories (on the API host and on every worker). The CLI running a job
+/// in-process for its own user is not bound by this.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InputsConfig {
+    /// Directories whose files (after resolving symlinks and `..`) such jobs may read.
+    /// Empty (the default): `lake:` objects only.
+    #[serde(default)]
+    pub local_roots: Vec<String>,
 }
 
 impl Default for Config {
@@ -51,6 +66,7 @@ impl Default for Config {
             server: ServerConfig::default(),
             auth: AuthConfig::default(),
             pipelines: BTreeMap::new(),
+            inputs: InputsConfig::default(),
         }
     }
 }
@@ -66,7 +82,12 @@ pub struct ServerConfig {
     pub queue_db: Option<String>,
     /// Largest accepted JSON request body, bytes (raw uploads have their own, larger limit).
     pub max_body_bytes: Option<usize>,
+    /// Largest accepted upload (`PUT /v1/raw/...`, `PUT /v1/books/...`), bytes; default 64 GiB.
+    pub max_upload_bytes: Option<u64>,
     pub log_json: Option<bool>,
+    /// Lets `serve` listen beyond loopback without any token configured: the API is then open
+    /// to everyone who can reach it. Off by default; the name is meant to be read aloud.
+    pub open_api_without_tokens: Option<bool>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]

@@ -237,6 +237,18 @@ impl JobSpec {
         self.job_kind().as_str()
     }
 
+    /// Every file the job opens by name (local paths or `lake:` keys): what the input rule
+    /// (`[inputs] local_roots`) is checked against at submission, and again on the worker.
+    pub fn inputs(&self) -> Vec<&str> {
+        match self {
+            JobSpec::IngestBinpack(s) | JobSpec::IngestPgn(s) => {
+                s.inputs.iter().map(String::as_str).collect()
+            }
+            JobSpec::Sprt(s) => vec![s.book.as_str()],
+            _ => Vec::new(),
+        }
+    }
+
     /// Validates a raw submission body. Every error names what is wrong.
     pub fn from_request(body: &[u8]) -> Result<JobSpec, SpecError> {
         Self::decode(body, false)

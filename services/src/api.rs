@@ -30,10 +30,25 @@ pub struct AppState {
 
 /// Largest accepted JSON body unless the config says otherwise.
 pub const MAX_BODY_BYTES: usize = 1 << 20;
+/// Largest accepted upload unless the config says otherwise (64 GiB).
+pub const MAX_UPLOAD_BYTES: u64 = 64 << 30;
 
 impl AppState {
     pub fn max_body(&self) -> usize {
         self.config.server.max_body_bytes.unwrap_or(MAX_BODY_BYTES)
+    }
+
+    /// Largest accepted upload, bytes (`server.max_upload_bytes`).
+    pub fn max_upload(&self) -> u64 {
+        self.config
+            .server
+            .max_upload_bytes
+            .unwrap_or(MAX_UPLOAD_BYTES)
+    }
+
+    /// The local files work from this API may read (`[inputs] local_roots`).
+    pub fn input_policy(&self) -> lakefish_lake::input::InputPolicy {
+        lakefish_lake::input::InputPolicy::confined(&self.config.inputs.local_roots)
     }
 }
 
@@ -415,6 +430,7 @@ async fn submit_job(
         _ => ApiError::BadRequest(e.body_text()),
     })?;
     let spec = JobSpec::from_request(&body).map_err(|e| ApiError::BadRequest(e.to_string()))?;
+    check_inputs(&s, &spec)?;
     let id = JobId::new();
     let record = JobStore::new_record(id.clone(), spec.clone());
     s.jobs.put(&record).await?;
@@ -428,6 +444,18 @@ async fn submit_job(
     }
     let body = json!({ "id": id, "state": "queued", "url": format!("/v1/jobs/{id}") });
     Ok((StatusCode::ACCEPTED, Json(body)).into_response())
+}
+
+/// Refuses, before anything is recorded or queued, a job that would open a local file outside
+/// `[inputs] local_roots` (workers check again when they open it).
+fn check_inputs(s: &AppState, spec: &JobSpec) -> Result<(), ApiError> {
+    let policy = s.input_policy();
+    for input in spec.inputs() {
+        policy
+            .check(input)
+            .map_err(|why| ApiError::BadRequest(format!("input {input:?}: {why}")))?;
+    }
+    Ok(())
 }
 
 fn parse_id(id: &str) -> Result<JobId, ApiError> {
@@ -474,11 +502,37 @@ async fn datasets(State(s): State<AppState>) -> Result<Response, ApiError> {
     Ok(Json(json!({ "datasets": list_datasets(&s.lake).await? })).into_response())
 }
 
+/// Streams an upload into `key`, at most `server.max_upload_bytes`: a declared or actual
+/// length above it is a 413 and nothing is stored.
+async fn upload(
+    s: &AppState,
+    key: &str,
+    headers: &axum::http::HeaderMap,
+    body: axum::body::Body,
+) -> Result<u64, ApiError> {
+    let max = s.max_upload();
+    let declared = headers
+        .get(axum::http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > max) {
+        return Err(lakefish_jobs::JobError::TooLarge {
+            input: key.to_string(),
+            max,
+        }
+        .into());
+    }
+    Ok(s.lake
+        .put_stream_capped(key, body.into_data_stream(), max)
+        .await?)
+}
+
 /// Streams an input file into `raw/<source>/<name>` (constant memory, any size), so workers on
 /// other machines can read it as `lake:raw/<source>/<name>`.
 async fn upload_raw(
     State(s): State<AppState>,
     Path((source, name)): Path<(String, String)>,
+    headers: axum::http::HeaderMap,
     body: axum::body::Body,
 ) -> Result<Response, ApiError> {
     let src = Source::parse(&source).ok_or_else(|| {
@@ -487,7 +541,7 @@ async fn upload_raw(
         ))
     })?;
     let key = raw_key(src, &name).map_err(|e| ApiError::BadRequest(e.to_string()))?;
-    let bytes = s.lake.put_stream(&key, body.into_data_stream()).await?;
+    let bytes = upload(&s, &key, &headers, body).await?;
     let body = json!({ "key": key, "input": format!("{}{key}", lakefish_lake::input::LAKE_PREFIX), "bytes": bytes });
     Ok((StatusCode::CREATED, Json(body)).into_response())
 }
@@ -496,11 +550,12 @@ async fn upload_raw(
 async fn upload_book(
     State(s): State<AppState>,
     Path(name): Path<String>,
+    headers: axum::http::HeaderMap,
     body: axum::body::Body,
 ) -> Result<Response, ApiError> {
     let key = lakefish_schemas::names::book_key(&name)
         .map_err(|e| ApiError::BadRequest(e.to_string()))?;
-    let bytes = s.lake.put_stream(&key, body.into_data_stream()).await?;
+    let bytes = upload(&s, &key, &headers, body).await?;
     let body = json!({ "key": key, "book": format!("{}{key}", lakefish_lake::input::LAKE_PREFIX), "bytes": bytes });
     Ok((StatusCode::CREATED, Json(body)).into_response())
 }
@@ -587,7 +642,12 @@ async fn submit_sprt(
     let JobSpec::Sprt(sprt) = &spec else {
         unreachable!("decoded as sprt")
     };
-    let ctx = lakefish_jobs::JobContext::new(s.lake.clone(), tokio::runtime::Handle::current());
+    check_inputs(&s, &spec)?;
+    let ctx = lakefish_jobs::JobContext::new(s.lake.clone(), tokio::runtime::Handle::current())
+        .with_hooks(lakefish_jobs::Hooks {
+            inputs: s.input_policy(),
+            ..Default::default()
+        });
     let sprt = sprt.clone();
     let plan = tokio::task::spawn_blocking(move || lakefish_jobs::sprt::plan(&ctx, &sprt))
         .await

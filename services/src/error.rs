@@ -44,6 +44,7 @@ impl From<JobError> for ApiError {
                 ApiError::BadRequest(e.to_string())
             }
             JobError::NotFound(_) => ApiError::NotFound(e.to_string()),
+            JobError::TooLarge { .. } => ApiError::TooLarge(e.to_string()),
             JobError::Lake { .. } => ApiError::Unavailable(e.to_string()),
             _ => ApiError::Internal(e.to_string()),
         }

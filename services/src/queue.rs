@@ -6,6 +6,7 @@ use apalis::prelude::*;
 use apalis_redis::{Config as RedisConfig, RedisStorage};
 use apalis_sqlite::{Config as SqliteConfig, SqliteConnectOptions, SqlitePool, SqliteStorage};
 use lakefish_jobs::{JobError, JobSubmitter, Lake, Trainer};
+use lakefish_lake::input::InputPolicy;
 use lakefish_lake::records::JobStore;
 use lakefish_schemas::{JobId, JobSpec, JobState, QueuedJob};
 use std::sync::Arc;
@@ -141,6 +142,7 @@ impl Queue {
     /// Runs `concurrency` jobs at a time until ctrl-c (or the process is killed). `trainer`
     /// runs train and quantize jobs; a worker without one fails them with a reason (the
     /// binary passes `lakefish_train::LakefishTrainer`: this crate never links libtorch).
+    /// `inputs` bounds the local files jobs may open (`[inputs] local_roots`).
     pub async fn run_workers(
         &self,
         lake: Lake,
@@ -148,6 +150,7 @@ impl Queue {
         concurrency: usize,
         threads: usize,
         trainer: Option<Arc<dyn Trainer>>,
+        inputs: InputPolicy,
     ) -> anyhow::Result<()> {
         let submitter = self.submitter(lake.clone());
         let state = Arc::new(WorkerState {
@@ -156,6 +159,7 @@ impl Queue {
             threads,
             submitter,
             trainer,
+            inputs,
         });
         match self {
             Queue::Sqlite { pool, .. } => {
@@ -233,6 +237,7 @@ struct WorkerState {
     threads: usize,
     submitter: Arc<dyn JobSubmitter>,
     trainer: Option<Arc<dyn Trainer>>,
+    inputs: InputPolicy,
 }
 
 /// Lets running jobs queue further jobs (a shuffle's passes): the record is written first,
@@ -289,6 +294,7 @@ async fn handle(
         lakefish_jobs::Hooks {
             submitter: Some(state.submitter.clone()),
             trainer: state.trainer.clone(),
+            inputs: state.inputs.clone(),
         },
     )
     .await;

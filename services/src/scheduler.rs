@@ -6,6 +6,7 @@ use crate::queue::Queue;
 use apalis::prelude::*;
 use apalis_cron::{CronScheduler, Tick};
 use lakefish_jobs::{Hooks, JobContext, Lake};
+use lakefish_lake::input::InputPolicy;
 use lakefish_schemas::config::Config;
 use lakefish_schemas::pipeline::RunState;
 use std::str::FromStr;
@@ -63,6 +64,7 @@ pub async fn run(lake: Lake, queue: Queue, config: Arc<Config>) -> anyhow::Resul
     let ctx = JobContext::new(lake.clone(), tokio::runtime::Handle::current()).with_hooks(Hooks {
         submitter: Some(queue.submitter(lake.clone())),
         trainer: None,
+        inputs: InputPolicy::confined(&config.inputs.local_roots),
     });
     let ctx = Arc::new(ctx);
     loop {

@@ -155,3 +155,102 @@ async fn tokens_and_scopes_are_checked_before_any_handler() {
     let (_, _, listed) = send(&app, "GET", "/v1/jobs", "", Some("lf_read")).await;
     assert_eq!(listed["jobs"].as_array().unwrap().len(), 0);
 }
+
+/// The two reproductions of the hardening issue: a book or an input naming any file the
+/// server can read. Both are refused at submission, naming the rule and nothing of the
+/// file, and nothing is recorded or queued.
+#[tokio::test]
+async fn local_files_outside_the_configured_roots_are_refused_at_submission() {
+    let data = tempfile::tempdir().unwrap();
+    let allowed = data.path().join("games.pgn");
+    std::fs::write(&allowed, "[Event \"x\"]\n\n1. e4 e5 *\n").unwrap();
+    let mut config = Config::default();
+    config.inputs.local_roots = vec![data.path().to_str().unwrap().to_string()];
+    let app = app(config).await;
+
+    let sprt = r#"{"new":"classical","base":"material","book":"/etc/passwd"}"#;
+    let (status, _, err) = send(&app, "POST", "/v1/sprt", sprt, None).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    let msg = err["error"].as_str().unwrap();
+    assert!(msg.contains("[inputs] local_roots"), "{msg}");
+    assert!(!msg.contains("root:"), "the file leaked: {msg}");
+
+    for input in [
+        "/etc/shadow",
+        "/etc/passwd",
+        "../../etc/passwd",
+        "games.pgn",
+    ] {
+        let body =
+            serde_json::json!({"kind": "ingest_pgn", "spec": {"inputs": [input], "dataset": "d"}});
+        let (status, _, err) = send(&app, "POST", "/v1/jobs", &body.to_string(), None).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{input}");
+        let msg = err["error"].as_str().unwrap();
+        assert!(msg.contains("[inputs] local_roots"), "{input}: {msg}");
+    }
+    let (_, _, listed) = send(&app, "GET", "/v1/jobs", "", None).await;
+    assert_eq!(
+        listed["jobs"].as_array().unwrap().len(),
+        0,
+        "nothing queued"
+    );
+
+    // A file under a configured root, and lake objects, are accepted.
+    for input in [allowed.to_str().unwrap(), "lake:raw/lichess/games.pgn"] {
+        let body =
+            serde_json::json!({"kind": "ingest_pgn", "spec": {"inputs": [input], "dataset": "d"}});
+        let (status, _, _) = send(&app, "POST", "/v1/jobs", &body.to_string(), None).await;
+        assert_eq!(status, StatusCode::ACCEPTED, "{input}");
+    }
+}
+
+/// Uploads above `server.max_upload_bytes` are a 413 whether the length is declared or
+/// not, and leave nothing in the lake.
+#[tokio::test]
+async fn uploads_above_the_cap_are_refused_and_leave_nothing() {
+    let mut config = Config::default();
+    config.server.max_upload_bytes = Some(10);
+    let app = app(config).await;
+    let (status, _, _) = send(
+        &app,
+        "PUT",
+        "/v1/raw/binpack/small.binpack",
+        "0123456789",
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED);
+    for (uri, declared) in [
+        ("/v1/raw/binpack/big.binpack", true),
+        ("/v1/raw/binpack/chunked.binpack", false),
+        ("/v1/books/big.epd", true),
+    ] {
+        let body = "01234567890";
+        let mut req = Request::builder().method("PUT").uri(uri);
+        let body = if declared {
+            req = req.header(header::CONTENT_LENGTH, body.len());
+            Body::from(body)
+        } else {
+            // A stream without a length, as a chunked upload arrives.
+            Body::from_stream(futures::stream::iter([
+                Ok::<_, std::io::Error>(bytes::Bytes::from_static(b"012345")),
+                Ok(bytes::Bytes::from_static(b"67890")),
+            ]))
+        };
+        let resp = router(app.state.clone())
+            .oneshot(req.body(body).unwrap())
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), StatusCode::PAYLOAD_TOO_LARGE, "{uri}");
+    }
+    let stored: Vec<String> = app
+        .state
+        .lake
+        .list("raw")
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|m| m.location.to_string())
+        .collect();
+    assert_eq!(stored, vec!["raw/binpack/small.binpack".to_string()]);
+}

@@ -436,6 +436,21 @@ pub fn serve_embedded(dir: &Path, config: Option<&str>) -> (Proc, String) {
     (proc, api.expect("serve prints its address"))
 }
 
+/// The override of `[inputs] local_roots`.
+pub const LOCAL_ROOTS_ENV: &str = "LAKEFISH__INPUTS__LOCAL_ROOTS";
+
+/// `local_roots` for a service a test starts in `dir`: that directory, the system's temporary
+/// directory (tests keep their inputs in tempdirs) and the shared samples, as a TOML list.
+pub fn local_roots_for(dir: &Path) -> String {
+    let mut roots = vec![dir.to_path_buf(), std::env::temp_dir()];
+    roots.push(workspace_root().join("../shared"));
+    let quoted: Vec<String> = roots
+        .iter()
+        .map(|r| format!("{:?}", r.display().to_string()))
+        .collect();
+    format!("[{}]", quoted.join(", "))
+}
+
 /// Starts `lakefish` with `args`; for `serve`, waits for its "listening on" line.
 pub fn lakefish(args: &[&str], env: &[(String, String)], cwd: &Path) -> (Proc, Option<String>) {
     let mut cmd = Command::new(lakefish_bin());
@@ -445,6 +460,13 @@ pub fn lakefish(args: &[&str], env: &[(String, String)], cwd: &Path) -> (Proc, O
         .stderr(Stdio::inherit());
     for (k, v) in env {
         cmd.env(k, v);
+    }
+    // Services read local files only under [inputs] local_roots: the test's own directory
+    // and the shared samples, as an operator would configure it (unless the test says).
+    if (args.contains(&"serve") || args.contains(&"worker"))
+        && !env.iter().any(|(k, _)| k == LOCAL_ROOTS_ENV)
+    {
+        cmd.env(LOCAL_ROOTS_ENV, local_roots_for(cwd));
     }
     let mut child = cmd.spawn().unwrap();
     let mut api = None;

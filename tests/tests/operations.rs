@@ -205,6 +205,26 @@ fn config_files_are_checked_at_start() {
     assert!(!t.allows(lakefish_schemas::config::Scope::Admin));
 }
 
+/// Without tokens the API is open: `serve` refuses an address beyond loopback (0.0.0.0:0
+/// here) and says how to proceed, before it serves anything.
+#[test]
+fn an_open_api_is_refused_beyond_loopback() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(lakefish_bin())
+        .args(["--lake", "lake", "serve", "--listen", "0.0.0.0:0"])
+        .args(["--queue-db", "q.sqlite", "--no-scheduler"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("without tokens") && err.contains("--open-api-without-tokens"),
+        "{err}"
+    );
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("listening on"));
+}
+
 /// The OpenAPI document is generated from the route table the router is built from; here
 /// every documented operation is called and must reach a handler (not the fallback, not 405),
 /// and the scope it documents is the one enforced.

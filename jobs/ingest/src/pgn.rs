@@ -139,6 +139,10 @@ pub enum Eval {
 }
 
 /// Finds `[%eval x]` in a comment: `0.23`, `-1.5`, `#3`, `#-2` (a `,depth` suffix is allowed).
+/// The longest mate an `[%eval #N]` may announce; larger values are not scores.
+pub const MAX_MATE_MOVES: u32 = 1000;
+
+/// The `[%eval ...]` of a comment; `None` when absent or out of range (the score is null).
 pub fn parse_eval(comment: &[u8]) -> Option<Eval> {
     let at = memchr::memmem::find(comment, b"[%eval")?;
     let rest = &comment[at + 6..];
@@ -146,7 +150,9 @@ pub fn parse_eval(comment: &[u8]) -> Option<Eval> {
     let end = rest.iter().position(|&b| matches!(b, b']' | b',' | b' '))?;
     let text = std::str::from_utf8(&rest[..end]).ok()?;
     if let Some(mate) = text.strip_prefix('#') {
-        return mate.parse::<i32>().ok().map(Eval::Mate);
+        // Beyond any mate a game can hold: not a score (the row's score is null).
+        let n = mate.parse::<i32>().ok()?;
+        return (n.unsigned_abs() <= MAX_MATE_MOVES).then_some(Eval::Mate(n));
     }
     let pawns: f64 = text.parse().ok()?;
     pawns.is_finite().then_some(Eval::Pawns(pawns))
@@ -162,7 +168,7 @@ impl Eval {
                 let cp = if white { p * 100.0 } else { -p * 100.0 };
                 centipawns_to_internal(cp, material(pos.board()))
             }
-            Eval::Mate(n) => mate_to_internal(if white { n } else { -n }),
+            Eval::Mate(n) => mate_to_internal(if white { n } else { n.saturating_neg() }),
         }
     }
 }
@@ -530,6 +536,16 @@ mod tests {
         );
         assert_eq!(parse_eval(b"[%eval -1.5,20]"), Some(Eval::Pawns(-1.5)));
         assert_eq!(parse_eval(b"[%eval #-3]"), Some(Eval::Mate(-3)));
+        // Out of range: no score, and no overflow on the way.
+        for huge in [
+            &b"[%eval #2147483647]"[..],
+            b"[%eval #-2147483648]",
+            b"[%eval #1001]",
+        ] {
+            assert_eq!(parse_eval(huge), None);
+        }
+        assert_eq!(parse_eval(b"[%eval #99999999999]"), None);
+        assert_eq!(parse_eval(b"[%eval #-1000]"), Some(Eval::Mate(-1000)));
         assert_eq!(parse_eval(b"[%clk 0:01:00]"), None);
         assert_eq!(parse_eval(b"[%eval x]"), None);
     }

@@ -1,3 +1,4 @@
+use crate::input::InputPolicy;
 use crate::{JobError, Lake};
 use lakefish_schemas::Progress;
 use lakefish_schemas::{JobId, JobSpec};
@@ -41,11 +42,12 @@ pub trait Trainer: Send + Sync {
     ) -> Result<serde_json::Value, JobError>;
 }
 
-/// What a worker lends the jobs it runs.
+/// What a worker lends the jobs it runs, and the local files they may read.
 #[derive(Clone, Default)]
 pub struct Hooks {
     pub submitter: Option<Arc<dyn JobSubmitter>>,
     pub trainer: Option<Arc<dyn Trainer>>,
+    pub inputs: InputPolicy,
 }
 
 /// Everything a job needs from the outside world, passed explicitly.
@@ -61,6 +63,8 @@ pub struct JobContext {
     pub threads: usize,
     pub submitter: Option<Arc<dyn JobSubmitter>>,
     pub trainer: Option<Arc<dyn Trainer>>,
+    /// Which local files the job may open (`Input::open` checks).
+    pub inputs: InputPolicy,
 }
 
 impl JobContext {
@@ -74,12 +78,14 @@ impl JobContext {
                 .unwrap_or(1),
             submitter: None,
             trainer: None,
+            inputs: InputPolicy::Unconfined,
         }
     }
 
     pub fn with_hooks(mut self, hooks: Hooks) -> Self {
         self.submitter = hooks.submitter;
         self.trainer = hooks.trainer;
+        self.inputs = hooks.inputs;
         self
     }
 

@@ -15,6 +15,8 @@ pub enum JobError {
     LakeConfig { spec: String, reason: String },
     #[error("input {input}: {reason}")]
     Input { input: String, reason: String },
+    #[error("{input} is larger than the limit of {max} bytes; nothing was stored")]
+    TooLarge { input: String, max: u64 },
     #[error("{0}")]
     Name(#[from] NameError),
     #[error(

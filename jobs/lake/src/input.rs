@@ -4,8 +4,75 @@
 use crate::{JobContext, JobError, Lake};
 use std::fs::File;
 use std::os::unix::fs::FileExt;
+use std::path::{Component, Path, PathBuf};
 
 pub const LAKE_PREFIX: &str = "lake:";
+
+/// Which local files a job may read. `lake:` objects are always allowed.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum InputPolicy {
+    /// Any file this process can read: a job the CLI runs in-process for its own user.
+    #[default]
+    Unconfined,
+    /// Only files under these directories (canonical paths), after the file's own path is
+    /// resolved (symlinks, `..`): work arriving through the API or the queue, whose caller
+    /// may be anyone who can reach the service.
+    Confined(Vec<PathBuf>),
+}
+
+impl InputPolicy {
+    /// The policy for `[inputs] local_roots`. Roots that do not exist (on this machine)
+    /// admit nothing.
+    pub fn confined(local_roots: &[String]) -> InputPolicy {
+        InputPolicy::Confined(
+            local_roots
+                .iter()
+                .filter_map(|r| std::fs::canonicalize(r).ok())
+                .collect(),
+        )
+    }
+
+    /// May a job read input `name`? The refusal names the rule, never anything of the file
+    /// (not even whether it exists).
+    pub fn check(&self, name: &str) -> Result<(), String> {
+        let InputPolicy::Confined(roots) = self else {
+            return Ok(());
+        };
+        if name.starts_with(LAKE_PREFIX) {
+            return Ok(());
+        }
+        let refuse = || {
+            let allowed = if roots.is_empty() {
+                "none are configured".to_string()
+            } else {
+                roots
+                    .iter()
+                    .map(|r| r.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            format!(
+                "local files are refused for work from the API or the queue: use lake: objects \
+                 (upload with PUT /v1/raw/...) or files under [inputs] local_roots ({allowed})"
+            )
+        };
+        let path = Path::new(name);
+        // Lexically first: a path outside every root is refused without touching the disk.
+        let plain = path.is_absolute()
+            && !path
+                .components()
+                .any(|c| matches!(c, Component::ParentDir | Component::CurDir));
+        if !plain || !roots.iter().any(|r| path.starts_with(r)) {
+            return Err(refuse());
+        }
+        // Then resolved: a symlink under a root may point anywhere. A path that does not
+        // resolve is left to the open, which reports it (it is under a root).
+        match std::fs::canonicalize(path) {
+            Ok(real) if !roots.iter().any(|r| real.starts_with(r)) => Err(refuse()),
+            _ => Ok(()),
+        }
+    }
+}
 
 pub enum Input {
     Local {
@@ -23,11 +90,14 @@ pub enum Input {
 }
 
 impl Input {
+    /// Opens `name` if `ctx.inputs` allows it (checked again here, on the worker: a queue
+    /// can be written by other clients than the API).
     pub fn open(ctx: &JobContext, name: &str) -> Result<Input, JobError> {
         let input_err = |reason: String| JobError::Input {
             input: name.to_string(),
             reason,
         };
+        ctx.inputs.check(name).map_err(input_err)?;
         if let Some(key) = name.strip_prefix(LAKE_PREFIX) {
             let len = ctx
                 .block_on(ctx.lake.size(key))?
@@ -86,5 +156,51 @@ impl Input {
                 Ok(bytes.to_vec())
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn confinement_follows_symlinks_and_refuses_everything_else() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("data");
+        std::fs::create_dir(&root).unwrap();
+        std::fs::write(root.join("ok.pgn"), "x").unwrap();
+        std::os::unix::fs::symlink("/etc/hostname", root.join("escape.pgn")).unwrap();
+        std::os::unix::fs::symlink(root.join("ok.pgn"), dir.path().join("outside-link")).unwrap();
+        let policy = InputPolicy::confined(&[root.to_str().unwrap().to_string()]);
+        let root = std::fs::canonicalize(&root).unwrap();
+        let r = |p: &Path| p.to_str().unwrap().to_string();
+        assert_eq!(policy.check(&r(&root.join("ok.pgn"))), Ok(()));
+        // Under a root but missing: allowed here, the open reports it.
+        assert_eq!(policy.check(&r(&root.join("missing.pgn"))), Ok(()));
+        // `.` components are no escape (paths drop them); `..` ones are refused outright.
+        assert_eq!(
+            policy.check(&format!("{}/./ok.pgn", root.display())),
+            Ok(())
+        );
+        assert_eq!(policy.check("lake:raw/lichess/a.pgn"), Ok(()));
+        for bad in [
+            r(&root.join("escape.pgn")),
+            r(&root.join("../outside-link")),
+            r(&dir.path().join("outside-link")),
+            "/etc/passwd".to_string(),
+            "relative/ok.pgn".to_string(),
+        ] {
+            let err = policy.check(&bad).unwrap_err();
+            assert!(err.contains("[inputs] local_roots"), "{bad}: {err}");
+            assert!(err.contains(&root.display().to_string()), "{err}");
+        }
+        // No roots: lake objects only, and the message says none are configured.
+        let none = InputPolicy::confined(&[]);
+        assert!(
+            none.check(&r(&root.join("ok.pgn")))
+                .unwrap_err()
+                .contains("none are configured")
+        );
+        assert_eq!(InputPolicy::Unconfined.check("/etc/passwd"), Ok(()));
     }
 }

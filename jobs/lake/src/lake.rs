@@ -136,7 +136,22 @@ impl Lake {
     /// Writes a stream of bytes as one object (multipart above a few MiB), in constant memory.
     /// The object appears only when the stream ended cleanly; on any error the upload is
     /// aborted and nothing becomes visible. Returns the number of bytes written.
-    pub async fn put_stream<S, E>(&self, key: &str, mut stream: S) -> Result<u64, JobError>
+    pub async fn put_stream<S, E>(&self, key: &str, stream: S) -> Result<u64, JobError>
+    where
+        S: futures::Stream<Item = Result<Bytes, E>> + Unpin,
+        E: std::fmt::Display,
+    {
+        self.put_stream_capped(key, stream, u64::MAX).await
+    }
+
+    /// [`Lake::put_stream`] that stops at `max` bytes: a longer stream is
+    /// [`JobError::TooLarge`] and nothing becomes visible.
+    pub async fn put_stream_capped<S, E>(
+        &self,
+        key: &str,
+        mut stream: S,
+        max: u64,
+    ) -> Result<u64, JobError>
     where
         S: futures::Stream<Item = Result<Bytes, E>> + Unpin,
         E: std::fmt::Display,
@@ -150,9 +165,16 @@ impl Lake {
             let outcome = match piece {
                 Ok(bytes) => {
                     total += bytes.len() as u64;
-                    w.put(bytes)
-                        .await
-                        .map_err(|e| JobError::lake("put", key, e))
+                    if total > max {
+                        Err(JobError::TooLarge {
+                            input: key.to_string(),
+                            max,
+                        })
+                    } else {
+                        w.put(bytes)
+                            .await
+                            .map_err(|e| JobError::lake("put", key, e))
+                    }
                 }
                 Err(e) => Err(JobError::Input {
                     input: key.to_string(),

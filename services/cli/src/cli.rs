@@ -44,6 +44,11 @@ pub enum Command {
         /// Do not start or advance pipeline runs here (run the scheduler in one server only).
         #[arg(long)]
         no_scheduler: bool,
+        /// Serve beyond loopback without any token configured: everyone who can reach the
+        /// address may submit jobs and read the lake (config: server.open_api_without_tokens).
+        /// Without it, such a listen address is refused.
+        #[arg(long)]
+        open_api_without_tokens: bool,
     },
     /// The UCI chess engine on stdin/stdout (NNUE or hand-written evaluation), or its bench.
     ///

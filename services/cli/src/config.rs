@@ -29,7 +29,13 @@ pub fn init_logging(json: bool) {
 /// Reads the config file once, with the LAKEFISH__* overrides; no file: the defaults.
 pub fn load_config(path: Option<&str>) -> anyhow::Result<Config> {
     let Some(path) = path else {
-        return Ok(Config::default());
+        // No file: the defaults, still with the LAKEFISH__* overrides applied.
+        let defaults = format!("version = {}", lakefish_schemas::config::CONFIG_VERSION);
+        return Ok(Config::parse(
+            "(built-in defaults)",
+            &defaults,
+            std::env::vars(),
+        )?);
     };
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("cannot read the config file {path}"))?;

@@ -34,6 +34,8 @@ pub fn run_here_value(
         .with_hooks(lakefish_jobs::Hooks {
             submitter: None,
             trainer: Some(Arc::new(lakefish_train::LakefishTrainer)),
+            // The user's own machine and files: the CLI reads any path its user can.
+            inputs: lakefish_lake::input::InputPolicy::Unconfined,
         });
     let out = lakefish_jobs::runner::run_spec(&ctx, &JobId::new(), &spec);
     bar.finish();

@@ -24,7 +24,7 @@ use local::run_here;
 fn main() -> anyhow::Result<()> {
     let matches = <Cli as clap::CommandFactory>::command().get_matches();
     let mut cli = <Cli as clap::FromArgMatches>::from_arg_matches(&matches)?;
-    let config = load_config(cli.config.as_deref())?;
+    let mut config = load_config(cli.config.as_deref())?;
     apply_config(&mut cli, &matches, &config);
     init_logging(cli.log_json);
     // The engine runs without the multi-threaded runtime: the search owns the threads.
@@ -46,16 +46,22 @@ fn main() -> anyhow::Result<()> {
             work,
             no_workers,
             no_scheduler,
-        } => rt.block_on(serve::serve(
-            lake,
-            &listen,
-            queue,
-            work,
-            (no_workers, no_scheduler),
-            config,
-        )),
+            open_api_without_tokens,
+        } => {
+            if open_api_without_tokens {
+                config.server.open_api_without_tokens = Some(true);
+            }
+            rt.block_on(serve::serve(
+                lake,
+                &listen,
+                queue,
+                work,
+                (no_workers, no_scheduler),
+                config,
+            ))
+        }
         Command::Worker { redis, work, name } => {
-            rt.block_on(serve::worker(lake, redis, work, name))
+            rt.block_on(serve::worker(lake, redis, work, name, &config))
         }
         Command::Ingest {
             what: IngestCommand::Binpack(a),

@@ -4,10 +4,12 @@
 use crate::cli::{QueueArgs, WorkArgs};
 use crate::config::{cores, open_lake};
 use anyhow::{Context, bail};
+use lakefish_lake::input::InputPolicy;
 use lakefish_lake::records::JobStore;
 use lakefish_schemas::JobId;
 use lakefish_schemas::config::Config;
 use lakefish_services::{AppState, Queue, scheduler};
+use std::net::SocketAddr;
 use std::sync::Arc;
 
 /// `<host>-<pid>-<random>`: apalis refuses a worker name it still believes alive, and a
@@ -42,6 +44,7 @@ pub async fn serve(
         );
     }
     let lake = open_lake(lake)?;
+    let inputs = InputPolicy::confined(&config.inputs.local_roots);
     let queue = match &q.redis {
         Some(url) => Queue::redis(url).await?,
         None => Queue::sqlite(&q.queue_db).await?,
@@ -64,6 +67,11 @@ pub async fn serve(
         .await
         .with_context(|| format!("cannot listen on {listen}"))?;
     let addr = listener.local_addr()?;
+    check_exposure(
+        addr,
+        state.config.auth.enabled(),
+        state.config.server.open_api_without_tokens == Some(true),
+    )?;
     tracing::info!(
         lake = lake.describe(),
         queue = queue.describe(),
@@ -86,6 +94,7 @@ pub async fn serve(
         work.concurrency.max(1),
         work.threads.unwrap_or_else(cores),
         Some(Arc::new(lakefish_train::LakefishTrainer)),
+        inputs,
     );
     tokio::select! {
         r = server => r?,
@@ -94,12 +103,26 @@ pub async fn serve(
     Ok(())
 }
 
+/// An API without tokens is open to everyone who can reach it: served on loopback only,
+/// unless the operator says so in words (`--open-api-without-tokens`).
+pub fn check_exposure(addr: SocketAddr, tokens: bool, open: bool) -> anyhow::Result<()> {
+    if addr.ip().is_loopback() || tokens || open {
+        return Ok(());
+    }
+    bail!(
+        "refusing to serve on {addr} without tokens: anyone who can reach it could submit jobs \
+         and read the lake. Configure [[auth.tokens]] (lakefish token new), listen on \
+         127.0.0.1, or pass --open-api-without-tokens (server.open_api_without_tokens = true)"
+    )
+}
+
 /// `lakefish worker`: runs jobs from the shared Redis queue until stopped.
 pub async fn worker(
     lake: &str,
     redis: Option<String>,
     work: WorkArgs,
     name: Option<String>,
+    config: &Config,
 ) -> anyhow::Result<()> {
     let lake = open_lake(lake)?;
     let redis = redis.context(
@@ -114,6 +137,27 @@ pub async fn worker(
         work.concurrency.max(1),
         work.threads.unwrap_or_else(cores),
         Some(Arc::new(lakefish_train::LakefishTrainer)),
+        InputPolicy::confined(&config.inputs.local_roots),
     )
     .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::check_exposure;
+
+    #[test]
+    fn an_open_api_stays_on_loopback_unless_said_otherwise() {
+        let at = |s: &str| s.parse().unwrap();
+        assert!(check_exposure(at("127.0.0.1:8080"), false, false).is_ok());
+        assert!(check_exposure(at("[::1]:8080"), false, false).is_ok());
+        let err = check_exposure(at("0.0.0.0:8080"), false, false).unwrap_err();
+        assert!(
+            err.to_string().contains("--open-api-without-tokens"),
+            "{err}"
+        );
+        assert!(check_exposure(at("10.1.2.3:8080"), false, false).is_err());
+        assert!(check_exposure(at("0.0.0.0:8080"), true, false).is_ok());
+        assert!(check_exposure(at("0.0.0.0:8080"), false, true).is_ok());
+    }
 }

@@ -23,8 +23,12 @@ pub fn shared_data(rel: &str) -> Option<PathBuf> {
     if std::env::var_os("LAKEFISH_TESTS_WITHOUT_SHARED").is_some() {
         return None;
     }
-    let p = workspace_root().join("../shared/data").join(rel);
-    p.exists().then_some(p)
+    // Resolved, so the path has no `..` (services refuse such input paths).
+    workspace_root()
+        .join("../shared/data")
+        .join(rel)
+        .canonicalize()
+        .ok()
 }
 
 /// Ports this process handed out: the OS may give a just-released ephemeral port again, and
