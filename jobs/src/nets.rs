@@ -261,7 +261,7 @@ async fn register_async(lake: &Lake, spec: &RegisterSpec) -> Result<NetManifest,
         // Registered by a concurrent job a moment ago: its manifest stands.
         return read_net(lake, &name)
             .await?
-            .ok_or_else(|| JobError::Internal(format!("{manifest_key} vanished")));
+            .ok_or_else(|| JobError::Retry(format!("{manifest_key} vanished")));
     }
     Ok(manifest)
 }

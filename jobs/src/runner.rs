@@ -127,7 +127,8 @@ pub async fn run_queued_job(
             done = &mut work => break match done {
                 Ok(r) => r,
                 Err(e) if e.is_panic() => Err(JobError::Panic(format!("job thread panicked: {e}"))),
-                Err(e) => Err(JobError::Internal(format!("job thread: {e}"))),
+                // Cancelled (the worker is shutting down): another delivery finishes it.
+                Err(e) => Err(JobError::Retry(format!("job thread: {e}"))),
             },
             _ = tokio::time::sleep(PROGRESS_INTERVAL) => {
                 let newest = latest.0.lock().unwrap().take();

@@ -341,7 +341,7 @@ pub fn commit(ctx: &JobContext, plan: &ShufflePlan) -> Result<ShuffleManifest, J
     let markers = ctx.block_on(ctx.lake.get_many(&keys))?;
     for ((pile, key), b) in (0..spec.chunks).zip(keys).zip(markers) {
         let b = b.ok_or_else(|| {
-            JobError::Internal(format!("pile {pile} of shuffle {} is not done", plan.id))
+            JobError::Retry(format!("pile {pile} of shuffle {} is not done", plan.id))
         })?;
         chunks.push(
             serde_json::from_slice::<ShuffleChunk>(&b)
@@ -555,7 +555,7 @@ pub fn pile_task(
     };
     let (deals, _) = progress_of(ctx, &plan)?;
     if deals != plan.parts.len() {
-        return Err(JobError::Internal(format!(
+        return Err(JobError::Retry(format!(
             "pile {} of shuffle {} queued before every part was dealt ({deals} of {})",
             task.index,
             plan.id,

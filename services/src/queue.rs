@@ -268,7 +268,7 @@ impl JobSubmitter for QueueSubmitter {
                 if created {
                     let _ = self.store.delete(&id).await;
                 }
-                return Err(JobError::Internal(format!("queueing a job: {e}")));
+                return Err(JobError::Retry(format!("queueing a job: {e}")));
             }
             Ok(())
         })

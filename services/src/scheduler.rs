@@ -79,13 +79,27 @@ pub async fn run(lake: Lake, queue: Queue, config: Arc<Config>) -> anyhow::Resul
     }
 }
 
-/// Advances every running run of every configured pipeline.
+/// Advances every running run of every configured pipeline, each on its own: one pipeline's
+/// trouble (its lake listing failing, say) never holds up the others. A run whose step fails
+/// for good is marked failed by `advance`; only transient errors come back here, and the
+/// run is advanced again on the next sweep.
 fn drive(ctx: &JobContext, config: &Config) -> Result<(), lakefish_jobs::JobError> {
+    let mut first_error = None;
     for (name, p) in &config.pipelines {
-        let runs = ctx.block_on(lakefish_jobs::pipeline::list_runs(&ctx.lake, name, 20))?;
+        let runs = match ctx.block_on(lakefish_jobs::pipeline::list_runs(&ctx.lake, name, 20)) {
+            Ok(runs) => runs,
+            Err(e) => {
+                tracing::warn!(pipeline = name, "listing runs: {e}");
+                first_error.get_or_insert(e);
+                continue;
+            }
+        };
         for mut run in runs.into_iter().filter(|r| r.state == RunState::Running) {
-            lakefish_jobs::pipeline::advance(ctx, p, &mut run)?;
+            if let Err(e) = lakefish_jobs::pipeline::advance(ctx, p, &mut run) {
+                tracing::warn!(pipeline = name, run = run.id, "advancing: {e}");
+                first_error.get_or_insert(e);
+            }
         }
     }
-    Ok(())
+    first_error.map_or(Ok(()), Err)
 }

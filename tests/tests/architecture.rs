@@ -9,12 +9,14 @@ use std::process::Command;
 /// dependencies do not reach the production binary).
 fn dependencies(krate: &str) -> BTreeSet<String> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let out = Command::new(cargo)
-        .current_dir(lakefish_tests::workspace_root())
-        .args([
-            "tree",
-            "--offline",
-            "--locked",
+    let tree = |offline: bool| {
+        let mut cmd = Command::new(&cargo);
+        cmd.current_dir(lakefish_tests::workspace_root())
+            .args(["tree", "--locked"]);
+        if offline {
+            cmd.arg("--offline");
+        }
+        cmd.args([
             "-e",
             "normal,build",
             "--prefix",
@@ -25,7 +27,13 @@ fn dependencies(krate: &str) -> BTreeSet<String> {
             krate,
         ])
         .output()
-        .expect("cargo runs");
+        .expect("cargo runs")
+    };
+    // Offline first (the build has every crate it needs); online if cargo wants more.
+    let mut out = tree(true);
+    if !out.status.success() {
+        out = tree(false);
+    }
     assert!(
         out.status.success(),
         "cargo tree -p {krate}: {}",

@@ -58,6 +58,11 @@ pub enum JobError {
     /// Columns that do not fit together: a bug or damaged data, never retried.
     #[error("arrow: {0}")]
     Arrow(#[from] arrow_schema::ArrowError),
+    /// A state another job or service is about to change (a pass not finished yet, a queue
+    /// reconnecting): the same job should succeed later.
+    #[error("{0} (to be tried again)")]
+    Retry(String),
+    /// A bug or an impossible state: reported, never retried.
     #[error("internal error: {0}")]
     Internal(String),
     /// A job that failed for a reason given in full (the trainer's errors, for one).
@@ -66,10 +71,12 @@ pub enum JobError {
 }
 
 impl JobError {
-    /// Could the same job succeed if tried again later? (Storage hiccups, yes; bad input, no.)
-    /// The one retry rule: the queue, the pipeline driver and the ingest's clean-up ask here.
+    /// Could the same job succeed if tried again later? The one retry rule, asked by the queue,
+    /// the pipeline driver and the ingest's clean-up: storage that did not answer (after its
+    /// own retries) and [`JobError::Retry`] states are transient; bad input, bad specs,
+    /// panics and bugs fail the same way every time and are never retried.
     pub fn is_transient(&self) -> bool {
-        matches!(self, JobError::Lake { .. } | JobError::Internal(_))
+        matches!(self, JobError::Lake { .. } | JobError::Retry(_))
     }
 
     pub fn lake(op: &'static str, key: impl Into<String>, source: object_store::Error) -> Self {
@@ -77,6 +84,38 @@ impl JobError {
             op,
             key: key.into(),
             source,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_storage_and_retry_states_are_transient() {
+        let lake = JobError::lake(
+            "get",
+            "k",
+            object_store::Error::NotImplemented {
+                operation: "get".into(),
+                implementer: "test".into(),
+            },
+        );
+        assert!(lake.is_transient());
+        assert!(JobError::Retry("pile 3 is not done".into()).is_transient());
+        for never in [
+            JobError::Internal("a bug".into()),
+            JobError::Panic("loader".into()),
+            JobError::Payload("bad spec".into()),
+            JobError::Failed("trainer".into()),
+            JobError::Input {
+                input: "x".into(),
+                reason: "refused".into(),
+            },
+            JobError::NotFound("net".into()),
+        ] {
+            assert!(!never.is_transient(), "{never}");
         }
     }
 }

@@ -1,0 +1,48 @@
+//! The pipeline driver on a run whose step can never succeed: the run ends `failed` with
+//! the reason, instead of staying `running` and being retried forever.
+
+use lakefish_jobs::pipeline::{advance, list_runs, start_run};
+use lakefish_jobs::{JobContext, Lake};
+use lakefish_schemas::config::Config;
+use lakefish_schemas::pipeline::RunState;
+
+const CONFIG: &str = r#"
+version = 1
+[pipelines.p]
+[[pipelines.p.inputs]]
+source = "binpack"
+prefix = "raw/binpack/"
+[pipelines.p.shuffle]
+chunks = 2
+[pipelines.p.train]
+[pipelines.p.sprt]
+book = "lake:raw/books/openings.epd"
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_step_that_fails_for_good_fails_the_run() {
+    let config = Config::parse("p.toml", CONFIG, std::iter::empty()).unwrap();
+    let pipeline = config.pipelines["p"].clone();
+    let lake = Lake::in_memory();
+    // A raw file, so the ingest step has a job to queue.
+    lake.put("raw/binpack/a.binpack", b"x".to_vec())
+        .await
+        .unwrap();
+    let (mut run, _) = start_run(&lake, "p", "manual").await.unwrap();
+    // No submitter: this context cannot queue jobs, which no retry will ever change.
+    let ctx = JobContext::new(lake.clone(), tokio::runtime::Handle::current());
+    let outcome = tokio::task::spawn_blocking(move || {
+        let r = advance(&ctx, &pipeline, &mut run);
+        (r, run)
+    })
+    .await
+    .unwrap();
+    let (result, run) = outcome;
+    result.expect("a deterministic failure is recorded in the run, not returned");
+    assert_eq!(run.state, RunState::Failed, "{run:?}");
+    let error = run.error.as_deref().unwrap();
+    assert!(error.contains("only through a queue"), "{error}");
+    // And it is saved: the driver will not pick it up again.
+    let saved = list_runs(&lake, "p", 10).await.unwrap();
+    assert_eq!(saved[0].state, RunState::Failed);
+}
