@@ -44,9 +44,18 @@ pub(crate) async fn resolve_side(lake: &Lake, requested: &str) -> Result<SprtSid
     })
 }
 
+/// The largest opening book read (books are parsed whole, in the API process too).
+pub const MAX_BOOK_BYTES: u64 = 64 << 20;
+
 /// Reads and parses the book named in the spec (a local path or `lake:<key>`).
 fn read_book(ctx: &JobContext, spec: &SprtSpec) -> Result<Book, JobError> {
     let input = lakefish_lake::input::Input::open(ctx, &spec.book)?;
+    if input.len() > MAX_BOOK_BYTES {
+        return Err(JobError::TooLarge {
+            input: spec.book.clone(),
+            max: MAX_BOOK_BYTES,
+        });
+    }
     let bytes = input.read_at(0, input.len() as usize)?;
     Book::parse(&spec.book, &bytes).map_err(|e| JobError::Payload(e.to_string()))
 }

@@ -423,12 +423,7 @@ async fn submit_job(
     State(s): State<AppState>,
     body: Result<Bytes, axum::extract::rejection::BytesRejection>,
 ) -> Result<Response, ApiError> {
-    let body = body.map_err(|e| match e.status() {
-        StatusCode::PAYLOAD_TOO_LARGE => {
-            ApiError::TooLarge(format!("request body larger than {} bytes", s.max_body()))
-        }
-        _ => ApiError::BadRequest(e.body_text()),
-    })?;
+    let body = body.map_err(|e| body_error(&s, e))?;
     let spec = JobSpec::from_request(&body).map_err(|e| ApiError::BadRequest(e.to_string()))?;
     check_inputs(&s, &spec)?;
     let id = JobId::new();
@@ -444,6 +439,16 @@ async fn submit_job(
     }
     let body = json!({ "id": id, "state": "queued", "url": format!("/v1/jobs/{id}") });
     Ok((StatusCode::ACCEPTED, Json(body)).into_response())
+}
+
+/// A JSON body that could not be read: too large (413) or malformed (400).
+fn body_error(s: &AppState, e: axum::extract::rejection::BytesRejection) -> ApiError {
+    match e.status() {
+        StatusCode::PAYLOAD_TOO_LARGE => {
+            ApiError::TooLarge(format!("request body larger than {} bytes", s.max_body()))
+        }
+        _ => ApiError::BadRequest(e.body_text()),
+    }
 }
 
 /// Refuses, before anything is recorded or queued, a job that would open a local file outside
@@ -634,7 +639,7 @@ async fn submit_sprt(
     State(s): State<AppState>,
     body: Result<Bytes, axum::extract::rejection::BytesRejection>,
 ) -> Result<Response, ApiError> {
-    let body = body.map_err(|e| ApiError::BadRequest(e.body_text()))?;
+    let body = body.map_err(|e| body_error(&s, e))?;
     let value: serde_json::Value = serde_json::from_slice(&body)
         .map_err(|e| ApiError::BadRequest(format!("invalid JSON: {e}")))?;
     let wrapped = serde_json::to_vec(&json!({"kind": "sprt", "spec": value})).expect("json");

@@ -254,3 +254,19 @@ async fn uploads_above_the_cap_are_refused_and_leave_nothing() {
         .collect();
     assert_eq!(stored, vec!["raw/binpack/small.binpack".to_string()]);
 }
+
+/// JSON bodies above `server.max_body_bytes` are 413 on every route that takes one.
+#[tokio::test]
+async fn oversized_json_bodies_are_413() {
+    let mut config = Config::default();
+    config.server.max_body_bytes = Some(64);
+    let app = app(config).await;
+    let big = format!(
+        r#"{{"new":"classical","base":"material","book":"{}"}}"#,
+        "x".repeat(100)
+    );
+    for uri in ["/v1/jobs", "/v1/sprt"] {
+        let (status, _, err) = send(&app, "POST", uri, &big, None).await;
+        assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE, "{uri}: {err}");
+    }
+}

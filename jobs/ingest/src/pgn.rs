@@ -138,11 +138,11 @@ pub enum Eval {
     Mate(i32),
 }
 
-/// Finds `[%eval x]` in a comment: `0.23`, `-1.5`, `#3`, `#-2` (a `,depth` suffix is allowed).
 /// The longest mate an `[%eval #N]` may announce; larger values are not scores.
 pub const MAX_MATE_MOVES: u32 = 1000;
 
-/// The `[%eval ...]` of a comment; `None` when absent or out of range (the score is null).
+/// Finds `[%eval x]` in a comment: `0.23`, `-1.5`, `#3`, `#-2` (a `,depth` suffix is allowed).
+/// `None` when absent or out of range (the row's score is then null).
 pub fn parse_eval(comment: &[u8]) -> Option<Eval> {
     let at = memchr::memmem::find(comment, b"[%eval")?;
     let rest = &comment[at + 6..];

@@ -14,62 +14,89 @@ pub enum InputPolicy {
     /// Any file this process can read: a job the CLI runs in-process for its own user.
     #[default]
     Unconfined,
-    /// Only files under these directories (canonical paths), after the file's own path is
-    /// resolved (symlinks, `..`): work arriving through the API or the queue, whose caller
-    /// may be anyone who can reach the service.
-    Confined(Vec<PathBuf>),
+    /// Only files under these directories: work arriving through the API or the queue, whose
+    /// caller may be anyone who can reach the service. `given` are the roots as configured
+    /// (made absolute), for the check on the path a job names; `real` are the same roots
+    /// resolved, for the check on where that path, and the file actually opened, lead.
+    Confined {
+        given: Vec<PathBuf>,
+        real: Vec<PathBuf>,
+    },
 }
 
 impl InputPolicy {
-    /// The policy for `[inputs] local_roots`. Roots that do not exist (on this machine)
-    /// admit nothing.
+    /// The policy for `[inputs] local_roots`. A root that does not exist on this machine
+    /// admits nothing (and is logged).
     pub fn confined(local_roots: &[String]) -> InputPolicy {
-        InputPolicy::Confined(
-            local_roots
-                .iter()
-                .filter_map(|r| std::fs::canonicalize(r).ok())
-                .collect(),
+        let mut given = Vec::new();
+        let mut real = Vec::new();
+        for root in local_roots {
+            match std::fs::canonicalize(root) {
+                Ok(r) => {
+                    given.extend(std::path::absolute(root).ok());
+                    real.push(r);
+                }
+                Err(e) => tracing::warn!(root, "[inputs] local_roots entry admits nothing: {e}"),
+            }
+        }
+        InputPolicy::Confined { given, real }
+    }
+
+    /// Why a local file is refused: the rule, never anything of the file.
+    fn refusal(real: &[PathBuf]) -> String {
+        let allowed = if real.is_empty() {
+            "none are configured".to_string()
+        } else {
+            real.iter()
+                .map(|r| r.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        format!(
+            "local files are refused for work from the API or the queue: use lake: objects \
+             (upload with PUT /v1/raw/...) or files under [inputs] local_roots ({allowed})"
         )
     }
 
     /// May a job read input `name`? The refusal names the rule, never anything of the file
-    /// (not even whether it exists).
+    /// (not even whether it exists). [`Input::open`] checks the file it opened once more.
     pub fn check(&self, name: &str) -> Result<(), String> {
-        let InputPolicy::Confined(roots) = self else {
+        let InputPolicy::Confined { given, real } = self else {
             return Ok(());
         };
         if name.starts_with(LAKE_PREFIX) {
             return Ok(());
         }
-        let refuse = || {
-            let allowed = if roots.is_empty() {
-                "none are configured".to_string()
-            } else {
-                roots
-                    .iter()
-                    .map(|r| r.display().to_string())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            };
-            format!(
-                "local files are refused for work from the API or the queue: use lake: objects \
-                 (upload with PUT /v1/raw/...) or files under [inputs] local_roots ({allowed})"
-            )
-        };
         let path = Path::new(name);
         // Lexically first: a path outside every root is refused without touching the disk.
         let plain = path.is_absolute()
             && !path
                 .components()
                 .any(|c| matches!(c, Component::ParentDir | Component::CurDir));
-        if !plain || !roots.iter().any(|r| path.starts_with(r)) {
-            return Err(refuse());
+        let under = |p: &Path| given.iter().chain(real).any(|r| p.starts_with(r));
+        if !plain || !under(path) {
+            return Err(Self::refusal(real));
         }
         // Then resolved: a symlink under a root may point anywhere. A path that does not
         // resolve is left to the open, which reports it (it is under a root).
         match std::fs::canonicalize(path) {
-            Ok(real) if !roots.iter().any(|r| real.starts_with(r)) => Err(refuse()),
+            Ok(resolved) if !real.iter().any(|r| resolved.starts_with(r)) => {
+                Err(Self::refusal(real))
+            }
             _ => Ok(()),
+        }
+    }
+
+    /// After the open: the file actually opened lies under a root (a symlink swapped in
+    /// between the check and the open is caught here).
+    fn check_opened(&self, file: &File) -> Result<(), String> {
+        let InputPolicy::Confined { real, .. } = self else {
+            return Ok(());
+        };
+        use std::os::fd::AsRawFd;
+        match std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd())) {
+            Ok(opened) if real.iter().any(|r| opened.starts_with(r)) => Ok(()),
+            _ => Err(Self::refusal(real)),
         }
     }
 }
@@ -110,12 +137,18 @@ impl Input {
                 len,
             });
         }
-        // Look before opening: opening a FIFO would block the worker.
-        let meta = std::fs::metadata(name).map_err(|e| input_err(e.to_string()))?;
+        // Non-blocking, so a FIFO cannot hold the worker; then judged by what was opened.
+        use std::os::unix::fs::OpenOptionsExt;
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(name)
+            .map_err(|e| input_err(e.to_string()))?;
+        let meta = file.metadata().map_err(|e| input_err(e.to_string()))?;
         if !meta.is_file() {
             return Err(input_err("not a regular file".into()));
         }
-        let file = File::open(name).map_err(|e| input_err(e.to_string()))?;
+        ctx.inputs.check_opened(&file).map_err(input_err)?;
         Ok(Input::Local {
             name: name.to_string(),
             file,
@@ -202,5 +235,37 @@ mod tests {
                 .contains("none are configured")
         );
         assert_eq!(InputPolicy::Unconfined.check("/etc/passwd"), Ok(()));
+    }
+
+    /// A root configured through a symlink admits its files; what is opened is judged, so a
+    /// FIFO under a root is refused without blocking the worker.
+    #[test]
+    fn opens_judge_the_file_opened() {
+        let dir = tempfile::tempdir().unwrap();
+        let real = dir.path().join("real");
+        std::fs::create_dir(&real).unwrap();
+        std::fs::write(real.join("ok.binpack"), "abc").unwrap();
+        let fifo = real.join("pipe.binpack");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let link = dir.path().join("data");
+        std::os::unix::fs::symlink(&real, &link).unwrap();
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        let mut ctx = JobContext::new(Lake::in_memory(), rt.handle().clone());
+        ctx.inputs = InputPolicy::confined(&[link.to_str().unwrap().to_string()]);
+        let via_link = link.join("ok.binpack");
+        let input = Input::open(&ctx, via_link.to_str().unwrap()).unwrap();
+        assert_eq!(input.len(), 3);
+        let err = Input::open(&ctx, link.join("pipe.binpack").to_str().unwrap())
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(err.contains("not a regular file"), "{err}");
+        let err = Input::open(&ctx, "/etc/hostname")
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(err.contains("[inputs] local_roots"), "{err}");
     }
 }

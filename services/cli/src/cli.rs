@@ -647,7 +647,10 @@ pub fn ingest_spec(a: &IngestArgs, absolute: bool) -> anyhow::Result<IngestBinpa
         .iter()
         .map(|f| {
             if absolute && !f.starts_with(lakefish_lake::input::LAKE_PREFIX) {
-                let p = std::path::absolute(f).with_context(|| format!("input {f}"))?;
+                // Resolved (no `..`, no symlinks), as the service's input rule judges it.
+                let p = std::fs::canonicalize(f)
+                    .or_else(|_| std::path::absolute(f))
+                    .with_context(|| format!("input {f}"))?;
                 Ok(p.to_string_lossy().into_owned())
             } else {
                 Ok(f.clone())

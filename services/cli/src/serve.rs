@@ -55,14 +55,6 @@ pub async fn serve(
         queue: queue.clone(),
         config: Arc::new(config),
     };
-    if !no_scheduler && !state.config.pipelines.is_empty() {
-        let (lake, queue, config) = (lake.clone(), queue.clone(), state.config.clone());
-        tokio::spawn(async move {
-            if let Err(e) = scheduler::run(lake, queue, config).await {
-                tracing::error!("the pipeline scheduler stopped: {e}");
-            }
-        });
-    }
     let listener = tokio::net::TcpListener::bind(listen)
         .await
         .with_context(|| format!("cannot listen on {listen}"))?;
@@ -72,6 +64,14 @@ pub async fn serve(
         state.config.auth.enabled(),
         state.config.server.open_api_without_tokens == Some(true),
     )?;
+    if !no_scheduler && !state.config.pipelines.is_empty() {
+        let (lake, queue, config) = (lake.clone(), queue.clone(), state.config.clone());
+        tokio::spawn(async move {
+            if let Err(e) = scheduler::run(lake, queue, config).await {
+                tracing::error!("the pipeline scheduler stopped: {e}");
+            }
+        });
+    }
     tracing::info!(
         lake = lake.describe(),
         queue = queue.describe(),
