@@ -6,7 +6,8 @@ use shakmaty::fen::Fen;
 use shakmaty::uci::UciMove;
 use shakmaty::{CastlingMode, Chess, Color, EnPassantMode, Move, Position, Role, Square};
 
-const PIECE_CHARS: [[u8; 6]; 2] = [*b"PNBRQK", *b"pnbrqk"];
+/// FEN piece letters by colour (white, black) and role (pawn … king).
+pub const PIECE_CHARS: [[u8; 6]; 2] = [*b"PNBRQK", *b"pnbrqk"];
 const ROLES: [Role; 6] = [
     Role::Pawn,
     Role::Knight,

@@ -8,7 +8,7 @@
 //! `sfbinpack` under `catch_unwind` (it panics on some malformed payloads) and checks each
 //! chain's first position and move with the engine's rules, so garbage is refused per chunk.
 
-use lakefish_engine::fen::{FenFields, piece_letters_from};
+use lakefish_engine::fen::{FenFields, PIECE_CHARS, piece_letters_from};
 use lakefish_engine::random_games::splitmix64;
 use lakefish_lake::JobError;
 use lakefish_lake::input::Input;
@@ -315,7 +315,6 @@ fn check_stem(e: &TrainingDataEntry) -> Result<(), String> {
     lakefish_engine::rules::check_move(&fen, &uci).map_err(|e| e.to_string())
 }
 
-const PIECE_CHARS: [[u8; 6]; 2] = [*b"PNBRQK", *b"pnbrqk"];
 const PIECE_TYPES: [PieceType; 6] = [
     PieceType::Pawn,
     PieceType::Knight,
