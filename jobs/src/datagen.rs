@@ -122,6 +122,7 @@ pub fn datagen(
     let size = bytes.len();
     ctx.block_on(ctx.lake.put(&key, bytes))?;
     let ingest = IngestSpec {
+        max_game_bytes: None,
         inputs: vec![format!("{}{key}", lakefish_lake::input::LAKE_PREFIX)],
         dataset: spec.dataset.clone(),
         rows_per_part: lakefish_schemas::job::default_rows_per_part(),

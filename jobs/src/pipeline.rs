@@ -297,6 +297,7 @@ fn ingest(
                 continue; // ingested by an earlier run
             }
             let spec = IngestSpec {
+                max_game_bytes: None,
                 inputs: vec![format!("{}{key}", lakefish_lake::input::LAKE_PREFIX)],
                 dataset,
                 rows_per_part: lakefish_schemas::job::default_rows_per_part(),

@@ -102,17 +102,28 @@ pub async fn run_queued_job(
             return Err(err);
         }
     };
-    let mut rec = existing.unwrap_or_else(|| JobStore::new_record(job.id.clone(), spec.clone()));
+    // Claimed atomically: of two deliveries racing here each counts its own attempt, and
+    // none starts a job whose record already says it succeeded.
+    let started = store
+        .update(&job.id, |stored| {
+            let mut rec =
+                stored.unwrap_or_else(|| JobStore::new_record(job.id.clone(), spec.clone()));
+            if rec.state == JobState::Succeeded {
+                return None;
+            }
+            rec.state = JobState::Running;
+            rec.attempts += 1;
+            rec.worker = Some(worker.to_string());
+            rec.started = Some(now());
+            rec.error = None;
+            Some(rec)
+        })
+        .await?;
+    let mut rec = started.expect("stored or written");
     if rec.state == JobState::Succeeded {
         tracing::info!(job = %job.id, "already succeeded; re-delivery ignored");
         return Ok(());
     }
-    rec.state = JobState::Running;
-    rec.attempts += 1;
-    rec.worker = Some(worker.to_string());
-    rec.started = Some(now());
-    rec.error = None;
-    store.put(&rec).await?;
     tracing::info!(job = %job.id, kind = rec.kind, attempt = rec.attempts, "job started");
 
     let latest = Arc::new(Latest::default());
@@ -168,15 +179,9 @@ pub async fn run_queued_job(
 }
 
 /// Writes the record unless another delivery of the same job already finished it
-/// successfully (a worker presumed dead may still be running).
+/// successfully (a worker presumed dead may still be running): one compare-and-swap.
 async fn put_unless_done(store: &JobStore, rec: &JobRecord) -> Result<(), JobError> {
-    if let Some(stored) = store.get(&rec.id).await?
-        && stored.state == JobState::Succeeded
-        && rec.state != JobState::Succeeded
-    {
-        return Ok(());
-    }
-    store.put(rec).await
+    store.put_unless_succeeded(rec).await.map(drop)
 }
 
 async fn finish(

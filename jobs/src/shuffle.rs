@@ -626,6 +626,7 @@ pub fn quiet_shuffle(
     use lakefish_schemas::{MaskDefinition, MaskName, MaskSpec, ShuffleSpec, Source};
     let dataset = lakefish_schemas::DatasetName::new(dataset)?;
     let ingest = lakefish_schemas::IngestBinpackSpec {
+        max_game_bytes: None,
         inputs: vec![input.to_string()],
         dataset: dataset.clone(),
         rows_per_part: lakefish_schemas::job::default_rows_per_part(),

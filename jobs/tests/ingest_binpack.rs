@@ -2,6 +2,7 @@
 //! there, and generated binpacks always.
 
 use lakefish_ingest::binpack::synthetic_binpack;
+use lakefish_lake::datasets::{WriterClaim, list_claims};
 use lakefish_lake::parts::{PositionRow, read_positions};
 use lakefish_schemas::JobId;
 use std::path::PathBuf;
@@ -231,12 +232,16 @@ fn a_damaged_size_field_costs_one_chunk_not_its_neighbours() {
 }
 
 #[test]
-fn a_dataset_claimed_by_another_job_is_refused_untouched() {
+fn a_dataset_claimed_by_another_live_job_is_refused_untouched() {
     let f = Fixture::new();
     let prefix = "positions/source=binpack/dataset=busy";
     let other = JobId::new();
-    f.rt.block_on(f.lake.put(&format!("{prefix}/_writer"), other.to_string()))
-        .unwrap();
+    let live = WriterClaim::new(other.as_str());
+    f.rt.block_on(f.lake.put(
+        &format!("{prefix}/_writer"),
+        serde_json::to_vec(&live).unwrap(),
+    ))
+    .unwrap();
     let before = f.snapshot();
     let input = f.file("a.binpack", &synthetic_binpack(5, 1));
     let err = f
@@ -244,7 +249,68 @@ fn a_dataset_claimed_by_another_job_is_refused_untouched() {
         .unwrap_err()
         .to_string();
     assert!(
-        err.contains("being written by job") && err.contains(other.as_str()),
+        err.contains("being written by job")
+            && err.contains(other.as_str())
+            && err.contains(&live.expires),
+        "{err}"
+    );
+    assert_eq!(f.snapshot(), before);
+    let claims = f.rt.block_on(list_claims(&f.lake)).unwrap();
+    assert_eq!(claims.len(), 1);
+    assert!(!claims[0].stale && claims[0].claim == live, "{claims:?}");
+}
+
+/// A claim whose writer died (expired lease, or a bare job id from an older version that
+/// can never be renewed) no longer blocks the dataset: the next ingest takes it over.
+#[test]
+fn a_stale_claim_is_listed_and_taken_over() {
+    let f = Fixture::new();
+    for (dataset, claim) in [
+        (
+            "expired",
+            serde_json::to_vec(&WriterClaim {
+                job: "dead-job".into(),
+                owner: "gone-host:1".into(),
+                expires: "2020-01-01T00:00:00.000Z".into(),
+            })
+            .unwrap(),
+        ),
+        ("legacy", b"0191f0e4-dead-7000-8000-000000000000".to_vec()),
+    ] {
+        let key = format!("positions/source=binpack/dataset={dataset}/_writer");
+        f.rt.block_on(f.lake.put(&key, claim)).unwrap();
+        let claims = f.rt.block_on(list_claims(&f.lake)).unwrap();
+        let listed = claims.iter().find(|c| c.name.as_str() == dataset).unwrap();
+        assert!(listed.stale, "{listed:?}");
+        let input = f.file(&format!("{dataset}.binpack"), &synthetic_binpack(5, 1));
+        let s = f.ingest(&[input], dataset, 1_000_000).unwrap();
+        assert!(s.rows > 0 && !s.already_present);
+        assert_eq!(f.rt.block_on(f.lake.get(&key)).unwrap(), None, "released");
+    }
+    assert_eq!(f.rt.block_on(list_claims(&f.lake)).unwrap(), vec![]);
+}
+
+/// Inputs are recognised by content, not name: a file rewritten under the same name is
+/// another input, and the committed dataset is neither reported as present nor changed.
+#[test]
+fn an_input_rewritten_under_the_same_name_is_not_already_present() {
+    let f = Fixture::new();
+    let input = f.file("same-name.binpack", &synthetic_binpack(5, 1));
+    let first = f
+        .ingest(std::slice::from_ref(&input), "versions", 1_000_000)
+        .unwrap();
+    let again = f
+        .ingest(std::slice::from_ref(&input), "versions", 1_000_000)
+        .unwrap();
+    assert!(again.already_present && again.rows == first.rows);
+    let before = f.snapshot();
+    std::fs::write(&input, synthetic_binpack(7, 2)).unwrap();
+    let err = f
+        .ingest(std::slice::from_ref(&input), "versions", 1_000_000)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("another version of input") && err.contains("same-name.binpack"),
         "{err}"
     );
     assert_eq!(f.snapshot(), before);

@@ -8,13 +8,15 @@ use common::{LakeFixture, shared};
 use lakefish_ingest::ingest_binpack::IngestSummary;
 use lakefish_ingest::ingest_pgn::ingest_pgn;
 use lakefish_ingest::pgn::synthetic_pgn;
-use lakefish_jobs::JobError;
+use lakefish_jobs::{JobContext, JobError, Lake};
 use lakefish_lake::datasets::read_manifest;
+use lakefish_lake::faults::FaultyStore;
 use lakefish_lake::parts::read_positions;
 use lakefish_schemas::{DatasetManifest, DatasetName, IngestSpec, JobId, Source};
 
 fn ingest(fx: &LakeFixture, inputs: &[String], dataset: &str) -> Result<IngestSummary, JobError> {
     let spec = IngestSpec {
+        max_game_bytes: None,
         inputs: inputs.to_vec(),
         dataset: DatasetName::new(dataset).unwrap(),
         rows_per_part: 1_000,
@@ -134,12 +136,97 @@ fn zstd_input_gives_the_same_rows_and_a_truncated_one_keeps_whole_games() {
     assert_eq!(last_rows, full_rows);
 }
 
+/// A lake that stops answering part-way through an input (after its own retries) fails the
+/// job, retryably, and commits nothing: only bytes that do not decode are skipped.
+#[test]
+fn a_lake_read_failure_fails_the_job_and_commits_nothing() {
+    let (sample, _) = synthetic_pgn(100, 3, false);
+    let games = 100 * (2_500_000 / sample.len() + 1);
+    let (text, _) = synthetic_pgn(games, 3, false);
+    assert!(text.len() > 2_000_000, "{}", text.len());
+    let faulty = FaultyStore::new();
+    let lake = Lake::from_store(faulty.clone(), "faulty");
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(lake.put("raw/big.pgn", text.clone().into_bytes()))
+        .unwrap();
+    *faulty.fail_reads_past.lock().unwrap() = Some(text.len() as u64 * 2 / 3);
+    let ctx = JobContext::new(lake.clone(), rt.handle().clone()).with_threads(2);
+    let spec = IngestSpec {
+        max_game_bytes: None,
+        inputs: vec!["lake:raw/big.pgn".into()],
+        dataset: DatasetName::new("flaky").unwrap(),
+        rows_per_part: 1_000,
+    };
+    let job = JobId::new();
+    let err = ingest_pgn(&ctx, &job, &spec).unwrap_err();
+    assert!(
+        err.is_transient() && err.to_string().contains("connection reset"),
+        "{err}"
+    );
+    let name = DatasetName::new("flaky").unwrap();
+    let committed = rt.block_on(read_manifest(&lake, Source::Lichess, &name));
+    assert!(committed.unwrap().is_none(), "nothing committed");
+
+    // Once the lake answers again, the retry (the same job) ingests every game.
+    *faulty.fail_reads_past.lock().unwrap() = None;
+    let s = ingest_pgn(&ctx, &job, &spec).unwrap();
+    assert!(s.skipped.is_empty() && s.rows > 0, "{s:?}");
+}
+
+/// A game that runs on past `max_game_bytes` is reported and skipped, and the games after
+/// it keep their numbers; a file with no game boundary at all is skipped in bounded memory.
+#[test]
+fn games_longer_than_the_limit_are_skipped_and_reported() {
+    let fx = LakeFixture::new();
+    let game = |n: u32, comment: &str| {
+        format!("[Event \"g{n}\"]\n[Result \"1-0\"]\n\n1. e4 {{ {comment} }} e5 2. Nf3 Nc6 1-0\n\n")
+    };
+    let huge = "x".repeat(3 << 20);
+    let text = [game(1, ""), game(2, &huge), game(3, ""), game(4, "[bad")].concat();
+    let input = fx.file("long.pgn", text.as_bytes());
+    let spec = IngestSpec {
+        max_game_bytes: Some(1 << 20),
+        inputs: vec![input],
+        dataset: DatasetName::new("long").unwrap(),
+        rows_per_part: 1_000,
+    };
+    let s = ingest_pgn(&fx.ctx().with_threads(2), &JobId::new(), &spec).unwrap();
+    assert_eq!(s.rows, 12, "games 1, 3 and 4 (4 plies each): {s:?}");
+    let m = manifest(&fx, "long");
+    let skipped = &m.inputs[0].skipped;
+    assert_eq!(skipped.len(), 1, "{skipped:?}");
+    let second = game(1, "").len() as u64;
+    assert_eq!(skipped[0].offset, second);
+    assert_eq!(skipped[0].len, game(2, &huge).len() as u64);
+    assert!(
+        skipped[0].reason.contains("game 2 ")
+            && skipped[0].reason.contains("more than 1048576 bytes")
+            && skipped[0].reason.contains("max_game_bytes"),
+        "{skipped:?}"
+    );
+    assert_eq!(m.inputs[0].chunks, 4, "every game counted");
+
+    // No game boundary anywhere: nothing to ingest, said clearly, nothing stored.
+    let before = fx.snapshot();
+    let endless = fx.file("endless.pgn", "1. e4 e5 ".repeat(600_000).as_bytes());
+    let spec = IngestSpec {
+        inputs: vec![endless],
+        dataset: DatasetName::new("endless").unwrap(),
+        ..spec
+    };
+    let err = ingest_pgn(&fx.ctx(), &JobId::new(), &spec)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("more than 1048576 bytes"), "{err}");
+    assert_eq!(fx.snapshot(), before);
+}
+
 #[test]
 fn garbage_empty_and_mislabelled_inputs_fail_clearly_and_change_nothing() {
     let fx = LakeFixture::new();
     let (text, _) = synthetic_pgn(20, 1, false);
     let good = fx.file("good.pgn", text.as_bytes());
-    ingest(&fx, &[good], "good").unwrap();
+    ingest(&fx, std::slice::from_ref(&good), "good").unwrap();
     let before = fx.snapshot();
 
     let mut noise = vec![0u8; 200_000];
@@ -173,8 +260,9 @@ fn garbage_empty_and_mislabelled_inputs_fail_clearly_and_change_nothing() {
         "failed ingests leave the lake as it was"
     );
 
-    // Twice the same job: nothing changes.
-    let again = ingest(&fx, &[fx.file("good.pgn", text.as_bytes())], "good").unwrap();
+    // Twice the same job: nothing changes. (A local file written again is another version,
+    // as for make or rsync's quick check: its inode, size and mtime identify it.)
+    let again = ingest(&fx, &[good], "good").unwrap();
     assert!(again.already_present);
     assert_eq!(fx.snapshot(), before);
 }

@@ -44,6 +44,7 @@ async fn redelivery_after_a_dead_worker_equals_one_clean_run() {
     let job = QueuedJob::new(
         JobId::new(),
         &JobSpec::IngestBinpack(IngestBinpackSpec {
+            max_game_bytes: None,
             inputs: vec![input.to_str().unwrap().into()],
             dataset: DatasetName::new("d").unwrap(),
             rows_per_part: 500,
@@ -126,6 +127,7 @@ async fn a_failed_job_records_why_and_touches_no_data() {
     let job = QueuedJob::new(
         JobId::new(),
         &JobSpec::IngestBinpack(IngestBinpackSpec {
+            max_game_bytes: None,
             inputs: vec![garbage.to_str().unwrap().into()],
             dataset: DatasetName::new("g").unwrap(),
             rows_per_part: 500,
@@ -168,6 +170,7 @@ async fn workers_refuse_local_files_outside_their_roots() {
     };
     let job = |input: &Path, dataset: &str| {
         let spec = JobSpec::IngestBinpack(IngestBinpackSpec {
+            max_game_bytes: None,
             inputs: vec![input.to_str().unwrap().to_string()],
             dataset: DatasetName::new(dataset).unwrap(),
             rows_per_part: 1_000_000,

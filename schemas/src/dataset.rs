@@ -48,6 +48,11 @@ pub struct InputReport {
     /// The input as given in the job spec.
     pub input: String,
     pub bytes: u64,
+    /// Which content was read: the lake object's ETag (and version id), or a local file's
+    /// inode, size and modification time. Inputs are the same only when this matches too.
+    /// Absent in manifests written before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
     pub rows: u64,
     /// Binpack: chunks read. PGN: games read (including skipped ones).
     pub chunks: u64,
@@ -66,6 +71,7 @@ impl InputReport {
         InputReport {
             input: input.to_string(),
             bytes,
+            version: None,
             rows: 0,
             chunks: 0,
             skipped: Vec::new(),

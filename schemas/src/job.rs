@@ -112,7 +112,18 @@ pub struct IngestSpec {
     /// boundary after it, so games never straddle parts.
     #[serde(default = "default_rows_per_part")]
     pub rows_per_part: u64,
+    /// PGN: a game longer than this many bytes (a file with no game boundaries, a runaway
+    /// comment) is reported and skipped instead of being buffered whole. Default
+    /// [`DEFAULT_MAX_GAME_BYTES`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_game_bytes: Option<u64>,
 }
+
+/// Far beyond any real game (Lichess games with clocks and evals take a few KiB; heavily
+/// annotated ones a few hundred), small enough that one stream's buffer stays bounded.
+pub const DEFAULT_MAX_GAME_BYTES: u64 = 8 << 20;
+/// The range `max_game_bytes` may take.
+pub const GAME_BYTES_LIMITS: std::ops::RangeInclusive<u64> = 1024..=(1 << 30);
 
 /// Keeps a part's FEN column well inside Arrow's 2 GiB string offsets.
 pub const MAX_ROWS_PER_PART: u64 = 10_000_000;
@@ -137,7 +148,21 @@ impl IngestSpec {
                 "rows_per_part must be between 1 and {MAX_ROWS_PER_PART}"
             ));
         }
+        if let Some(n) = self.max_game_bytes
+            && !GAME_BYTES_LIMITS.contains(&n)
+        {
+            return Err(format!(
+                "max_game_bytes must be between {} and {}",
+                GAME_BYTES_LIMITS.start(),
+                GAME_BYTES_LIMITS.end()
+            ));
+        }
         Ok(())
+    }
+
+    /// The PGN game-length limit in force.
+    pub fn max_game_bytes(&self) -> u64 {
+        self.max_game_bytes.unwrap_or(DEFAULT_MAX_GAME_BYTES)
     }
 }
 

@@ -10,6 +10,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodRouter, get, post, put};
 use axum::{Json, Router};
+use futures::StreamExt;
 use lakefish_jobs::Lake;
 use lakefish_lake::datasets::list_datasets;
 use lakefish_lake::records::JobStore;
@@ -503,18 +504,44 @@ async fn list_jobs(
     Ok(Json(json!({ "jobs": jobs })).into_response())
 }
 
+/// Committed datasets, and the ones being written (`writing`: each claim with its job,
+/// owner and expiry; `stale` ones were left by a writer that is gone).
 async fn datasets(State(s): State<AppState>) -> Result<Response, ApiError> {
-    Ok(Json(json!({ "datasets": list_datasets(&s.lake).await? })).into_response())
+    let datasets = list_datasets(&s.lake).await?;
+    let writing = lakefish_lake::datasets::list_claims(&s.lake).await?;
+    Ok(Json(json!({ "datasets": datasets, "writing": writing })).into_response())
+}
+
+/// `?replace=true` on an upload: store other bytes under a name that is taken.
+#[derive(serde::Deserialize, Default)]
+struct UploadQuery {
+    #[serde(default)]
+    replace: bool,
+}
+
+/// What an upload did.
+struct Uploaded {
+    bytes: u64,
+    sha256: String,
+    /// False when the same bytes were already stored under the name (nothing written).
+    created: bool,
 }
 
 /// Streams an upload into `key`, at most `server.max_upload_bytes`: a declared or actual
 /// length above it is a 413 and nothing is stored.
+///
+/// Raw objects are immutable: once a name holds bytes, an upload of the same bytes changes
+/// nothing (200) and one of other bytes is a 409, unless `replace` asks for a new version
+/// (a new ETag, which ingests treat as a new input). Bytes that would not be stored are
+/// hashed as they stream by, never buffered.
 async fn upload(
     s: &AppState,
     key: &str,
     headers: &axum::http::HeaderMap,
     body: axum::body::Body,
-) -> Result<u64, ApiError> {
+    replace: bool,
+) -> Result<Uploaded, ApiError> {
+    use sha2::Digest;
     let max = s.max_upload();
     let declared = headers
         .get(axum::http::header::CONTENT_LENGTH)
@@ -527,9 +554,91 @@ async fn upload(
         }
         .into());
     }
-    Ok(s.lake
-        .put_stream_capped(key, body.into_data_stream(), max)
-        .await?)
+    let taken = || {
+        ApiError::Conflict(format!(
+            "{key} already holds other bytes; raw objects are immutable: upload under \
+             another name, or add ?replace=true to store a new version (ingests then see it \
+             as a new input)"
+        ))
+    };
+    let existing = if replace {
+        None
+    } else {
+        s.lake.size(key).await?
+    };
+    if existing.is_some() && declared.is_some_and(|n| Some(n) != existing) {
+        return Err(taken());
+    }
+    let hasher = std::sync::Arc::new(std::sync::Mutex::new(sha2::Sha256::new()));
+    let stream = {
+        let hasher = hasher.clone();
+        body.into_data_stream().map(move |piece| {
+            if let Ok(bytes) = &piece {
+                hasher.lock().unwrap().update(bytes);
+            }
+            piece
+        })
+    };
+    let bytes = match existing {
+        None => s.lake.put_stream_capped(key, stream, max).await?,
+        Some(_) => count_capped(key, stream, max).await?,
+    };
+    let sha: [u8; 32] = std::mem::take(&mut *hasher.lock().unwrap())
+        .finalize()
+        .into();
+    if existing.is_some() {
+        let stored = s.lake.sha256(key).await?;
+        if stored != Some((bytes, sha)) {
+            return Err(taken());
+        }
+    }
+    Ok(Uploaded {
+        bytes,
+        sha256: hex(&sha),
+        created: existing.is_none(),
+    })
+}
+
+/// Drains an upload that will not be stored, counting (and so capping) its bytes.
+async fn count_capped<S, E>(key: &str, mut stream: S, max: u64) -> Result<u64, ApiError>
+where
+    S: futures::Stream<Item = Result<Bytes, E>> + Unpin,
+    E: std::fmt::Display,
+{
+    let mut total = 0u64;
+    while let Some(piece) = stream.next().await {
+        let piece = piece.map_err(|e| ApiError::BadRequest(format!("upload interrupted: {e}")))?;
+        total += piece.len() as u64;
+        if total > max {
+            return Err(lakefish_jobs::JobError::TooLarge {
+                input: key.to_string(),
+                max,
+            }
+            .into());
+        }
+    }
+    Ok(total)
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The answer to an upload: 201 when stored, 200 when the same bytes were already there.
+fn uploaded(key: &str, field: &str, up: Uploaded) -> Response {
+    let status = if up.created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    let body = json!({
+        "key": key,
+        field: format!("{}{key}", lakefish_lake::input::LAKE_PREFIX),
+        "bytes": up.bytes,
+        "sha256": up.sha256,
+        "created": up.created,
+    });
+    (status, Json(body)).into_response()
 }
 
 /// Streams an input file into `raw/<source>/<name>` (constant memory, any size), so workers on
@@ -537,6 +646,7 @@ async fn upload(
 async fn upload_raw(
     State(s): State<AppState>,
     Path((source, name)): Path<(String, String)>,
+    query: Result<Query<UploadQuery>, axum::extract::rejection::QueryRejection>,
     headers: axum::http::HeaderMap,
     body: axum::body::Body,
 ) -> Result<Response, ApiError> {
@@ -546,23 +656,24 @@ async fn upload_raw(
         ))
     })?;
     let key = raw_key(src, &name).map_err(|e| ApiError::BadRequest(e.to_string()))?;
-    let bytes = upload(&s, &key, &headers, body).await?;
-    let body = json!({ "key": key, "input": format!("{}{key}", lakefish_lake::input::LAKE_PREFIX), "bytes": bytes });
-    Ok((StatusCode::CREATED, Json(body)).into_response())
+    let Query(q) = query.map_err(|e| ApiError::BadRequest(e.body_text()))?;
+    let up = upload(&s, &key, &headers, body, q.replace).await?;
+    Ok(uploaded(&key, "input", up))
 }
 
 /// Stores an opening book as `raw/books/<name>`; SPRT specs name it `lake:raw/books/<name>`.
 async fn upload_book(
     State(s): State<AppState>,
     Path(name): Path<String>,
+    query: Result<Query<UploadQuery>, axum::extract::rejection::QueryRejection>,
     headers: axum::http::HeaderMap,
     body: axum::body::Body,
 ) -> Result<Response, ApiError> {
     let key = lakefish_schemas::names::book_key(&name)
         .map_err(|e| ApiError::BadRequest(e.to_string()))?;
-    let bytes = upload(&s, &key, &headers, body).await?;
-    let body = json!({ "key": key, "book": format!("{}{key}", lakefish_lake::input::LAKE_PREFIX), "bytes": bytes });
-    Ok((StatusCode::CREATED, Json(body)).into_response())
+    let Query(q) = query.map_err(|e| ApiError::BadRequest(e.body_text()))?;
+    let up = upload(&s, &key, &headers, body, q.replace).await?;
+    Ok(uploaded(&key, "book", up))
 }
 
 async fn shuffles(State(s): State<AppState>) -> Result<Response, ApiError> {

@@ -16,6 +16,9 @@ pub enum ApiError {
     Forbidden(String),
     TooLarge(String),
     NotFound(String),
+    /// The request contradicts what is stored (other bytes under an immutable name, a
+    /// dataset name taken): nothing was changed.
+    Conflict(String),
     /// The lake (or another backend) did not answer: try again later.
     Unavailable(String),
     Internal(String),
@@ -29,6 +32,7 @@ impl ApiError {
             ApiError::Forbidden(m) => (StatusCode::FORBIDDEN, m),
             ApiError::TooLarge(m) => (StatusCode::PAYLOAD_TOO_LARGE, m),
             ApiError::NotFound(m) => (StatusCode::NOT_FOUND, m),
+            ApiError::Conflict(m) => (StatusCode::CONFLICT, m),
             ApiError::Unavailable(m) => (StatusCode::SERVICE_UNAVAILABLE, m),
             ApiError::Internal(m) => (StatusCode::INTERNAL_SERVER_ERROR, m),
         }
@@ -44,6 +48,9 @@ impl From<JobError> for ApiError {
                 ApiError::BadRequest(e.to_string())
             }
             JobError::NotFound(_) => ApiError::NotFound(e.to_string()),
+            JobError::DatasetExists { .. }
+            | JobError::DatasetBusy { .. }
+            | JobError::MaskExists { .. } => ApiError::Conflict(e.to_string()),
             JobError::TooLarge { .. } => ApiError::TooLarge(e.to_string()),
             JobError::Lake { .. } => ApiError::Unavailable(e.to_string()),
             _ => ApiError::Internal(e.to_string()),

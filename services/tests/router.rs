@@ -255,6 +255,80 @@ async fn uploads_above_the_cap_are_refused_and_leave_nothing() {
     assert_eq!(stored, vec!["raw/binpack/small.binpack".to_string()]);
 }
 
+/// A raw object is immutable: the same bytes again change nothing (200), other bytes are a
+/// 409 that stores nothing (declared lengths refused before reading), and `?replace=true`
+/// stores a new version that ingests see as another input.
+#[tokio::test]
+async fn raw_objects_are_immutable_unless_replaced() {
+    let app = app(Config::default()).await;
+    let lake = app.state.lake.clone();
+    let uri = "/v1/raw/binpack/a.binpack";
+    let (status, _, first) = send(&app, "PUT", uri, "first bytes", None).await;
+    assert_eq!(status, StatusCode::CREATED, "{first}");
+    assert_eq!(first["created"], true);
+    let (_, v1) = lake.head("raw/binpack/a.binpack").await.unwrap().unwrap();
+    let (status, _, again) = send(&app, "PUT", uri, "first bytes", None).await;
+    assert_eq!(status, StatusCode::OK, "{again}");
+    assert_eq!(
+        (again["created"].clone(), again["sha256"].clone()),
+        (false.into(), first["sha256"].clone())
+    );
+    for other in ["other bytes", "first bytez", "longer than the first"] {
+        let (status, _, e) = send(&app, "PUT", uri, other, None).await;
+        assert_eq!(status, StatusCode::CONFLICT, "{other}: {e}");
+        assert!(e["error"].as_str().unwrap().contains("replace=true"), "{e}");
+    }
+    // Also as a chunked stream without a declared length.
+    let req = Request::builder()
+        .method("PUT")
+        .uri(uri)
+        .body(Body::from_stream(futures::stream::iter([
+            Ok::<_, std::io::Error>(bytes::Bytes::from_static(b"first byt")),
+            Ok(bytes::Bytes::from_static(b"eZ")),
+        ])));
+    let resp = router(app.state.clone())
+        .oneshot(req.unwrap())
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::CONFLICT);
+    assert_eq!(
+        lake.get("raw/binpack/a.binpack").await.unwrap().unwrap(),
+        "first bytes"
+    );
+    assert_eq!(
+        lake.head("raw/binpack/a.binpack").await.unwrap().unwrap().1,
+        v1,
+        "untouched"
+    );
+
+    let (status, _, e) = send(&app, "PUT", &format!("{uri}?replace=maybe"), "x", None).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{e}");
+    let (status, _, replaced) =
+        send(&app, "PUT", &format!("{uri}?replace=true"), "second", None).await;
+    assert_eq!(status, StatusCode::CREATED, "{replaced}");
+    assert_eq!(
+        lake.get("raw/binpack/a.binpack").await.unwrap().unwrap(),
+        "second"
+    );
+    assert_ne!(
+        lake.head("raw/binpack/a.binpack").await.unwrap().unwrap().1,
+        v1,
+        "a new version"
+    );
+    // Books follow the same rule.
+    let (status, _, _) = send(
+        &app,
+        "PUT",
+        "/v1/books/b.epd",
+        "8/8/8/8/8/8/8/K1k5 w - -",
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED);
+    let (status, _, _) = send(&app, "PUT", "/v1/books/b.epd", "other", None).await;
+    assert_eq!(status, StatusCode::CONFLICT);
+}
+
 /// JSON bodies above `server.max_body_bytes` are 413 on every route that takes one.
 #[tokio::test]
 async fn oversized_json_bodies_are_413() {

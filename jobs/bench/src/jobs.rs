@@ -153,6 +153,7 @@ pub fn bench_ingest_binpack(
         let lake = Lake::open(dir.to_str().unwrap(), &HashMap::new())?;
         let ctx = JobContext::new(lake, rt.clone()).with_threads(threads);
         let spec = IngestBinpackSpec {
+            max_game_bytes: None,
             inputs: vec![file.to_string()],
             dataset: DatasetName::new("bench").expect("valid name"),
             rows_per_part: lakefish_schemas::job::default_rows_per_part(),
@@ -413,6 +414,7 @@ impl Scratch {
         let ctx = JobContext::new(lake.clone(), rt.clone()).with_threads(threads);
         let dataset = DatasetName::new("bench").expect("valid name");
         let spec = IngestBinpackSpec {
+            max_game_bytes: None,
             inputs: vec![file.to_string()],
             dataset: dataset.clone(),
             rows_per_part: 100_000,
@@ -602,6 +604,7 @@ pub fn bench_ingest_pgn(
             let lake = Lake::open(lake_dir.to_str().unwrap(), &HashMap::new())?;
             let ctx = JobContext::new(lake, rt.clone()).with_threads(threads);
             let spec = IngestSpec {
+                max_game_bytes: None,
                 inputs: vec![input.to_string_lossy().into_owned()],
                 dataset: DatasetName::new("bench").expect("valid name"),
                 rows_per_part: lakefish_schemas::job::default_rows_per_part(),
@@ -627,7 +630,10 @@ pub fn bench_ingest_pgn(
             let _ = std::fs::remove_dir_all(&lake_dir);
 
             // Phases on one core: parsing blocks into row columns, then Parquet encoding.
-            let mut splitter = lakefish_ingest::pgn::BlockSplitter::new(&text[..]);
+            let mut splitter = lakefish_ingest::pgn::BlockSplitter::new(
+                &text[..],
+                lakefish_schemas::job::DEFAULT_MAX_GAME_BYTES,
+            );
             let start = Instant::now();
             let mut chunks = Vec::new();
             while let Some((at, block)) = splitter.next_block().map_err(read_err)? {

@@ -5,7 +5,7 @@
 //! the one job allowed to write it; that job (re-delivered or retried) overwrites its own parts
 //! with identical bytes, and a job that fails for good deletes what it wrote.
 
-use lakefish_lake::datasets::{manifest_key, read_manifest};
+use lakefish_lake::datasets::{CLAIM_RENEWAL, WriterClaim, manifest_key, read_manifest};
 use lakefish_lake::input::Input;
 use lakefish_lake::parts::PositionColumns;
 use lakefish_lake::parts::{GameRecord, batch_from_chunks, encode_games, encode_parquet_on};
@@ -20,11 +20,11 @@ use lakefish_schemas::{
     DatasetManifest, DatasetName, IngestSpec, InputReport, JobId, PartInfo, Progress, Source,
 };
 use std::collections::{BTreeMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 use std::sync::{Arc, Mutex};
 
-/// Names the job that may write a dataset until it commits.
-pub const WRITER_FILE: &str = "_writer";
+pub use lakefish_lake::datasets::WRITER_FILE;
 
 /// Where a dataset lives: its positions prefix and, for PGN sources, its games prefix.
 pub struct DatasetTarget<'a> {
@@ -32,31 +32,63 @@ pub struct DatasetTarget<'a> {
     pub dataset: &'a DatasetName,
     pub prefix: String,
     pub games_prefix: Option<String>,
+    /// Set when this writer's claim was taken over (it stalled past its lease): from then
+    /// on it must not write a byte more.
+    pub claim_lost: AtomicBool,
+}
+
+/// An input as a committed dataset records it: its name and the version read.
+pub struct InputIdentity<'a> {
+    pub name: &'a str,
+    pub version: String,
+}
+
+/// Why a committed manifest is not the one these inputs would write, or `None` when it is.
+fn differs(m: &DatasetManifest, inputs: &[InputIdentity]) -> Option<String> {
+    if !m
+        .inputs
+        .iter()
+        .map(|i| &i.input)
+        .eq(inputs.iter().map(|i| i.name))
+    {
+        let names: Vec<&str> = m.inputs.iter().map(|i| i.input.as_str()).collect();
+        return Some(format!("other inputs ({})", names.join(", ")));
+    }
+    // Manifests from before versions were recorded match by name, as they did then.
+    m.inputs.iter().zip(inputs).find_map(|(was, now)| {
+        let old = was.version.as_deref()?;
+        (old != now.version).then(|| {
+            format!(
+                "another version of input {} (read then as {old}, now {})",
+                now.name, now.version
+            )
+        })
+    })
 }
 
 /// Runs `write` as the only writer of the dataset. Returns `existing(manifest)` instead when
-/// an identical job (same inputs) already committed it, and an error when it was committed
-/// from other inputs.
+/// an identical job (same inputs, same versions) already committed it, and an error when it
+/// was committed from other inputs or other versions of them.
+///
+/// The `_writer` claim is a lease ([`WriterClaim`]): renewed while `write` runs, taken over
+/// by the next writer once it expired (its writer died or stalled), and released at the end.
 pub fn write_once<T>(
     ctx: &JobContext,
     job_id: &JobId,
     target: &DatasetTarget,
-    inputs: &[String],
+    inputs: &[InputIdentity],
     existing: impl Fn(&DatasetManifest) -> T,
     write: impl FnOnce() -> Result<T, JobError>,
 ) -> Result<T, JobError> {
     let committed = || -> Result<Option<T>, JobError> {
         match ctx.block_on(read_manifest(&ctx.lake, target.source, target.dataset))? {
-            Some(m) if m.inputs.iter().map(|i| &i.input).eq(inputs.iter()) => {
-                Ok(Some(existing(&m)))
-            }
-            Some(m) => {
-                let names: Vec<&str> = m.inputs.iter().map(|i| i.input.as_str()).collect();
-                Err(JobError::DatasetExists {
+            Some(m) => match differs(&m, inputs) {
+                None => Ok(Some(existing(&m))),
+                Some(why) => Err(JobError::DatasetExists {
                     dataset: target.dataset.to_string(),
-                    existing: names.join(", "),
-                })
-            }
+                    existing: why,
+                }),
+            },
             None => Ok(None),
         }
     };
@@ -64,17 +96,7 @@ pub fn write_once<T>(
         return Ok(done);
     }
     let claim = format!("{}/{WRITER_FILE}", target.prefix);
-    if !ctx.block_on(ctx.lake.put_if_absent(&claim, job_id.to_string()))? {
-        let holder = ctx.block_on(ctx.lake.get(&claim))?.unwrap_or_default();
-        let holder = String::from_utf8_lossy(&holder).to_string();
-        if holder != job_id.as_str() {
-            return Err(JobError::DatasetBusy {
-                dataset: target.dataset.to_string(),
-                job: holder,
-                claim,
-            });
-        }
-    }
+    take_claim(ctx, job_id, target, &claim)?;
     // Another job may have committed between the first look and the claim.
     match committed() {
         Ok(None) => {}
@@ -83,7 +105,17 @@ pub fn write_once<T>(
             return done.map(|d| d.expect("matched Some"));
         }
     }
-    let outcome = write();
+    let stop = AtomicBool::new(false);
+    let outcome = std::thread::scope(|s| {
+        s.spawn(|| renew_claim(ctx, job_id, target, &claim, &stop));
+        let outcome = write();
+        stop.store(true, Ordering::Relaxed);
+        outcome
+    });
+    if target.claim_lost.load(Ordering::Relaxed) {
+        // The claim and everything under it belong to the writer that took it over.
+        return Err(outcome.err().unwrap_or_else(|| lost_claim(target)));
+    }
     let is_committed = || {
         ctx.block_on(read_manifest(&ctx.lake, target.source, target.dataset))
             .map_or(true, |m| m.is_some())
@@ -101,11 +133,108 @@ pub fn write_once<T>(
                     }
                 }
             }
-            let _ = ctx.block_on(ctx.lake.delete(&claim));
+            let _ = release_claim(ctx, job_id, &claim);
         }
-        Ok(_) => ctx.block_on(ctx.lake.delete(&claim))?,
+        Ok(_) => release_claim(ctx, job_id, &claim)?,
     }
     outcome
+}
+
+fn lost_claim(target: &DatasetTarget) -> JobError {
+    JobError::Failed(format!(
+        "dataset {}: this writer stalled past its claim's lease and another writer took the \
+         claim over; nothing was committed by this job",
+        target.dataset
+    ))
+}
+
+/// Takes the dataset's claim: free, ours already (a re-delivery of the same job), or stale
+/// (taken over, logged). A live claim of another job is [`JobError::DatasetBusy`].
+fn take_claim(
+    ctx: &JobContext,
+    job_id: &JobId,
+    target: &DatasetTarget,
+    claim: &str,
+) -> Result<(), JobError> {
+    let mine = serde_json::to_vec_pretty(&WriterClaim::new(job_id.as_str()))?;
+    for _ in 0..10 {
+        let current = ctx.block_on(ctx.lake.get_versioned(claim))?;
+        if let Some((bytes, _)) = &current {
+            let held = WriterClaim::parse(bytes);
+            if held.job != job_id.as_str() && !held.is_stale() {
+                return Err(JobError::DatasetBusy {
+                    dataset: target.dataset.to_string(),
+                    job: held.job,
+                    owner: held.owner,
+                    expires: held.expires,
+                });
+            }
+            if held.job != job_id.as_str() {
+                tracing::warn!(
+                    dataset = %target.dataset, stale_job = held.job, owner = held.owner,
+                    "taking over a stale claim (lease expired {})", held.expires
+                );
+            }
+        }
+        let expected = current.as_ref().map(|(_, v)| v);
+        if ctx.block_on(ctx.lake.put_if_unchanged(claim, mine.clone(), expected))? {
+            return Ok(());
+        }
+    }
+    Err(JobError::Retry(format!(
+        "{claim} kept changing while being claimed"
+    )))
+}
+
+/// Renews the claim every [`CLAIM_RENEWAL`] until `stop`; a claim found in another job's
+/// hands sets `target.claim_lost`, which stops the part writers.
+fn renew_claim(
+    ctx: &JobContext,
+    job_id: &JobId,
+    target: &DatasetTarget,
+    claim: &str,
+    stop: &AtomicBool,
+) {
+    let step = std::time::Duration::from_millis(50);
+    let mut waited = std::time::Duration::ZERO;
+    while !stop.load(Ordering::Relaxed) {
+        std::thread::sleep(step);
+        waited += step;
+        if waited < CLAIM_RENEWAL {
+            continue;
+        }
+        waited = std::time::Duration::ZERO;
+        let renewed = (|| -> Result<bool, JobError> {
+            let Some((bytes, version)) = ctx.block_on(ctx.lake.get_versioned(claim))? else {
+                return Ok(false);
+            };
+            if WriterClaim::parse(&bytes).job != job_id.as_str() {
+                return Ok(false);
+            }
+            let mine = serde_json::to_vec_pretty(&WriterClaim::new(job_id.as_str()))?;
+            ctx.block_on(ctx.lake.put_if_unchanged(claim, mine, Some(&version)))
+        })();
+        match renewed {
+            Ok(true) => {}
+            Ok(false) => {
+                tracing::error!(dataset = %target.dataset, "lost the dataset's claim");
+                target.claim_lost.store(true, Ordering::Relaxed);
+                return;
+            }
+            // The lease outlives a few failed renewals: try again at the next one.
+            Err(e) => tracing::warn!(dataset = %target.dataset, "claim not renewed: {e}"),
+        }
+    }
+}
+
+/// Deletes the claim if it is still ours.
+fn release_claim(ctx: &JobContext, job_id: &JobId, claim: &str) -> Result<(), JobError> {
+    if let Some(bytes) = ctx.block_on(ctx.lake.get(claim))?
+        && WriterClaim::parse(&bytes).job == job_id.as_str()
+    {
+        ctx.block_on(ctx.lake.delete(claim))?;
+    }
+    Ok(())
 }
 
 impl DatasetTarget<'_> {
@@ -121,11 +250,18 @@ pub fn commit(
     target: &DatasetTarget,
     manifest: &DatasetManifest,
 ) -> Result<(), JobError> {
+    if target.claim_lost.load(Ordering::Relaxed) {
+        return Err(lost_claim(target));
+    }
     let bytes = serde_json::to_vec_pretty(manifest)?;
-    ctx.block_on(
-        ctx.lake
-            .put(&manifest_key(target.source, target.dataset), bytes),
-    )?;
+    let key = manifest_key(target.source, target.dataset);
+    // Never over another commit: a writer that lost its claim unnoticed stops here.
+    if !ctx.block_on(ctx.lake.put_if_absent(&key, bytes))? {
+        return Err(JobError::Retry(format!(
+            "dataset {} was committed by another writer meanwhile",
+            target.dataset
+        )));
+    }
     let mut keep: HashSet<String> = manifest
         .parts
         .iter()
@@ -274,6 +410,14 @@ fn encode_parts(
             Err(_) => return, // the driver finished and dropped the sender
         };
         let key = format!("{}/{}", target.prefix, job.name);
+        if target.claim_lost.load(Ordering::Relaxed) {
+            written
+                .failure
+                .lock()
+                .unwrap()
+                .get_or_insert(lost_claim(target));
+            continue;
+        }
         // A panic here must not kill the encoder: the driver would block on a full queue.
         let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             let batch = batch_from_chunks(&job.chunks);
@@ -402,6 +546,7 @@ impl IngestSummary {
 /// Reads one non-empty input into `part`; `progress(bytes read, rows so far)`.
 pub type ReadInput = fn(
     ctx: &JobContext,
+    spec: &IngestSpec,
     pool: &rayon::ThreadPool,
     input: &Input,
     part: &mut PartBuilder,
@@ -436,14 +581,28 @@ pub fn ingest(
         games_prefix: format
             .has_games
             .then(|| games_prefix(source, &spec.dataset)),
+        claim_lost: AtomicBool::new(false),
     };
+    // Opened once: the versions compared with a committed dataset are the ones read.
+    let inputs: Vec<Input> = spec
+        .inputs
+        .iter()
+        .map(|n| Input::open(ctx, n))
+        .collect::<Result<_, _>>()?;
+    let identities: Vec<InputIdentity> = inputs
+        .iter()
+        .map(|i| InputIdentity {
+            name: i.name(),
+            version: i.version(),
+        })
+        .collect();
     write_once(
         ctx,
         job_id,
         &target,
-        &spec.inputs,
+        &identities,
         |m| IngestSummary::from_manifest(m, None, true),
-        || write_dataset(ctx, job_id, spec, &target, format),
+        || write_dataset(ctx, job_id, spec, &inputs, &target, format),
     )
 }
 
@@ -451,14 +610,10 @@ fn write_dataset(
     ctx: &JobContext,
     job_id: &JobId,
     spec: &IngestSpec,
+    inputs: &[Input],
     target: &DatasetTarget,
     format: &InputFormat,
 ) -> Result<IngestSummary, JobError> {
-    let inputs: Vec<Input> = spec
-        .inputs
-        .iter()
-        .map(|n| Input::open(ctx, n))
-        .collect::<Result<_, _>>()?;
     let total_bytes: u64 = inputs.iter().map(|i| i.len()).sum();
     let name = format.thread_name;
     let pool = rayon::ThreadPoolBuilder::new()
@@ -469,7 +624,7 @@ fn write_dataset(
     let out = write_parts(ctx, target, spec.rows_per_part, |part, written| {
         let mut reports = Vec::new();
         let mut done_bytes = 0u64;
-        for input in &inputs {
+        for input in inputs {
             let progress = |offset: u64, rows: u64| {
                 ctx.progress.report(&Progress {
                     stage: format!("ingesting {}", input.name()),
@@ -488,9 +643,12 @@ fn write_dataset(
                 });
                 r
             } else {
-                (format.read)(ctx, &pool, input, part, written, &progress)?
+                (format.read)(ctx, spec, &pool, input, part, written, &progress)?
             };
-            reports.push(report);
+            reports.push(InputReport {
+                version: Some(input.version()),
+                ..report
+            });
             done_bytes += input.len();
         }
         Ok(reports)

@@ -22,6 +22,7 @@ const WINDOW_BYTES: usize = 64 << 20;
 /// Scans, decodes and queues one input. Chunks that fail to decode are skipped and reported.
 fn ingest_input(
     ctx: &JobContext,
+    _spec: &IngestSpec,
     pool: &rayon::ThreadPool,
     input: &Input,
     part: &mut PartBuilder,

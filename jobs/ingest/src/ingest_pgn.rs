@@ -8,13 +8,12 @@
 //! blocks in flight, whatever the file size.
 
 use crate::dataset_writer::{IngestSummary, InputFormat, PartBuilder, Written, ingest};
-use crate::pgn::{BlockRows, BlockSplitter, ZSTD_MAGIC, parse_block};
-use lakefish_lake::input::Input;
+use crate::pgn::{BlockRows, BlockSplitter, TooLongGame, ZSTD_MAGIC, parse_block};
+use lakefish_lake::input::{Input, InputStream};
 use lakefish_lake::{JobContext, JobError};
 use lakefish_schemas::{IngestSpec, InputReport, JobId, SkippedGame, SkippedRange, Source};
 use std::io::Read;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 
 /// Skipped games listed one by one per input; beyond this they are counted.
 const MAX_LISTED_SKIPS: usize = 1000;
@@ -35,39 +34,9 @@ const FORMAT: InputFormat = InputFormat {
     read: ingest_input,
 };
 
-/// Reads an [`Input`] front to back, counting the bytes read for progress.
-struct InputReader<'a> {
-    input: &'a Input,
-    offset: u64,
-    read: Arc<AtomicU64>,
-}
-
-impl Read for InputReader<'_> {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        let left = self.input.len() - self.offset;
-        let n = (buf.len() as u64).min(left).min(4 << 20) as usize;
-        if n == 0 {
-            return Ok(0);
-        }
-        let bytes = self
-            .input
-            .read_at(self.offset, n)
-            .map_err(|e| std::io::Error::other(e.to_string()))?;
-        buf[..n].copy_from_slice(&bytes);
-        self.offset += n as u64;
-        self.read.store(self.offset, Ordering::Relaxed);
-        Ok(n)
-    }
-}
-
 /// The decompressed stream of an input: zstd when it starts with the zstd magic number.
-fn open_stream<'a>(input: &'a Input, read: Arc<AtomicU64>) -> Result<Box<dyn Read + 'a>, JobError> {
+fn open_stream<'a>(input: &'a Input, raw: InputStream<'a>) -> Result<Box<dyn Read + 'a>, JobError> {
     let head = input.read_at(0, input.len().min(4) as usize)?;
-    let raw = InputReader {
-        input,
-        offset: 0,
-        read,
-    };
     if head == ZSTD_MAGIC {
         let decoder = zstd::stream::read::Decoder::new(raw).map_err(|e| JobError::Input {
             input: input.name().to_string(),
@@ -91,6 +60,35 @@ struct InputState {
 }
 
 impl InputState {
+    /// Reports, in input order, the games skipped for their length that lie before block
+    /// number `blocks_taken`, and counts them so later games keep their numbers.
+    fn take_too_long(&mut self, pending: &mut Vec<TooLongGame>, blocks_taken: u64, max: u64) {
+        let zst = self.report.input.ends_with(".zst");
+        pending.retain(|g| {
+            if g.after_blocks > blocks_taken {
+                return true;
+            }
+            self.games += 1;
+            self.report.chunks = self.games;
+            let place = if zst {
+                " of the decompressed stream"
+            } else {
+                ""
+            };
+            self.report.skipped.push(SkippedRange {
+                offset: g.offset,
+                len: g.len,
+                reason: format!(
+                    "game {} at byte {}{place} runs on for more than {max} bytes without \
+                     the next game starting ({} bytes skipped); raise max_game_bytes if \
+                     it is a real game",
+                    self.games, g.offset, g.len
+                ),
+            });
+            false
+        });
+    }
+
     /// Takes one parsed block, in input order.
     fn take(&mut self, block: BlockRows, part: &mut PartBuilder) -> Result<(), JobError> {
         for (local, reason) in block.skipped {
@@ -118,6 +116,7 @@ impl InputState {
 
 fn ingest_input(
     ctx: &JobContext,
+    spec: &IngestSpec,
     pool: &rayon::ThreadPool,
     input: &Input,
     part: &mut PartBuilder,
@@ -130,8 +129,9 @@ fn ingest_input(
         games: 0,
         unlisted: 0,
     };
-    let read = Arc::new(AtomicU64::new(0));
-    let mut splitter = BlockSplitter::new(open_stream(input, read.clone())?);
+    let (stream, read_failure) = InputStream::new(input);
+    let read = stream.read.clone();
+    let mut splitter = BlockSplitter::new(open_stream(input, stream)?, spec.max_game_bytes());
     // Blocks in flight (read, parsing, or parsed and waiting for an earlier one): this
     // thread reads ahead while the pool parses, and takes results in input order.
     let in_flight_max = (ctx.threads * 2).max(2) as u64;
@@ -145,21 +145,27 @@ fn ingest_input(
         });
     };
     let mut failure = None;
+    let mut too_long = Vec::new();
     let (mut sent, mut taken) = (0u64, 0u64);
     let mut ready = std::collections::BTreeMap::new();
     let mut at_end = false;
     loop {
         while !at_end && sent - taken < in_flight_max {
-            match splitter.next_block() {
+            let next = splitter.next_block();
+            too_long.extend(splitter.take_too_long());
+            match next {
                 Ok(Some(block)) => {
                     parse(sent, block);
                     sent += 1;
                 }
                 Ok(None) => at_end = true,
+                // The input could not be read: nothing of it may be committed.
+                Err(_) if let Some(e) = read_failure.take() => return Err(e),
                 Err(e) => {
                     // Keep every complete game before the damage; drop the cut-off one.
-                    let (block, dropped) = splitter.salvage();
-                    if let Some(block) = block {
+                    let (blocks, dropped) = splitter.salvage();
+                    too_long.extend(splitter.take_too_long());
+                    for block in blocks {
                         parse(sent, block);
                         sent += 1;
                     }
@@ -188,12 +194,14 @@ fn ingest_input(
         while let Some(block) = ready.remove(&taken) {
             state.take(block, part)?;
             taken += 1;
+            state.take_too_long(&mut too_long, taken, spec.max_game_bytes());
         }
         if written.failed() {
             return Err(JobError::Internal("a part failed to write".into()));
         }
         progress(read.load(Ordering::Relaxed), part.total_rows);
     }
+    state.take_too_long(&mut too_long, u64::MAX, spec.max_game_bytes());
     state.report.skipped.extend(failure);
     if state.unlisted > 0 {
         state.report.skipped_games.push(SkippedGame {

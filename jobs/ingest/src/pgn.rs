@@ -26,6 +26,10 @@ pub const ZSTD_MAGIC: [u8; 4] = [0x28, 0xB5, 0x2F, 0xFD];
 const BOM: &[u8] = b"\xef\xbb\xbf";
 
 /// Cuts a PGN byte stream into blocks of whole games.
+///
+/// Memory stays bounded whatever the input: a game that runs on for more than `max_game`
+/// bytes without the next game starting (a file with no game boundaries at all, a runaway
+/// comment) is dropped as it streams by and reported through [`BlockSplitter::take_too_long`].
 pub struct BlockSplitter<R> {
     reader: R,
     buf: Vec<u8>,
@@ -33,23 +37,55 @@ pub struct BlockSplitter<R> {
     offset: u64,
     eof: bool,
     started: bool,
+    /// `buf[..scanned]` holds no game start past [`BLOCK_BYTES`]: the search resumes there
+    /// (rescanning from the start on every read would be quadratic).
+    scanned: usize,
+    max_game: usize,
+    too_long: Vec<TooLongGame>,
+    /// Blocks returned or queued so far.
+    blocks: u64,
+    /// Blocks cut and waiting to be returned (a block with a long game inside comes out
+    /// as the pieces around it).
+    ready: std::collections::VecDeque<(u64, Vec<u8>)>,
+}
+
+/// A game that was skipped for its length, with its place in the (decompressed) stream.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TooLongGame {
+    pub offset: u64,
+    pub len: u64,
+    /// Blocks returned before it: it lies between block `after_blocks - 1` and the next.
+    pub after_blocks: u64,
 }
 
 impl<R: Read> BlockSplitter<R> {
-    pub fn new(reader: R) -> Self {
+    pub fn new(reader: R, max_game_bytes: u64) -> Self {
         BlockSplitter {
             reader,
             buf: Vec::new(),
             offset: 0,
             eof: false,
             started: false,
+            scanned: 0,
+            max_game: max_game_bytes.min(usize::MAX as u64 / 2) as usize,
+            too_long: Vec::new(),
+            blocks: 0,
+            ready: Default::default(),
         }
+    }
+
+    /// Games skipped for their length since the last call.
+    pub fn take_too_long(&mut self) -> Vec<TooLongGame> {
+        std::mem::take(&mut self.too_long)
     }
 
     /// The next block and its offset in the (decompressed) stream. A read error leaves the
     /// bytes buffered so far available to [`BlockSplitter::salvage`].
     pub fn next_block(&mut self) -> io::Result<Option<(u64, Vec<u8>)>> {
         loop {
+            if let Some(block) = self.ready.pop_front() {
+                return Ok(Some(block));
+            }
             if !self.started && (self.buf.len() >= BOM.len() || self.eof) {
                 self.started = true;
                 if self.buf.starts_with(BOM) {
@@ -57,37 +93,90 @@ impl<R: Read> BlockSplitter<R> {
                     self.offset += BOM.len() as u64;
                 }
             }
-            if self.started
-                && self.buf.len() > BLOCK_BYTES
-                && let Some(cut) = find_game_start(&self.buf, BLOCK_BYTES)
-            {
-                return Ok(Some(self.take(cut)));
+            if self.started && self.buf.len() > BLOCK_BYTES {
+                if let Some(cut) = find_game_start(&self.buf, self.scanned.max(BLOCK_BYTES)) {
+                    let block = self.take(cut);
+                    self.queue(block);
+                    continue;
+                }
+                self.scanned = self.buf.len();
+                if self.buf.len() > BLOCK_BYTES + self.max_game {
+                    // No game start past the block: the game running past it (from the
+                    // last start before it, or from the first byte) is longer than allowed.
+                    match last_game_start(&self.buf) {
+                        Some(start) => {
+                            let block = self.take(start);
+                            self.queue(block);
+                            self.skip_long_game()?;
+                            continue;
+                        }
+                        None => {
+                            self.skip_long_game()?;
+                            continue;
+                        }
+                    }
+                }
             }
             if self.eof {
                 if self.buf.is_empty() {
                     return Ok(None);
                 }
                 let n = self.buf.len();
-                return Ok(Some(self.take(n)));
+                let block = self.take(n);
+                self.queue(block);
+                continue;
             }
-            let old = self.buf.len();
-            self.buf.resize(old + (1 << 20), 0);
-            let read = loop {
-                match self.reader.read(&mut self.buf[old..]) {
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                    other => break other,
-                }
+            self.fill()?;
+        }
+    }
+
+    /// Reads up to 1 MiB more into `buf`; sets `eof` at the end of the stream.
+    fn fill(&mut self) -> io::Result<()> {
+        let old = self.buf.len();
+        self.buf.resize(old + (1 << 20), 0);
+        let read = loop {
+            match self.reader.read(&mut self.buf[old..]) {
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                other => break other,
+            }
+        };
+        match read {
+            Ok(n) => {
+                self.buf.truncate(old + n);
+                self.eof = n == 0;
+                Ok(())
+            }
+            Err(e) => {
+                self.buf.truncate(old);
+                Err(e)
+            }
+        }
+    }
+
+    /// Drops the game at `buf[0]` as it streams by, up to the next game start, keeping only
+    /// the few bytes a game start's blank line needs.
+    fn skip_long_game(&mut self) -> io::Result<()> {
+        let start = self.offset;
+        let after_blocks = self.blocks;
+        loop {
+            let found = find_game_start(&self.buf, 1);
+            let drop = match found {
+                Some(i) => i,
+                None if self.eof => self.buf.len(),
+                None => self.buf.len().saturating_sub(3),
             };
-            match read {
-                Ok(n) => {
-                    self.buf.truncate(old + n);
-                    self.eof = n == 0;
-                }
-                Err(e) => {
-                    self.buf.truncate(old);
-                    return Err(e);
-                }
+            self.buf.drain(..drop);
+            self.offset += drop as u64;
+            if found.is_some() || self.eof {
+                self.too_long.push(TooLongGame {
+                    offset: start,
+                    len: self.offset - start,
+                    after_blocks,
+                });
+                self.scanned = 0;
+                return Ok(());
             }
+            self.fill()?;
         }
     }
 
@@ -96,17 +185,59 @@ impl<R: Read> BlockSplitter<R> {
         let block = std::mem::replace(&mut self.buf, rest);
         let at = self.offset;
         self.offset += n as u64;
+        self.scanned = 0;
         (at, block)
     }
 
-    /// After a read error: the complete games still buffered (everything before the last
-    /// game start) as a block, and the number of bytes of the incomplete game dropped.
-    pub fn salvage(&mut self) -> (Option<(u64, Vec<u8>)>, u64) {
+    /// Queues a block of whole games, as the pieces around any game in it longer than the
+    /// limit (only a block longer than the limit can hold one: most are never scanned).
+    fn queue(&mut self, (at, block): (u64, Vec<u8>)) {
+        if block.len() <= self.max_game {
+            self.blocks += 1;
+            self.ready.push_back((at, block));
+            return;
+        }
+        let mut starts: Vec<usize> = std::iter::once(0)
+            .chain(memchr::memmem::find_iter(&block, b"\n[").map(|i| i + 1))
+            .filter(|&i| i == 0 || is_game_start(&block, i))
+            .collect();
+        starts.push(block.len());
+        let mut piece = 0;
+        for game in starts.windows(2) {
+            let (from, to) = (game[0], game[1]);
+            if to - from <= self.max_game {
+                continue;
+            }
+            if from > piece {
+                self.blocks += 1;
+                self.ready
+                    .push_back((at + piece as u64, block[piece..from].to_vec()));
+            }
+            self.too_long.push(TooLongGame {
+                offset: at + from as u64,
+                len: (to - from) as u64,
+                after_blocks: self.blocks,
+            });
+            piece = to;
+        }
+        if piece < block.len() {
+            self.blocks += 1;
+            self.ready
+                .push_back((at + piece as u64, block[piece..].to_vec()));
+        }
+    }
+
+    /// After a read error: the complete games still buffered or queued (everything before
+    /// the last game start) as blocks, and the number of bytes of the incomplete game dropped.
+    pub fn salvage(&mut self) -> (Vec<(u64, Vec<u8>)>, u64) {
         let cut = last_game_start(&self.buf).unwrap_or(0);
         let dropped = (self.buf.len() - cut) as u64;
         let block = (cut > 0).then(|| self.take(cut));
         self.buf.clear();
-        (block, dropped)
+        if let Some(block) = block {
+            self.queue(block);
+        }
+        (std::mem::take(&mut self.ready).into(), dropped)
     }
 }
 
@@ -561,7 +692,7 @@ mod tests {
     fn blocks_cut_at_game_starts_only() {
         let game = "[Event \"x\"]\n[Site \"y\"]\n\n1. e4 { [%eval 0.1]\n\n[%clk 0:01] } e5 1-0\n\n";
         let text = game.repeat(BLOCK_BYTES / game.len() * 3);
-        let mut s = BlockSplitter::new(text.as_bytes());
+        let mut s = BlockSplitter::new(text.as_bytes(), u64::MAX);
         let mut total = 0;
         while let Some((at, block)) = s.next_block().unwrap() {
             assert_eq!(at as usize, total);
@@ -569,6 +700,39 @@ mod tests {
             total += block.len();
         }
         assert_eq!(total, text.len());
+    }
+
+    /// Streams with no game boundary: the buffer never grows past a block plus the limit
+    /// plus one read, and everything is accounted for as skipped.
+    #[test]
+    fn boundaryless_streams_stay_in_bounded_memory() {
+        struct Endless(u64);
+        impl Read for Endless {
+            fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+                let n = (buf.len() as u64).min(self.0) as usize;
+                buf[..n].iter_mut().enumerate().for_each(|(i, b)| {
+                    *b = b"1. e4 e5 \n"[i % 10];
+                });
+                self.0 -= n as u64;
+                Ok(n)
+            }
+        }
+        let total = 40u64 << 20;
+        let max = 1u64 << 20;
+        let mut s = BlockSplitter::new(Endless(total), max);
+        let mut peak = 0;
+        let mut blocks = 0;
+        while let Some((_, block)) = s.next_block().unwrap() {
+            blocks += block.len() as u64;
+            peak = peak.max(s.buf.capacity());
+        }
+        let skipped: u64 = s.take_too_long().iter().map(|g| g.len).sum();
+        assert_eq!(blocks + skipped, total);
+        assert!(skipped > total / 2, "{skipped}");
+        assert!(
+            peak <= BLOCK_BYTES + max as usize + (3 << 20),
+            "buffer grew to {peak} bytes"
+        );
     }
 }
 

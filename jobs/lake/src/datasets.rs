@@ -6,6 +6,71 @@ use lakefish_schemas::positions::dataset_prefix;
 use lakefish_schemas::{DatasetManifest, DatasetName, Source};
 use serde::Serialize;
 
+/// Names the job that may write a dataset until it commits (a [`WriterClaim`]).
+pub const WRITER_FILE: &str = "_writer";
+
+/// How long a writer's claim on a dataset lasts without renewal. The writer renews it
+/// every [`CLAIM_RENEWAL`]; a claim past its expiry was left by a writer that died or
+/// stalled, and the next writer takes it over.
+pub const CLAIM_LEASE: chrono::Duration = chrono::Duration::minutes(5);
+pub const CLAIM_RENEWAL: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// The `_writer` object of a dataset being written: a lease with an owner and an expiry.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct WriterClaim {
+    /// The job writing the dataset.
+    pub job: String,
+    /// The process holding the claim (`host:pid`), for the operator.
+    pub owner: String,
+    /// RFC 3339; after this the claim is stale and may be taken over.
+    pub expires: String,
+}
+
+impl WriterClaim {
+    /// A claim by `job` from this process, valid for [`CLAIM_LEASE`] from now.
+    pub fn new(job: &str) -> WriterClaim {
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .map(|h| h.trim().to_string())
+            .unwrap_or_else(|_| "unknown-host".into());
+        WriterClaim {
+            job: job.to_string(),
+            owner: format!("{host}:{}", std::process::id()),
+            expires: (chrono::Utc::now() + CLAIM_LEASE)
+                .to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+        }
+    }
+
+    /// Reads a stored claim. Older versions stored the bare job id, without expiry: such a
+    /// claim counts as stale (its writer cannot renew it).
+    pub fn parse(bytes: &[u8]) -> WriterClaim {
+        serde_json::from_slice(bytes).unwrap_or_else(|_| WriterClaim {
+            job: String::from_utf8_lossy(bytes)
+                .trim()
+                .chars()
+                .take(64)
+                .collect(),
+            owner: "unknown (a claim from an older version)".into(),
+            expires: String::new(),
+        })
+    }
+
+    pub fn is_stale(&self) -> bool {
+        chrono::DateTime::parse_from_rfc3339(&self.expires).map_or(true, |t| t < chrono::Utc::now())
+    }
+}
+
+/// A dataset claimed by a writer and not committed yet, as `GET /v1/datasets` lists it.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct ClaimSummary {
+    pub name: DatasetName,
+    pub source: Source,
+    #[serde(flatten)]
+    pub claim: WriterClaim,
+    /// True when the claim expired: its writer is gone, and the next ingest of this
+    /// dataset takes the claim over.
+    pub stale: bool,
+}
+
 pub fn manifest_key(source: Source, dataset: &DatasetName) -> String {
     format!("{}/{MANIFEST_FILE}", dataset_prefix(source, dataset))
 }
@@ -34,15 +99,9 @@ pub struct DatasetSummary {
     pub masks: Vec<String>,
 }
 
-/// Every committed dataset, by source then name.
-pub async fn list_datasets(lake: &Lake) -> Result<Vec<DatasetSummary>, JobError> {
+/// The dataset directories under `positions/`, by source then name.
+async fn dataset_dirs(lake: &Lake) -> Result<Vec<(Source, DatasetName, String)>, JobError> {
     let mut out = Vec::new();
-    let mask_names: Vec<String> = lake
-        .list_dirs("masks")
-        .await?
-        .iter()
-        .filter_map(|d| d.rsplit('/').next().map(str::to_string))
-        .collect();
     for source_dir in lake.list_dirs("positions").await? {
         let Some(source) = source_dir
             .rsplit('/')
@@ -53,37 +112,68 @@ pub async fn list_datasets(lake: &Lake) -> Result<Vec<DatasetSummary>, JobError>
             continue;
         };
         for ds_dir in lake.list_dirs(&source_dir).await? {
-            let Some(name) = ds_dir
+            if let Some(name) = ds_dir
                 .rsplit('/')
                 .next()
                 .and_then(|s| s.strip_prefix("dataset="))
                 .and_then(|s| DatasetName::new(s).ok())
-            else {
-                continue;
-            };
-            if let Some(m) = read_manifest(lake, source, &name).await? {
-                let mut masks = Vec::new();
-                for mask in &mask_names {
-                    let key = format!(
-                        "masks/{mask}/source={source}/dataset={name}/{}",
-                        lakefish_schemas::mask::MASK_MANIFEST_FILE
-                    );
-                    if lake.size(&key).await?.is_some() {
-                        masks.push(mask.clone());
-                    }
-                }
-                out.push(DatasetSummary {
-                    name,
-                    source,
-                    rows: m.rows,
-                    bytes: m.bytes,
-                    partitions: m.parts.len(),
-                    created: m.created,
-                    job_id: m.job_id.to_string(),
-                    skipped_ranges: m.inputs.iter().map(|i| i.skipped.len()).sum(),
-                    masks,
-                });
+            {
+                out.push((source, name, ds_dir));
             }
+        }
+    }
+    Ok(out)
+}
+
+/// Every dataset being written (claimed, not committed), live or stale.
+pub async fn list_claims(lake: &Lake) -> Result<Vec<ClaimSummary>, JobError> {
+    let mut out = Vec::new();
+    for (source, name, dir) in dataset_dirs(lake).await? {
+        if let Some(bytes) = lake.get(&format!("{dir}/{WRITER_FILE}")).await? {
+            let claim = WriterClaim::parse(&bytes);
+            out.push(ClaimSummary {
+                name,
+                source,
+                stale: claim.is_stale(),
+                claim,
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// Every committed dataset, by source then name.
+pub async fn list_datasets(lake: &Lake) -> Result<Vec<DatasetSummary>, JobError> {
+    let mut out = Vec::new();
+    let mask_names: Vec<String> = lake
+        .list_dirs("masks")
+        .await?
+        .iter()
+        .filter_map(|d| d.rsplit('/').next().map(str::to_string))
+        .collect();
+    for (source, name, _) in dataset_dirs(lake).await? {
+        if let Some(m) = read_manifest(lake, source, &name).await? {
+            let mut masks = Vec::new();
+            for mask in &mask_names {
+                let key = format!(
+                    "masks/{mask}/source={source}/dataset={name}/{}",
+                    lakefish_schemas::mask::MASK_MANIFEST_FILE
+                );
+                if lake.size(&key).await?.is_some() {
+                    masks.push(mask.clone());
+                }
+            }
+            out.push(DatasetSummary {
+                name,
+                source,
+                rows: m.rows,
+                bytes: m.bytes,
+                partitions: m.parts.len(),
+                created: m.created,
+                job_id: m.job_id.to_string(),
+                skipped_ranges: m.inputs.iter().map(|i| i.skipped.len()).sum(),
+                masks,
+            });
         }
     }
     Ok(out)

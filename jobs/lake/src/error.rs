@@ -19,9 +19,7 @@ pub enum JobError {
     TooLarge { input: String, max: u64 },
     #[error("{0}")]
     Name(#[from] NameError),
-    #[error(
-        "dataset {dataset} already exists with other inputs ({existing}); pick a new dataset name"
-    )]
+    #[error("dataset {dataset} already exists, written from {existing}; pick a new dataset name")]
     DatasetExists { dataset: String, existing: String },
     #[error("corrupt {what} {key}: {reason}")]
     Corrupt {
@@ -30,12 +28,13 @@ pub enum JobError {
         reason: String,
     },
     #[error(
-        "dataset {dataset} is being written by job {job}; if that job is gone for good, delete {claim} from the lake"
+        "dataset {dataset} is being written by job {job} ({owner}); its claim expires at {expires} unless renewed, after which another ingest takes it over"
     )]
     DatasetBusy {
         dataset: String,
         job: String,
-        claim: String,
+        owner: String,
+        expires: String,
     },
     #[error(
         "mask {mask} already exists with another definition ({existing}); pick a new mask name"

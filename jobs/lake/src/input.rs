@@ -101,11 +101,15 @@ impl InputPolicy {
     }
 }
 
+/// An input opened for one job. Every read returns bytes of the version opened: a lake
+/// object is read with its ETag as a precondition, a local file through the descriptor
+/// opened (a file renamed over it is not seen) and checked unchanged at every read.
 pub enum Input {
     Local {
         name: String,
         file: File,
         len: u64,
+        stamp: FileStamp,
     },
     Lake {
         name: String,
@@ -113,7 +117,29 @@ pub enum Input {
         lake: Lake,
         rt: tokio::runtime::Handle,
         len: u64,
+        version: crate::lake::Version,
     },
+}
+
+/// What identifies a local file's content without reading it: the local store's ETag rule.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileStamp {
+    dev: u64,
+    ino: u64,
+    len: u64,
+    mtime_ns: i128,
+}
+
+impl FileStamp {
+    fn of(meta: &std::fs::Metadata) -> FileStamp {
+        use std::os::unix::fs::MetadataExt;
+        FileStamp {
+            dev: meta.dev(),
+            ino: meta.ino(),
+            len: meta.len(),
+            mtime_ns: meta.mtime() as i128 * 1_000_000_000 + meta.mtime_nsec() as i128,
+        }
+    }
 }
 
 impl Input {
@@ -126,8 +152,8 @@ impl Input {
         };
         ctx.inputs.check(name).map_err(input_err)?;
         if let Some(key) = name.strip_prefix(LAKE_PREFIX) {
-            let len = ctx
-                .block_on(ctx.lake.size(key))?
+            let (len, version) = ctx
+                .block_on(ctx.lake.head(key))?
                 .ok_or_else(|| input_err("no such object in the lake".into()))?;
             return Ok(Input::Lake {
                 name: name.to_string(),
@@ -135,6 +161,7 @@ impl Input {
                 lake: ctx.lake.clone(),
                 rt: ctx.rt.clone(),
                 len,
+                version,
             });
         }
         // Non-blocking, so a FIFO cannot hold the worker; then judged by what was opened.
@@ -153,7 +180,25 @@ impl Input {
             name: name.to_string(),
             file,
             len: meta.len(),
+            stamp: FileStamp::of(&meta),
         })
+    }
+
+    /// Which content this is (see `InputReport::version`): equal versions, equal bytes.
+    pub fn version(&self) -> String {
+        match self {
+            Input::Local { stamp, .. } => format!(
+                "file:{}:{}:{}:{}",
+                stamp.dev, stamp.ino, stamp.len, stamp.mtime_ns
+            ),
+            Input::Lake { version, .. } => {
+                let mut v = format!("etag:{}", version.e_tag.as_deref().unwrap_or("none"));
+                if let Some(id) = &version.version {
+                    v.push_str(&format!(";version:{id}"));
+                }
+                v
+            }
+        }
     }
 
     pub fn name(&self) -> &str {
@@ -172,21 +217,105 @@ impl Input {
         self.len() == 0
     }
 
-    /// Reads exactly `len` bytes at `offset` (the caller keeps within `self.len()`).
+    /// Reads exactly `len` bytes at `offset` (the caller keeps within `self.len()`). An
+    /// error here is the storage's, never the content's: it fails the job (see
+    /// [`InputStream`]).
     pub fn read_at(&self, offset: u64, len: usize) -> Result<Vec<u8>, JobError> {
         match self {
-            Input::Local { name, file, .. } => {
+            Input::Local {
+                name, file, stamp, ..
+            } => {
+                let err = |reason: String| JobError::Input {
+                    input: name.clone(),
+                    reason,
+                };
                 let mut buf = vec![0u8; len];
-                file.read_exact_at(&mut buf, offset)
-                    .map_err(|e| JobError::Input {
-                        input: name.clone(),
-                        reason: format!("read of {len} bytes at byte offset {offset}: {e}"),
-                    })?;
+                file.read_exact_at(&mut buf, offset).map_err(|e| {
+                    err(format!("read of {len} bytes at byte offset {offset}: {e}"))
+                })?;
+                // Written in place while being read: the bytes may mix two versions.
+                let now = file.metadata().map_err(|e| err(e.to_string()))?;
+                if FileStamp::of(&now) != *stamp {
+                    return Err(JobError::Retry(format!(
+                        "input {name} changed while this job read it (near byte offset {offset})"
+                    )));
+                }
                 Ok(buf)
             }
-            Input::Lake { key, lake, rt, .. } => {
-                let bytes = rt.block_on(lake.get_range(key, offset..offset + len as u64))?;
-                Ok(bytes.to_vec())
+            Input::Lake {
+                key,
+                lake,
+                rt,
+                version,
+                ..
+            } => {
+                let range = offset..offset + len as u64;
+                Ok(rt
+                    .block_on(lake.get_range_of(key, range, version))?
+                    .to_vec())
+            }
+        }
+    }
+}
+
+/// An [`Input`] as a byte stream, front to back, for formats read through a decoder
+/// (zstd, PGN). The rule every format shares: bytes that do not decode are skipped and
+/// reported, but an input that cannot be *read* (storage that stopped answering, a file
+/// that changed) fails the job with the [`JobError`] the read gave, which
+/// [`InputStream::read_failure`] hands back after the decoder saw only an `io::Error`.
+pub struct InputStream<'a> {
+    input: &'a Input,
+    offset: u64,
+    /// Bytes read so far, for progress reports from another thread.
+    pub read: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    failure: std::sync::Arc<std::sync::Mutex<Option<JobError>>>,
+}
+
+/// Reads of at most this many bytes: a few requests per block, bounded memory.
+const STREAM_READ: u64 = 4 << 20;
+
+impl<'a> InputStream<'a> {
+    pub fn new(input: &'a Input) -> (InputStream<'a>, ReadFailure) {
+        let failure = std::sync::Arc::new(std::sync::Mutex::new(None));
+        let stream = InputStream {
+            input,
+            offset: 0,
+            read: Default::default(),
+            failure: failure.clone(),
+        };
+        (stream, ReadFailure(failure))
+    }
+}
+
+/// Where an [`InputStream`] leaves the error of a read that failed.
+pub struct ReadFailure(std::sync::Arc<std::sync::Mutex<Option<JobError>>>);
+
+impl ReadFailure {
+    /// The read error, if the stream's last failure was one (not a decoding error).
+    pub fn take(&self) -> Option<JobError> {
+        self.0.lock().unwrap().take()
+    }
+}
+
+impl std::io::Read for InputStream<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let left = self.input.len() - self.offset;
+        let n = (buf.len() as u64).min(left).min(STREAM_READ) as usize;
+        if n == 0 {
+            return Ok(0);
+        }
+        match self.input.read_at(self.offset, n) {
+            Ok(bytes) => {
+                buf[..n].copy_from_slice(&bytes);
+                self.offset += n as u64;
+                self.read
+                    .store(self.offset, std::sync::atomic::Ordering::Relaxed);
+                Ok(n)
+            }
+            Err(e) => {
+                let shown = std::io::Error::other(e.to_string());
+                *self.failure.lock().unwrap() = Some(e);
+                Err(shown)
             }
         }
     }
@@ -235,6 +364,43 @@ mod tests {
                 .contains("none are configured")
         );
         assert_eq!(InputPolicy::Unconfined.check("/etc/passwd"), Ok(()));
+    }
+
+    /// A job reads the version it opened: a lake object replaced, or a local file written in
+    /// place, part-way through is a retryable error, never a mix of two versions.
+    #[test]
+    fn reads_are_pinned_to_the_version_opened() {
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        let ctx = JobContext::new(Lake::in_memory(), rt.handle().clone());
+        rt.block_on(ctx.lake.put("raw/a.pgn", "first version"))
+            .unwrap();
+        let input = Input::open(&ctx, "lake:raw/a.pgn").unwrap();
+        assert_eq!(input.read_at(0, 5).unwrap(), b"first");
+        let v1 = input.version();
+        rt.block_on(ctx.lake.put("raw/a.pgn", "other version"))
+            .unwrap();
+        let e = input.read_at(6, 7).unwrap_err();
+        assert!(
+            e.is_transient() && e.to_string().contains("replaced"),
+            "{e}"
+        );
+        assert_ne!(Input::open(&ctx, "lake:raw/a.pgn").unwrap().version(), v1);
+
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a.binpack");
+        std::fs::write(&path, "0123456789").unwrap();
+        let input = Input::open(&ctx, path.to_str().unwrap()).unwrap();
+        assert_eq!(input.read_at(0, 4).unwrap(), b"0123");
+        // Replaced by a rename: the descriptor still reads the version opened.
+        let tmp = dir.path().join("a.tmp");
+        std::fs::write(&tmp, "abcdefghij").unwrap();
+        std::fs::rename(&tmp, &path).unwrap();
+        assert_eq!(input.read_at(4, 4).unwrap(), b"4567");
+        // Written in place: noticed at the next read.
+        let input = Input::open(&ctx, path.to_str().unwrap()).unwrap();
+        std::fs::write(&path, "ABCDEFGHIJK").unwrap();
+        let e = input.read_at(0, 4).unwrap_err();
+        assert!(e.is_transient() && e.to_string().contains("changed"), "{e}");
     }
 
     /// A root configured through a symlink admits its files; what is opened is judged, so a

@@ -26,7 +26,58 @@ pub const CONCURRENT_REQUESTS: usize = 16;
 pub struct Lake {
     store: Arc<dyn ObjectStore>,
     description: String,
+    /// The directory of a local lake: its conditional updates are serialised by a lock file
+    /// there, as the local object store cannot compare-and-swap by itself.
+    local_dir: Option<std::path::PathBuf>,
 }
+
+/// Which version of an object was read: its ETag (and the store's version id where it keeps
+/// versions). A conditional write succeeds only while the object is still this version.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Version {
+    pub e_tag: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    /// SHA-256 of the bytes read, where they were read whole: a local lake's ETag (inode,
+    /// coarse mtime, size) can repeat after two quick writes, the content cannot differ.
+    #[serde(skip)]
+    content: Option<[u8; 32]>,
+}
+
+impl Version {
+    fn of(meta: &ObjectMeta) -> Version {
+        Version {
+            e_tag: meta.e_tag.clone(),
+            version: meta.version.clone(),
+            content: None,
+        }
+    }
+
+    fn with_content(mut self, bytes: &[u8]) -> Version {
+        use sha2::Digest;
+        self.content = Some(sha2::Sha256::digest(bytes).into());
+        self
+    }
+
+    /// Is `current` (read whole just now) still the version `self` was?
+    fn still(&self, current: &Version) -> bool {
+        match (self.content, current.content) {
+            (Some(a), Some(b)) => a == b,
+            _ => self.e_tag == current.e_tag && self.version == current.version,
+        }
+    }
+
+    fn to_update(&self) -> object_store::UpdateVersion {
+        object_store::UpdateVersion {
+            e_tag: self.e_tag.clone(),
+            version: self.version.clone(),
+        }
+    }
+}
+
+/// The file in a local lake's directory whose `flock` serialises conditional updates. The
+/// `#0` suffix hides it from listings (the local store's staging-file convention).
+const LOCAL_CAS_LOCK: &str = "_cas.lock#0";
 
 /// How long a request to S3 keeps trying before the job sees an error: the store may be
 /// unreachable for a while (a restart, a network blip) without failing work. Backoff grows
@@ -77,6 +128,7 @@ impl Lake {
             return Ok(Lake {
                 store,
                 description: spec.to_string(),
+                local_dir: None,
             });
         }
         if spec.contains("://") {
@@ -93,14 +145,22 @@ impl Lake {
         Ok(Lake {
             store: Arc::new(local),
             description: dir.display().to_string(),
+            local_dir: Some(dir),
         })
     }
 
     /// An in-memory lake, for tests and dry runs.
     pub fn in_memory() -> Lake {
+        Lake::from_store(Arc::new(object_store::memory::InMemory::new()), "memory")
+    }
+
+    /// A lake on any object store that can compare-and-swap by itself (S3, memory, or a
+    /// test's wrapper around them).
+    pub fn from_store(store: Arc<dyn ObjectStore>, description: &str) -> Lake {
         Lake {
-            store: Arc::new(object_store::memory::InMemory::new()),
-            description: "memory".into(),
+            store,
+            description: description.to_string(),
+            local_dir: None,
         }
     }
 
@@ -124,11 +184,64 @@ impl Lake {
         key: &str,
         bytes: impl Into<Bytes>,
     ) -> Result<bool, JobError> {
+        // Under the local lock too: a compare-and-swap must not see the object appear
+        // between its check and its write.
+        let _lock = match &self.local_dir {
+            Some(dir) => Some(lock_file(dir.join(LOCAL_CAS_LOCK)).await?),
+            None => None,
+        };
         let payload = PutPayload::from_bytes(bytes.into());
         let opts = object_store::PutOptions::from(object_store::PutMode::Create);
         match self.store.put_opts(&Path::from(key), payload, opts).await {
             Ok(_) => Ok(true),
             Err(object_store::Error::AlreadyExists { .. }) => Ok(false),
+            Err(e) => Err(JobError::lake("put", key, e)),
+        }
+    }
+
+    /// The whole object and the version read, or `None` when it does not exist.
+    pub async fn get_versioned(&self, key: &str) -> Result<Option<(Bytes, Version)>, JobError> {
+        match self.store.get(&Path::from(key)).await {
+            Ok(r) => {
+                let version = Version::of(&r.meta);
+                let bytes = r.bytes().await.map_err(|e| JobError::lake("get", key, e))?;
+                let version = version.with_content(&bytes);
+                Ok(Some((bytes, version)))
+            }
+            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(e) => Err(JobError::lake("get", key, e)),
+        }
+    }
+
+    /// Compare-and-swap: writes `key` only while it is still `expected` (`None`: only while
+    /// it does not exist). `Ok(false)` when another writer changed it first; the caller reads
+    /// again and decides again.
+    pub async fn put_if_unchanged(
+        &self,
+        key: &str,
+        bytes: impl Into<Bytes>,
+        expected: Option<&Version>,
+    ) -> Result<bool, JobError> {
+        let Some(expected) = expected else {
+            return self.put_if_absent(key, bytes).await;
+        };
+        if let Some(dir) = &self.local_dir {
+            let _lock = lock_file(dir.join(LOCAL_CAS_LOCK)).await?;
+            match self.get_versioned(key).await? {
+                Some((_, now)) if expected.still(&now) => {}
+                _ => return Ok(false),
+            }
+            self.put(key, bytes).await?;
+            return Ok(true);
+        }
+        let payload = PutPayload::from_bytes(bytes.into());
+        let opts =
+            object_store::PutOptions::from(object_store::PutMode::Update(expected.to_update()));
+        match self.store.put_opts(&Path::from(key), payload, opts).await {
+            Ok(_) => Ok(true),
+            Err(
+                object_store::Error::Precondition { .. } | object_store::Error::NotFound { .. },
+            ) => Ok(false),
             Err(e) => Err(JobError::lake("put", key, e)),
         }
     }
@@ -272,6 +385,60 @@ impl Lake {
             .map_err(|e| JobError::lake("get", key, e))
     }
 
+    /// `range` of `key` while it is still `version`: a job reads one version of an input
+    /// from its first byte to its last, even when the object is replaced meanwhile.
+    pub async fn get_range_of(
+        &self,
+        key: &str,
+        range: Range<u64>,
+        version: &Version,
+    ) -> Result<Bytes, JobError> {
+        let opts = object_store::GetOptions {
+            range: Some(range.into()),
+            if_match: version.e_tag.clone(),
+            version: version.version.clone(),
+            ..Default::default()
+        };
+        match self.store.get_opts(&Path::from(key), opts).await {
+            Ok(r) => r.bytes().await.map_err(|e| JobError::lake("get", key, e)),
+            Err(
+                object_store::Error::Precondition { .. } | object_store::Error::NotFound { .. },
+            ) => Err(JobError::Retry(format!(
+                "lake object {key} was replaced or deleted while this job read it"
+            ))),
+            Err(e) => Err(JobError::lake("get", key, e)),
+        }
+    }
+
+    /// Size and SHA-256 of an object's bytes (read through once, in constant memory), or
+    /// `None` when it does not exist.
+    pub async fn sha256(&self, key: &str) -> Result<Option<(u64, [u8; 32])>, JobError> {
+        use sha2::Digest;
+        let r = match self.store.get(&Path::from(key)).await {
+            Ok(r) => r,
+            Err(object_store::Error::NotFound { .. }) => return Ok(None),
+            Err(e) => return Err(JobError::lake("get", key, e)),
+        };
+        let mut stream = r.into_stream();
+        let mut hasher = sha2::Sha256::new();
+        let mut len = 0u64;
+        while let Some(piece) = stream.next().await {
+            let piece = piece.map_err(|e| JobError::lake("get", key, e))?;
+            len += piece.len() as u64;
+            hasher.update(&piece);
+        }
+        Ok(Some((len, hasher.finalize().into())))
+    }
+
+    /// Size and version of an object, or `None` when it does not exist.
+    pub async fn head(&self, key: &str) -> Result<Option<(u64, Version)>, JobError> {
+        match self.store.head(&Path::from(key)).await {
+            Ok(m) => Ok(Some((m.size, Version::of(&m)))),
+            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(e) => Err(JobError::lake("head", key, e)),
+        }
+    }
+
     /// Size of an object, or `None` when it does not exist.
     pub async fn size(&self, key: &str) -> Result<Option<u64>, JobError> {
         match self.store.head(&Path::from(key)).await {
@@ -317,6 +484,27 @@ impl Lake {
     pub fn store(&self) -> &Arc<dyn ObjectStore> {
         &self.store
     }
+}
+
+/// An exclusive `flock` on `path` (created if missing), held until the file is dropped.
+async fn lock_file(path: std::path::PathBuf) -> Result<std::fs::File, JobError> {
+    let shown = path.display().to_string();
+    tokio::task::spawn_blocking(move || {
+        use std::os::fd::AsRawFd;
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)?;
+        // SAFETY: a valid open descriptor; LOCK_EX blocks until no other holder remains.
+        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(file)
+    })
+    .await
+    .map_err(|e| JobError::Internal(format!("lock thread: {e}")))?
+    .map_err(|e| JobError::Internal(format!("cannot lock {shown}: {e}")))
 }
 
 #[cfg(test)]
@@ -384,9 +572,79 @@ mod tests {
         );
         assert_eq!(lake.get("lock").await.unwrap().unwrap(), "1");
         lake.delete("lock").await.unwrap();
+
+        // Compare-and-swap: only the writer holding the current version wins.
+        assert!(lake.put_if_unchanged("rec", "v1", None).await.unwrap());
+        assert!(!lake.put_if_unchanged("rec", "v1'", None).await.unwrap());
+        let (bytes, v1) = lake.get_versioned("rec").await.unwrap().unwrap();
+        assert_eq!(bytes, "v1");
+        assert!(lake.put_if_unchanged("rec", "v2", Some(&v1)).await.unwrap());
+        assert!(
+            !lake
+                .put_if_unchanged("rec", "lost", Some(&v1))
+                .await
+                .unwrap(),
+            "a stale version must not overwrite"
+        );
+        let (bytes, v2) = lake.get_versioned("rec").await.unwrap().unwrap();
+        assert_eq!(bytes, "v2");
+        assert_ne!(v1, v2);
+        // Pinned reads: the version read first, or an error asking for a retry.
+        assert_eq!(lake.get_range_of("rec", 0..1, &v2).await.unwrap(), "v");
+        lake.put("rec", "v3 is longer").await.unwrap();
+        let e = lake.get_range_of("rec", 0..1, &v2).await.unwrap_err();
+        assert!(
+            e.is_transient() && e.to_string().contains("replaced"),
+            "{e}"
+        );
+        lake.delete("rec").await.unwrap();
+        assert!(!lake.put_if_unchanged("rec", "x", Some(&v2)).await.unwrap());
+        assert_eq!(lake.get("rec").await.unwrap(), None);
         lake.delete("a/b.json").await.unwrap();
         lake.delete("a/b.json").await.unwrap();
         assert_eq!(lake.size("a/b.json").await.unwrap(), None);
+    }
+
+    /// Many writers each add one to a counter by compare-and-swap: none is lost.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn concurrent_compare_and_swap_loses_no_update() {
+        let dir = tempfile::tempdir().unwrap();
+        let local = Lake::open(dir.path().join("lake").to_str().unwrap(), &HashMap::new()).unwrap();
+        for lake in [Lake::in_memory(), local] {
+            lake.put("n", "0").await.unwrap();
+            let adders = (0..8).map(|_| {
+                let lake = lake.clone();
+                tokio::spawn(async move {
+                    for _ in 0..10 {
+                        loop {
+                            let (b, v) = lake.get_versioned("n").await.unwrap().unwrap();
+                            let n: u32 = std::str::from_utf8(&b).unwrap().parse().unwrap();
+                            let next = (n + 1).to_string();
+                            if lake.put_if_unchanged("n", next, Some(&v)).await.unwrap() {
+                                break;
+                            }
+                        }
+                    }
+                })
+            });
+            for a in adders.collect::<Vec<_>>() {
+                a.await.unwrap();
+            }
+            assert_eq!(
+                lake.get("n").await.unwrap().unwrap(),
+                "80",
+                "{}",
+                lake.describe()
+            );
+            // The lock file stays out of listings.
+            assert!(
+                lake.list("")
+                    .await
+                    .unwrap()
+                    .iter()
+                    .all(|m| !m.location.as_ref().contains("cas"))
+            );
+        }
     }
 
     #[tokio::test]

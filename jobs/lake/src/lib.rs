@@ -12,6 +12,7 @@
 pub mod context;
 pub mod datasets;
 pub mod error;
+pub mod faults;
 pub mod input;
 pub mod lake;
 pub mod parts;

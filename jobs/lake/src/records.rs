@@ -43,6 +43,60 @@ impl JobStore {
         }
     }
 
+    /// Changes the stored record atomically: `change` sees the record as stored (`None` when
+    /// there is none) and returns what to store, or `None` to leave it. A write that another
+    /// writer overtook is decided again on what that writer stored (compare-and-swap), so
+    /// concurrent deliveries of one job never lose or overwrite each other's decisions.
+    /// Returns the record as stored afterwards.
+    pub async fn update(
+        &self,
+        id: &JobId,
+        mut change: impl FnMut(Option<JobRecord>) -> Option<JobRecord>,
+    ) -> Result<Option<JobRecord>, JobError> {
+        let key = Self::key(id);
+        for _ in 0..1000 {
+            let (current, version) = match self.lake.get_versioned(&key).await? {
+                Some((bytes, v)) => {
+                    let rec = serde_json::from_slice(&bytes).map_err(|e| JobError::Corrupt {
+                        what: "job record",
+                        key: key.clone(),
+                        reason: e.to_string(),
+                    })?;
+                    (Some(rec), Some(v))
+                }
+                None => (None, None),
+            };
+            let Some(next) = change(current.clone()) else {
+                return Ok(current);
+            };
+            let bytes = serde_json::to_vec_pretty(&next)?;
+            if self
+                .lake
+                .put_if_unchanged(&key, bytes, version.as_ref())
+                .await?
+            {
+                return Ok(Some(next));
+            }
+        }
+        Err(JobError::Retry(format!(
+            "{key} kept changing under 1000 writes"
+        )))
+    }
+
+    /// Stores `rec` unless the stored record already succeeded (and `rec` did not): a
+    /// succeeded job's record is final, whatever a late or duplicate delivery reports.
+    pub async fn put_unless_succeeded(&self, rec: &JobRecord) -> Result<JobRecord, JobError> {
+        let stored = self
+            .update(&rec.id, |stored| match stored {
+                Some(s) if s.state == JobState::Succeeded && rec.state != JobState::Succeeded => {
+                    None
+                }
+                _ => Some(rec.clone()),
+            })
+            .await?;
+        Ok(stored.expect("stored or written"))
+    }
+
     pub async fn put(&self, rec: &JobRecord) -> Result<(), JobError> {
         let bytes = serde_json::to_vec_pretty(rec)?;
         self.lake.put(&Self::key(&rec.id), bytes).await
@@ -87,5 +141,69 @@ impl JobStore {
             }
         }
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::faults::FaultyStore;
+
+    fn record() -> JobRecord {
+        let spec: JobSpec = serde_json::from_value(serde_json::json!({
+            "kind": "ingest_pgn",
+            "spec": { "inputs": ["lake:raw/a.pgn"], "dataset": "d" }
+        }))
+        .unwrap();
+        let mut rec = JobStore::new_record(JobId::new(), spec);
+        rec.state = JobState::Running;
+        rec
+    }
+
+    /// Another delivery records success between this one's read and its write: the success
+    /// stays (a get-then-put would overwrite it with the failure).
+    #[tokio::test]
+    async fn a_racing_failure_never_overwrites_a_success() {
+        let faulty = FaultyStore::new();
+        let store = JobStore::new(Lake::from_store(faulty.clone(), "faulty"));
+        let running = record();
+        store.put(&running).await.unwrap();
+        let mut succeeded = running.clone();
+        succeeded.state = JobState::Succeeded;
+        *faulty.race_next_conditional_put.lock().unwrap() = Some((
+            JobStore::key(&running.id).into(),
+            serde_json::to_vec(&succeeded).unwrap().into(),
+        ));
+        let mut failed = running.clone();
+        failed.state = JobState::Failed;
+        let stored = store.put_unless_succeeded(&failed).await.unwrap();
+        assert_eq!(stored.state, JobState::Succeeded);
+        let now = store.get(&running.id).await.unwrap().unwrap();
+        assert_eq!(now.state, JobState::Succeeded);
+    }
+
+    /// Two deliveries starting at once each count their attempt: none is lost.
+    #[tokio::test]
+    async fn concurrent_updates_count_every_attempt() {
+        let faulty = FaultyStore::new();
+        let store = JobStore::new(Lake::from_store(faulty.clone(), "faulty"));
+        let rec = record();
+        store.put(&rec).await.unwrap();
+        let mut raced = rec.clone();
+        raced.attempts = 1;
+        *faulty.race_next_conditional_put.lock().unwrap() = Some((
+            JobStore::key(&rec.id).into(),
+            serde_json::to_vec(&raced).unwrap().into(),
+        ));
+        let stored = store
+            .update(&rec.id, |r| {
+                let mut r = r.unwrap();
+                r.attempts += 1;
+                Some(r)
+            })
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(stored.attempts, 2);
     }
 }

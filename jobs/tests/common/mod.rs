@@ -66,6 +66,7 @@ impl LakeFixture {
         rows_per_part: u64,
     ) -> Result<IngestSummary, JobError> {
         let spec = IngestBinpackSpec {
+            max_game_bytes: None,
             inputs: inputs.to_vec(),
             dataset: DatasetName::new(dataset).unwrap(),
             rows_per_part,

@@ -658,6 +658,7 @@ pub fn ingest_spec(a: &IngestArgs, absolute: bool) -> anyhow::Result<IngestBinpa
         })
         .collect::<anyhow::Result<Vec<_>>>()?;
     let spec = IngestBinpackSpec {
+        max_game_bytes: None,
         inputs,
         dataset: a.dataset.clone(),
         rows_per_part: a.rows_per_part,
