@@ -373,11 +373,13 @@ impl Network {
             )));
         }
         for t in specs {
-            let name = r.string16("a tensor name")?;
+            let at = r.at;
+            let name = r.string16(&format!("the name of tensor {}", t.name))?;
             if name != t.name {
+                // Named by the slot it should fill: the file's name may be empty or garbage.
                 return Err(NnueError::Tensor {
-                    name,
-                    reason: format!("found where {} belongs", t.name),
+                    name: t.name,
+                    reason: format!("the file has {name:?} in its place (byte {at})"),
                 });
             }
             let what = format!("tensor {name}");
@@ -731,6 +733,16 @@ mod tests {
             Network::from_bytes(b"garbage garbage garbage").unwrap_err(),
             NnueError::Magic(_)
         ));
+
+        // Found by lakefish-fuzz: a damaged tensor name is reported by the slot it fills.
+        let mut v = bytes.clone();
+        let at = v.windows(7).position(|w| w == b"ft.bias").unwrap();
+        v[at - 2] = 0;
+        let e = Network::from_bytes(&v).unwrap_err().to_string();
+        assert!(
+            e.starts_with("tensor ft.bias: the file has \"\" in its place"),
+            "{e}"
+        );
 
         // A header claiming another width: the hash no longer matches.
         let other = random_network(FeatureSetKind::All768, "32x2-8", 1);

@@ -359,12 +359,13 @@ fn valid<T: serde::de::DeserializeOwned>(
     Ok(t)
 }
 
-/// Deserializes a spec, naming the field at fault ("definition.min_ply: invalid value ...").
+/// Deserializes a spec, naming the field at fault ("definition.min_ply: invalid value ...");
+/// an error about the spec as a whole (not an object, a field missing) names `spec`.
 fn from_spec<T: serde::de::DeserializeOwned>(spec: serde_json::Value) -> Result<T, String> {
     serde_path_to_error::deserialize(spec).map_err(|e| {
         let path = e.path().to_string();
         if path == "." {
-            e.inner().to_string()
+            format!("spec: {}", e.inner())
         } else {
             format!("{path}: {}", e.inner())
         }
@@ -501,6 +502,9 @@ mod tests {
         assert!(err(r#"{"version":7,"kind":"ingest_binpack","spec":{}}"#).contains("version 7"));
         let e = err(r#"{"kind":"ingest_binpack","spec":{"inputs":["a"],"dataset":"../x"}}"#);
         assert!(e.contains("may only contain"), "{e}");
+        // Found by lakefish-fuzz: a spec that is not an object named no place.
+        let e = err(r#"{"kind":"train","spec":true}"#);
+        assert!(e.contains("spec: invalid type: boolean"), "{e}");
         let e = err(r#"{"kind":"ingest_binpack","spec":{"inputs":[],"dataset":"x"}}"#);
         assert!(e.contains("inputs is empty"), "{e}");
         let e = err(r#"{"kind":"ingest_binpack","spec":{"inputs":["a"],"dataset":"x","bogus":1}}"#);

@@ -153,6 +153,7 @@ fn the_trainer_is_the_only_libtorch_user() {
         "lakefish-ingest",
         "lakefish-jobs",
         "lakefish-services",
+        "lakefish-fuzz",
     ] {
         assert_free_of(
             krate,

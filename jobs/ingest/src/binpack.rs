@@ -226,8 +226,10 @@ pub fn decode_chunk(
 ) -> Result<PositionColumns, String> {
     install_quiet_panic_hook();
     DECODING.with(|d| d.set(true));
+    // The entry being decoded, so a decoder panic can say where in the chunk it happened.
+    let entry = Cell::new(0usize);
     let outcome = catch_unwind(AssertUnwindSafe(|| {
-        decode_entries(data, input_key, chunk_offset)
+        decode_entries(data, input_key, chunk_offset, &entry)
     }));
     DECODING.with(|d| d.set(false));
     match outcome {
@@ -238,7 +240,10 @@ pub fn decode_chunk(
                 .map(String::as_str)
                 .or_else(|| panic.downcast_ref::<&str>().copied())
                 .unwrap_or("unknown");
-            Err(format!("malformed chunk payload (decoder failed: {msg})"))
+            Err(format!(
+                "malformed chunk payload at entry {} (decoder failed: {msg})",
+                entry.get()
+            ))
         }
     }
 }
@@ -247,6 +252,7 @@ fn decode_entries(
     data: &[u8],
     input_key: u64,
     chunk_offset: u64,
+    entry: &Cell<usize>,
 ) -> Result<PositionColumns, String> {
     let mut out = PositionColumns::default();
     let mut reader = ChunkReader::default();
@@ -255,6 +261,7 @@ fn decode_entries(
     let mut id = 0u64;
     let mut index = 0usize;
     while reader.has_next(data) {
+        entry.set(index);
         let e = reader.next(data);
         if !(-1..=1).contains(&e.result) {
             return Err(format!(
@@ -548,5 +555,19 @@ mod tests {
             .collect();
         let err = decode_chunk(&noise, 1, 0).unwrap_err();
         assert!(!err.is_empty());
+        // Found by lakefish-fuzz: a decoder panic names the entry it happened in.
+        let chunk = [
+            0xff, 0xff, 0x00, 0x00, 0x00, 0x00, 0xff, 0xff, 0x2d, 0x84, 0x4a, 0xd2, 0x00, 0x00,
+            0x00, 0x00, 0x11, 0x11, 0x11, 0x11, 0x3e, 0x95, 0x5b, 0xe3, 0x0c, 0x50, 0x00, 0x27,
+            0x80, 0x00, 0x00, 0x00, 0x00, 0x30, 0x1f, 0x3b, 0x97, 0xd6, 0x50, 0xd3, 0xce, 0x11,
+            0x6c, 0x2c, 0xc8, 0xb1, 0x6f, 0xe5, 0xf4, 0xb1, 0x1d, 0x3e, 0xd0, 0x1c, 0x24, 0x34,
+            0x72,
+        ];
+        let err = decode_chunk(&chunk, 1, 0).unwrap_err();
+        assert!(err.contains("decoder failed"), "{err}");
+        assert!(
+            err.starts_with("entry ") || err.contains(" at entry "),
+            "{err}"
+        );
     }
 }

@@ -510,7 +510,8 @@ impl Collector {
                 }
             }
         };
-        let first_ply = 2 * (pos.fullmoves().get() - 1) + (pos.turn() == Color::Black) as u32;
+        let first_ply =
+            2 * (pos.fullmoves().get().min(1 << 30) - 1) + (pos.turn() == Color::Black) as u32;
         clear(&mut self.scratch);
         Game::Play(Box::new(Playing {
             index,
