@@ -24,12 +24,21 @@ pub enum RulesError {
 // shakmaty hands the rejected position back inside its error; that is what makes it large.
 #[allow(clippy::result_large_err)]
 pub fn parse_position(fen: &str) -> Result<Chess, RulesError> {
+    parse_in_mode(fen, |_| CastlingMode::Standard)
+}
+
+#[allow(clippy::result_large_err)]
+fn parse_in_mode(
+    fen: &str,
+    mode: impl Fn(&shakmaty::Setup) -> CastlingMode,
+) -> Result<Chess, RulesError> {
     let parsed = Fen::from_ascii(fen.as_bytes()).map_err(|e| RulesError::Fen {
         fen: fen.to_string(),
         reason: e.to_string(),
     })?;
+    let mode = mode(parsed.as_setup());
     parsed
-        .into_position::<Chess>(CastlingMode::Standard)
+        .into_position::<Chess>(mode)
         .or_else(|e| e.ignore_invalid_ep_square())
         .or_else(|e| e.ignore_invalid_castling_rights())
         .map_err(|e| RulesError::Position {
@@ -98,11 +107,20 @@ pub struct MoveFacts {
 }
 
 /// Facts about `uci` played in `fen`; errors when either is unreadable or the move illegal.
+/// Takes what PGN ingest writes too: Chess960 rows (X-FEN castling rights, king takes rook)
+/// and null moves (`0000`: no capture, no promotion).
 pub fn move_facts(fen: &str, uci: &str) -> Result<MoveFacts, RulesError> {
-    let pos = parse_position(fen)?;
+    let pos = parse_in_mode(fen, CastlingMode::detect)?;
     let m: UciMove = uci.parse().map_err(|_| RulesError::Uci {
         uci: uci.to_string(),
     })?;
+    if m == UciMove::Null {
+        return Ok(MoveFacts {
+            in_check: shakmaty::Position::is_check(&pos),
+            capture: false,
+            promotion: false,
+        });
+    }
     let m = m.to_move(&pos).map_err(|_| RulesError::IllegalMove {
         fen: fen.to_string(),
         uci: uci.to_string(),
@@ -117,6 +135,8 @@ pub fn move_facts(fen: &str, uci: &str) -> Result<MoveFacts, RulesError> {
 #[cfg(test)]
 mod facts_tests {
     use super::*;
+
+    const START_FEN: &str = "rnbqkbnr/pppppppp/8/8/8/8/PPPPPPPP/RNBQKBNR w KQkq - 0 1";
 
     #[test]
     fn checks_captures_promotions_and_en_passant() {
@@ -148,5 +168,19 @@ mod facts_tests {
         // Promotion without capture.
         let f = move_facts("4k3/P7/8/8/8/8/8/4K3 w - - 0 1", "a7a8q").unwrap();
         assert!(f.promotion && !f.capture);
+        // PGN ingest rows: a null move, and Chess960 castling (X-FEN rights, king takes rook).
+        let f = move_facts(START_FEN, "0000").unwrap();
+        assert!(!f.in_check && !f.capture && !f.promotion);
+        let chess960 = "bqnb1rkr/pp3ppp/3ppn2/2p5/5P2/P2P4/NPP1P1PP/BQ1BNRKR w KQkq - 2 9";
+        assert!(
+            move_facts(chess960, "g1h1").is_err(),
+            "f1 is taken: illegal"
+        );
+        let chess960 = "bqnbrk1r/pp3ppp/3ppn2/2p5/5P2/P2P4/NPP1P1PP/BQ1BRK1R w HEhe - 2 9";
+        let f = move_facts(chess960, "f1h1").unwrap();
+        assert!(!f.in_check && !f.capture && !f.promotion);
+        // Standard castling is still the king's two-square move.
+        let castle = "r3k2r/8/8/8/8/8/8/R3K2R w KQkq - 0 1";
+        assert!(!move_facts(castle, "e1g1").unwrap().capture);
     }
 }

@@ -9,6 +9,13 @@ use std::sync::Arc;
 
 pub const COL_GAME_ID: &str = "game_id";
 pub const COL_PLIES: &str = "plies";
+/// True for Chess960 games (their rows use X-FEN castling rights and king-takes-rook moves).
+pub const COL_CHESS960: &str = "chess960";
+
+/// Written as `lakefish.schema_version` into every games part; bumped whenever a column is
+/// added, removed or changes meaning. 1: until `chess960` (readers take a missing column as
+/// false); 2: `chess960`.
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// PGN tags copied into the table, in column order, with their column names.
 pub const TAG_COLUMNS: [(&str, &str); 13] = [
@@ -44,6 +51,7 @@ pub fn schema() -> Arc<Schema> {
     }
     fields.push(Field::new("start_fen", DataType::Utf8, true));
     fields.push(Field::new(COL_PLIES, DataType::UInt16, false));
+    fields.push(Field::new(COL_CHESS960, DataType::Boolean, false));
     Arc::new(Schema::new(fields))
 }
 

@@ -37,7 +37,8 @@ pub fn schema() -> Arc<Schema> {
             "evaluation, side to move, Stockfish internal units; null = no score",
         )),
         Field::new(COL_MOVE, DataType::Utf8, false).with_metadata(doc(
-            "move played or best move, standard UCI (castling e1g1)",
+            "move played or best move, UCI: castling e1g1, king takes rook (e1h1) in Chess960 \
+             games, 0000 for a null move",
         )),
         Field::new(COL_RESULT, DataType::Int8, true)
             .with_metadata(doc("game result, side to move: -1 loss, 0 draw, 1 win")),

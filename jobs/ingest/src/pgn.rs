@@ -14,7 +14,12 @@ use lakefish_schemas::games::TAG_COLUMNS;
 use lakefish_schemas::positions::NO_SCORE;
 use pgn_reader::{Outcome, RawComment, RawTag, Reader, SanPlus, Skip, Visitor};
 use shakmaty::fen::Fen;
-use shakmaty::{CastlingMode, Chess, Color, KnownOutcome, Position};
+use shakmaty::san::San;
+use shakmaty::uci::UciMove;
+use shakmaty::{
+    CastlingMode, Chess, Color, EnPassantMode, FromSetup, KnownOutcome, Move, Position, Rank, Role,
+    Setup, Square,
+};
 use std::collections::BTreeMap;
 use std::io::{self, Read};
 use std::ops::ControlFlow;
@@ -325,11 +330,26 @@ pub struct BlockRows {
 /// Parses one block of whole games. `input_key` and `block_offset` make game ids of games
 /// without a Lichess URL unique and stable.
 pub fn parse_block(block: &[u8], input_key: u64, block_offset: u64) -> BlockRows {
+    let (out, lost_letter) = parse_games(block, input_key, block_offset);
+    // pgn-reader silently drops what it cannot read as SAN: the piece letter of `e7e8q` /
+    // `e8Q` (it sees `e7e8`, `e8`) and the null move `0000`, both of which python-chess reads.
+    // Rare, so such blocks are spelled out and parsed again (same games, same order).
+    if (lost_letter || memchr::memmem::find(block, b"0000").is_some())
+        && let Some(fixed) = spell_out_for_pgn_reader(block)
+    {
+        return parse_games(&fixed, input_key, block_offset).0;
+    }
+    out
+}
+
+/// The rows of a block, and whether a pawn reached the last rank without a promotion piece.
+fn parse_games(block: &[u8], input_key: u64, block_offset: u64) -> (BlockRows, bool) {
     let mut collector = Collector {
         out: BlockRows::default(),
         input_key,
         block_offset,
         scratch: PositionColumns::default(),
+        lost_letter: false,
     };
     let mut reader = Reader::new(block);
     loop {
@@ -347,7 +367,95 @@ pub fn parse_block(block: &[u8], input_key: u64, block_offset: u64) -> BlockRows
             }
         }
     }
-    collector.out
+    (collector.out, collector.lost_letter)
+}
+
+/// `block` with the movetext tokens pgn-reader cannot read rewritten as ones it can: a pawn
+/// promotion without `=` (`e7e8q`, `bxa8N`) gets one, `0000` becomes `--`. Tag lines, `%`
+/// lines and comments are left alone. `None` when nothing needed it.
+fn spell_out_for_pgn_reader(block: &[u8]) -> Option<Vec<u8>> {
+    let mut out = Vec::with_capacity(block.len() + 16);
+    let mut changed = false;
+    let mut i = 0;
+    let mut line_start = true;
+    let skip_to =
+        |i: usize, byte: u8| memchr::memchr(byte, &block[i..]).map_or(block.len(), |at| i + at + 1);
+    while i < block.len() {
+        let b = block[i];
+        let end = match b {
+            b'{' => skip_to(i, b'}'),
+            b';' => skip_to(i, b'\n'),
+            b'[' => skip_to(i, b'\n'),
+            b'%' if line_start => skip_to(i, b'\n'),
+            _ if is_delimiter(b) => i + 1,
+            _ => {
+                let end = block[i..]
+                    .iter()
+                    .position(|&c| is_delimiter(c))
+                    .map_or(block.len(), |at| i + at);
+                let token = &block[i..end];
+                let core = token.len()
+                    - token
+                        .iter()
+                        .rev()
+                        .take_while(|c| b"+#!?".contains(c))
+                        .count();
+                if &token[..core] == b"0000" {
+                    out.extend_from_slice(b"--");
+                    out.extend_from_slice(&token[core..]);
+                    changed = true;
+                    i = end;
+                    line_start = false;
+                    continue;
+                }
+                if is_promotion_without_equals(&token[..core]) {
+                    out.extend_from_slice(&token[..core - 1]);
+                    out.push(b'=');
+                    out.extend_from_slice(&token[core - 1..]);
+                    changed = true;
+                    i = end;
+                    line_start = false;
+                    continue;
+                }
+                end
+            }
+        };
+        out.extend_from_slice(&block[i..end]);
+        line_start = block[end - 1] == b'\n';
+        i = end;
+    }
+    changed.then_some(out)
+}
+
+fn is_delimiter(b: u8) -> bool {
+    matches!(
+        b,
+        b' ' | b'\t' | b'\r' | b'\n' | b'.' | b'(' | b')' | b'{' | b'}' | b';' | b'[' | b'$'
+    )
+}
+
+/// A pawn move to the first or last rank ending in a piece letter with no `=`, as
+/// python-chess reads it: `[a-h]?[1-8]?x?[a-h][18][nbrqkNBRQK]`.
+fn is_promotion_without_equals(t: &[u8]) -> bool {
+    let Some((&piece, rest)) = t.split_last() else {
+        return false;
+    };
+    let file = |c: &u8| (b'a'..=b'h').contains(c);
+    let rank = |c: &u8| (b'1'..=b'8').contains(c);
+    let (Some(to_file), Some(to_rank)) = (rest.len().checked_sub(2), rest.last()) else {
+        return false;
+    };
+    let from = &rest[..to_file];
+    let from = from.strip_suffix(b"x").unwrap_or(from);
+    b"nbrqkNBRQK".contains(&piece)
+        && file(&rest[to_file])
+        && matches!(to_rank, b'1' | b'8')
+        && match from {
+            [] => true,
+            [f] => file(f),
+            [f, r] => file(f) && rank(r),
+            _ => false,
+        }
 }
 
 #[derive(Default)]
@@ -368,6 +476,7 @@ struct Playing {
     index: u64,
     tags: Tags,
     pos: Chess,
+    /// Chess960 when the game is (python-chess: the tag, or castling rights only Chess960 has).
     mode: CastlingMode,
     first_ply: u32,
     plies: u32,
@@ -381,6 +490,8 @@ struct Collector {
     input_key: u64,
     block_offset: u64,
     scratch: PositionColumns,
+    /// A pawn move to the last rank came without a promotion piece (see [`parse_block`]).
+    lost_letter: bool,
 }
 
 fn clear(c: &mut PositionColumns) {
@@ -474,15 +585,17 @@ impl Collector {
             return Game::Skip;
         }
         let variant = tags.variant.as_deref().unwrap_or("Standard");
-        let chess960 = variant.eq_ignore_ascii_case("chess960");
-        let standard = ["standard", "from position", "normal", "chess"]
-            .iter()
-            .any(|v| variant.eq_ignore_ascii_case(v));
-        if !standard && !chess960 {
+        let chess960 = is_chess960_variant(variant);
+        if !chess960 && !is_standard_variant(variant) {
             *self.out.variants.entry(variant.to_string()).or_default() += 1;
             return Game::Skip;
         }
         let (pos, mode) = match &tags.fen {
+            None if chess960 => (
+                Chess::from_setup(Setup::initial(), CastlingMode::Chess960)
+                    .expect("the initial position is legal"),
+                CastlingMode::Chess960,
+            ),
             None => (Chess::default(), CastlingMode::Standard),
             Some(text) => {
                 let parsed = Fen::from_ascii(text.as_bytes()).map_err(|e| e.to_string());
@@ -496,6 +609,10 @@ impl Collector {
                     setup
                         .position::<Chess>(mode)
                         .or_else(|e| e.ignore_invalid_ep_square())
+                        // python-chess drops castling rights without their king and rook, and
+                        // takes set-ups with more pieces than promotions allow.
+                        .or_else(|e| e.ignore_invalid_castling_rights())
+                        .or_else(|e| e.ignore_too_much_material())
                         .map(|p| (p, mode))
                         .map_err(|e| e.to_string())
                 });
@@ -556,7 +673,80 @@ impl Collector {
             start_fen: game.tags.fen.clone(),
             tags: game.tags.values,
             plies: game.plies.min(u16::MAX as u32) as u16,
+            chess960: game.mode == CastlingMode::Chess960,
         });
+    }
+}
+
+/// python-chess's names of standard chess (`chess.Board.aliases`, and the ICS wild boards
+/// it reads as standard chess).
+fn is_standard_variant(v: &str) -> bool {
+    let standard = [
+        "standard",
+        "chess",
+        "classical",
+        "normal",
+        "illegal",
+        "from position",
+    ];
+    let wild = ["0", "1", "2", "3", "4", "5", "6", "7", "8", "8a"];
+    standard.iter().any(|s| v.eq_ignore_ascii_case(s))
+        || v.get(..5).is_some_and(|p| p.eq_ignore_ascii_case("wild/"))
+            && wild.contains(&v[5..].to_ascii_lowercase().as_str())
+}
+
+/// python-chess's names of Chess960 (`Headers.is_chess960`).
+fn is_chess960_variant(v: &str) -> bool {
+    let names = [
+        "chess960",
+        "chess 960",
+        "fischerandom",
+        "fischerrandom",
+        "fischer random",
+    ];
+    names.iter().any(|n| v.eq_ignore_ascii_case(n))
+}
+
+enum Step {
+    Move(Move),
+    /// The position after a null move.
+    Null(Chess),
+}
+
+/// The position after a null move, as python-chess's `board.push(chess.Move.null())`: the
+/// other side to move, no en passant square, the clocks advanced. `None` when the side to
+/// move is in check (the result would leave a king in check with the opponent to move).
+fn null_move(pos: &Chess) -> Option<Chess> {
+    if pos.is_check() {
+        return None;
+    }
+    let mut setup = pos.to_setup(EnPassantMode::Legal);
+    setup.swap_turn();
+    setup.halfmoves = setup.halfmoves.saturating_add(1);
+    if pos.turn() == Color::Black {
+        setup.fullmoves = setup.fullmoves.saturating_add(1);
+    }
+    Chess::from_setup(setup, pos.castles().mode()).ok()
+}
+
+/// A move given as from and to squares, as python-chess's `Board.find_move`: castling is the
+/// king's two-square move or king takes rook in standard chess, only king takes rook in
+/// Chess960 (shakmaty would also take `e1g1` there).
+fn uci_move(pos: &Chess, from: Square, to: Square, promotion: Option<Role>) -> Option<Move> {
+    let m = UciMove::Normal {
+        from,
+        to,
+        promotion,
+    }
+    .to_move(pos)
+    .ok()?;
+    match m {
+        Move::Castle { rook, .. }
+            if pos.castles().mode() == CastlingMode::Chess960 && rook != to =>
+        {
+            None
+        }
+        m => Some(m),
     }
 }
 
@@ -596,13 +786,44 @@ impl Visitor for Collector {
         if g.error.is_some() {
             return ControlFlow::Continue(());
         }
-        let m = match san_plus.san.to_move(&g.pos) {
-            Ok(m) => m,
-            Err(e) => {
+        let step = match san_plus.san {
+            San::Null => null_move(&g.pos).map(Step::Null).ok_or(
+                "a null move while in check (python-chess would play it into an impossible position)",
+            ),
+            // A from square and no piece letter: UCI (`g1f3`, `e1g1`, `e7e8q`), as python-chess
+            // takes it (any piece, castling too).
+            San::Normal {
+                role: Role::Pawn,
+                file: Some(file),
+                rank: Some(rank),
+                to,
+                promotion,
+                ..
+            } => uci_move(&g.pos, Square::from_coords(file, rank), to, promotion)
+                .map(Step::Move)
+                .ok_or("illegal"),
+            san => san.to_move(&g.pos).map(Step::Move).map_err(|e| match e {
+                shakmaty::san::SanError::IllegalSan => "illegal",
+                shakmaty::san::SanError::AmbiguousSan => "ambiguous",
+            }),
+        };
+        let step = match step {
+            Ok(step) => step,
+            Err(why) => {
+                if let San::Normal {
+                    role: Role::Pawn,
+                    to,
+                    promotion: None,
+                    ..
+                } = san_plus.san
+                    && matches!(to.rank(), Rank::First | Rank::Eighth)
+                {
+                    self.lost_letter = true;
+                }
                 let ply = g.first_ply + g.plies;
                 let dots = if ply % 2 == 0 { "." } else { "..." };
                 g.error = Some(format!(
-                    "move {}{dots} {san_plus} is {e} (ply {})",
+                    "move {}{dots} {san_plus} is {why} (ply {})",
                     ply / 2 + 1,
                     ply + 1
                 ));
@@ -612,7 +833,10 @@ impl Visitor for Collector {
         let s = &mut self.scratch;
         write_fen(&g.pos, &mut s.fen_bytes);
         s.fen_ends.push(s.fen_bytes.len() as u32);
-        write_uci(&m, g.mode, &mut s.move_bytes);
+        match &step {
+            Step::Move(m) => write_uci(m, g.mode, &mut s.move_bytes),
+            Step::Null(_) => s.move_bytes.extend_from_slice(b"0000"),
+        }
         s.move_ends.push(s.move_bytes.len() as u32);
         s.score.push(match g.pending.take() {
             Some(e) => e.to_internal(&g.pos),
@@ -622,7 +846,10 @@ impl Visitor for Collector {
         s.ply
             .push((g.first_ply + g.plies).min(u16::MAX as u32) as u16);
         s.game_id.push(0);
-        g.pos.play_unchecked(m);
+        match step {
+            Step::Move(m) => g.pos.play_unchecked(m),
+            Step::Null(next) => g.pos = next,
+        }
         g.plies += 1;
         ControlFlow::Continue(())
     }
@@ -687,6 +914,189 @@ mod tests {
         assert_eq!(lichess_id(Some("https://lichess.org/00000001")), Some(1));
         assert_eq!(lichess_id(Some("https://lichess.org/0000000Z")), Some(61));
         assert_eq!(lichess_id(Some("https://example.com/x")), None);
+    }
+
+    /// Every row of a block as (FEN, move, ply), and its games, in input order.
+    fn read(text: &str) -> (Vec<(String, String, u16)>, Vec<GameRecord>, BlockRows) {
+        let out = parse_block(text.as_bytes(), 7, 0);
+        let mut rows = Vec::new();
+        let mut games = Vec::new();
+        for m in out.months.values() {
+            let r = &m.rows;
+            rows.extend(
+                (0..r.rows()).map(|i| (r.fen(i).to_string(), r.uci(i).to_string(), r.ply[i])),
+            );
+            games.extend(m.games.iter().cloned());
+        }
+        (rows, games, out)
+    }
+
+    fn moves(rows: &[(String, String, u16)]) -> Vec<&str> {
+        rows.iter().map(|r| r.1.as_str()).collect()
+    }
+
+    #[test]
+    fn null_moves_switch_sides_and_keep_the_game() {
+        let (rows, games, out) = read(
+            "[Event \"a\"]\n\n1. e4 -- 2. d4 Z0 3. Nf3 e5 *\n\n\
+             [Event \"b\"]\n[FEN \"4k3/8/8/3pP3/8/8/8/4K3 w - d6 0 2\"]\n\n2. --+ Kd7 *\n\n\
+             [Event \"c\"]\n\n1. e4 0000 2. d4 *\n",
+        );
+        assert!(out.skipped.is_empty(), "{:?}", out.skipped);
+        assert_eq!(games.len(), 3);
+        assert_eq!(
+            moves(&rows),
+            [
+                "e2e4", "0000", "d2d4", "0000", "g1f3", "e7e5", "0000", "e8d7", "e2e4", "0000",
+                "d2d4"
+            ]
+        );
+        // python-chess's board after `push(Move.null())`: turn, clocks, no en passant square.
+        let after = [
+            (
+                2,
+                "rnbqkbnr/pppppppp/8/8/4P3/8/PPPP1PPP/RNBQKBNR w KQkq - 1 2",
+                2,
+            ),
+            (
+                4,
+                "rnbqkbnr/pppppppp/8/8/3PP3/8/PPP2PPP/RNBQKBNR w KQkq - 1 3",
+                4,
+            ),
+            (6, "4k3/8/8/3pP3/8/8/8/4K3 w - d6 0 2", 2),
+            (7, "4k3/8/8/3pP3/8/8/8/4K3 b - - 1 2", 3),
+        ];
+        for (i, fen, ply) in after {
+            assert_eq!((rows[i].0.as_str(), rows[i].2), (fen, ply), "row {i}");
+        }
+        assert_eq!(games.iter().map(|g| g.plies).collect::<Vec<_>>(), [6, 2, 3]);
+    }
+
+    #[test]
+    fn a_null_move_in_check_skips_the_game() {
+        let (rows, _, out) = read("[Event \"a\"]\n\n1. e4 e5 2. Qh5 Nc6 3. Qxf7+ -- 4. Qxe8 *\n");
+        assert!(rows.is_empty());
+        assert_eq!(out.skipped.len(), 1);
+        assert!(
+            out.skipped[0]
+                .1
+                .contains("3... -- is a null move while in check"),
+            "{:?}",
+            out.skipped
+        );
+    }
+
+    #[test]
+    fn chess960_games_use_x_fen_and_king_takes_rook() {
+        let (rows, games, out) = read(
+            "[Event \"a\"]\n[Variant \"Chess960\"]\n\n\
+             1. e4 e5 2. Nf3 Nf6 3. Bc4 Bc5 4. O-O O-O *\n\n\
+             [Event \"b\"]\n[Variant \"fischerandom\"]\n[SetUp \"1\"]\n\
+             [FEN \"rk2r2r/pppppppp/8/8/8/8/PPPPPPPP/RK2R2R w EAea - 0 1\"]\n\n\
+             1. O-O-O O-O 2. d4 *\n\n\
+             [Event \"c\"]\n[Variant \"Fischerandom\"]\n[SetUp \"1\"]\n\
+             [FEN \"1r3krq/pppppppp/8/8/8/8/PPPPPPPP/1R3KRQ w KQkq - 0 1\"]\n\n1. O-O O-O-O *\n\n\
+             [Event \"d\"]\n\n1. e4 e5 2. Nf3 Nf6 3. Bc4 Bc5 4. O-O O-O *\n",
+        );
+        assert!(
+            out.skipped.is_empty() && out.variants.is_empty(),
+            "{:?}",
+            out.skipped
+        );
+        let m = moves(&rows);
+        assert_eq!(
+            (m[6], m[7]),
+            ("e1h1", "e8h8"),
+            "Chess960 castling is king takes rook"
+        );
+        assert_eq!(&m[8..11], ["b1a1", "b8e8", "d2d4"]);
+        assert_eq!(&m[11..13], ["f1g1", "f8b8"], "king and rook side by side");
+        assert_eq!(
+            (m[19], m[20]),
+            ("e1g1", "e8g8"),
+            "standard castling stays e1g1"
+        );
+        // X-FEN as python-chess writes it: KQkq for the outermost rooks, else the file.
+        assert_eq!(
+            rows[6].0,
+            "rnbqk2r/pppp1ppp/5n2/2b1p3/2B1P3/5N2/PPPP1PPP/RNBQK2R w KQkq - 4 4"
+        );
+        assert_eq!(
+            rows[8].0,
+            "rk2r2r/pppppppp/8/8/8/8/PPPPPPPP/RK2R2R w EQeq - 0 1"
+        );
+        assert_eq!(
+            rows[9].0,
+            "rk2r2r/pppppppp/8/8/8/8/PPPPPPPP/2KRR2R b eq - 1 1"
+        );
+        assert_eq!(
+            rows[12].0,
+            "1r3krq/pppppppp/8/8/8/8/PPPPPPPP/1R3RKQ b kq - 1 1"
+        );
+        let flags: Vec<bool> = games.iter().map(|g| g.chess960).collect();
+        assert_eq!(flags, [true, true, true, false]);
+    }
+
+    #[test]
+    fn uci_movetext_is_played_when_legal() {
+        let (rows, _, out) = read(
+            "[Event \"a\"]\n\n1. g1f3 g8f6 2. e2e4 f6e4 3. f1c4 e4d6 4. e1g1 d6c4 *\n\n\
+             [Event \"b\"]\n[FEN \"8/4P3/8/8/8/8/k7/4K3 w - - 0 1\"]\n\n1. e7e8q Ka3 2. e8e7 *\n\n\
+             [Event \"c\"]\n[FEN \"8/8/8/8/8/8/k7/4K2R w K - 0 1\"]\n\n1. e1h1 *\n\n\
+             [Event \"d\"]\n\n1. e2e4 e7e5 2. g1g3 *\n\n\
+             [Event \"e\"]\n[Variant \"Chess960\"]\n\n1. e4 e5 2. Nf3 Nf6 3. Bc4 Bc5 4. e1g1 *\n",
+        );
+        assert_eq!(
+            moves(&rows),
+            [
+                "g1f3", "g8f6", "e2e4", "f6e4", "f1c4", "e4d6", "e1g1", "d6c4", "e7e8q", "a2a3",
+                "e8e7", "e1g1"
+            ]
+        );
+        let skipped: Vec<_> = out
+            .skipped
+            .iter()
+            .map(|(g, why)| (*g, why.as_str()))
+            .collect();
+        assert_eq!(
+            skipped,
+            [
+                (3, "move 2. g1g3 is illegal (ply 3)"),
+                (4, "move 4. e1g1 is illegal (ply 7)"),
+            ],
+            "an illegal UCI move skips its game; e1g1 is not castling in Chess960"
+        );
+    }
+
+    #[test]
+    fn other_variants_are_still_skipped_and_standard_aliases_read() {
+        let (rows, _, out) = read(
+            "[Event \"a\"]\n[Variant \"Crazyhouse\"]\n\n1. e4 e5 *\n\n\
+             [Event \"b\"]\n[Variant \"Classical\"]\n\n1. e4 e5 *\n\n\
+             [Event \"c\"]\n[Variant \"wild/0\"]\n\n1. e4 *\n",
+        );
+        assert_eq!(rows.len(), 3);
+        assert_eq!(
+            out.variants.into_iter().collect::<Vec<_>>(),
+            [("Crazyhouse".to_string(), 1)]
+        );
+    }
+
+    #[test]
+    fn promotions_without_equals_are_spelled_out() {
+        assert!(is_promotion_without_equals(b"e7e8q"));
+        assert!(is_promotion_without_equals(b"bxa8N"));
+        assert!(is_promotion_without_equals(b"e1Q"));
+        assert!(!is_promotion_without_equals(b"e7e8"));
+        assert!(!is_promotion_without_equals(b"Qe8"));
+        assert!(!is_promotion_without_equals(b"e6Q"));
+        let text = b"[Site \"e7e8q 0000\"]\n\n1. e7e8q+ { e7e8q } 0000 (1. e8Q) 2.bxa1n 1-0\n";
+        let fixed = spell_out_for_pgn_reader(text).unwrap();
+        assert_eq!(
+            String::from_utf8(fixed).unwrap(),
+            "[Site \"e7e8q 0000\"]\n\n1. e7e8=q+ { e7e8q } -- (1. e8=Q) 2.bxa1=n 1-0\n"
+        );
+        assert!(spell_out_for_pgn_reader(b"1. e4 e5 { 0000 } *").is_none());
     }
 
     #[test]

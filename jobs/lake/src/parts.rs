@@ -2,7 +2,8 @@
 
 use crate::JobError;
 use arrow_array::{
-    ArrayRef, Int8Array, Int16Array, RecordBatch, StringArray, UInt16Array, UInt64Array,
+    ArrayRef, BooleanArray, Int8Array, Int16Array, RecordBatch, StringArray, UInt16Array,
+    UInt64Array,
 };
 use arrow_buffer::OffsetBuffer;
 use lakefish_schemas::games;
@@ -136,6 +137,8 @@ pub struct GameRecord {
     /// The `FEN` tag of games that do not start from the initial position.
     pub start_fen: Option<String>,
     pub plies: u16,
+    /// A Chess960 game (castling rights in X-FEN, castling moves as king takes rook).
+    pub chess960: bool,
 }
 
 /// Encodes `games` rows as a complete Parquet file in memory.
@@ -160,6 +163,11 @@ pub fn encode_games(rows: &[GameRecord], key: &str) -> Result<Vec<u8>, JobError>
     columns.push(Arc::new(UInt16Array::from_iter_values(
         rows.iter().map(|g| g.plies),
     )));
+    columns.push(Arc::new(
+        rows.iter()
+            .map(|g| Some(g.chess960))
+            .collect::<BooleanArray>(),
+    ));
     let batch =
         RecordBatch::try_new(games::schema(), columns).expect("columns match the games schema");
     let err = |e: parquet::errors::ParquetError| JobError::Parquet {
@@ -173,7 +181,7 @@ pub fn encode_games(rows: &[GameRecord], key: &str) -> Result<Vec<u8>, JobError>
             KeyValue::new("lakefish.table".into(), "games".to_string()),
             KeyValue::new(
                 "lakefish.schema_version".into(),
-                positions::SCHEMA_VERSION.to_string(),
+                games::SCHEMA_VERSION.to_string(),
             ),
         ]))
         .build();

@@ -230,8 +230,9 @@ pub enum IngestCommand {
     /// positions/source=lichess/dataset=NAME/month=YYYY-MM/ plus the games table beside it.
     ///
     /// One row per position before each move of the main line; [%eval] comments become scores
-    /// (side to move, Stockfish internal units). Variant games are skipped and counted; a game
-    /// with an illegal move is reported (file, game number, move) and skipped.
+    /// (side to move, Stockfish internal units). Chess960 games and null moves are kept; other
+    /// variant games are skipped and counted; a game with an illegal move is reported (file,
+    /// game number, move) and skipped.
     Pgn(IngestArgs),
 }
 
