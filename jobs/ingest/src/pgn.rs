@@ -350,6 +350,7 @@ fn parse_games(block: &[u8], input_key: u64, block_offset: u64) -> (BlockRows, b
         block_offset,
         scratch: PositionColumns::default(),
         lost_letter: false,
+        open: Open::No,
     };
     let mut reader = Reader::new(block);
     loop {
@@ -357,9 +358,17 @@ fn parse_games(block: &[u8], input_key: u64, block_offset: u64) -> (BlockRows, b
             Ok(Some(())) => {}
             Ok(None) => break,
             Err(e) => {
-                // pgn-reader skips to the next line after a broken tag; record and go on.
-                let game = collector.out.games;
-                collector.out.games += 1;
+                // pgn-reader skips to the next line after a broken tag; record and go on. A
+                // game whose movetext had begun is already counted: it is the one skipped.
+                let game = match std::mem::replace(&mut collector.open, Open::No) {
+                    Open::Playing => collector.out.games - 1,
+                    // Already counted as a variant or skipped with its reason.
+                    Open::Accounted => continue,
+                    Open::No => {
+                        collector.out.games += 1;
+                        collector.out.games - 1
+                    }
+                };
                 collector
                     .out
                     .skipped
@@ -492,6 +501,17 @@ struct Collector {
     scratch: PositionColumns,
     /// A pawn move to the last rank came without a promotion piece (see [`parse_block`]).
     lost_letter: bool,
+    /// Whether a game's movetext began and has not ended: a reader error now belongs to it.
+    open: Open,
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Open {
+    No,
+    /// Being played: a reader error skips it.
+    Playing,
+    /// Already counted (a variant, or skipped with its reason when it started).
+    Accounted,
 }
 
 fn clear(c: &mut PositionColumns) {
@@ -776,7 +796,12 @@ impl Visitor for Collector {
     }
 
     fn begin_movetext(&mut self, tags: Tags) -> ControlFlow<(), Game> {
-        ControlFlow::Continue(self.start(tags))
+        let game = self.start(tags);
+        self.open = match game {
+            Game::Play(_) => Open::Playing,
+            _ => Open::Accounted,
+        };
+        ControlFlow::Continue(game)
     }
 
     fn san(&mut self, game: &mut Game, san_plus: SanPlus) -> ControlFlow<()> {
@@ -877,6 +902,7 @@ impl Visitor for Collector {
     }
 
     fn end_game(&mut self, game: Game) {
+        self.open = Open::No;
         if let Game::Play(g) = game {
             self.finish(*g);
         }
@@ -1111,6 +1137,23 @@ mod tests {
             total += block.len();
         }
         assert_eq!(total, text.len());
+    }
+
+    /// A game the reader gives up on part-way (here: a comment that never closes) is skipped
+    /// under its own number, and counted once (found by lakefish-fuzz).
+    #[test]
+    fn a_game_cut_inside_a_comment_is_counted_once() {
+        let games = "[Event \"a\"]\n\n1. e4 e5 1-0\n\n[Event \"b\"]\n\n1. d4 d5 0-1\n\n\
+                     [Event \"c\"]\n\n1. c4 { never closed";
+        let out = parse_block(games.as_bytes(), 1, 0);
+        assert_eq!(out.games, 3, "{:?}", out.skipped);
+        let rows: usize = out.months.values().map(|m| m.rows.rows()).sum();
+        assert_eq!(rows, 4, "games a and b");
+        assert!(
+            out.skipped.iter().all(|(g, _)| *g == 2),
+            "{:?}",
+            out.skipped
+        );
     }
 
     /// Streams with no game boundary: the buffer never grows past a block plus the limit

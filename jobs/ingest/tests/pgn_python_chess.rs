@@ -33,6 +33,7 @@ fn ingest_and_compare(pgn: &Path) -> Checked {
     let ctx = JobContext::new(lake.clone(), rt.handle().clone()).with_threads(2);
     let dataset = DatasetName::new("pgn").unwrap();
     let spec = IngestSpec {
+        max_game_bytes: None,
         inputs: vec![pgn.to_str().unwrap().to_string()],
         dataset: dataset.clone(),
         rows_per_part: 5_000,

@@ -184,6 +184,20 @@ impl Input {
         })
     }
 
+    /// An input over a file already open (tests and tools that made the file themselves).
+    pub fn from_file(name: &str, file: File) -> Result<Input, JobError> {
+        let meta = file.metadata().map_err(|e| JobError::Input {
+            input: name.to_string(),
+            reason: e.to_string(),
+        })?;
+        Ok(Input::Local {
+            name: name.to_string(),
+            file,
+            len: meta.len(),
+            stamp: FileStamp::of(&meta),
+        })
+    }
+
     /// Which content this is (see `InputReport::version`): equal versions, equal bytes.
     pub fn version(&self) -> String {
         match self {
