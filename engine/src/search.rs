@@ -171,6 +171,14 @@ struct Entry {
     bound: u8,
 }
 
+/// `MemAvailable` from `/proc/meminfo` (Linux), in MiB; `None` where it cannot be read.
+pub(crate) fn available_megabytes() -> Option<usize> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = info.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: usize = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib / 1024)
+}
+
 /// Transposition table: one entry per slot, replaced when the new result is at least as deep
 /// or belongs to another position.
 struct Table {
@@ -179,10 +187,26 @@ struct Table {
 
 impl Table {
     fn new(megabytes: usize) -> Table {
+        Table::try_new(megabytes).expect("a hash table of the default size")
+    }
+
+    /// A table of `megabytes`, or why the memory could not be had: a size the machine
+    /// cannot back is refused up front, instead of the process dying while filling it.
+    fn try_new(megabytes: usize) -> Result<Table, String> {
         let n = (megabytes.max(1) << 20) / std::mem::size_of::<Entry>();
-        Table {
-            entries: vec![Entry::default(); n],
+        let mut entries = Vec::new();
+        entries
+            .try_reserve_exact(n)
+            .map_err(|e| format!("cannot allocate {megabytes} MiB: {e}"))?;
+        if let Some(free) = available_megabytes()
+            && megabytes > free
+        {
+            return Err(format!(
+                "{megabytes} MiB is more than the {free} MiB of memory available"
+            ));
         }
+        entries.resize(n, Entry::default());
+        Ok(Table { entries })
     }
 
     fn index(&self, key: u64) -> usize {
@@ -389,8 +413,10 @@ impl Searcher {
     }
 
     /// Resizes the transposition table (UCI `setoption name Hash`), clearing it.
-    pub fn set_hash(&mut self, megabytes: usize) {
-        self.table = Table::new(megabytes);
+    /// Resizes the hash table; on an error the old table stays.
+    pub fn set_hash(&mut self, megabytes: usize) -> Result<(), String> {
+        self.table = Table::try_new(megabytes)?;
+        Ok(())
     }
 
     /// Forgets everything learned (UCI `ucinewgame`).

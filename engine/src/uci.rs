@@ -161,7 +161,10 @@ impl<W: Write + Send + 'static> Session<W> {
         match name.to_ascii_lowercase().as_str() {
             "hash" => match value.parse::<usize>() {
                 Ok(mb) if (1..=65536).contains(&mb) => {
-                    self.searcher.lock().expect("searcher").set_hash(mb)
+                    let resized = self.searcher.lock().expect("searcher").set_hash(mb);
+                    if let Err(e) = resized {
+                        self.error(&format!("setoption Hash: {e}; the table keeps its size"));
+                    }
                 }
                 _ => self.error(&format!(
                     "setoption Hash: {value:?} is not a size in MiB from 1 to 65536"
@@ -404,6 +407,31 @@ mod tests {
         assert!(out.contains("score mate 1"), "{out}");
         assert!(out.trim_end().ends_with("bestmove a1a8"), "{out}");
         assert_eq!(out.matches("bestmove").count(), 2, "{out}");
+    }
+
+    /// A hash size the machine cannot back is an error line, not a dead engine (only where
+    /// the machine really has less than 64 GiB available, so the test never allocates it).
+    #[test]
+    fn a_hash_size_beyond_memory_is_refused() {
+        if crate::search::available_megabytes().is_none_or(|mb| mb >= 65536) {
+            return;
+        }
+        let out = session(
+            "setoption name Hash value 65536
+position startpos
+go depth 2
+isready
+quit
+",
+        );
+        assert!(
+            out.contains("setoption Hash:") && out.contains("the table keeps its size"),
+            "{out}"
+        );
+        assert!(
+            out.contains("bestmove ") && out.contains("readyok"),
+            "{out}"
+        );
     }
 
     /// A GUI sends the next `go` as soon as it reads `bestmove`, while the finished search's

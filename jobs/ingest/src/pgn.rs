@@ -334,7 +334,7 @@ pub fn parse_block(block: &[u8], input_key: u64, block_offset: u64) -> BlockRows
     // pgn-reader silently drops what it cannot read as SAN: the piece letter of `e7e8q` /
     // `e8Q` (it sees `e7e8`, `e8`) and the null move `0000`, both of which python-chess reads.
     // Rare, so such blocks are spelled out and parsed again (same games, same order).
-    if (lost_letter || memchr::memmem::find(block, b"0000").is_some())
+    if (lost_letter || memchr::memmem::find(block, b"0000").is_some() || has_hyphenated_move(block))
         && let Some(fixed) = spell_out_for_pgn_reader(block)
     {
         return parse_games(&fixed, input_key, block_offset).0;
@@ -382,6 +382,20 @@ fn parse_games(block: &[u8], input_key: u64, block_offset: u64) -> (BlockRows, b
 /// `block` with the movetext tokens pgn-reader cannot read rewritten as ones it can: a pawn
 /// promotion without `=` (`e7e8q`, `bxa8N`) gets one, `0000` becomes `--`. Tag lines, `%`
 /// lines and comments are left alone. `None` when nothing needed it.
+/// Long algebraic with a hyphen (`e2-e4`, `Ng1-f3`), as some tools write and python-chess
+/// reads: pgn-reader drops such a token without a word, and the next move would then be
+/// played by the wrong side.
+fn is_hyphenated_square_pair(around: &[u8]) -> bool {
+    matches!(around, [f1, r1, b'-', f2, r2, ..]
+        if (b'a'..=b'h').contains(f1) && (b'1'..=b'8').contains(r1)
+            && (b'a'..=b'h').contains(f2) && (b'1'..=b'8').contains(r2))
+}
+
+fn has_hyphenated_move(block: &[u8]) -> bool {
+    memchr::memchr_iter(b'-', block)
+        .any(|at| at >= 2 && is_hyphenated_square_pair(&block[at - 2..]))
+}
+
 fn spell_out_for_pgn_reader(block: &[u8]) -> Option<Vec<u8>> {
     let mut out = Vec::with_capacity(block.len() + 16);
     let mut changed = false;
@@ -409,6 +423,21 @@ fn spell_out_for_pgn_reader(block: &[u8]) -> Option<Vec<u8>> {
                         .rev()
                         .take_while(|c| b"+#!?".contains(c))
                         .count();
+                // `e2-e4` → `e2e4` (read as UCI), `Ng1-f3` → `Ng1f3` (fully disambiguated SAN).
+                let piece = usize::from(token.first().is_some_and(|c| b"NBRQK".contains(c)));
+                if core >= piece + 5 && is_hyphenated_square_pair(&token[piece..core]) {
+                    let mut joined = token[..piece + 2].to_vec();
+                    joined.extend_from_slice(&token[piece + 3..core]);
+                    if is_promotion_without_equals(&joined) {
+                        joined.insert(joined.len() - 1, b'=');
+                    }
+                    out.extend_from_slice(&joined);
+                    out.extend_from_slice(&token[core..]);
+                    changed = true;
+                    i = end;
+                    line_start = false;
+                    continue;
+                }
                 if &token[..core] == b"0000" {
                     out.extend_from_slice(b"--");
                     out.extend_from_slice(&token[core..]);
@@ -1123,6 +1152,31 @@ mod tests {
             "[Site \"e7e8q 0000\"]\n\n1. e7e8=q+ { e7e8q } -- (1. e8=Q) 2.bxa1=n 1-0\n"
         );
         assert!(spell_out_for_pgn_reader(b"1. e4 e5 { 0000 } *").is_none());
+    }
+
+    /// `e2-e4` and `Ng1-f3` (python-chess reads them) give the rows plain SAN gives.
+    #[test]
+    fn hyphenated_long_algebraic_is_read() {
+        let tags = "[Event \"x\"]\n[Result \"1-0\"]\n\n";
+        let long = format!("{tags}1. e2-e4 e7-e5 2. Ng1-f3 Nb8-c6 3. Bf1-c4+ Ng8-f6 1-0\n");
+        let san = format!("{tags}1. e4 e5 2. Nf3 Nc6 3. Bc4+ Nf6 1-0\n");
+        assert!(has_hyphenated_move(long.as_bytes()));
+        assert!(!has_hyphenated_move(san.as_bytes()));
+        let rows = |text: &str| {
+            let out = parse_block(text.as_bytes(), 7, 0);
+            assert!(out.skipped.is_empty(), "{:?}", out.skipped);
+            let m = out.months.into_values().next().unwrap();
+            (
+                m.rows.fen_bytes.clone(),
+                m.rows.move_bytes.clone(),
+                m.rows.rows(),
+            )
+        };
+        let (fens, moves, n) = rows(&long);
+        assert_eq!(n, 6);
+        assert_eq!((fens, moves, n), rows(&san));
+        let fixed = spell_out_for_pgn_reader(b"1. e7-e8q Ke1-e2+ 1-0 { a1-a2 }").unwrap();
+        assert_eq!(fixed, b"1. e7e8=q Ke1e2+ 1-0 { a1-a2 }");
     }
 
     #[test]

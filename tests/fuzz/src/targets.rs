@@ -558,8 +558,8 @@ impl Write for Buf {
 }
 
 /// The script the session reads: every `go` is followed by `stop` (a fuzzed `go infinite` is
-/// not a hang), and `Hash` sizes are kept small (a fuzzed 64 GiB table is the machine's
-/// problem, not the parser's).
+/// not a hang), and `Hash` sizes are kept small (the engine refuses sizes beyond available
+/// memory, but a fuzzed 10 GiB table would still cost the run seconds to fill).
 fn uci_script(data: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(data.len() + 64);
     for line in data.split(|&b| b == b'\n') {
