@@ -10,7 +10,6 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodRouter, get, post, put};
 use axum::{Json, Router};
-use futures::StreamExt;
 use lakefish_jobs::Lake;
 use lakefish_lake::datasets::list_datasets;
 use lakefish_lake::records::JobStore;
@@ -519,113 +518,28 @@ struct UploadQuery {
     replace: bool,
 }
 
-/// What an upload did.
-struct Uploaded {
-    bytes: u64,
-    sha256: String,
-    /// False when the same bytes were already stored under the name (nothing written).
-    created: bool,
-}
-
-/// Streams an upload into `key`, at most `server.max_upload_bytes`: a declared or actual
-/// length above it is a 413 and nothing is stored.
-///
-/// Raw objects are immutable: once a name holds bytes, an upload of the same bytes changes
-/// nothing (200) and one of other bytes is a 409, unless `replace` asks for a new version
-/// (a new ETag, which ingests treat as a new input). Bytes that would not be stored are
-/// hashed as they stream by, never buffered.
+/// Streams an upload into `key` under the lake's rule for raw objects
+/// ([`Lake::put_immutable`]): at most `server.max_upload_bytes` (413 above, nothing stored),
+/// the same bytes again are a 200, other bytes a 409 unless `replace`.
 async fn upload(
     s: &AppState,
     key: &str,
     headers: &axum::http::HeaderMap,
     body: axum::body::Body,
     replace: bool,
-) -> Result<Uploaded, ApiError> {
-    use sha2::Digest;
-    let max = s.max_upload();
+) -> Result<lakefish_lake::lake::Stored, ApiError> {
     let declared = headers
         .get(axum::http::header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
-    if declared.is_some_and(|n| n > max) {
-        return Err(lakefish_jobs::JobError::TooLarge {
-            input: key.to_string(),
-            max,
-        }
-        .into());
-    }
-    let taken = || {
-        ApiError::Conflict(format!(
-            "{key} already holds other bytes; raw objects are immutable: upload under \
-             another name, or add ?replace=true to store a new version (ingests then see it \
-             as a new input)"
-        ))
-    };
-    let existing = if replace {
-        None
-    } else {
-        s.lake.size(key).await?
-    };
-    if existing.is_some() && declared.is_some_and(|n| Some(n) != existing) {
-        return Err(taken());
-    }
-    let hasher = std::sync::Arc::new(std::sync::Mutex::new(sha2::Sha256::new()));
-    let stream = {
-        let hasher = hasher.clone();
-        body.into_data_stream().map(move |piece| {
-            if let Ok(bytes) = &piece {
-                hasher.lock().unwrap().update(bytes);
-            }
-            piece
-        })
-    };
-    let bytes = match existing {
-        None => s.lake.put_stream_capped(key, stream, max).await?,
-        Some(_) => count_capped(key, stream, max).await?,
-    };
-    let sha: [u8; 32] = std::mem::take(&mut *hasher.lock().unwrap())
-        .finalize()
-        .into();
-    if existing.is_some() {
-        let stored = s.lake.sha256(key).await?;
-        if stored != Some((bytes, sha)) {
-            return Err(taken());
-        }
-    }
-    Ok(Uploaded {
-        bytes,
-        sha256: hex(&sha),
-        created: existing.is_none(),
-    })
-}
-
-/// Drains an upload that will not be stored, counting (and so capping) its bytes.
-async fn count_capped<S, E>(key: &str, mut stream: S, max: u64) -> Result<u64, ApiError>
-where
-    S: futures::Stream<Item = Result<Bytes, E>> + Unpin,
-    E: std::fmt::Display,
-{
-    let mut total = 0u64;
-    while let Some(piece) = stream.next().await {
-        let piece = piece.map_err(|e| ApiError::BadRequest(format!("upload interrupted: {e}")))?;
-        total += piece.len() as u64;
-        if total > max {
-            return Err(lakefish_jobs::JobError::TooLarge {
-                input: key.to_string(),
-                max,
-            }
-            .into());
-        }
-    }
-    Ok(total)
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    let stream = body.into_data_stream();
+    Ok(s.lake
+        .put_immutable(key, stream, declared, s.max_upload(), replace)
+        .await?)
 }
 
 /// The answer to an upload: 201 when stored, 200 when the same bytes were already there.
-fn uploaded(key: &str, field: &str, up: Uploaded) -> Response {
+fn uploaded(key: &str, field: &str, up: lakefish_lake::lake::Stored) -> Response {
     let status = if up.created {
         StatusCode::CREATED
     } else {
@@ -635,7 +549,7 @@ fn uploaded(key: &str, field: &str, up: Uploaded) -> Response {
         "key": key,
         field: format!("{}{key}", lakefish_lake::input::LAKE_PREFIX),
         "bytes": up.bytes,
-        "sha256": up.sha256,
+        "sha256": up.sha256_hex(),
         "created": up.created,
     });
     (status, Json(body)).into_response()

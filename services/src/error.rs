@@ -49,6 +49,7 @@ impl From<JobError> for ApiError {
             }
             JobError::NotFound(_) => ApiError::NotFound(e.to_string()),
             JobError::DatasetExists { .. }
+            | JobError::ObjectExists { .. }
             | JobError::DatasetBusy { .. }
             | JobError::MaskExists { .. } => ApiError::Conflict(e.to_string()),
             JobError::TooLarge { .. } => ApiError::TooLarge(e.to_string()),

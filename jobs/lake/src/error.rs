@@ -17,6 +17,10 @@ pub enum JobError {
     Input { input: String, reason: String },
     #[error("{input} is larger than the limit of {max} bytes; nothing was stored")]
     TooLarge { input: String, max: u64 },
+    #[error(
+        "{key} already holds other bytes; raw objects are immutable: upload under another name, or replace it to store a new version (?replace=true in the API, --replace in the CLI), which ingests then see as another input"
+    )]
+    ObjectExists { key: String },
     #[error("{0}")]
     Name(#[from] NameError),
     #[error("dataset {dataset} already exists, written from {existing}; pick a new dataset name")]

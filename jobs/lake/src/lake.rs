@@ -314,6 +314,65 @@ impl Lake {
         Ok(total)
     }
 
+    /// Stores an upload under an immutable name: a new name is written (at most `max`
+    /// bytes), the same bytes again change nothing, other bytes are
+    /// [`JobError::ObjectExists`] and are only hashed as they stream by, never stored;
+    /// `replace` writes them as a new version. Declared lengths that differ are refused
+    /// before reading.
+    pub async fn put_immutable<S, E>(
+        &self,
+        key: &str,
+        stream: S,
+        declared: Option<u64>,
+        max: u64,
+        replace: bool,
+    ) -> Result<Stored, JobError>
+    where
+        S: futures::Stream<Item = Result<Bytes, E>> + Unpin,
+        E: std::fmt::Display,
+    {
+        use sha2::Digest;
+        if declared.is_some_and(|n| n > max) {
+            return Err(JobError::TooLarge {
+                input: key.to_string(),
+                max,
+            });
+        }
+        let existing = if replace { None } else { self.size(key).await? };
+        if existing.is_some() && declared.is_some_and(|n| Some(n) != existing) {
+            return Err(JobError::ObjectExists {
+                key: key.to_string(),
+            });
+        }
+        let hasher = Arc::new(std::sync::Mutex::new(sha2::Sha256::new()));
+        let stream = {
+            let hasher = hasher.clone();
+            stream.map(move |piece| {
+                if let Ok(bytes) = &piece {
+                    hasher.lock().unwrap().update(bytes);
+                }
+                piece
+            })
+        };
+        let bytes = match existing {
+            None => self.put_stream_capped(key, stream, max).await?,
+            Some(_) => drain_capped(key, stream, max).await?,
+        };
+        let sha256: [u8; 32] = std::mem::take(&mut *hasher.lock().unwrap())
+            .finalize()
+            .into();
+        if existing.is_some() && self.sha256(key).await? != Some((bytes, sha256)) {
+            return Err(JobError::ObjectExists {
+                key: key.to_string(),
+            });
+        }
+        Ok(Stored {
+            bytes,
+            sha256,
+            created: existing.is_none(),
+        })
+    }
+
     /// The whole object, or `None` when it does not exist.
     pub async fn get(&self, key: &str) -> Result<Option<Bytes>, JobError> {
         match self.store.get(&Path::from(key)).await {
@@ -484,6 +543,44 @@ impl Lake {
     pub fn store(&self) -> &Arc<dyn ObjectStore> {
         &self.store
     }
+}
+
+/// What [`Lake::put_immutable`] did.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Stored {
+    pub bytes: u64,
+    pub sha256: [u8; 32],
+    /// False when the same bytes were already stored under the name (nothing written).
+    pub created: bool,
+}
+
+impl Stored {
+    pub fn sha256_hex(&self) -> String {
+        self.sha256.iter().map(|b| format!("{b:02x}")).collect()
+    }
+}
+
+/// Drains an upload that will not be stored, counting (and so capping) its bytes.
+async fn drain_capped<S, E>(key: &str, mut stream: S, max: u64) -> Result<u64, JobError>
+where
+    S: futures::Stream<Item = Result<Bytes, E>> + Unpin,
+    E: std::fmt::Display,
+{
+    let mut total = 0u64;
+    while let Some(piece) = stream.next().await {
+        let piece = piece.map_err(|e| JobError::Input {
+            input: key.to_string(),
+            reason: format!("upload interrupted after {total} bytes: {e}"),
+        })?;
+        total += piece.len() as u64;
+        if total > max {
+            return Err(JobError::TooLarge {
+                input: key.to_string(),
+                max,
+            });
+        }
+    }
+    Ok(total)
 }
 
 /// An exclusive `flock` on `path` (created if missing), held until the file is dropped.

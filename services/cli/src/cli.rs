@@ -127,9 +127,14 @@ pub enum Command {
         #[arg(long)]
         wait: bool,
         /// Upload local input files through the API into the lake's raw/ first, so workers on
-        /// any machine can read them.
+        /// any machine can read them. The same bytes again are not sent twice; other bytes
+        /// under a name already uploaded are refused unless --replace.
         #[arg(long)]
         upload: bool,
+        /// With --upload: store a file whose name holds other bytes as a new version (ingests
+        /// then see it as another input).
+        #[arg(long, requires = "upload")]
+        replace: bool,
         #[command(subcommand)]
         what: SubmitCommand,
     },
@@ -156,6 +161,10 @@ pub enum Command {
         /// binpack, lichess or selfplay; or books (opening books, raw/books/).
         #[arg(long, default_value = "binpack")]
         source: String,
+        /// Store a file whose name already holds other bytes as a new version (raw objects
+        /// are otherwise immutable; ingests see a new version as another input).
+        #[arg(long)]
+        replace: bool,
     },
     /// Measure a hot path against its reference, in the same run.
     Bench {
@@ -535,6 +544,9 @@ pub struct IngestArgs {
     /// Target rows per Parquet part.
     #[arg(long, default_value_t = lakefish_schemas::job::default_rows_per_part())]
     pub rows_per_part: u64,
+    /// PGN: skip (and report) a game longer than this many bytes; default 8 MiB.
+    #[arg(long)]
+    pub max_game_bytes: Option<u64>,
     /// CPU threads (default: all cores).
     #[arg(long)]
     pub threads: Option<usize>,
@@ -659,7 +671,7 @@ pub fn ingest_spec(a: &IngestArgs, absolute: bool) -> anyhow::Result<IngestBinpa
         })
         .collect::<anyhow::Result<Vec<_>>>()?;
     let spec = IngestBinpackSpec {
-        max_game_bytes: None,
+        max_game_bytes: a.max_game_bytes,
         inputs,
         dataset: a.dataset.clone(),
         rows_per_part: a.rows_per_part,

@@ -67,20 +67,30 @@ pub async fn file_stream(
     )))
 }
 
-pub async fn upload_via_api(api: &str, source: Source, path: &str) -> anyhow::Result<String> {
+pub async fn upload_via_api(
+    api: &str,
+    source: Source,
+    path: &str,
+    replace: bool,
+) -> anyhow::Result<String> {
     let name = file_name(path)?;
     raw_key(source, name)?;
     let body = reqwest::Body::wrap_stream(file_stream(path).await?);
     // No overall timeout: an upload takes as long as the file needs.
     let resp = client_with_timeout(None)
-        .put(format!("{api}/v1/raw/{source}/{name}"))
+        .put(format!("{api}/v1/raw/{source}/{name}?replace={replace}"))
         .body(body)
         .send()
         .await
         .with_context(|| format!("cannot reach the API at {api}"))?;
     let v = check(resp).await?;
     let input = v["input"].as_str().unwrap_or_default().to_string();
-    eprintln!("uploaded {path} as {input} ({} bytes)", v["bytes"]);
+    let what = if v["created"] == true {
+        "uploaded"
+    } else {
+        "already uploaded (same bytes)"
+    };
+    eprintln!("{what}: {path} as {input} ({} bytes)", v["bytes"]);
     Ok(input)
 }
 
@@ -88,6 +98,7 @@ pub async fn submit(
     api: &str,
     wait: bool,
     upload: bool,
+    replace: bool,
     what: SubmitCommand,
 ) -> anyhow::Result<()> {
     let body = match what {
@@ -102,7 +113,7 @@ pub async fn submit(
             if upload {
                 for f in a.files.iter_mut() {
                     if !f.starts_with(lakefish_lake::input::LAKE_PREFIX) {
-                        *f = upload_via_api(api, source, f).await?;
+                        *f = upload_via_api(api, source, f, replace).await?;
                     }
                 }
             }

@@ -29,7 +29,14 @@ pub async fn datasets(lake: &str) -> anyhow::Result<()> {
 }
 
 /// `lakefish upload FILE... --source S`: files into `raw/` (or `books/`) of the lake.
-pub async fn upload(lake: &str, files: &[String], source: &str) -> anyhow::Result<()> {
+/// `lakefish upload`: copies files into `raw/` under the same rule as the API: the same bytes
+/// again change nothing, other bytes under a taken name are refused unless `replace`.
+pub async fn upload(
+    lake: &str,
+    files: &[String],
+    source: &str,
+    replace: bool,
+) -> anyhow::Result<()> {
     let lake = open_lake(lake)?;
     let src = match source {
         "books" => None,
@@ -42,8 +49,23 @@ pub async fn upload(lake: &str, files: &[String], source: &str) -> anyhow::Resul
             Some(src) => raw_key(src, file_name(f)?)?,
             None => lakefish_schemas::names::book_key(file_name(f)?)?,
         };
-        let n = lake.put_stream(&key, file_stream(f).await?).await?;
-        println!("{}{key}\t{n} bytes", lakefish_lake::input::LAKE_PREFIX);
+        let size = std::fs::metadata(f)
+            .with_context(|| format!("reading {f}"))?
+            .len();
+        let stored = lake
+            .put_immutable(&key, file_stream(f).await?, Some(size), u64::MAX, replace)
+            .await?;
+        let what = if stored.created {
+            "stored"
+        } else {
+            "unchanged, already there"
+        };
+        println!(
+            "{}{key}\t{} bytes\tsha256 {}\t{what}",
+            lakefish_lake::input::LAKE_PREFIX,
+            stored.bytes,
+            stored.sha256_hex()
+        );
     }
     Ok(())
 }
