@@ -1,21 +1,17 @@
 //! A small seeded generator and mutator. No coverage feedback: every input is a pure function
 //! of (target, seed, iteration), so any failure is reproduced from those three numbers.
 
-/// SplitMix64: tiny, fast, and good enough to pick mutations.
+/// The engine's SplitMix64: tiny, fast, and good enough to pick mutations.
 #[derive(Debug, Clone)]
-pub struct Rng(u64);
+pub struct Rng(lakefish_engine::random_games::SplitMix);
 
 impl Rng {
     pub fn new(seed: u64) -> Rng {
-        Rng(seed)
+        Rng(lakefish_engine::random_games::SplitMix(seed))
     }
 
     pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
+        self.0.next_u64()
     }
 
     /// Uniform in `0..n` (0 when `n` is 0).
