@@ -269,6 +269,35 @@ fn datagen(
     )
 }
 
+/// The dataset a raw file goes into, and whether it is ingested already. A raw file
+/// replaced by a new version (`PUT ...?replace=true`) is another input: it goes into a
+/// dataset of its own (`<name>.v<hash of the version>`), and only that one is trained on.
+pub fn raw_dataset(
+    ctx: &JobContext,
+    source: lakefish_schemas::Source,
+    key: &str,
+) -> Result<(DatasetName, bool), JobError> {
+    let base = dataset_for_raw_file(key);
+    let Some((_, version)) = ctx.block_on(ctx.lake.head(key))? else {
+        return Err(JobError::Retry(format!("{key} was deleted while listed")));
+    };
+    let version = lakefish_lake::input::lake_version(&version);
+    let matches = |m: &lakefish_schemas::DatasetManifest| {
+        m.inputs
+            .iter()
+            .all(|i| i.version.as_deref().is_none_or(|v| v == version))
+    };
+    match ctx.block_on(read_manifest(&ctx.lake, source, &base))? {
+        None => return Ok((base, false)),
+        Some(m) if matches(&m) => return Ok((base, true)),
+        Some(_) => {}
+    }
+    let tag = &lakefish_schemas::config::token_sha256(&version)[..8];
+    let name = DatasetName::new(&format!("{base}.v{tag}"))?;
+    let done = ctx.block_on(read_manifest(&ctx.lake, source, &name))?;
+    Ok((name, done.is_some()))
+}
+
 fn ingest(
     ctx: &JobContext,
     config: &PipelineConfig,
@@ -285,15 +314,12 @@ fn ingest(
             .collect();
         keys.sort();
         for key in keys {
-            let dataset = dataset_for_raw_file(&key);
+            let (dataset, ingested) = raw_dataset(ctx, input.source, &key)?;
             datasets.push(DatasetRef {
                 source: input.source,
                 dataset: dataset.clone(),
             });
-            if ctx
-                .block_on(read_manifest(&ctx.lake, input.source, &dataset))?
-                .is_some()
-            {
+            if ingested {
                 continue; // ingested by an earlier run
             }
             let spec = IngestSpec {

@@ -46,3 +46,50 @@ async fn a_step_that_fails_for_good_fails_the_run() {
     let saved = list_runs(&lake, "p", 10).await.unwrap();
     assert_eq!(saved[0].state, RunState::Failed);
 }
+
+/// A raw file replaced by a new version is another input for the pipeline: it gets a dataset
+/// of its own, while the unchanged version keeps counting as ingested.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replaced_raw_file_is_ingested_as_a_new_dataset() {
+    use lakefish_jobs::pipeline::raw_dataset;
+    use lakefish_schemas::Source;
+    let dir = tempfile::tempdir().unwrap();
+    let lake = Lake::open(dir.path().to_str().unwrap(), &Default::default()).unwrap();
+    let key = "raw/binpack/a.binpack";
+    lake.put(key, lakefish_ingest::binpack::synthetic_binpack(3, 1))
+        .await
+        .unwrap();
+    let ctx = JobContext::new(lake.clone(), tokio::runtime::Handle::current());
+    let (name, v1_name, v2) = tokio::task::spawn_blocking(move || {
+        let (name, done) = raw_dataset(&ctx, Source::Binpack, key).unwrap();
+        assert!(!done);
+        let spec = lakefish_schemas::IngestSpec {
+            max_game_bytes: None,
+            inputs: vec![format!("lake:{key}")],
+            dataset: name.clone(),
+            rows_per_part: 1000,
+        };
+        let id = lakefish_schemas::JobId::new();
+        lakefish_ingest::ingest_binpack::ingest_binpack(&ctx, &id, &spec).unwrap();
+        assert_eq!(
+            raw_dataset(&ctx, Source::Binpack, key).unwrap(),
+            (name.clone(), true)
+        );
+        ctx.block_on(
+            ctx.lake
+                .put(key, lakefish_ingest::binpack::synthetic_binpack(4, 2)),
+        )
+        .unwrap();
+        let v2 = raw_dataset(&ctx, Source::Binpack, key).unwrap();
+        (name.clone(), name, v2)
+    })
+    .await
+    .unwrap();
+    assert!(!v2.1, "the new version is not ingested yet");
+    assert_ne!(v2.0, v1_name);
+    assert!(
+        v2.0.as_str().starts_with(&format!("{}.v", name.as_str())),
+        "{}",
+        v2.0
+    );
+}

@@ -121,6 +121,15 @@ pub enum Input {
     },
 }
 
+/// How a lake object's version is written in a manifest (`InputReport::version`).
+pub fn lake_version(version: &crate::lake::Version) -> String {
+    let mut v = format!("etag:{}", version.e_tag.as_deref().unwrap_or("none"));
+    if let Some(id) = &version.version {
+        v.push_str(&format!(";version:{id}"));
+    }
+    v
+}
+
 /// What identifies a local file's content without reading it: the local store's ETag rule.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FileStamp {
@@ -205,13 +214,7 @@ impl Input {
                 "file:{}:{}:{}:{}",
                 stamp.dev, stamp.ino, stamp.len, stamp.mtime_ns
             ),
-            Input::Lake { version, .. } => {
-                let mut v = format!("etag:{}", version.e_tag.as_deref().unwrap_or("none"));
-                if let Some(id) = &version.version {
-                    v.push_str(&format!(";version:{id}"));
-                }
-                v
-            }
+            Input::Lake { version, .. } => lake_version(version),
         }
     }
 
