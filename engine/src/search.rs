@@ -635,15 +635,12 @@ impl Searcher {
             }
         }
 
-        let static_eval = if in_check {
-            -INFINITE
-        } else {
-            self.eval.evaluate(ply, pos)
-        };
-
         // Null move: if passing still fails high, a real move would too. Not in check, not
-        // twice in a row, and not without pieces (zugzwang lives in pawn endings).
-        if !pv_node && !in_check && allow_null && depth >= 3 && static_eval >= beta {
+        // twice in a row, and not without pieces (zugzwang lives in pawn endings). The static
+        // evaluation is asked only here, where it is used: with a net it is a large share of
+        // a node's cost.
+        if !pv_node && !in_check && allow_null && depth >= 3 && self.eval.evaluate(ply, pos) >= beta
+        {
             let turn = pos.turn();
             let pieces = pos.board().by_color(turn) & !pos.board().pawns() & !pos.board().kings();
             if pieces.any()

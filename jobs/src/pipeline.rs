@@ -254,7 +254,8 @@ fn datagen(
     let Some(spec) = config.datagen_spec(&dataset) else {
         return Ok(Step::Done);
     };
-    let spec = spec.map_err(JobError::Payload)?;
+    let mut spec = spec.map_err(JobError::Payload)?;
+    spec.seed = round_seed(spec.seed, &run.id);
     Ok(
         match one_job(
             ctx,
@@ -267,6 +268,15 @@ fn datagen(
             Err(step) => step,
         },
     )
+}
+
+/// The datagen seed of one run: the configured seed mixed with the run id, so each round
+/// plays other openings (with one seed every round would replay the same games' starts),
+/// while a re-delivered job of the same run still plays the same games.
+pub fn round_seed(seed: u64, run_id: &str) -> u64 {
+    let digest = lakefish_schemas::config::token_sha256(run_id);
+    let mix = u64::from_str_radix(&digest[..16], 16).expect("hex digits");
+    seed ^ mix
 }
 
 /// The dataset a raw file goes into, and whether it is ingested already. A raw file

@@ -93,3 +93,14 @@ async fn a_replaced_raw_file_is_ingested_as_a_new_dataset() {
         v2.0
     );
 }
+
+/// Each pipeline round plays other openings: the datagen seed is mixed with the run id, and
+/// stays the same for the same run (a re-delivered job replays the same games).
+#[test]
+fn each_round_has_its_own_datagen_seed() {
+    use lakefish_jobs::pipeline::round_seed;
+    let a = round_seed(1, "p-20261125T010000");
+    assert_eq!(a, round_seed(1, "p-20261125T010000"));
+    assert_ne!(a, round_seed(1, "p-20261126T010000"));
+    assert_ne!(a, round_seed(2, "p-20261125T010000"));
+}
