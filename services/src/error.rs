@@ -5,7 +5,6 @@ use axum::Json;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use lakefish_jobs::JobError;
-use serde_json::json;
 
 #[derive(Debug)]
 pub enum ApiError {
@@ -64,7 +63,7 @@ impl IntoResponse for ApiError {
         if status.is_server_error() {
             tracing::error!(%status, "{message}");
         }
-        let mut r = (status, Json(json!({ "error": message }))).into_response();
+        let mut r = (status, Json(crate::bodies::ErrorBody { error: message })).into_response();
         if status == StatusCode::UNAUTHORIZED {
             r.headers_mut().insert(
                 header::WWW_AUTHENTICATE,
