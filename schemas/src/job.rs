@@ -104,6 +104,7 @@ pub enum JobSpec {
 /// The body of `POST /v1/jobs`, for its schema and for clients: [`JobSpec::from_request`]
 /// reads it (it also names what is wrong in a bad one).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[schemars(transform = only_submittable_kinds)]
 pub struct SubmitRequest {
     /// Payload version; 1 when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -111,6 +112,18 @@ pub struct SubmitRequest {
     pub version: Option<u32>,
     #[serde(flatten)]
     pub job: JobSpec,
+}
+
+/// Drops the kinds only lakefish queues from the schema of a submission (they are refused).
+fn only_submittable_kinds(schema: &mut schemars::Schema) {
+    if let Some(serde_json::Value::Array(variants)) = schema.get_mut("oneOf") {
+        variants.retain(|v| {
+            let kind = v.pointer("/properties/kind/const").and_then(|k| k.as_str());
+            !kind
+                .and_then(JobKind::parse)
+                .is_some_and(JobKind::is_internal)
+        });
+    }
 }
 
 /// Ingest files into a dataset: Stockfish `.binpack` files (`ingest_binpack`) into

@@ -422,6 +422,7 @@ pub fn router(state: AppState) -> Router {
         r = r.route(rt.path, rt.handler);
     }
     r.fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
         .layer(axum::extract::DefaultBodyLimit::max(state.max_body()))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
@@ -685,7 +686,7 @@ fn pipeline_config(s: &AppState, name: &str) -> Result<(), ApiError> {
 /// Starts a run now (202), or answers with the run already in progress (200).
 async fn run_pipeline(
     State(s): State<AppState>,
-    Path(name): Path<String>,
+    ApiPath(name): ApiPath<String>,
 ) -> Result<Response, ApiError> {
     pipeline_config(&s, &name)?;
     let (run, started) = lakefish_jobs::pipeline::start_run(&s.lake, &name, "manual").await?;
@@ -704,7 +705,7 @@ async fn run_pipeline(
 
 async fn pipeline_run(
     State(s): State<AppState>,
-    Path((name, id)): Path<(String, String)>,
+    ApiPath((name, id)): ApiPath<(String, String)>,
 ) -> Result<Response, ApiError> {
     pipeline_config(&s, &name)?;
     lakefish_schemas::names::check_segment("run id", &id, 128)
@@ -713,6 +714,54 @@ async fn pipeline_run(
         .await?
         .ok_or_else(|| ApiError::NotFound(format!("pipeline {name} has no run {id}")))?;
     Ok(Json(run).into_response())
+}
+
+/// A path parameter, refused like an unknown name (JSON 404) when it cannot be decoded (a
+/// segment that is not UTF-8), instead of axum's plain-text 400.
+pub struct ApiPath<T>(pub T);
+
+impl<S, T> axum::extract::FromRequestParts<S> for ApiPath<T>
+where
+    T: serde::de::DeserializeOwned + Send,
+    S: Send + Sync,
+{
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        state: &S,
+    ) -> Result<Self, ApiError> {
+        match Path::<T>::from_request_parts(parts, state).await {
+            Ok(Path(t)) => Ok(ApiPath(t)),
+            Err(e) => Err(ApiError::NotFound(format!("not found: {}", e.body_text()))),
+        }
+    }
+}
+
+/// A query string, refused as a JSON 400 naming what is wrong (axum's answers plain text).
+pub struct ApiQuery<T>(pub T);
+
+impl<S, T> axum::extract::FromRequestParts<S> for ApiQuery<T>
+where
+    T: serde::de::DeserializeOwned + Send,
+    S: Send + Sync,
+{
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        state: &S,
+    ) -> Result<Self, ApiError> {
+        match Query::<T>::from_request_parts(parts, state).await {
+            Ok(Query(t)) => Ok(ApiQuery(t)),
+            Err(e) => Err(ApiError::BadRequest(e.body_text())),
+        }
+    }
+}
+
+/// A known path with a method it does not serve: JSON like every other error.
+async fn method_not_allowed() -> ApiError {
+    ApiError::MethodNotAllowed("method not allowed on this path (see /v1/openapi.json)".into())
 }
 
 async fn not_found() -> ApiError {
@@ -772,7 +821,10 @@ fn parse_id(id: &str) -> Result<JobId, ApiError> {
         .ok_or_else(|| ApiError::NotFound(format!("job {id:?} not found (ids are UUIDs)")))
 }
 
-async fn get_job(State(s): State<AppState>, Path(id): Path<String>) -> Result<Response, ApiError> {
+async fn get_job(
+    State(s): State<AppState>,
+    ApiPath(id): ApiPath<String>,
+) -> Result<Response, ApiError> {
     let id = parse_id(&id)?;
     let rec = s
         .jobs
@@ -791,9 +843,8 @@ struct ListJobs {
 
 async fn list_jobs(
     State(s): State<AppState>,
-    query: Result<Query<ListJobs>, axum::extract::rejection::QueryRejection>,
+    ApiQuery(q): ApiQuery<ListJobs>,
 ) -> Result<Response, ApiError> {
-    let Query(q) = query.map_err(|e| ApiError::BadRequest(e.body_text()))?;
     let state = match q.state.as_deref() {
         None => None,
         Some(st) => Some(JobState::parse(st).ok_or_else(|| {
@@ -962,8 +1013,8 @@ fn uploaded(key: &str, book: bool, up: Uploaded) -> Response {
 /// other machines can read it as `lake:raw/<source>/<name>`.
 async fn upload_raw(
     State(s): State<AppState>,
-    Path((source, name)): Path<(String, String)>,
-    query: Result<Query<UploadQuery>, axum::extract::rejection::QueryRejection>,
+    ApiPath((source, name)): ApiPath<(String, String)>,
+    ApiQuery(q): ApiQuery<UploadQuery>,
     headers: axum::http::HeaderMap,
     body: axum::body::Body,
 ) -> Result<Response, ApiError> {
@@ -973,7 +1024,6 @@ async fn upload_raw(
         ))
     })?;
     let key = raw_key(src, &name).map_err(|e| ApiError::BadRequest(e.to_string()))?;
-    let Query(q) = query.map_err(|e| ApiError::BadRequest(e.body_text()))?;
     let up = upload(&s, &key, &headers, body, q.replace).await?;
     Ok(uploaded(&key, false, up))
 }
@@ -981,14 +1031,13 @@ async fn upload_raw(
 /// Stores an opening book as `raw/books/<name>`; SPRT specs name it `lake:raw/books/<name>`.
 async fn upload_book(
     State(s): State<AppState>,
-    Path(name): Path<String>,
-    query: Result<Query<UploadQuery>, axum::extract::rejection::QueryRejection>,
+    ApiPath(name): ApiPath<String>,
+    ApiQuery(q): ApiQuery<UploadQuery>,
     headers: axum::http::HeaderMap,
     body: axum::body::Body,
 ) -> Result<Response, ApiError> {
     let key = lakefish_schemas::names::book_key(&name)
         .map_err(|e| ApiError::BadRequest(e.to_string()))?;
-    let Query(q) = query.map_err(|e| ApiError::BadRequest(e.body_text()))?;
     let up = upload(&s, &key, &headers, body, q.replace).await?;
     Ok(uploaded(&key, true, up))
 }
@@ -998,7 +1047,10 @@ async fn shuffles(State(s): State<AppState>) -> Result<Response, ApiError> {
     Ok(Json(crate::bodies::ShuffleList { shuffles: all }).into_response())
 }
 
-async fn shuffle(State(s): State<AppState>, Path(id): Path<String>) -> Result<Response, ApiError> {
+async fn shuffle(
+    State(s): State<AppState>,
+    ApiPath(id): ApiPath<String>,
+) -> Result<Response, ApiError> {
     let unknown = || ApiError::NotFound(format!("shuffle {id:?} not found"));
     lakefish_schemas::names::check_segment("shuffle", &id, 64).map_err(|_| unknown())?;
     let status = lakefish_jobs::shuffle::shuffle_status(&s.lake, &id)
@@ -1012,7 +1064,10 @@ async fn runs(State(s): State<AppState>) -> Result<Response, ApiError> {
     Ok(Json(crate::bodies::RunList { runs: all }).into_response())
 }
 
-async fn run(State(s): State<AppState>, Path(id): Path<String>) -> Result<Response, ApiError> {
+async fn run(
+    State(s): State<AppState>,
+    ApiPath(id): ApiPath<String>,
+) -> Result<Response, ApiError> {
     let unknown = || ApiError::NotFound(format!("run {id:?} not found"));
     lakefish_schemas::names::check_segment("run", &id, 64).map_err(|_| unknown())?;
     let v = lakefish_jobs::nets::run_with_metrics(&s.lake, &id)
@@ -1027,7 +1082,10 @@ async fn nets(State(s): State<AppState>) -> Result<Response, ApiError> {
     Ok(Json(crate::bodies::NetList { nets: all, best }).into_response())
 }
 
-async fn net(State(s): State<AppState>, Path(name): Path<String>) -> Result<Response, ApiError> {
+async fn net(
+    State(s): State<AppState>,
+    ApiPath(name): ApiPath<String>,
+) -> Result<Response, ApiError> {
     let name = lakefish_jobs::nets::resolve_net_name(&s.lake, &name).await?;
     let m = lakefish_jobs::nets::read_net(&s.lake, &name)
         .await?
@@ -1039,7 +1097,7 @@ async fn net(State(s): State<AppState>, Path(name): Path<String>) -> Result<Resp
 /// out as a header so clients can check what arrived.
 async fn net_file(
     State(s): State<AppState>,
-    Path(name): Path<String>,
+    ApiPath(name): ApiPath<String>,
 ) -> Result<Response, ApiError> {
     let name = lakefish_jobs::nets::resolve_net_name(&s.lake, &name).await?;
     if lakefish_jobs::nets::read_net(&s.lake, &name)
@@ -1107,7 +1165,10 @@ fn sprt_id(id: &str) -> Result<(), ApiError> {
         .map_err(|_| ApiError::NotFound(format!("sprt test {id:?} not found")))
 }
 
-async fn get_sprt(State(s): State<AppState>, Path(id): Path<String>) -> Result<Response, ApiError> {
+async fn get_sprt(
+    State(s): State<AppState>,
+    ApiPath(id): ApiPath<String>,
+) -> Result<Response, ApiError> {
     sprt_id(&id)?;
     let st = lakefish_jobs::sprt::status(&s.lake, &id)
         .await?
@@ -1115,7 +1176,10 @@ async fn get_sprt(State(s): State<AppState>, Path(id): Path<String>) -> Result<R
     Ok(Json(st).into_response())
 }
 
-async fn sprt_pgn(State(s): State<AppState>, Path(id): Path<String>) -> Result<Response, ApiError> {
+async fn sprt_pgn(
+    State(s): State<AppState>,
+    ApiPath(id): ApiPath<String>,
+) -> Result<Response, ApiError> {
     sprt_id(&id)?;
     let pgn = lakefish_jobs::sprt::pgn(&s.lake, &id)
         .await?
@@ -1135,7 +1199,7 @@ struct SprtFilter {
 
 async fn list_sprt(
     State(s): State<AppState>,
-    Query(q): Query<SprtFilter>,
+    ApiQuery(q): ApiQuery<SprtFilter>,
 ) -> Result<Response, ApiError> {
     let state = match q.state.as_deref() {
         None => None,
@@ -1151,17 +1215,26 @@ async fn list_sprt(
 
 #[derive(Deserialize, JsonSchema)]
 struct CalcQuery {
+    /// Pentanomial pair counts LL,LD,DD,WD,WW.
+    #[schemars(regex(pattern = r"^[0-9]+(,[0-9]+){4}$"))]
     penta: Option<String>,
+    /// Game counts W,D,L.
+    #[schemars(regex(pattern = r"^[0-9]+,[0-9]+,[0-9]+$"))]
     wdl: Option<String>,
     #[serde(default)]
     elo0: f64,
+    /// Must be above `elo0`.
     #[serde(default = "two")]
     elo1: f64,
+    /// `normalized` or `logistic`.
     #[serde(default = "normalized")]
     model: String,
+    /// Error rates, each in (0, 1), together below 1.
     #[serde(default = "five_percent")]
+    #[schemars(range(min = 0.0, max = 1.0))]
     alpha: f64,
     #[serde(default = "five_percent")]
+    #[schemars(range(min = 0.0, max = 1.0))]
     beta: f64,
 }
 
@@ -1175,10 +1248,7 @@ fn five_percent() -> f64 {
     0.05
 }
 
-async fn sprt_calc(
-    query: Result<Query<CalcQuery>, axum::extract::rejection::QueryRejection>,
-) -> Result<Response, ApiError> {
-    let Query(q) = query.map_err(|e| ApiError::BadRequest(e.body_text()))?;
+async fn sprt_calc(ApiQuery(q): ApiQuery<CalcQuery>) -> Result<Response, ApiError> {
     let (kind, counts) = match (&q.penta, &q.wdl) {
         (Some(p), None) => ("penta", p),
         (None, Some(w)) => ("wdl", w),

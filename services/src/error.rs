@@ -15,6 +15,8 @@ pub enum ApiError {
     Forbidden(String),
     TooLarge(String),
     NotFound(String),
+    /// A known path with a method it does not serve.
+    MethodNotAllowed(String),
     /// The request contradicts what is stored (other bytes under an immutable name, a
     /// dataset name taken): nothing was changed.
     Conflict(String),
@@ -31,6 +33,7 @@ impl ApiError {
             ApiError::Forbidden(m) => (StatusCode::FORBIDDEN, m),
             ApiError::TooLarge(m) => (StatusCode::PAYLOAD_TOO_LARGE, m),
             ApiError::NotFound(m) => (StatusCode::NOT_FOUND, m),
+            ApiError::MethodNotAllowed(m) => (StatusCode::METHOD_NOT_ALLOWED, m),
             ApiError::Conflict(m) => (StatusCode::CONFLICT, m),
             ApiError::Unavailable(m) => (StatusCode::SERVICE_UNAVAILABLE, m),
             ApiError::Internal(m) => (StatusCode::INTERNAL_SERVER_ERROR, m),
