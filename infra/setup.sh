@@ -4,6 +4,7 @@
 #   - chromium (apt)                headless browser for the dashboard test
 #   - .venv with torch==2.11.0      libtorch for the trainer (tch 0.24), CPU-only and lean
 #   - pyarrow, duckdb, moto[server] interop checks and an S3-compatible server for tests
+#   - schemathesis                  fuzzes the API from its OpenAPI document in the tests
 # Re-running it only installs what is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -54,6 +55,8 @@ need=()
 .venv/bin/python -c 'import duckdb' 2>/dev/null || need+=(duckdb)
 [ -x .venv/bin/moto_server ] || need+=("moto[server]")
 .venv/bin/python -c 'import chess' 2>/dev/null || need+=(chess)
+# The API fuzzer the tests run against /v1/openapi.json (tests/tests/api_fuzz.rs).
+[ -x .venv/bin/schemathesis ] || need+=(schemathesis==4.32.5)
 if [ ${#need[@]} -gt 0 ]; then
   log "installing ${need[*]} into .venv"
   .venv/bin/pip install -q --disable-pip-version-check "${need[@]}"

@@ -87,7 +87,7 @@ pub fn read_metrics(bytes: &bytes::Bytes) -> Result<Vec<MetricsRow>, String> {
 }
 
 /// One metrics row of a run, as `GET /v1/runs/{id}` and the dashboard show it.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, schemars::JsonSchema)]
 pub struct MetricsPoint {
     pub step: u64,
     pub epoch: u32,
@@ -98,7 +98,7 @@ pub struct MetricsPoint {
 }
 
 /// A run's record with its metrics (`GET /v1/runs/{id}`: the record's fields and `metrics`).
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, schemars::JsonSchema)]
 pub struct RunWithMetrics {
     #[serde(flatten)]
     pub run: RunRecord,

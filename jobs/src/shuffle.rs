@@ -572,7 +572,7 @@ pub fn pile_task(
 }
 
 /// Where a shuffle stands: committed (its manifest), or passes still running.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, schemars::JsonSchema)]
 #[serde(tag = "state", rename_all = "snake_case")]
 pub enum ShuffleStatus {
     Committed(ShuffleManifest),

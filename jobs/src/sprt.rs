@@ -507,7 +507,7 @@ pub async fn pgn(lake: &Lake, id: &str) -> Result<Option<String>, JobError> {
 }
 
 /// LLR, bounds and Elo from counts alone (`lakefish sprt calc`, `GET /v1/sprt/calc`).
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, schemars::JsonSchema)]
 pub struct Calc {
     pub games: u64,
     pub model: String,

@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::DatasetName;
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct DatagenSpec {
     /// The evaluation both sides search with: a registered net, `best`, or `classical`.

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 pub const MANIFEST_FILE: &str = "_manifest.json";
 pub const MANIFEST_VERSION: u32 = 1;
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct DatasetManifest {
     pub version: u32,
@@ -31,7 +31,7 @@ pub struct DatasetManifest {
     pub created: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PartInfo {
     /// Path inside the dataset prefix: `part-NNNNN.parquet`, or `month=YYYY-MM/part-NNNNN.parquet`
@@ -42,7 +42,7 @@ pub struct PartInfo {
 }
 
 /// What one input file contributed, and what of it could not be read.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct InputReport {
     /// The input as given in the job spec.
@@ -82,7 +82,7 @@ impl InputReport {
 }
 
 /// A PGN game left out of the lake: `game` counts from 1 in its file.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SkippedGame {
     pub game: u64,
@@ -96,7 +96,7 @@ impl std::fmt::Display for SkippedGame {
 }
 
 /// A byte range of an input that was not ingested, and why.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SkippedRange {
     pub offset: u64,

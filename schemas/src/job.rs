@@ -32,7 +32,9 @@ pub enum SpecError {
 }
 
 /// Ids are UUIDv7: unique across machines and sortable by creation time.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(transparent)]
 pub struct JobId(String);
 
@@ -75,7 +77,7 @@ impl fmt::Display for JobId {
 }
 
 /// A validated job. Serialized as `{"kind": "...", "spec": {...}}`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "kind", content = "spec", rename_all = "snake_case")]
 pub enum JobSpec {
     IngestBinpack(IngestSpec),
@@ -99,10 +101,35 @@ pub enum JobSpec {
     SprtBatch(crate::SprtTask),
 }
 
+/// The body of `POST /v1/jobs`, for its schema and for clients: [`JobSpec::from_request`]
+/// reads it (it also names what is wrong in a bad one).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[schemars(transform = only_submittable_kinds)]
+pub struct SubmitRequest {
+    /// Payload version; 1 when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = JOB_PAYLOAD_VERSION))]
+    pub version: Option<u32>,
+    #[serde(flatten)]
+    pub job: JobSpec,
+}
+
+/// Drops the kinds only lakefish queues from the schema of a submission (they are refused).
+fn only_submittable_kinds(schema: &mut schemars::Schema) {
+    if let Some(serde_json::Value::Array(variants)) = schema.get_mut("oneOf") {
+        variants.retain(|v| {
+            let kind = v.pointer("/properties/kind/const").and_then(|k| k.as_str());
+            !kind
+                .and_then(JobKind::parse)
+                .is_some_and(JobKind::is_internal)
+        });
+    }
+}
+
 /// Ingest files into a dataset: Stockfish `.binpack` files (`ingest_binpack`) into
 /// `positions/source=binpack/dataset=<dataset>/`, or PGN (`ingest_pgn`, `.pgn` or
 /// `.pgn.zst`) into `positions/source=lichess/dataset=<dataset>/month=YYYY-MM/`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct IngestSpec {
     /// Local paths readable by the worker, or lake keys written as `lake:raw/...`.
@@ -375,7 +402,7 @@ fn from_spec<T: serde::de::DeserializeOwned>(spec: serde_json::Value) -> Result<
 /// What travels through the queue. The spec stays raw JSON until the worker has checked the
 /// payload version, so a payload from a newer lakefish is refused with a reason instead of
 /// failing to decode inside the queue.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct QueuedJob {
     pub version: u32,
     pub id: JobId,
@@ -401,7 +428,7 @@ impl QueuedJob {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum JobState {
     Queued,
@@ -437,7 +464,7 @@ impl JobState {
 }
 
 /// Progress reported as data: a stage, how far, out of how much.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Progress {
     pub stage: String,
     pub done: u64,
@@ -450,7 +477,7 @@ pub struct Progress {
 }
 
 /// The life of one job, as the API shows it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct JobRecord {
     pub id: JobId,
     pub kind: String,

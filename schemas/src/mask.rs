@@ -21,7 +21,7 @@ crate::segment_name!(
 /// A quiet-position definition: the side to move is not in check, the row's move is neither a
 /// capture (en passant included) nor a promotion, and the score is not null; optionally also
 /// a minimum ply and a maximum |score|.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct MaskDefinition {
     pub name: MaskName,
@@ -44,7 +44,7 @@ impl MaskDefinition {
 }
 
 /// `lakefish mask quiet`: write a mask for every part of one dataset.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct MaskSpec {
     pub dataset: DatasetName,
@@ -58,7 +58,7 @@ fn default_source() -> Source {
 }
 
 /// Written last: the mask is complete for the dataset version it names.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct MaskManifest {
     pub version: u32,
@@ -75,7 +75,7 @@ pub struct MaskManifest {
     pub created: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct MaskPart {
     pub name: String,

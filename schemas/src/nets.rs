@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 
 pub const NETS_PREFIX: &str = "nets";
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct QuantizeSpec {
     /// The training run (`run-...`).
@@ -63,7 +63,7 @@ impl QuantizeSpec {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RegisterSpec {
     pub run: String,
@@ -86,7 +86,7 @@ impl RegisterSpec {
 }
 
 /// How far the integer net is from the float model it came from.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct QuantizationError {
     /// Lake positions compared.
     pub positions: u64,
@@ -100,7 +100,7 @@ pub struct QuantizationError {
 }
 
 /// `runs/<run>/nets/step-NNNNNNNNN.json`: one quantized checkpoint.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct QuantizeReport {
     pub run: String,
     /// Checkpoint file name under `runs/<run>/checkpoints/`.
@@ -118,7 +118,7 @@ pub struct QuantizeReport {
 }
 
 /// `nets/<name>.json`: a registered net.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct NetManifest {
     /// `nn-<first 12 hex of sha256>.nnue`.
     pub name: String,
@@ -236,7 +236,7 @@ mod tests {
 /// is promoted; then the hand-written evaluation is the one to beat.
 pub const BEST_KEY: &str = "registry/best.json";
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BestNet {
     /// A registered net's name, `nn-<12 hex>`.

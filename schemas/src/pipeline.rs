@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 pub const PIPELINES_PREFIX: &str = "pipelines";
 
 /// A step of a run. Stored as its snake_case name (`"datagen"`, ..., `"done"`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum PipelineStep {
     Datagen,
@@ -65,7 +65,7 @@ impl std::fmt::Display for PipelineStep {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum RunState {
     Running,
@@ -76,7 +76,7 @@ pub enum RunState {
 }
 
 /// One job of a step (a step may have several: one ingest per new raw file).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct StepJob {
     pub step: PipelineStep,
@@ -87,7 +87,7 @@ pub struct StepJob {
     pub state: JobState,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PipelineRun {
     /// `<pipeline>-<UTC yyyymmddThhmmss>`.

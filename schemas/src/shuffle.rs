@@ -9,7 +9,7 @@ pub const SHUFFLE_MANIFEST_FILE: &str = "_manifest.json";
 pub const SHUFFLE_PLAN_FILE: &str = "_plan.json";
 pub const MAX_CHUNKS: u32 = 100_000;
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ShuffleSpec {
     pub datasets: Vec<DatasetName>,
@@ -25,7 +25,7 @@ pub struct ShuffleSpec {
 }
 
 /// A dataset with its source partition.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct DatasetRef {
     pub source: Source,
@@ -34,7 +34,7 @@ pub struct DatasetRef {
 
 /// One task of a shuffle fanned out over the queue: pass 1 for input part `index`
 /// (`shuffle_deal`), or pass 2 for pile `index` (`shuffle_pile`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ShuffleTask {
     /// The shuffle id, `sh-` and 12 hex digits.
@@ -98,7 +98,7 @@ impl ShuffleSpec {
 }
 
 /// One input part of a shuffle, in the fixed order that numbers the pass-1 jobs.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PlannedPart {
     /// The part's source when it is not the spec's `source` (an `extra` dataset).
@@ -110,7 +110,7 @@ pub struct PlannedPart {
 }
 
 /// Everything the passes need, fixed before any of them runs (`shuffled/<id>/_plan.json`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ShufflePlan {
     pub id: String,
@@ -121,7 +121,7 @@ pub struct ShufflePlan {
 }
 
 /// Written last (`shuffled/<id>/_manifest.json`): the shuffle is complete.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ShuffleManifest {
     pub version: u32,
@@ -142,7 +142,7 @@ pub struct ShuffleManifest {
     pub created: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ShuffleChunk {
     pub name: String,

@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 
 pub const SPRT_PREFIX: &str = "sprt";
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SprtSpec {
     /// The candidate: a registered net name, `best`, or `classical`.
@@ -153,7 +153,7 @@ pub fn parse_tc(tc: &str) -> Result<(u64, u64), String> {
 }
 
 /// An evaluation as a test resolved it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SprtSide {
     /// `classical` or a registered net's name.
     pub name: String,
@@ -162,7 +162,7 @@ pub struct SprtSide {
 }
 
 /// `sprt/<id>/test.json`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SprtPlan {
     pub id: String,
     pub spec: SprtSpec,
@@ -175,7 +175,7 @@ pub struct SprtPlan {
 }
 
 /// One batch of game pairs: `sprt/<id>/batches/batch-NNNNNN.json`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SprtBatch {
     pub index: u64,
     /// Index of the batch's first pair in the test.
@@ -188,7 +188,7 @@ pub struct SprtBatch {
 }
 
 /// A queued batch of an SPRT (internal job kind `sprt_batch`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SprtTask {
     pub sprt: String,
@@ -201,7 +201,7 @@ impl SprtTask {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum SprtState {
     Running,
@@ -235,7 +235,7 @@ impl SprtState {
 }
 
 /// Elo summary of counts (logistic Elo with its 95% interval, normalized Elo, LOS).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct EloSummary {
     pub elo: f64,
     pub elo_error: f64,
@@ -245,7 +245,7 @@ pub struct EloSummary {
 }
 
 /// Where a test stands: `GET /v1/sprt/{id}`, and `result.json` once decided.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SprtStatus {
     pub id: String,
     pub state: SprtState,

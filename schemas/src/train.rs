@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 pub const RUN_FILE: &str = "run.json";
 pub const METRICS_FILE: &str = "metrics.parquet";
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TrainSpec {
     /// The shuffle to train on (`sh-...`); its last `val_chunks` chunks are held out.
@@ -66,7 +66,7 @@ macro_rules! named_enum {
     ($(#[$meta:meta])* $name:ident, $what:literal,
      { $($(#[$vmeta:meta])* $variant:ident = $text:literal),+ $(,)? }) => {
         $(#[$meta])*
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize, schemars::JsonSchema)]
         pub enum $name {
             $($(#[$vmeta])* #[serde(rename = $text)] $variant,)+
         }
@@ -128,7 +128,7 @@ named_enum!(
     }
 );
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct InitFrom {
     pub run: String,
@@ -188,7 +188,7 @@ impl TrainSpec {
 }
 
 /// `runs/<id>/run.json`: what a run is and how far it got.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RunRecord {
     pub id: String,
     pub spec: TrainSpec,

@@ -15,6 +15,7 @@ use lakefish_lake::datasets::list_datasets;
 use lakefish_lake::records::JobStore;
 use lakefish_schemas::config::Config;
 use lakefish_schemas::{JobId, JobSpec, JobState, QueuedJob, Source, raw_key};
+use schemars::{JsonSchema, Schema, SchemaGenerator};
 use serde::Deserialize;
 use serde_json::json;
 use std::sync::Arc;
@@ -52,13 +53,36 @@ impl AppState {
     }
 }
 
+/// A request or response body: JSON of a Rust type (its schema derived from the type), or
+/// something else of a media type (pages, text, bytes).
+#[derive(Clone, Copy)]
+pub enum Body {
+    Json(fn(&mut SchemaGenerator) -> Schema),
+    Other(&'static str),
+}
+
+fn json<T: JsonSchema>() -> Body {
+    Body::Json(|g| g.subschema_for::<T>())
+}
+
+const HTML: Body = Body::Other("text/html");
+
 /// One route: the router is built from this table and `/v1/openapi.json` is generated from
-/// it, so the description cannot drift from what is served.
+/// it (bodies, statuses, parameters), so the description cannot drift from what is served.
 pub struct Route {
     pub method: Method,
     pub path: &'static str,
     pub summary: &'static str,
     handler: MethodRouter<AppState>,
+    /// The query string's type: each of its fields is one parameter.
+    pub query: Option<fn(&mut SchemaGenerator) -> Schema>,
+    pub request: Option<Body>,
+    /// Success statuses and their bodies.
+    pub ok: Vec<(StatusCode, Body)>,
+    /// Error statuses besides 401/403 (added for routes that need a token).
+    pub errors: Vec<StatusCode>,
+    /// Dashboard pages show their errors as HTML (the token check still answers JSON).
+    pub page: bool,
 }
 
 fn route(
@@ -72,207 +96,322 @@ fn route(
         path,
         summary,
         handler,
+        query: None,
+        request: None,
+        ok: Vec::new(),
+        errors: Vec::new(),
+        page: false,
     }
 }
 
+impl Route {
+    fn ok(mut self, status: StatusCode, body: Body) -> Self {
+        self.ok.push((status, body));
+        self
+    }
+
+    fn errors(mut self, codes: &[StatusCode]) -> Self {
+        self.errors.extend_from_slice(codes);
+        self
+    }
+
+    fn query<T: JsonSchema>(mut self) -> Self {
+        self.query = Some(|g| g.subschema_for::<T>());
+        self
+    }
+
+    fn request(mut self, body: Body) -> Self {
+        self.request = Some(body);
+        self
+    }
+
+    /// A dashboard page: HTML, 503 when the lake does not answer.
+    fn page(mut self) -> Self {
+        self.page = true;
+        self.ok(StatusCode::OK, HTML).errors(&[UNAVAILABLE])
+    }
+}
+
+const OK: StatusCode = StatusCode::OK;
+const CREATED: StatusCode = StatusCode::CREATED;
+const ACCEPTED: StatusCode = StatusCode::ACCEPTED;
+const BAD: StatusCode = StatusCode::BAD_REQUEST;
+const NOT_FOUND: StatusCode = StatusCode::NOT_FOUND;
+const CONFLICT: StatusCode = StatusCode::CONFLICT;
+const TOO_LARGE: StatusCode = StatusCode::PAYLOAD_TOO_LARGE;
+const UNAVAILABLE: StatusCode = StatusCode::SERVICE_UNAVAILABLE;
+
 pub fn routes() -> Vec<Route> {
+    use crate::bodies::*;
     use crate::dashboard as ui;
     use Method as M;
+    let bytes = Body::Other("application/octet-stream");
     vec![
         route(
             M::GET,
             "/",
             "Dashboard: overview (HTML).",
             get(ui::overview),
-        ),
+        )
+        .page(),
         route(
             M::GET,
             "/ui/jobs",
             "Dashboard: jobs with progress (HTML).",
             get(ui::jobs),
-        ),
+        )
+        .page(),
         route(
             M::GET,
             "/ui/datasets",
             "Dashboard: datasets (HTML).",
             get(ui::datasets),
-        ),
+        )
+        .page(),
         route(
             M::GET,
             "/ui/runs",
             "Dashboard: training runs (HTML).",
             get(ui::runs),
-        ),
+        )
+        .page(),
         route(
             M::GET,
             "/ui/runs/{id}",
             "Dashboard: one run with its loss curves (HTML).",
             get(ui::run),
-        ),
+        )
+        .page()
+        .errors(&[NOT_FOUND]),
         route(
             M::GET,
             "/ui/nets",
             "Dashboard: registered nets (HTML).",
             get(ui::nets),
-        ),
+        )
+        .page(),
         route(
             M::GET,
             "/ui/nets/{name}",
             "Dashboard: one net with its lineage (HTML).",
             get(ui::net),
-        ),
+        )
+        .page()
+        .errors(&[NOT_FOUND]),
         route(
             M::GET,
             "/ui/sprt",
             "Dashboard: SPRT tests (HTML).",
             get(ui::sprt_list),
-        ),
+        )
+        .page(),
         route(
             M::GET,
             "/ui/sprt/{id}",
             "Dashboard: one SPRT test with its LLR trajectory (HTML).",
             get(ui::sprt),
-        ),
+        )
+        .page()
+        .errors(&[NOT_FOUND]),
         route(
             M::GET,
             "/ui/pipelines",
             "Dashboard: pipelines and their runs (HTML).",
             get(ui::pipelines),
-        ),
+        )
+        .page(),
         route(
             M::GET,
             "/healthz",
             "Liveness: the lake and queue in use (no token needed).",
             get(healthz),
-        ),
+        )
+        .ok(OK, json::<Health>()),
         route(
             M::GET,
             "/metrics",
             "Prometheus metrics computed from the lake.",
             get(metrics),
-        ),
+        )
+        .ok(OK, Body::Other("text/plain"))
+        .errors(&[UNAVAILABLE]),
         route(
             M::GET,
             "/v1/openapi.json",
             "This description.",
             get(openapi),
-        ),
+        )
+        .ok(OK, json::<serde_json::Map<String, serde_json::Value>>()),
         route(
             M::POST,
             "/v1/jobs",
             "Submit a job: {kind, spec}; 202 with its id.",
             post(submit_job),
-        ),
+        )
+        .request(json::<lakefish_schemas::job::SubmitRequest>())
+        .ok(ACCEPTED, json::<Submitted>())
+        .errors(&[BAD, TOO_LARGE, UNAVAILABLE]),
         route(
             M::GET,
             "/v1/jobs",
             "Job records, newest first (?state=&limit=).",
             get(list_jobs),
-        ),
+        )
+        .query::<ListJobs>()
+        .ok(OK, json::<JobList>())
+        .errors(&[BAD, UNAVAILABLE]),
         route(
             M::GET,
             "/v1/jobs/{id}",
             "One job record: state, progress, result, error.",
             get(get_job),
-        ),
+        )
+        .ok(OK, json::<lakefish_schemas::JobRecord>())
+        .errors(&[NOT_FOUND, UNAVAILABLE]),
         route(
             M::GET,
             "/v1/datasets",
             "Committed datasets with their masks.",
             get(datasets),
-        ),
+        )
+        .ok(OK, json::<DatasetList>())
+        .errors(&[UNAVAILABLE]),
         route(
             M::PUT,
             "/v1/raw/{source}/{name}",
             "Stream an input file into raw/<source>/<name>.",
             put(upload_raw),
-        ),
+        )
+        .query::<UploadQuery>()
+        .request(bytes)
+        .ok(CREATED, json::<RawUploaded>())
+        .ok(OK, json::<RawUploaded>())
+        .errors(&[BAD, NOT_FOUND, CONFLICT, TOO_LARGE, UNAVAILABLE]),
         route(
             M::PUT,
             "/v1/books/{name}",
             "Stream an opening book into raw/books/<name>.",
             put(upload_book),
-        ),
-        route(M::GET, "/v1/shuffles", "Committed shuffles.", get(shuffles)),
+        )
+        .query::<UploadQuery>()
+        .request(bytes)
+        .ok(CREATED, json::<BookUploaded>())
+        .ok(OK, json::<BookUploaded>())
+        .errors(&[BAD, NOT_FOUND, CONFLICT, TOO_LARGE, UNAVAILABLE]),
+        route(M::GET, "/v1/shuffles", "Committed shuffles.", get(shuffles))
+            .ok(OK, json::<ShuffleList>())
+            .errors(&[UNAVAILABLE]),
         route(
             M::GET,
             "/v1/shuffles/{id}",
             "One shuffle's manifest.",
             get(shuffle),
-        ),
-        route(M::GET, "/v1/runs", "Training runs.", get(runs)),
+        )
+        .ok(OK, json::<lakefish_jobs::shuffle::ShuffleStatus>())
+        .errors(&[NOT_FOUND, UNAVAILABLE]),
+        route(M::GET, "/v1/runs", "Training runs.", get(runs))
+            .ok(OK, json::<RunList>())
+            .errors(&[UNAVAILABLE]),
         route(
             M::GET,
             "/v1/runs/{id}",
             "One run with its metrics rows.",
             get(run),
-        ),
+        )
+        .ok(OK, json::<lakefish_jobs::nets::RunWithMetrics>())
+        .errors(&[NOT_FOUND, UNAVAILABLE]),
         route(
             M::GET,
             "/v1/nets",
             "Registered nets, and the best one (null before any promotion).",
             get(nets),
-        ),
+        )
+        .ok(OK, json::<NetList>())
+        .errors(&[UNAVAILABLE]),
         route(
             M::GET,
             "/v1/nets/{name}",
             "One net's manifest (name `best`: the best net's).",
             get(net),
-        ),
+        )
+        .ok(OK, json::<lakefish_schemas::NetManifest>())
+        .errors(&[NOT_FOUND, UNAVAILABLE]),
         route(
             M::GET,
             "/v1/nets/{name}/file",
             "The .nnue bytes, hash-checked (x-sha256); `best` works here too.",
             get(net_file),
-        ),
+        )
+        .ok(OK, bytes)
+        .errors(&[NOT_FOUND, UNAVAILABLE]),
         route(
             M::POST,
             "/v1/sprt",
             "Plan and queue an SPRT test; 202 with its id.",
             post(submit_sprt),
-        ),
+        )
+        .request(json::<lakefish_schemas::SprtSpec>())
+        .ok(ACCEPTED, json::<SprtSubmitted>())
+        .errors(&[BAD, NOT_FOUND, TOO_LARGE, UNAVAILABLE]),
         route(
             M::GET,
             "/v1/sprt",
             "SPRT tests, newest first (?net=&state=).",
             get(list_sprt),
-        ),
+        )
+        .query::<SprtFilter>()
+        .ok(OK, json::<SprtList>())
+        .errors(&[BAD, UNAVAILABLE]),
         route(
             M::GET,
             "/v1/sprt/calc",
             "LLR, Elo and LOS from counts (?penta= or ?wdl=).",
             get(sprt_calc),
-        ),
+        )
+        .query::<CalcQuery>()
+        .ok(OK, json::<lakefish_jobs::sprt::Calc>())
+        .errors(&[BAD]),
         route(
             M::GET,
             "/v1/sprt/{id}",
             "One SPRT test's status.",
             get(get_sprt),
-        ),
+        )
+        .ok(OK, json::<lakefish_schemas::SprtStatus>())
+        .errors(&[NOT_FOUND, UNAVAILABLE]),
         route(
             M::GET,
             "/v1/sprt/{id}/pgn",
             "The counted games of a test.",
             get(sprt_pgn),
-        ),
+        )
+        .ok(OK, Body::Other("application/x-chess-pgn"))
+        .errors(&[NOT_FOUND, UNAVAILABLE]),
         route(
             M::GET,
             "/v1/pipelines",
             "Configured pipelines, schedules and recent runs.",
             get(pipelines),
-        ),
+        )
+        .ok(OK, json::<PipelineList>())
+        .errors(&[UNAVAILABLE]),
         route(
             M::POST,
             "/v1/pipelines/{name}/run",
             "Start a pipeline run (202) or join the running one (200).",
             post(run_pipeline),
-        ),
+        )
+        .ok(ACCEPTED, json::<PipelineStarted>())
+        .ok(OK, json::<PipelineStarted>())
+        .errors(&[NOT_FOUND, UNAVAILABLE]),
         route(
             M::GET,
             "/v1/pipelines/{name}/runs/{id}",
             "One pipeline run.",
             get(pipeline_run),
-        ),
+        )
+        .ok(OK, json::<lakefish_schemas::pipeline::PipelineRun>())
+        .errors(&[NOT_FOUND, UNAVAILABLE]),
     ]
 }
 
@@ -282,6 +421,7 @@ pub fn router(state: AppState) -> Router {
         r = r.route(rt.path, rt.handler);
     }
     r.fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
         .layer(axum::extract::DefaultBodyLimit::max(state.max_body()))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
@@ -290,32 +430,73 @@ pub fn router(state: AppState) -> Router {
         .with_state(state)
 }
 
-/// OpenAPI 3.1 from the route table: paths, methods, path parameters and the scope each
-/// route needs (the same function the auth middleware asks).
+/// Where schemas live in the document; schemars writes its `$ref`s against this path.
+const COMPONENTS: &str = "/components/schemas";
+/// Request schemas describe what is read (fields with defaults optional), responses what is
+/// written (always-present fields required); a type used both ways gets a second,
+/// suffixed component for its request shape.
+const REQUEST_SUFFIX: &str = "Input";
+
+/// OpenAPI 3.1 from the route table: for each route its parameters, request body, success
+/// and error statuses with their bodies' schemas (JSON Schema 2020-12, derived from the Rust
+/// types), and the scope it needs (the same function the auth middleware asks).
 pub fn openapi_document() -> serde_json::Value {
+    use schemars::generate::SchemaSettings;
+    let settings = SchemaSettings::draft2020_12().with(|s| {
+        s.definitions_path = COMPONENTS.into();
+        s.meta_schema = None;
+    });
+    let mut out = settings.clone().for_serialize().into_generator();
+    let mut inp = settings.for_deserialize().into_generator();
+    let error = out.subschema_for::<crate::bodies::ErrorBody>().to_value();
     let mut paths = serde_json::Map::new();
     for rt in routes() {
-        let params: Vec<serde_json::Value> = rt
+        let mut params: Vec<serde_json::Value> = rt
             .path
             .split('/')
             .filter_map(|seg| seg.strip_prefix('{')?.strip_suffix('}'))
-            .map(|name| json!({ "name": name, "in": "path", "required": true, "schema": { "type": "string" } }))
+            .map(|name| json!({ "name": name, "in": "path", "required": true, "schema": { "type": "string", "minLength": 1 } }))
             .collect();
+        if let Some(query) = rt.query {
+            params.extend(query_parameters(&mut inp, query));
+        }
         let scope = crate::auth::needed_scope(&rt.method, rt.path);
+        let mut responses = serde_json::Map::new();
+        for (status, body) in &rt.ok {
+            responses.insert(
+                status.as_u16().to_string(),
+                json!({ "description": status.canonical_reason(), "content": content(&mut out, *body) }),
+            );
+        }
+        let mut errors = rt.errors.clone();
+        if scope.is_some() {
+            errors.extend([StatusCode::UNAUTHORIZED, StatusCode::FORBIDDEN]);
+        }
+        errors.sort();
+        for status in errors {
+            // The token check answers JSON before any page is made.
+            let html = rt.page && !matches!(status.as_u16(), 401 | 403);
+            let content = if html {
+                json!({ "text/html": { "schema": { "type": "string" } } })
+            } else {
+                json!({ "application/json": { "schema": error } })
+            };
+            responses.insert(
+                status.as_u16().to_string(),
+                json!({ "description": error_description(status), "content": content }),
+            );
+        }
         let mut op = json!({
             "summary": rt.summary,
             "operationId": format!("{} {}", rt.method, rt.path),
-            "responses": {
-                "200": { "description": "OK (202 Accepted for queued work, 201 Created for uploads)" },
-                "400": { "description": "Bad request; {\"error\"} says what is wrong" },
-                "401": { "description": "No or unknown token (when tokens are configured)" },
-                "403": { "description": "The token lacks the scope" },
-                "404": { "description": "Not found" }
-            },
+            "responses": responses,
             "x-lakefish-scope": scope.map(|s| s.as_str()),
         });
         if !params.is_empty() {
             op["parameters"] = serde_json::Value::Array(params);
+        }
+        if let Some(body) = rt.request {
+            op["requestBody"] = json!({ "required": true, "content": content(&mut inp, body) });
         }
         if scope.is_some() {
             op["security"] = json!([{ "bearer": [] }]);
@@ -325,21 +506,140 @@ pub fn openapi_document() -> serde_json::Value {
             .or_insert_with(|| json!({}));
         entry[rt.method.as_str().to_ascii_lowercase()] = op;
     }
-    json!({
+    let mut schemas = out.take_definitions(true);
+    for (name, schema) in inp.take_definitions(true) {
+        schemas.insert(format!("{name}{REQUEST_SUFFIX}"), schema);
+    }
+    let mut doc = json!({
         "openapi": "3.1.0",
         "info": { "title": "lakefish", "version": env!("CARGO_PKG_VERSION"),
                   "description": "NNUE training data lake and job service. See the README for the job specs." },
-        "components": { "securitySchemes": { "bearer": { "type": "http", "scheme": "bearer" } } },
+        "components": {
+            "securitySchemes": { "bearer": { "type": "http", "scheme": "bearer" } },
+            "schemas": schemas,
+        },
         "paths": paths,
-    })
+    });
+    rename_request_refs(&mut doc);
+    doc
+}
+
+/// The content map of a body: its media type and schema.
+fn content(g: &mut SchemaGenerator, body: Body) -> serde_json::Value {
+    match body {
+        Body::Json(schema) => json!({ "application/json": { "schema": schema(g) } }),
+        Body::Other(media) if media.starts_with("text/") || media.ends_with("-pgn") => {
+            json!({ media: { "schema": { "type": "string" } } })
+        }
+        Body::Other(media) => {
+            json!({ media: { "schema": { "type": "string", "format": "binary" } } })
+        }
+    }
+}
+
+/// One query parameter per field of the query type (inlined, so each has its own schema).
+fn query_parameters(
+    g: &mut SchemaGenerator,
+    query: fn(&mut SchemaGenerator) -> Schema,
+) -> Vec<serde_json::Value> {
+    let mut schema = query(g).to_value();
+    if let Some(name) = schema["$ref"]
+        .as_str()
+        .and_then(|r| r.rsplit('/').next())
+        .map(str::to_string)
+    {
+        schema = g.definitions_mut().remove(&name).unwrap_or_default();
+    }
+    let required: Vec<&str> = schema["required"]
+        .as_array()
+        .map(|r| r.iter().filter_map(|v| v.as_str()).collect())
+        .unwrap_or_default();
+    let Some(props) = schema["properties"].as_object() else {
+        return Vec::new();
+    };
+    props
+        .iter()
+        .map(|(name, prop)| {
+            let mut prop = prop.clone();
+            // A query value is present or absent, never `null`.
+            if let Some(types) = prop["type"].as_array() {
+                let types: Vec<_> = types.iter().filter(|t| *t != "null").cloned().collect();
+                prop["type"] = match types.as_slice() {
+                    [one] => one.clone(),
+                    _ => serde_json::Value::Array(types),
+                };
+            }
+            if let Some(obj) = prop.as_object_mut() {
+                obj.remove("default");
+            }
+            json!({ "name": name, "in": "query", "required": required.contains(&name.as_str()), "schema": prop })
+        })
+        .collect()
+}
+
+fn error_description(status: StatusCode) -> &'static str {
+    match status.as_u16() {
+        400 => "Bad request; {\"error\"} says what is wrong",
+        401 => "No or unknown token (when tokens are configured)",
+        403 => "The token lacks the scope",
+        404 => "Not found",
+        409 => "Conflicts with what is stored; nothing was changed",
+        413 => "Body larger than the configured limit",
+        503 => "The lake or the queue did not answer; try again",
+        _ => "Error",
+    }
+}
+
+/// Points the `$ref`s of request schemas (under `requestBody`, query parameters and the
+/// suffixed components) at the suffixed components.
+fn rename_request_refs(doc: &mut serde_json::Value) {
+    fn walk(v: &mut serde_json::Value) {
+        match v {
+            serde_json::Value::Object(map) => {
+                for (k, child) in map.iter_mut() {
+                    if k == "$ref"
+                        && let serde_json::Value::String(r) = child
+                    {
+                        r.push_str(REQUEST_SUFFIX);
+                    } else {
+                        walk(child);
+                    }
+                }
+            }
+            serde_json::Value::Array(items) => items.iter_mut().for_each(walk),
+            _ => {}
+        }
+    }
+    if let Some(paths) = doc["paths"].as_object_mut() {
+        for op in paths.values_mut().flat_map(|p| p.as_object_mut()) {
+            for op in op.values_mut().flat_map(|o| o.as_object_mut()) {
+                for key in ["requestBody", "parameters"] {
+                    if let Some(v) = op.get_mut(key) {
+                        walk(v);
+                    }
+                }
+            }
+        }
+    }
+    if let Some(schemas) = doc["components"]["schemas"].as_object_mut() {
+        for (name, schema) in schemas.iter_mut() {
+            if name.ends_with(REQUEST_SUFFIX) {
+                walk(schema);
+            }
+        }
+    }
 }
 
 async fn openapi() -> Json<serde_json::Value> {
     Json(openapi_document())
 }
 
-async fn healthz(State(s): State<AppState>) -> Json<serde_json::Value> {
-    Json(json!({ "status": "ok", "lake": s.lake.describe(), "queue": s.queue.describe() }))
+async fn healthz(State(s): State<AppState>) -> Json<crate::bodies::Health> {
+    Json(crate::bodies::Health {
+        status: "ok",
+        lake: s.lake.describe().to_string(),
+        queue: s.queue.describe(),
+    })
 }
 
 async fn metrics(State(s): State<AppState>) -> Result<Response, ApiError> {
@@ -356,14 +656,14 @@ async fn pipelines(State(s): State<AppState>) -> Result<Response, ApiError> {
     let mut out = Vec::new();
     for (name, p) in &s.config.pipelines {
         let runs = lakefish_jobs::pipeline::list_runs(&s.lake, name, 10).await?;
-        out.push(json!({
-            "name": name,
-            "schedule": p.schedule,
-            "next_run": p.schedule.as_deref().and_then(crate::scheduler::next_time),
-            "runs": runs,
-        }));
+        out.push(crate::bodies::PipelineSummary {
+            name: name.clone(),
+            schedule: p.schedule.clone(),
+            next_run: p.schedule.as_deref().and_then(crate::scheduler::next_time),
+            runs,
+        });
     }
-    Ok(Json(json!({ "pipelines": out })).into_response())
+    Ok(Json(crate::bodies::PipelineList { pipelines: out }).into_response())
 }
 
 fn pipeline_config(s: &AppState, name: &str) -> Result<(), ApiError> {
@@ -385,7 +685,7 @@ fn pipeline_config(s: &AppState, name: &str) -> Result<(), ApiError> {
 /// Starts a run now (202), or answers with the run already in progress (200).
 async fn run_pipeline(
     State(s): State<AppState>,
-    Path(name): Path<String>,
+    ApiPath(name): ApiPath<String>,
 ) -> Result<Response, ApiError> {
     pipeline_config(&s, &name)?;
     let (run, started) = lakefish_jobs::pipeline::start_run(&s.lake, &name, "manual").await?;
@@ -397,14 +697,14 @@ async fn run_pipeline(
     let url = format!("/v1/pipelines/{name}/runs/{}", run.id);
     Ok((
         status,
-        Json(json!({ "run": run, "started": started, "url": url })),
+        Json(crate::bodies::PipelineStarted { run, started, url }),
     )
         .into_response())
 }
 
 async fn pipeline_run(
     State(s): State<AppState>,
-    Path((name, id)): Path<(String, String)>,
+    ApiPath((name, id)): ApiPath<(String, String)>,
 ) -> Result<Response, ApiError> {
     pipeline_config(&s, &name)?;
     lakefish_schemas::names::check_segment("run id", &id, 128)
@@ -413,6 +713,54 @@ async fn pipeline_run(
         .await?
         .ok_or_else(|| ApiError::NotFound(format!("pipeline {name} has no run {id}")))?;
     Ok(Json(run).into_response())
+}
+
+/// A path parameter, refused like an unknown name (JSON 404) when it cannot be decoded (a
+/// segment that is not UTF-8), instead of axum's plain-text 400.
+pub struct ApiPath<T>(pub T);
+
+impl<S, T> axum::extract::FromRequestParts<S> for ApiPath<T>
+where
+    T: serde::de::DeserializeOwned + Send,
+    S: Send + Sync,
+{
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        state: &S,
+    ) -> Result<Self, ApiError> {
+        match Path::<T>::from_request_parts(parts, state).await {
+            Ok(Path(t)) => Ok(ApiPath(t)),
+            Err(e) => Err(ApiError::NotFound(format!("not found: {}", e.body_text()))),
+        }
+    }
+}
+
+/// A query string, refused as a JSON 400 naming what is wrong (axum's answers plain text).
+pub struct ApiQuery<T>(pub T);
+
+impl<S, T> axum::extract::FromRequestParts<S> for ApiQuery<T>
+where
+    T: serde::de::DeserializeOwned + Send,
+    S: Send + Sync,
+{
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        state: &S,
+    ) -> Result<Self, ApiError> {
+        match Query::<T>::from_request_parts(parts, state).await {
+            Ok(Query(t)) => Ok(ApiQuery(t)),
+            Err(e) => Err(ApiError::BadRequest(e.body_text())),
+        }
+    }
+}
+
+/// A known path with a method it does not serve: JSON like every other error.
+async fn method_not_allowed() -> ApiError {
+    ApiError::MethodNotAllowed("method not allowed on this path (see /v1/openapi.json)".into())
 }
 
 async fn not_found() -> ApiError {
@@ -437,7 +785,11 @@ async fn submit_job(
         let _ = s.jobs.put(&failed).await;
         return Err(ApiError::Unavailable(format!("queue unavailable: {e}")));
     }
-    let body = json!({ "id": id, "state": "queued", "url": format!("/v1/jobs/{id}") });
+    let body = crate::bodies::Submitted {
+        url: format!("/v1/jobs/{id}"),
+        id,
+        state: JobState::Queued,
+    };
     Ok((StatusCode::ACCEPTED, Json(body)).into_response())
 }
 
@@ -468,7 +820,10 @@ fn parse_id(id: &str) -> Result<JobId, ApiError> {
         .ok_or_else(|| ApiError::NotFound(format!("job {id:?} not found (ids are UUIDs)")))
 }
 
-async fn get_job(State(s): State<AppState>, Path(id): Path<String>) -> Result<Response, ApiError> {
+async fn get_job(
+    State(s): State<AppState>,
+    ApiPath(id): ApiPath<String>,
+) -> Result<Response, ApiError> {
     let id = parse_id(&id)?;
     let rec = s
         .jobs
@@ -478,7 +833,7 @@ async fn get_job(State(s): State<AppState>, Path(id): Path<String>) -> Result<Re
     Ok(Json(rec).into_response())
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct ListJobs {
     state: Option<String>,
@@ -487,9 +842,8 @@ struct ListJobs {
 
 async fn list_jobs(
     State(s): State<AppState>,
-    query: Result<Query<ListJobs>, axum::extract::rejection::QueryRejection>,
+    ApiQuery(q): ApiQuery<ListJobs>,
 ) -> Result<Response, ApiError> {
-    let Query(q) = query.map_err(|e| ApiError::BadRequest(e.body_text()))?;
     let state = match q.state.as_deref() {
         None => None,
         Some(st) => Some(JobState::parse(st).ok_or_else(|| {
@@ -500,7 +854,7 @@ async fn list_jobs(
     };
     let limit = q.limit.unwrap_or(100).clamp(1, 10_000);
     let jobs = s.jobs.list(state, limit).await?;
-    Ok(Json(json!({ "jobs": jobs })).into_response())
+    Ok(Json(crate::bodies::JobList { jobs }).into_response())
 }
 
 /// Committed datasets, and the ones being written (`writing`: each claim with its job,
@@ -508,11 +862,11 @@ async fn list_jobs(
 async fn datasets(State(s): State<AppState>) -> Result<Response, ApiError> {
     let datasets = list_datasets(&s.lake).await?;
     let writing = lakefish_lake::datasets::list_claims(&s.lake).await?;
-    Ok(Json(json!({ "datasets": datasets, "writing": writing })).into_response())
+    Ok(Json(crate::bodies::DatasetList { datasets, writing }).into_response())
 }
 
 /// `?replace=true` on an upload: store other bytes under a name that is taken.
-#[derive(serde::Deserialize, Default)]
+#[derive(serde::Deserialize, Default, JsonSchema)]
 struct UploadQuery {
     #[serde(default)]
     replace: bool,
@@ -539,28 +893,42 @@ async fn upload(
 }
 
 /// The answer to an upload: 201 when stored, 200 when the same bytes were already there.
-fn uploaded(key: &str, field: &str, up: lakefish_lake::lake::Stored) -> Response {
+fn uploaded(key: &str, book: bool, up: lakefish_lake::lake::Stored) -> Response {
     let status = if up.created {
         StatusCode::CREATED
     } else {
         StatusCode::OK
     };
-    let body = json!({
-        "key": key,
-        field: format!("{}{key}", lakefish_lake::input::LAKE_PREFIX),
-        "bytes": up.bytes,
-        "sha256": up.sha256_hex(),
-        "created": up.created,
-    });
-    (status, Json(body)).into_response()
+    let lake_name = format!("{}{key}", lakefish_lake::input::LAKE_PREFIX);
+    let key = key.to_string();
+    let (bytes, sha256, created) = (up.bytes, up.sha256_hex(), up.created);
+    if book {
+        let body = crate::bodies::BookUploaded {
+            key,
+            book: lake_name,
+            bytes,
+            sha256,
+            created,
+        };
+        (status, Json(body)).into_response()
+    } else {
+        let body = crate::bodies::RawUploaded {
+            key,
+            input: lake_name,
+            bytes,
+            sha256,
+            created,
+        };
+        (status, Json(body)).into_response()
+    }
 }
 
 /// Streams an input file into `raw/<source>/<name>` (constant memory, any size), so workers on
 /// other machines can read it as `lake:raw/<source>/<name>`.
 async fn upload_raw(
     State(s): State<AppState>,
-    Path((source, name)): Path<(String, String)>,
-    query: Result<Query<UploadQuery>, axum::extract::rejection::QueryRejection>,
+    ApiPath((source, name)): ApiPath<(String, String)>,
+    ApiQuery(q): ApiQuery<UploadQuery>,
     headers: axum::http::HeaderMap,
     body: axum::body::Body,
 ) -> Result<Response, ApiError> {
@@ -570,32 +938,33 @@ async fn upload_raw(
         ))
     })?;
     let key = raw_key(src, &name).map_err(|e| ApiError::BadRequest(e.to_string()))?;
-    let Query(q) = query.map_err(|e| ApiError::BadRequest(e.body_text()))?;
     let up = upload(&s, &key, &headers, body, q.replace).await?;
-    Ok(uploaded(&key, "input", up))
+    Ok(uploaded(&key, false, up))
 }
 
 /// Stores an opening book as `raw/books/<name>`; SPRT specs name it `lake:raw/books/<name>`.
 async fn upload_book(
     State(s): State<AppState>,
-    Path(name): Path<String>,
-    query: Result<Query<UploadQuery>, axum::extract::rejection::QueryRejection>,
+    ApiPath(name): ApiPath<String>,
+    ApiQuery(q): ApiQuery<UploadQuery>,
     headers: axum::http::HeaderMap,
     body: axum::body::Body,
 ) -> Result<Response, ApiError> {
     let key = lakefish_schemas::names::book_key(&name)
         .map_err(|e| ApiError::BadRequest(e.to_string()))?;
-    let Query(q) = query.map_err(|e| ApiError::BadRequest(e.body_text()))?;
     let up = upload(&s, &key, &headers, body, q.replace).await?;
-    Ok(uploaded(&key, "book", up))
+    Ok(uploaded(&key, true, up))
 }
 
 async fn shuffles(State(s): State<AppState>) -> Result<Response, ApiError> {
     let all = lakefish_jobs::shuffle::list_shuffles(&s.lake).await?;
-    Ok(Json(json!({ "shuffles": all })).into_response())
+    Ok(Json(crate::bodies::ShuffleList { shuffles: all }).into_response())
 }
 
-async fn shuffle(State(s): State<AppState>, Path(id): Path<String>) -> Result<Response, ApiError> {
+async fn shuffle(
+    State(s): State<AppState>,
+    ApiPath(id): ApiPath<String>,
+) -> Result<Response, ApiError> {
     let unknown = || ApiError::NotFound(format!("shuffle {id:?} not found"));
     lakefish_schemas::names::check_segment("shuffle", &id, 64).map_err(|_| unknown())?;
     let status = lakefish_jobs::shuffle::shuffle_status(&s.lake, &id)
@@ -606,10 +975,13 @@ async fn shuffle(State(s): State<AppState>, Path(id): Path<String>) -> Result<Re
 
 async fn runs(State(s): State<AppState>) -> Result<Response, ApiError> {
     let all = lakefish_jobs::nets::list_runs(&s.lake).await?;
-    Ok(Json(json!({ "runs": all })).into_response())
+    Ok(Json(crate::bodies::RunList { runs: all }).into_response())
 }
 
-async fn run(State(s): State<AppState>, Path(id): Path<String>) -> Result<Response, ApiError> {
+async fn run(
+    State(s): State<AppState>,
+    ApiPath(id): ApiPath<String>,
+) -> Result<Response, ApiError> {
     let unknown = || ApiError::NotFound(format!("run {id:?} not found"));
     lakefish_schemas::names::check_segment("run", &id, 64).map_err(|_| unknown())?;
     let v = lakefish_jobs::nets::run_with_metrics(&s.lake, &id)
@@ -621,10 +993,13 @@ async fn run(State(s): State<AppState>, Path(id): Path<String>) -> Result<Respon
 async fn nets(State(s): State<AppState>) -> Result<Response, ApiError> {
     let all = lakefish_jobs::nets::list_nets(&s.lake).await?;
     let best = lakefish_jobs::nets::read_best(&s.lake).await?;
-    Ok(Json(json!({ "nets": all, "best": best })).into_response())
+    Ok(Json(crate::bodies::NetList { nets: all, best }).into_response())
 }
 
-async fn net(State(s): State<AppState>, Path(name): Path<String>) -> Result<Response, ApiError> {
+async fn net(
+    State(s): State<AppState>,
+    ApiPath(name): ApiPath<String>,
+) -> Result<Response, ApiError> {
     let name = lakefish_jobs::nets::resolve_net_name(&s.lake, &name).await?;
     let m = lakefish_jobs::nets::read_net(&s.lake, &name)
         .await?
@@ -636,7 +1011,7 @@ async fn net(State(s): State<AppState>, Path(name): Path<String>) -> Result<Resp
 /// out as a header so clients can check what arrived.
 async fn net_file(
     State(s): State<AppState>,
-    Path(name): Path<String>,
+    ApiPath(name): ApiPath<String>,
 ) -> Result<Response, ApiError> {
     let name = lakefish_jobs::nets::resolve_net_name(&s.lake, &name).await?;
     if lakefish_jobs::nets::read_net(&s.lake, &name)
@@ -689,10 +1064,13 @@ async fn submit_sprt(
         .push(QueuedJob::new(id.clone(), &spec))
         .await
         .map_err(|e| ApiError::Unavailable(format!("queue unavailable: {e}")))?;
-    let body = json!({
-        "id": plan.id, "job": id, "new": plan.new.name, "base": plan.base.name,
-        "url": format!("/v1/sprt/{}", plan.id),
-    });
+    let body = crate::bodies::SprtSubmitted {
+        url: format!("/v1/sprt/{}", plan.id),
+        id: plan.id,
+        job: id,
+        new: plan.new.name,
+        base: plan.base.name,
+    };
     Ok((StatusCode::ACCEPTED, Json(body)).into_response())
 }
 
@@ -701,7 +1079,10 @@ fn sprt_id(id: &str) -> Result<(), ApiError> {
         .map_err(|_| ApiError::NotFound(format!("sprt test {id:?} not found")))
 }
 
-async fn get_sprt(State(s): State<AppState>, Path(id): Path<String>) -> Result<Response, ApiError> {
+async fn get_sprt(
+    State(s): State<AppState>,
+    ApiPath(id): ApiPath<String>,
+) -> Result<Response, ApiError> {
     sprt_id(&id)?;
     let st = lakefish_jobs::sprt::status(&s.lake, &id)
         .await?
@@ -709,7 +1090,10 @@ async fn get_sprt(State(s): State<AppState>, Path(id): Path<String>) -> Result<R
     Ok(Json(st).into_response())
 }
 
-async fn sprt_pgn(State(s): State<AppState>, Path(id): Path<String>) -> Result<Response, ApiError> {
+async fn sprt_pgn(
+    State(s): State<AppState>,
+    ApiPath(id): ApiPath<String>,
+) -> Result<Response, ApiError> {
     sprt_id(&id)?;
     let pgn = lakefish_jobs::sprt::pgn(&s.lake, &id)
         .await?
@@ -721,7 +1105,7 @@ async fn sprt_pgn(State(s): State<AppState>, Path(id): Path<String>) -> Result<R
         .into_response())
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 struct SprtFilter {
     net: Option<String>,
     state: Option<String>,
@@ -729,7 +1113,7 @@ struct SprtFilter {
 
 async fn list_sprt(
     State(s): State<AppState>,
-    Query(q): Query<SprtFilter>,
+    ApiQuery(q): ApiQuery<SprtFilter>,
 ) -> Result<Response, ApiError> {
     let state = match q.state.as_deref() {
         None => None,
@@ -740,22 +1124,31 @@ async fn list_sprt(
         })?),
     };
     let all = lakefish_jobs::sprt::list(&s.lake, q.net.as_deref(), state).await?;
-    Ok(Json(json!({ "tests": all })).into_response())
+    Ok(Json(crate::bodies::SprtList { tests: all }).into_response())
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 struct CalcQuery {
+    /// Pentanomial pair counts LL,LD,DD,WD,WW.
+    #[schemars(regex(pattern = r"^[0-9]+(,[0-9]+){4}$"))]
     penta: Option<String>,
+    /// Game counts W,D,L.
+    #[schemars(regex(pattern = r"^[0-9]+,[0-9]+,[0-9]+$"))]
     wdl: Option<String>,
     #[serde(default)]
     elo0: f64,
+    /// Must be above `elo0`.
     #[serde(default = "two")]
     elo1: f64,
+    /// `normalized` or `logistic`.
     #[serde(default = "normalized")]
     model: String,
+    /// Error rates, each in (0, 1), together below 1.
     #[serde(default = "five_percent")]
+    #[schemars(range(min = 0.0, max = 1.0))]
     alpha: f64,
     #[serde(default = "five_percent")]
+    #[schemars(range(min = 0.0, max = 1.0))]
     beta: f64,
 }
 
@@ -769,10 +1162,7 @@ fn five_percent() -> f64 {
     0.05
 }
 
-async fn sprt_calc(
-    query: Result<Query<CalcQuery>, axum::extract::rejection::QueryRejection>,
-) -> Result<Response, ApiError> {
-    let Query(q) = query.map_err(|e| ApiError::BadRequest(e.body_text()))?;
+async fn sprt_calc(ApiQuery(q): ApiQuery<CalcQuery>) -> Result<Response, ApiError> {
     let (kind, counts) = match (&q.penta, &q.wdl) {
         (Some(p), None) => ("penta", p),
         (None, Some(w)) => ("wdl", w),

@@ -4,7 +4,7 @@
 
 use crate::api::{ApiError, AppState};
 use crate::charts::{Level, Series, escape, line_chart};
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::response::{Html, IntoResponse, Response};
 use lakefish_schemas::{JobRecord, JobState, SprtState, SprtStatus};
 use std::fmt::Write;
@@ -31,6 +31,21 @@ impl IntoResponse for PageError {
 }
 
 type Page = Result<Html<String>, PageError>;
+
+/// A page's path parameter; one that cannot be decoded is a 404 page.
+pub struct PagePath(String);
+
+impl<S: Send + Sync> axum::extract::FromRequestParts<S> for PagePath {
+    type Rejection = PageError;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        state: &S,
+    ) -> Result<Self, PageError> {
+        let crate::api::ApiPath(p) = crate::api::ApiPath::from_request_parts(parts, state).await?;
+        Ok(PagePath(p))
+    }
+}
 
 const STYLE: &str = r#"
 body{font-family:system-ui,sans-serif;margin:0;color:#222;background:#fafafa}
@@ -316,7 +331,7 @@ pub async fn runs(State(s): State<AppState>) -> Page {
     Ok(layout("Training runs", "/ui/runs", false, &b))
 }
 
-pub async fn run(State(s): State<AppState>, Path(id): Path<String>) -> Page {
+pub async fn run(State(s): State<AppState>, PagePath(id): PagePath) -> Page {
     let unknown = || ApiError::NotFound(format!("training run {id:?} not found"));
     lakefish_schemas::names::check_segment("run", &id, 64).map_err(|_| unknown())?;
     let lakefish_jobs::nets::RunWithMetrics { run: r, metrics } =
@@ -439,7 +454,7 @@ pub async fn nets(State(s): State<AppState>) -> Page {
     Ok(layout("Nets", "/ui/nets", false, &b))
 }
 
-pub async fn net(State(s): State<AppState>, Path(name): Path<String>) -> Page {
+pub async fn net(State(s): State<AppState>, PagePath(name): PagePath) -> Page {
     let name = lakefish_schemas::nets::net_name(&name).map_err(ApiError::NotFound)?;
     let m = lakefish_jobs::nets::read_net(&s.lake, &name)
         .await?
@@ -509,7 +524,7 @@ pub async fn sprt_list(State(s): State<AppState>) -> Page {
     Ok(layout("SPRT tests", "/ui/sprt", busy, &body))
 }
 
-pub async fn sprt(State(s): State<AppState>, Path(id): Path<String>) -> Page {
+pub async fn sprt(State(s): State<AppState>, PagePath(id): PagePath) -> Page {
     let unknown = || ApiError::NotFound(format!("sprt test {id:?} not found"));
     lakefish_schemas::names::check_segment("sprt", &id, 64).map_err(|_| unknown())?;
     let st = lakefish_jobs::sprt::status(&s.lake, &id)

@@ -5,7 +5,6 @@ use axum::Json;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use lakefish_jobs::JobError;
-use serde_json::json;
 
 #[derive(Debug)]
 pub enum ApiError {
@@ -16,6 +15,8 @@ pub enum ApiError {
     Forbidden(String),
     TooLarge(String),
     NotFound(String),
+    /// A known path with a method it does not serve.
+    MethodNotAllowed(String),
     /// The request contradicts what is stored (other bytes under an immutable name, a
     /// dataset name taken): nothing was changed.
     Conflict(String),
@@ -32,6 +33,7 @@ impl ApiError {
             ApiError::Forbidden(m) => (StatusCode::FORBIDDEN, m),
             ApiError::TooLarge(m) => (StatusCode::PAYLOAD_TOO_LARGE, m),
             ApiError::NotFound(m) => (StatusCode::NOT_FOUND, m),
+            ApiError::MethodNotAllowed(m) => (StatusCode::METHOD_NOT_ALLOWED, m),
             ApiError::Conflict(m) => (StatusCode::CONFLICT, m),
             ApiError::Unavailable(m) => (StatusCode::SERVICE_UNAVAILABLE, m),
             ApiError::Internal(m) => (StatusCode::INTERNAL_SERVER_ERROR, m),
@@ -65,7 +67,7 @@ impl IntoResponse for ApiError {
         if status.is_server_error() {
             tracing::error!(%status, "{message}");
         }
-        let mut r = (status, Json(json!({ "error": message }))).into_response();
+        let mut r = (status, Json(crate::bodies::ErrorBody { error: message })).into_response();
         if status == StatusCode::UNAUTHORIZED {
             r.headers_mut().insert(
                 header::WWW_AUTHENTICATE,

@@ -8,6 +8,7 @@
 
 pub mod api;
 pub mod auth;
+pub mod bodies;
 pub mod charts;
 pub mod dashboard;
 pub mod error;

@@ -344,3 +344,90 @@ async fn oversized_json_bodies_are_413() {
         assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE, "{uri}: {err}");
     }
 }
+
+/// The document describes every body by a schema derived from its type: each operation has
+/// a success response with content, its errors are `{"error"}`, every `$ref` resolves inside
+/// `components/schemas`, and submissions list only the kinds clients may submit.
+#[test]
+fn the_openapi_document_describes_bodies_and_statuses() {
+    let doc = lakefish_services::api::openapi_document();
+    let schemas = doc["components"]["schemas"].as_object().unwrap();
+    fn refs(v: &serde_json::Value, out: &mut Vec<String>) {
+        match v {
+            serde_json::Value::Object(m) => {
+                if let Some(r) = m.get("$ref").and_then(|r| r.as_str()) {
+                    out.push(r.to_string());
+                }
+                m.values().for_each(|c| refs(c, out));
+            }
+            serde_json::Value::Array(a) => a.iter().for_each(|c| refs(c, out)),
+            _ => {}
+        }
+    }
+    let mut all = Vec::new();
+    refs(&doc, &mut all);
+    assert!(!all.is_empty());
+    for r in &all {
+        let name = r
+            .strip_prefix("#/components/schemas/")
+            .unwrap_or_else(|| panic!("{r} points outside components/schemas"));
+        assert!(schemas.contains_key(name), "{r} does not resolve");
+    }
+    for (path, ops) in doc["paths"].as_object().unwrap() {
+        for (method, op) in ops.as_object().unwrap() {
+            let responses = op["responses"].as_object().unwrap();
+            let ok: Vec<_> = responses.keys().filter(|s| s.starts_with('2')).collect();
+            assert!(!ok.is_empty(), "{method} {path}: no success status");
+            for (status, r) in responses {
+                assert!(
+                    r["content"].as_object().is_some_and(|c| !c.is_empty()),
+                    "{method} {path} {status}: no content"
+                );
+            }
+            if op["x-lakefish-scope"].is_string() {
+                assert_eq!(
+                    responses["401"]["content"]["application/json"]["schema"]["$ref"],
+                    "#/components/schemas/ErrorBody",
+                    "{method} {path}"
+                );
+            }
+        }
+    }
+    let submit = &doc["paths"]["/v1/jobs"]["post"];
+    assert_eq!(
+        submit["requestBody"]["content"]["application/json"]["schema"]["$ref"],
+        "#/components/schemas/SubmitRequestInput"
+    );
+    assert!(submit["responses"]["202"].is_object());
+    let kinds: Vec<&str> = schemas["SubmitRequestInput"]["oneOf"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|v| v["properties"]["kind"]["const"].as_str())
+        .collect();
+    assert!(
+        kinds.contains(&"ingest_binpack") && kinds.contains(&"sprt"),
+        "{kinds:?}"
+    );
+    assert!(!kinds.contains(&"shuffle_deal"), "{kinds:?}");
+    // Query strings are parameters with the types of their fields.
+    let params = doc["paths"]["/v1/jobs"]["get"]["parameters"]
+        .as_array()
+        .unwrap();
+    let limit = params.iter().find(|p| p["name"] == "limit").unwrap();
+    assert_eq!(limit["in"], "query");
+    assert_eq!(limit["schema"]["type"], "integer");
+}
+
+/// Errors of the router itself (an undecodable path parameter, a method a path does not
+/// serve) are JSON like the handlers' errors.
+#[tokio::test]
+async fn undecodable_path_parameters_and_wrong_methods_answer_json() {
+    let app = app(Config::default()).await;
+    let (status, _, body) = send(&app, "GET", "/v1/jobs/%FF", "", None).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert!(body["error"].is_string(), "{body}");
+    let (status, _, body) = send(&app, "DELETE", "/v1/jobs", "", None).await;
+    assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED);
+    assert!(body["error"].is_string(), "{body}");
+}

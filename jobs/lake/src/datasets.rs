@@ -16,7 +16,7 @@ pub const CLAIM_LEASE: chrono::Duration = chrono::Duration::minutes(5);
 pub const CLAIM_RENEWAL: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// The `_writer` object of a dataset being written: a lease with an owner and an expiry.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct WriterClaim {
     /// The job writing the dataset.
     pub job: String,
@@ -60,7 +60,7 @@ impl WriterClaim {
 }
 
 /// A dataset claimed by a writer and not committed yet, as `GET /v1/datasets` lists it.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, PartialEq, schemars::JsonSchema)]
 pub struct ClaimSummary {
     pub name: DatasetName,
     pub source: Source,
@@ -84,7 +84,7 @@ pub async fn read_manifest(
         .await
 }
 
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, PartialEq, schemars::JsonSchema)]
 pub struct DatasetSummary {
     pub name: DatasetName,
     pub source: Source,
