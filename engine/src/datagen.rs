@@ -22,6 +22,30 @@ pub struct DatagenConfig {
     pub max_plies: u32,
     pub draw_cp: i32,
     pub hash_mb: usize,
+    /// Adjudication as modern engines' datagen does it (`None`: off). Each rule ends a game
+    /// early, saving the searches whose outcome is already clear.
+    pub adjudication: Adjudication,
+}
+
+/// Rules that end a self-play game before mate, a rule draw or `max_plies`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Adjudication {
+    /// Win for the side the score favours once |score| ≥ `cp` for `plies` searched plies in
+    /// a row (both sides agreeing who wins).
+    pub win: Option<ScoreRun>,
+    /// Draw once |score| ≤ `cp` for `plies` searched plies in a row, from game ply
+    /// `after_ply` on.
+    pub draw: Option<(u32, ScoreRun)>,
+    /// Openings are searched with the game's per-move limit after the random plies and
+    /// drawn again while |score| > this (centipawns): lopsided openings teach little.
+    pub opening_max_cp: Option<i32>,
+}
+
+/// A score bound in centipawns held for a number of consecutive searched plies.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ScoreRun {
+    pub cp: i32,
+    pub plies: u32,
 }
 
 impl Default for DatagenConfig {
@@ -33,6 +57,7 @@ impl Default for DatagenConfig {
             max_plies: 200,
             draw_cp: 400,
             hash_mb: 8,
+            adjudication: Adjudication::default(),
         }
     }
 }
@@ -72,12 +97,27 @@ fn random_opening(rng: &mut SplitMix, plies: u32) -> Chess {
 /// config give the same samples).
 pub fn selfplay_game(evaluator: &Evaluator, config: &DatagenConfig, seed: u64) -> Vec<Sample> {
     let mut rng = SplitMix(seed);
-    let mut pos = random_opening(&mut rng, config.random_plies);
     let mut searcher = Searcher::new(evaluator.clone(), config.hash_mb);
     let limits = match config.depth {
         Some(d) => Limits::depth(d),
         None => Limits::nodes(config.nodes.unwrap_or(5000)),
     };
+    let mut pos = random_opening(&mut rng, config.random_plies);
+    if let Some(max_cp) = config.adjudication.opening_max_cp {
+        // Bounded: a config no opening can meet still yields games.
+        for _ in 0..100 {
+            let verdict = searcher.search(&pos, &[], &limits, |_| {});
+            searcher.clear();
+            let cp = Score::from_internal(verdict.value, &pos).centipawns_or_mate();
+            if cp.abs() <= max_cp {
+                break;
+            }
+            pos = random_opening(&mut rng, config.random_plies);
+        }
+    }
+    let adjudicate = &config.adjudication;
+    // Consecutive searched plies meeting each rule; the win run keeps who is winning.
+    let (mut win_run, mut winning, mut draw_run) = (0u32, None::<Color>, 0u32);
     let mut keys: Vec<u64> = Vec::new();
     let mut samples: Vec<Sample> = Vec::new();
     let mut searched = 0u32;
@@ -108,6 +148,27 @@ pub fn selfplay_game(evaluator: &Evaluator, config: &DatagenConfig, seed: u64) -
             ply: ply_of(&pos),
             result: 0,
         });
+        let cp = Score::from_internal(result.value, &pos).centipawns_or_mate();
+        if let Some(rule) = adjudicate.win {
+            let ahead =
+                (cp.abs() >= rule.cp).then(|| if cp > 0 { pos.turn() } else { !pos.turn() });
+            win_run = match ahead {
+                Some(c) if winning == Some(c) => win_run + 1,
+                Some(_) => 1,
+                None => 0,
+            };
+            winning = ahead;
+            if win_run >= rule.plies {
+                break winning;
+            }
+        }
+        if let Some((after_ply, rule)) = adjudicate.draw {
+            let quiet = u32::from(ply_of(&pos)) >= after_ply && cp.abs() <= rule.cp;
+            draw_run = if quiet { draw_run + 1 } else { 0 };
+            if draw_run >= rule.plies {
+                break None;
+            }
+        }
         keys.push(key);
         pos.play_unchecked(mv);
         searched += 1;
@@ -151,5 +212,87 @@ mod tests {
             selfplay_game(&Evaluator::Classical, &config, 1)[0].pos,
             selfplay_game(&Evaluator::Classical, &config, 2)[0].pos
         );
+    }
+
+    fn cp(s: &Sample) -> i32 {
+        Score::from_internal(s.score as i32, &s.pos).centipawns_or_mate()
+    }
+
+    /// Openings are drawn again until their search is within the bound: the first searched
+    /// position of every game (searched with the same limit from a fresh table) is.
+    #[test]
+    fn verified_openings_are_within_the_bound() {
+        let mut config = DatagenConfig {
+            nodes: Some(300),
+            max_plies: 4,
+            random_plies: 10,
+            ..DatagenConfig::default()
+        };
+        let plain: Vec<i32> = (0..12)
+            .map(|seed| cp(&selfplay_game(&Evaluator::Material, &config, seed)[0]))
+            .collect();
+        assert!(plain.iter().any(|c| c.abs() > 150), "{plain:?}");
+        config.adjudication.opening_max_cp = Some(150);
+        for seed in 0..12 {
+            let game = selfplay_game(&Evaluator::Material, &config, seed);
+            assert!(cp(&game[0]).abs() <= 150, "seed {seed}: {}", cp(&game[0]));
+            assert_eq!(game, selfplay_game(&Evaluator::Material, &config, seed));
+        }
+    }
+
+    /// Win adjudication ends a game once the scores agree long enough; the last position's
+    /// result is the side its score favours. Draw adjudication with a wide window ends every
+    /// game as a draw after exactly its run of plies.
+    #[test]
+    fn adjudication_ends_games_by_score() {
+        let base = DatagenConfig {
+            nodes: Some(300),
+            max_plies: 120,
+            ..DatagenConfig::default()
+        };
+        let win = DatagenConfig {
+            adjudication: Adjudication {
+                win: Some(ScoreRun { cp: 250, plies: 3 }),
+                ..Adjudication::default()
+            },
+            ..base.clone()
+        };
+        let (mut plain_len, mut win_len, mut decided) = (0, 0, 0);
+        for seed in 0..8 {
+            let a = selfplay_game(&Evaluator::Classical, &base, seed);
+            let b = selfplay_game(&Evaluator::Classical, &win, seed);
+            plain_len += a.len();
+            win_len += b.len();
+            let last = b.last().unwrap();
+            if cp(last).abs() >= 250 && b.len() < a.len() {
+                decided += 1;
+                assert_eq!(last.result, cp(last).signum() as i8, "seed {seed}");
+                let tail = &b[b.len() - 3..];
+                assert!(tail.iter().all(|s| cp(s).abs() >= 250), "seed {seed}");
+            }
+        }
+        assert!(
+            decided > 0 && win_len < plain_len,
+            "{decided} {win_len} {plain_len}"
+        );
+
+        let draw = DatagenConfig {
+            adjudication: Adjudication {
+                draw: Some((
+                    0,
+                    ScoreRun {
+                        cp: 100_000,
+                        plies: 5,
+                    },
+                )),
+                ..Adjudication::default()
+            },
+            ..base
+        };
+        for seed in 0..4 {
+            let game = selfplay_game(&Evaluator::Classical, &draw, seed);
+            assert_eq!(game.len(), 5, "seed {seed}");
+            assert!(game.iter().all(|s| s.result == 0));
+        }
     }
 }

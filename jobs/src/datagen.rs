@@ -5,7 +5,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use lakefish_engine::datagen::{DatagenConfig, Sample, selfplay_game};
+use lakefish_engine::datagen::{Adjudication, DatagenConfig, Sample, ScoreRun, selfplay_game};
 use lakefish_schemas::{DatagenSpec, IngestSpec, JobId, Progress};
 use sfbinpack::TrainingDataEntry;
 use sfbinpack::chess::coords::Square;
@@ -71,6 +71,20 @@ pub fn datagen(
         max_plies: spec.max_plies,
         draw_cp: spec.draw_cp,
         hash_mb: 8,
+        adjudication: Adjudication {
+            win: spec.win_cp.map(|cp| ScoreRun {
+                cp,
+                plies: spec.win_plies,
+            }),
+            draw: spec.draw_after_ply.map(|after| {
+                let run = ScoreRun {
+                    cp: spec.draw_window_cp,
+                    plies: spec.draw_window_plies,
+                };
+                (after, run)
+            }),
+            opening_max_cp: spec.opening_max_cp,
+        },
     };
     let games = spec.games as usize;
     let next = AtomicUsize::new(0);

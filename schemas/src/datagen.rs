@@ -28,6 +28,34 @@ pub struct DatagenSpec {
     /// At the ply limit, |score| below this (centipawns) is a draw.
     #[serde(default = "d_draw")]
     pub draw_cp: i32,
+    /// Win adjudication (off when absent): a game is won by the side the score favours once
+    /// |score| ≥ `win_cp` centipawns for `win_plies` searched plies in a row.
+    #[serde(default)]
+    pub win_cp: Option<i32>,
+    #[serde(default = "d_win_plies")]
+    pub win_plies: u32,
+    /// Draw adjudication (off when absent): from game ply `draw_after_ply` on, a game is drawn
+    /// once |score| ≤ `draw_window_cp` for `draw_window_plies` searched plies in a row.
+    #[serde(default)]
+    pub draw_after_ply: Option<u32>,
+    #[serde(default = "d_draw_window_cp")]
+    pub draw_window_cp: i32,
+    #[serde(default = "d_draw_window_plies")]
+    pub draw_window_plies: u32,
+    /// Opening check (off when absent): after the random plies, a search with the per-move
+    /// limit; openings scoring beyond ±`opening_max_cp` centipawns are drawn again.
+    #[serde(default)]
+    pub opening_max_cp: Option<i32>,
+}
+
+fn d_win_plies() -> u32 {
+    4
+}
+fn d_draw_window_cp() -> i32 {
+    10
+}
+fn d_draw_window_plies() -> u32 {
+    12
 }
 
 fn d_random() -> u32 {
@@ -62,6 +90,54 @@ impl DatagenSpec {
         if self.draw_cp < 0 {
             return Err("draw_cp must not be negative".into());
         }
+        if self.win_cp.is_some_and(|c| !(100..=32_000).contains(&c)) {
+            return Err("win_cp must be between 100 and 32000 centipawns".into());
+        }
+        if !(1..=100).contains(&self.win_plies) || !(1..=200).contains(&self.draw_window_plies) {
+            return Err("win_plies must be 1 to 100 and draw_window_plies 1 to 200".into());
+        }
+        if self.draw_after_ply.is_some_and(|p| p > 1000) {
+            return Err("draw_after_ply must be at most 1000".into());
+        }
+        if !(0..=1000).contains(&self.draw_window_cp) {
+            return Err("draw_window_cp must be between 0 and 1000 centipawns".into());
+        }
+        if self
+            .opening_max_cp
+            .is_some_and(|c| !(0..=32_000).contains(&c))
+        {
+            return Err("opening_max_cp must be between 0 and 32000 centipawns".into());
+        }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Adjudication and opening settings: off by default, bad values refused by name.
+    #[test]
+    fn adjudication_settings_default_off_and_bad_values_are_named() {
+        let spec: DatagenSpec =
+            serde_json::from_str(r#"{"net":"classical","dataset":"d","games":10}"#).unwrap();
+        assert_eq!(
+            (spec.win_cp, spec.draw_after_ply, spec.opening_max_cp),
+            (None, None, None)
+        );
+        assert_eq!(spec.validate(), Ok(()));
+        for (json, field) in [
+            (r#""win_cp":50"#, "win_cp"),
+            (r#""win_cp":2000,"win_plies":0"#, "win_plies"),
+            (r#""draw_after_ply":5000"#, "draw_after_ply"),
+            (r#""draw_window_cp":-1"#, "draw_window_cp"),
+            (r#""draw_window_plies":0"#, "draw_window_plies"),
+            (r#""opening_max_cp":-5"#, "opening_max_cp"),
+        ] {
+            let text = format!(r#"{{"net":"classical","dataset":"d","games":10,{json}}}"#);
+            let spec: DatagenSpec = serde_json::from_str(&text).unwrap();
+            let err = spec.validate().unwrap_err();
+            assert!(err.contains(field), "{json}: {err}");
+        }
     }
 }

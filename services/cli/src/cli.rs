@@ -709,6 +709,27 @@ pub struct DatagenArgs {
     /// At the ply limit, a game whose last |score| is below this many centipawns is a draw (the rest go to the side ahead).
     #[arg(long, default_value_t = 400)]
     pub draw_cp: i32,
+    /// Win adjudication: a game is won by the side ahead once |score| reaches this many
+    /// centipawns for --win-plies searched plies in a row (off by default).
+    #[arg(long)]
+    pub win_cp: Option<i32>,
+    /// Searched plies in a row for --win-cp.
+    #[arg(long, default_value_t = 4)]
+    pub win_plies: u32,
+    /// Draw adjudication from this game ply on: |score| at most --draw-window-cp for
+    /// --draw-window-plies searched plies in a row is a draw (off by default).
+    #[arg(long)]
+    pub draw_after_ply: Option<u32>,
+    /// Centipawn window for --draw-after-ply.
+    #[arg(long, default_value_t = 10)]
+    pub draw_window_cp: i32,
+    /// Searched plies in a row for --draw-after-ply.
+    #[arg(long, default_value_t = 12)]
+    pub draw_window_plies: u32,
+    /// Openings whose search after the random plies scores beyond this many centipawns
+    /// either way are drawn again (off by default).
+    #[arg(long)]
+    pub opening_max_cp: Option<i32>,
     /// Threads (default: all cores).
     #[arg(long)]
     pub threads: Option<usize>,
@@ -726,6 +747,12 @@ impl DatagenArgs {
             random_plies: self.random_plies,
             max_plies: self.max_plies,
             draw_cp: self.draw_cp,
+            win_cp: self.win_cp,
+            win_plies: self.win_plies,
+            draw_after_ply: self.draw_after_ply,
+            draw_window_cp: self.draw_window_cp,
+            draw_window_plies: self.draw_window_plies,
+            opening_max_cp: self.opening_max_cp,
         };
         spec.validate().map_err(anyhow::Error::msg)?;
         Ok(spec)
