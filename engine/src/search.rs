@@ -171,6 +171,11 @@ struct Entry {
     bound: u8,
 }
 
+/// The engine has no logger (it speaks UCI on stdout): a smaller table is said on stderr.
+fn tracing_free_warning(e: &str) {
+    eprintln!("hash table: {e}; trying half the size");
+}
+
 /// `MemAvailable` from `/proc/meminfo` (Linux), in MiB; `None` where it cannot be read.
 pub(crate) fn available_megabytes() -> Option<usize> {
     let info = std::fs::read_to_string("/proc/meminfo").ok()?;
@@ -186,8 +191,20 @@ struct Table {
 }
 
 impl Table {
+    /// A table of `megabytes`, or the largest smaller power of two the machine can back
+    /// (never a panic: a searcher must start).
     fn new(megabytes: usize) -> Table {
-        Table::try_new(megabytes).expect("a hash table of the default size")
+        let mut mb = megabytes.max(1);
+        loop {
+            match Table::try_new(mb) {
+                Ok(t) => return t,
+                Err(e) if mb > 1 => {
+                    tracing_free_warning(&e);
+                    mb = (mb / 2).max(1);
+                }
+                Err(e) => panic!("no memory even for a 1 MiB hash table: {e}"),
+            }
+        }
     }
 
     /// A table of `megabytes`, or why the memory could not be had: a size the machine

@@ -236,7 +236,7 @@ fn a_dataset_claimed_by_another_live_job_is_refused_untouched() {
     let f = Fixture::new();
     let prefix = "positions/source=binpack/dataset=busy";
     let other = JobId::new();
-    let live = WriterClaim::new(other.as_str());
+    let live = WriterClaim::new(other.as_str(), "another-writer");
     f.rt.block_on(f.lake.put(
         &format!("{prefix}/_writer"),
         serde_json::to_vec(&live).unwrap(),
@@ -260,6 +260,35 @@ fn a_dataset_claimed_by_another_live_job_is_refused_untouched() {
     assert!(!claims[0].stale && claims[0].claim == live, "{claims:?}");
 }
 
+/// Another delivery of the same job holds a live claim (the queue presumed it dead, but it
+/// may still finish): this one backs off with a retryable error and writes nothing.
+#[test]
+fn a_live_claim_of_another_delivery_of_the_same_job_is_retried_later() {
+    use lakefish_schemas::{DatasetName, IngestBinpackSpec};
+    let f = Fixture::new();
+    let job = JobId::new();
+    let prefix = "positions/source=binpack/dataset=twice";
+    let first = WriterClaim::new(job.as_str(), "first-delivery");
+    f.rt.block_on(f.lake.put(
+        &format!("{prefix}/_writer"),
+        serde_json::to_vec(&first).unwrap(),
+    ))
+    .unwrap();
+    let before = f.snapshot();
+    let spec = IngestBinpackSpec {
+        max_game_bytes: None,
+        inputs: vec![f.file("twice.binpack", &synthetic_binpack(5, 1))],
+        dataset: DatasetName::new("twice").unwrap(),
+        rows_per_part: 1_000_000,
+    };
+    let err = lakefish_ingest::ingest_binpack::ingest_binpack(&f.ctx(), &job, &spec).unwrap_err();
+    assert!(
+        err.is_transient() && err.to_string().contains("another delivery of this job"),
+        "{err}"
+    );
+    assert_eq!(f.snapshot(), before);
+}
+
 /// A claim whose writer died (expired lease, or a bare job id from an older version that
 /// can never be renewed) no longer blocks the dataset: the next ingest takes it over.
 #[test]
@@ -272,6 +301,7 @@ fn a_stale_claim_is_listed_and_taken_over() {
                 job: "dead-job".into(),
                 owner: "gone-host:1".into(),
                 expires: "2020-01-01T00:00:00.000Z".into(),
+                token: "dead-writer".into(),
             })
             .unwrap(),
         ),

@@ -93,8 +93,11 @@ impl DatagenSpec {
         if self.win_cp.is_some_and(|c| !(100..=32_000).contains(&c)) {
             return Err("win_cp must be between 100 and 32000 centipawns".into());
         }
-        if !(1..=100).contains(&self.win_plies) || !(1..=200).contains(&self.draw_window_plies) {
-            return Err("win_plies must be 1 to 100 and draw_window_plies 1 to 200".into());
+        if !(1..=100).contains(&self.win_plies) {
+            return Err("win_plies must be between 1 and 100".into());
+        }
+        if !(1..=200).contains(&self.draw_window_plies) {
+            return Err("draw_window_plies must be between 1 and 200".into());
         }
         if self.draw_after_ply.is_some_and(|p| p > 1000) {
             return Err("draw_after_ply must be at most 1000".into());
@@ -137,7 +140,7 @@ mod tests {
             let text = format!(r#"{{"net":"classical","dataset":"d","games":10,{json}}}"#);
             let spec: DatagenSpec = serde_json::from_str(&text).unwrap();
             let err = spec.validate().unwrap_err();
-            assert!(err.contains(field), "{json}: {err}");
+            assert!(err.starts_with(field), "{json}: {err}");
         }
     }
 }

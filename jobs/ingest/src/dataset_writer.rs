@@ -5,7 +5,9 @@
 //! the one job allowed to write it; that job (re-delivered or retried) overwrites its own parts
 //! with identical bytes, and a job that fails for good deletes what it wrote.
 
-use lakefish_lake::datasets::{CLAIM_RENEWAL, WriterClaim, manifest_key, read_manifest};
+use lakefish_lake::datasets::{
+    CLAIM_LEASE, CLAIM_RENEWAL, WriterClaim, manifest_key, read_manifest,
+};
 use lakefish_lake::input::Input;
 use lakefish_lake::parts::PositionColumns;
 use lakefish_lake::parts::{GameRecord, batch_from_chunks, encode_games, encode_parquet_on};
@@ -35,6 +37,8 @@ pub struct DatasetTarget<'a> {
     /// Set when this writer's claim was taken over (it stalled past its lease): from then
     /// on it must not write a byte more.
     pub claim_lost: AtomicBool,
+    /// This writer's claim token (see [`WriterClaim::token`]).
+    pub claim_token: String,
 }
 
 /// An input as a committed dataset records it: its name and the version read.
@@ -70,8 +74,9 @@ fn differs(m: &DatasetManifest, inputs: &[InputIdentity]) -> Option<String> {
 /// an identical job (same inputs, same versions) already committed it, and an error when it
 /// was committed from other inputs or other versions of them.
 ///
-/// The `_writer` claim is a lease ([`WriterClaim`]): renewed while `write` runs, taken over
-/// by the next writer once it expired (its writer died or stalled), and released at the end.
+/// The `_writer` claim is a lease ([`WriterClaim`]) with a token unique to this writer:
+/// renewed while `write` runs, taken over by the next writer once it expired (its writer
+/// died or stalled), checked again just before the commit, and released at the end.
 pub fn write_once<T>(
     ctx: &JobContext,
     job_id: &JobId,
@@ -95,19 +100,18 @@ pub fn write_once<T>(
     if let Some(done) = committed()? {
         return Ok(done);
     }
-    let claim = format!("{}/{WRITER_FILE}", target.prefix);
-    take_claim(ctx, job_id, target, &claim)?;
+    take_claim(ctx, job_id, target)?;
     // Another job may have committed between the first look and the claim.
     match committed() {
         Ok(None) => {}
         done => {
-            ctx.block_on(ctx.lake.delete(&claim))?;
+            release_claim(ctx, target)?;
             return done.map(|d| d.expect("matched Some"));
         }
     }
     let stop = AtomicBool::new(false);
     let outcome = std::thread::scope(|s| {
-        s.spawn(|| renew_claim(ctx, job_id, target, &claim, &stop));
+        s.spawn(|| renew_claim(ctx, target, &stop));
         let outcome = write();
         stop.store(true, Ordering::Relaxed);
         outcome
@@ -121,7 +125,8 @@ pub fn write_once<T>(
             .map_or(true, |m| m.is_some())
     };
     match &outcome {
-        Err(e) if e.is_transient() => {} // the retry (same job) overwrites what is there
+        // A retry (the same job) writes the same parts again; nothing to undo.
+        Err(e) if e.is_transient() => {}
         Err(_) if is_committed() => {}
         Err(_) => {
             // Nothing is committed and we hold the claim: every part here is ours.
@@ -133,35 +138,48 @@ pub fn write_once<T>(
                     }
                 }
             }
-            let _ = release_claim(ctx, job_id, &claim);
         }
-        Ok(_) => release_claim(ctx, job_id, &claim)?,
+        Ok(_) => {}
     }
-    outcome
+    // Released whatever happened, so a retry (another token) need not wait for the lease.
+    let released = release_claim(ctx, target);
+    match outcome {
+        Ok(done) => released.map(|()| done),
+        Err(e) => Err(e),
+    }
 }
 
 fn lost_claim(target: &DatasetTarget) -> JobError {
-    JobError::Failed(format!(
-        "dataset {}: this writer stalled past its claim's lease and another writer took the \
-         claim over; nothing was committed by this job",
+    JobError::Retry(format!(
+        "dataset {}: this writer lost its claim (it stalled past the lease, or another \
+         delivery of the job took over); nothing was committed by it",
         target.dataset
     ))
 }
 
-/// Takes the dataset's claim: free, ours already (a re-delivery of the same job), or stale
-/// (taken over, logged). A live claim of another job is [`JobError::DatasetBusy`].
-fn take_claim(
-    ctx: &JobContext,
-    job_id: &JobId,
-    target: &DatasetTarget,
-    claim: &str,
-) -> Result<(), JobError> {
-    let mine = serde_json::to_vec_pretty(&WriterClaim::new(job_id.as_str()))?;
+fn claim_key(target: &DatasetTarget) -> String {
+    format!("{}/{WRITER_FILE}", target.prefix)
+}
+
+/// Takes the dataset's claim: free, or stale (taken over, logged). A live claim is
+/// [`JobError::DatasetBusy`] when another job holds it, and a retry when another delivery
+/// of this same job does (it may still finish; else its lease runs out).
+fn take_claim(ctx: &JobContext, job_id: &JobId, target: &DatasetTarget) -> Result<(), JobError> {
+    let claim = claim_key(target);
+    let token = target.claim_token.as_str();
+    let mine = serde_json::to_vec_pretty(&WriterClaim::new(job_id.as_str(), token))?;
     for _ in 0..10 {
-        let current = ctx.block_on(ctx.lake.get_versioned(claim))?;
+        let current = ctx.block_on(ctx.lake.get_versioned(&claim))?;
         if let Some((bytes, _)) = &current {
             let held = WriterClaim::parse(bytes);
-            if held.job != job_id.as_str() && !held.is_stale() {
+            if !held.is_stale() && held.job == job_id.as_str() {
+                return Err(JobError::Retry(format!(
+                    "dataset {} is being written by another delivery of this job ({}); its \
+                     claim expires at {}",
+                    target.dataset, held.owner, held.expires
+                )));
+            }
+            if !held.is_stale() {
                 return Err(JobError::DatasetBusy {
                     dataset: target.dataset.to_string(),
                     job: held.job,
@@ -169,15 +187,13 @@ fn take_claim(
                     expires: held.expires,
                 });
             }
-            if held.job != job_id.as_str() {
-                tracing::warn!(
-                    dataset = %target.dataset, stale_job = held.job, owner = held.owner,
-                    "taking over a stale claim (lease expired {})", held.expires
-                );
-            }
+            tracing::warn!(
+                dataset = %target.dataset, stale_job = held.job, owner = held.owner,
+                "taking over a stale claim (lease expired {})", held.expires
+            );
         }
         let expected = current.as_ref().map(|(_, v)| v);
-        if ctx.block_on(ctx.lake.put_if_unchanged(claim, mine.clone(), expected))? {
+        if ctx.block_on(ctx.lake.put_if_unchanged(&claim, mine.clone(), expected))? {
             return Ok(());
         }
     }
@@ -186,36 +202,39 @@ fn take_claim(
     )))
 }
 
-/// Renews the claim every [`CLAIM_RENEWAL`] until `stop`; a claim found in another job's
-/// hands sets `target.claim_lost`, which stops the part writers.
-fn renew_claim(
-    ctx: &JobContext,
-    job_id: &JobId,
-    target: &DatasetTarget,
-    claim: &str,
-    stop: &AtomicBool,
-) {
-    let step = std::time::Duration::from_millis(50);
-    let mut waited = std::time::Duration::ZERO;
+/// Renews the claim every [`CLAIM_RENEWAL`] until `stop`. The claim counts as lost (and
+/// `target.claim_lost` stops the part writers) when it is found in other hands, or when no
+/// renewal succeeded for half the lease by the wall clock (a stalled process, a store that
+/// does not answer): past that point another writer may take it at any moment.
+fn renew_claim(ctx: &JobContext, target: &DatasetTarget, stop: &AtomicBool) {
+    let claim = claim_key(target);
+    let mut renewed_at = std::time::Instant::now();
+    let mut tried_at = renewed_at;
+    let give_up = (CLAIM_LEASE / 2).to_std().expect("a positive lease");
     while !stop.load(Ordering::Relaxed) {
-        std::thread::sleep(step);
-        waited += step;
-        if waited < CLAIM_RENEWAL {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        if renewed_at.elapsed() > give_up {
+            tracing::error!(dataset = %target.dataset, "claim not renewed for half its lease");
+            target.claim_lost.store(true, Ordering::Relaxed);
+            return;
+        }
+        if tried_at.elapsed() < CLAIM_RENEWAL {
             continue;
         }
-        waited = std::time::Duration::ZERO;
+        tried_at = std::time::Instant::now();
         let renewed = (|| -> Result<bool, JobError> {
-            let Some((bytes, version)) = ctx.block_on(ctx.lake.get_versioned(claim))? else {
+            let Some((bytes, version)) = ctx.block_on(ctx.lake.get_versioned(&claim))? else {
                 return Ok(false);
             };
-            if WriterClaim::parse(&bytes).job != job_id.as_str() {
+            let held = WriterClaim::parse(&bytes);
+            if held.token != target.claim_token {
                 return Ok(false);
             }
-            let mine = serde_json::to_vec_pretty(&WriterClaim::new(job_id.as_str()))?;
-            ctx.block_on(ctx.lake.put_if_unchanged(claim, mine, Some(&version)))
+            let mine = serde_json::to_vec_pretty(&WriterClaim::new(&held.job, &held.token))?;
+            ctx.block_on(ctx.lake.put_if_unchanged(&claim, mine, Some(&version)))
         })();
         match renewed {
-            Ok(true) => {}
+            Ok(true) => renewed_at = tried_at,
             Ok(false) => {
                 tracing::error!(dataset = %target.dataset, "lost the dataset's claim");
                 target.claim_lost.store(true, Ordering::Relaxed);
@@ -227,12 +246,19 @@ fn renew_claim(
     }
 }
 
-/// Deletes the claim if it is still ours.
-fn release_claim(ctx: &JobContext, job_id: &JobId, claim: &str) -> Result<(), JobError> {
-    if let Some(bytes) = ctx.block_on(ctx.lake.get(claim))?
-        && WriterClaim::parse(&bytes).job == job_id.as_str()
+/// Is the claim still this writer's? Asked just before the commit.
+fn claim_held(ctx: &JobContext, target: &DatasetTarget) -> Result<bool, JobError> {
+    let held = ctx.block_on(ctx.lake.get(&claim_key(target)))?;
+    Ok(held.is_some_and(|b| WriterClaim::parse(&b).token == target.claim_token))
+}
+
+/// Deletes the claim if it is still this writer's.
+fn release_claim(ctx: &JobContext, target: &DatasetTarget) -> Result<(), JobError> {
+    let claim = claim_key(target);
+    if let Some((bytes, version)) = ctx.block_on(ctx.lake.get_versioned(&claim))?
+        && WriterClaim::parse(&bytes).token == target.claim_token
     {
-        ctx.block_on(ctx.lake.delete(claim))?;
+        ctx.block_on(ctx.lake.delete_if_unchanged(&claim, &version))?;
     }
     Ok(())
 }
@@ -250,7 +276,8 @@ pub fn commit(
     target: &DatasetTarget,
     manifest: &DatasetManifest,
 ) -> Result<(), JobError> {
-    if target.claim_lost.load(Ordering::Relaxed) {
+    if target.claim_lost.load(Ordering::Relaxed) || !claim_held(ctx, target)? {
+        target.claim_lost.store(true, Ordering::Relaxed);
         return Err(lost_claim(target));
     }
     let bytes = serde_json::to_vec_pretty(manifest)?;
@@ -582,6 +609,7 @@ pub fn ingest(
             .has_games
             .then(|| games_prefix(source, &spec.dataset)),
         claim_lost: AtomicBool::new(false),
+        claim_token: JobId::new().to_string(),
     };
     // Opened once: the versions compared with a committed dataset are the ones read.
     let inputs: Vec<Input> = spec

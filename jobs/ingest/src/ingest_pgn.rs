@@ -192,6 +192,8 @@ fn ingest_input(
         })?;
         ready.insert(seq, rows);
         while let Some(block) = ready.remove(&taken) {
+            // Long games before this block (the input's first game, say) come first.
+            state.take_too_long(&mut too_long, taken, spec.max_game_bytes());
             state.take(block, part)?;
             taken += 1;
             state.take_too_long(&mut too_long, taken, spec.max_game_bytes());

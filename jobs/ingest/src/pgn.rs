@@ -248,8 +248,9 @@ impl<R: Read> BlockSplitter<R> {
 
 /// Is `buf[i]` the `[` of a tag line that follows a blank line (a new game)?
 fn is_game_start(buf: &[u8], i: usize) -> bool {
+    // The byte after `[` must be seen: `[%` opens a comment command, not a tag.
     buf[i] == b'['
-        && buf.get(i + 1) != Some(&b'%')
+        && buf.get(i + 1).is_some_and(|&c| c != b'%')
         && (buf[..i].ends_with(b"\n\n") || buf[..i].ends_with(b"\n\r\n"))
 }
 

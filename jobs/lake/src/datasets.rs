@@ -24,11 +24,15 @@ pub struct WriterClaim {
     pub owner: String,
     /// RFC 3339; after this the claim is stale and may be taken over.
     pub expires: String,
+    /// Unique to one writer (one delivery of one job): renewal, release and the commit
+    /// check it, so a second delivery of the same job is not mistaken for the first.
+    #[serde(default)]
+    pub token: String,
 }
 
 impl WriterClaim {
-    /// A claim by `job` from this process, valid for [`CLAIM_LEASE`] from now.
-    pub fn new(job: &str) -> WriterClaim {
+    /// A claim by `job` from this process with `token`, valid for [`CLAIM_LEASE`] from now.
+    pub fn new(job: &str, token: &str) -> WriterClaim {
         let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
             .map(|h| h.trim().to_string())
             .unwrap_or_else(|_| "unknown-host".into());
@@ -37,6 +41,7 @@ impl WriterClaim {
             owner: format!("{host}:{}", std::process::id()),
             expires: (chrono::Utc::now() + CLAIM_LEASE)
                 .to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+            token: token.to_string(),
         }
     }
 
@@ -44,13 +49,15 @@ impl WriterClaim {
     /// claim counts as stale (its writer cannot renew it).
     pub fn parse(bytes: &[u8]) -> WriterClaim {
         serde_json::from_slice(bytes).unwrap_or_else(|_| WriterClaim {
+            // Only the characters of a job id: the object's bytes are not repeated as-is.
             job: String::from_utf8_lossy(bytes)
-                .trim()
                 .chars()
-                .take(64)
+                .filter(|c| c.is_ascii_hexdigit() || *c == '-')
+                .take(36)
                 .collect(),
             owner: "unknown (a claim from an older version)".into(),
             expires: String::new(),
+            token: String::new(),
         })
     }
 

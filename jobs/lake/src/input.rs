@@ -130,23 +130,24 @@ pub fn lake_version(version: &crate::lake::Version) -> String {
     v
 }
 
-/// What identifies a local file's content without reading it: the local store's ETag rule.
+/// What identifies a local file's content without reading it, as make and rsync's quick
+/// check do: size and modification time. Not the device or inode, so the same file seen by
+/// another worker (NFS, a copy that keeps times) is the same input. Reads also check the
+/// inode, to notice a file swapped in place.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FileStamp {
-    dev: u64,
-    ino: u64,
     len: u64,
     mtime_ns: i128,
+    ino: u64,
 }
 
 impl FileStamp {
     fn of(meta: &std::fs::Metadata) -> FileStamp {
         use std::os::unix::fs::MetadataExt;
         FileStamp {
-            dev: meta.dev(),
-            ino: meta.ino(),
             len: meta.len(),
             mtime_ns: meta.mtime() as i128 * 1_000_000_000 + meta.mtime_nsec() as i128,
+            ino: meta.ino(),
         }
     }
 }
@@ -210,10 +211,7 @@ impl Input {
     /// Which content this is (see `InputReport::version`): equal versions, equal bytes.
     pub fn version(&self) -> String {
         match self {
-            Input::Local { stamp, .. } => format!(
-                "file:{}:{}:{}:{}",
-                stamp.dev, stamp.ino, stamp.len, stamp.mtime_ns
-            ),
+            Input::Local { stamp, .. } => format!("file:{}:{}", stamp.len, stamp.mtime_ns),
             Input::Lake { version, .. } => lake_version(version),
         }
     }

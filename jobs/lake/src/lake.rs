@@ -190,12 +190,42 @@ impl Lake {
             Some(dir) => Some(lock_file(dir.join(LOCAL_CAS_LOCK)).await?),
             None => None,
         };
-        let payload = PutPayload::from_bytes(bytes.into());
+        let bytes: Bytes = bytes.into();
+        let payload = PutPayload::from_bytes(bytes.clone());
         let opts = object_store::PutOptions::from(object_store::PutMode::Create);
         match self.store.put_opts(&Path::from(key), payload, opts).await {
             Ok(_) => Ok(true),
-            Err(object_store::Error::AlreadyExists { .. }) => Ok(false),
+            Err(object_store::Error::AlreadyExists { .. }) => self.landed(key, &bytes).await,
             Err(e) => Err(JobError::lake("put", key, e)),
+        }
+    }
+
+    /// After a conditional write was refused: did an earlier try of the same request land?
+    /// (The S3 client retries a request whose answer was lost; the retry then finds the
+    /// object written and is refused.) The callers' writes carry unique contents (tokens,
+    /// attempts, times), so equal bytes mean the write was theirs.
+    async fn landed(&self, key: &str, bytes: &Bytes) -> Result<bool, JobError> {
+        Ok(self.get(key).await?.as_ref() == Some(bytes))
+    }
+
+    /// Deletes `key` only while it is still `expected`. On a local lake this is exact (under
+    /// the compare-and-swap lock); object stores have no conditional delete, so there the
+    /// check and the delete are two requests.
+    pub async fn delete_if_unchanged(
+        &self,
+        key: &str,
+        expected: &Version,
+    ) -> Result<bool, JobError> {
+        let _lock = match &self.local_dir {
+            Some(dir) => Some(lock_file(dir.join(LOCAL_CAS_LOCK)).await?),
+            None => None,
+        };
+        match self.get_versioned(key).await? {
+            Some((_, now)) if expected.still(&now) => {
+                self.delete_unlocked(key).await?;
+                Ok(true)
+            }
+            _ => Ok(false),
         }
     }
 
@@ -534,6 +564,15 @@ impl Lake {
     }
 
     pub async fn delete(&self, key: &str) -> Result<(), JobError> {
+        // On a local lake, not between a compare-and-swap's check and its write.
+        let _lock = match &self.local_dir {
+            Some(dir) => Some(lock_file(dir.join(LOCAL_CAS_LOCK)).await?),
+            None => None,
+        };
+        self.delete_unlocked(key).await
+    }
+
+    async fn delete_unlocked(&self, key: &str) -> Result<(), JobError> {
         match self.store.delete(&Path::from(key)).await {
             Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
             Err(e) => Err(JobError::lake("delete", key, e)),

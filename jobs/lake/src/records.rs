@@ -83,14 +83,16 @@ impl JobStore {
         )))
     }
 
-    /// Stores `rec` unless the stored record already succeeded (and `rec` did not): a
-    /// succeeded job's record is final, whatever a late or duplicate delivery reports.
+    /// Stores `rec` unless the stored record already succeeded (and `rec` did not), or a
+    /// newer attempt has started since `rec`'s: a succeeded job's record is final, and a
+    /// delivery presumed dead never writes over the one that replaced it.
     pub async fn put_unless_succeeded(&self, rec: &JobRecord) -> Result<JobRecord, JobError> {
         let stored = self
             .update(&rec.id, |stored| match stored {
                 Some(s) if s.state == JobState::Succeeded && rec.state != JobState::Succeeded => {
                     None
                 }
+                Some(s) if s.attempts > rec.attempts => None,
                 _ => Some(rec.clone()),
             })
             .await?;
@@ -180,6 +182,21 @@ mod tests {
         assert_eq!(stored.state, JobState::Succeeded);
         let now = store.get(&running.id).await.unwrap().unwrap();
         assert_eq!(now.state, JobState::Succeeded);
+    }
+
+    /// A delivery presumed dead reports after a newer attempt started: its report is dropped
+    /// (it would undo the newer attempt's count, or fail a job still running).
+    #[tokio::test]
+    async fn an_older_attempt_never_writes_over_a_newer_one() {
+        let store = JobStore::new(Lake::in_memory());
+        let mut old = record();
+        old.attempts = 1;
+        let mut newer = old.clone();
+        newer.attempts = 2;
+        store.put(&newer).await.unwrap();
+        old.state = JobState::Failed;
+        let stored = store.put_unless_succeeded(&old).await.unwrap();
+        assert_eq!((stored.attempts, stored.state), (2, JobState::Running));
     }
 
     /// Two deliveries starting at once each count their attempt: none is lost.
