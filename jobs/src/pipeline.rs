@@ -41,8 +41,16 @@ pub async fn start_run(
         return Ok((running, false));
     }
     let t = now();
+    // One listing of keys, no reads: the round is the number of runs before this one.
+    let earlier = lake
+        .list(&format!("{PIPELINES_PREFIX}/{name}/runs"))
+        .await?
+        .iter()
+        .filter(|m| m.location.as_ref().ends_with(".json"))
+        .count() as u64;
     let run = PipelineRun {
         id: format!("{name}-{}", stamp()),
+        round: earlier,
         pipeline: name.to_string(),
         trigger: trigger.to_string(),
         state: RunState::Running,
@@ -255,7 +263,7 @@ fn datagen(
         return Ok(Step::Done);
     };
     let mut spec = spec.map_err(JobError::Payload)?;
-    spec.seed = round_seed(spec.seed, &run.id);
+    spec.seed = round_seed(spec.seed, run.round);
     Ok(
         match one_job(
             ctx,
@@ -270,13 +278,14 @@ fn datagen(
     )
 }
 
-/// The datagen seed of one run: the configured seed mixed with the run id, so each round
-/// plays other openings (with one seed every round would replay the same games' starts),
-/// while a re-delivered job of the same run still plays the same games.
-pub fn round_seed(seed: u64, run_id: &str) -> u64 {
-    let digest = lakefish_schemas::config::token_sha256(run_id);
-    let mix = u64::from_str_radix(&digest[..16], 16).expect("hex digits");
-    seed ^ mix
+/// The datagen seed of round `round` of a pipeline: the configured seed for the first, then
+/// mixed with the round number, so each round plays other openings (with one seed every
+/// round would replay the same games' starts) and a lake's history replays the same way.
+pub fn round_seed(seed: u64, round: u64) -> u64 {
+    if round == 0 {
+        return seed;
+    }
+    seed ^ lakefish_engine::random_games::splitmix64(round)
 }
 
 /// The dataset a raw file goes into, and whether it is ingested already. A raw file

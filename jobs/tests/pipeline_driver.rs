@@ -94,13 +94,19 @@ async fn a_replaced_raw_file_is_ingested_as_a_new_dataset() {
     );
 }
 
-/// Each pipeline round plays other openings: the datagen seed is mixed with the run id, and
-/// stays the same for the same run (a re-delivered job replays the same games).
+/// Each pipeline round plays other openings: the datagen seed is mixed with the round number
+/// (runs before this one), and stays the same for the same round.
 #[test]
 fn each_round_has_its_own_datagen_seed() {
     use lakefish_jobs::pipeline::round_seed;
-    let a = round_seed(1, "p-20261125T010000");
-    assert_eq!(a, round_seed(1, "p-20261125T010000"));
-    assert_ne!(a, round_seed(1, "p-20261126T010000"));
-    assert_ne!(a, round_seed(2, "p-20261125T010000"));
+    assert_eq!(
+        round_seed(7, 0),
+        7,
+        "the first round plays the configured seed"
+    );
+    let a = round_seed(7, 1);
+    assert_eq!(a, round_seed(7, 1));
+    assert_ne!(a, 7);
+    assert_ne!(a, round_seed(7, 2));
+    assert_ne!(a, round_seed(8, 1));
 }

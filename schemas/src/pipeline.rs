@@ -92,6 +92,10 @@ pub struct StepJob {
 pub struct PipelineRun {
     /// `<pipeline>-<UTC yyyymmddThhmmss>`.
     pub id: String,
+    /// How many runs of this pipeline came before this one (0 for the first): seeds the
+    /// round's self-play, so rounds differ and a lake's history replays the same way.
+    #[serde(default)]
+    pub round: u64,
     pub pipeline: String,
     /// `schedule` or `manual`.
     pub trigger: String,

@@ -161,9 +161,11 @@ fn claim_key(target: &DatasetTarget) -> String {
     format!("{}/{WRITER_FILE}", target.prefix)
 }
 
-/// Takes the dataset's claim: free, or stale (taken over, logged). A live claim is
-/// [`JobError::DatasetBusy`] when another job holds it, and a retry when another delivery
-/// of this same job does (it may still finish; else its lease runs out).
+/// Takes the dataset's claim: free, stale (taken over, logged), or held by another delivery
+/// of this same job (the queue re-delivers only jobs of workers it found dead; if that one
+/// still runs, it finds its token gone at its next renewal or before its commit, and stops —
+/// meanwhile both write the same parts with the same bytes, as parts depend only on the
+/// inputs). A live claim of another job is [`JobError::DatasetBusy`].
 fn take_claim(ctx: &JobContext, job_id: &JobId, target: &DatasetTarget) -> Result<(), JobError> {
     let claim = claim_key(target);
     let token = target.claim_token.as_str();
@@ -172,14 +174,7 @@ fn take_claim(ctx: &JobContext, job_id: &JobId, target: &DatasetTarget) -> Resul
         let current = ctx.block_on(ctx.lake.get_versioned(&claim))?;
         if let Some((bytes, _)) = &current {
             let held = WriterClaim::parse(bytes);
-            if !held.is_stale() && held.job == job_id.as_str() {
-                return Err(JobError::Retry(format!(
-                    "dataset {} is being written by another delivery of this job ({}); its \
-                     claim expires at {}",
-                    target.dataset, held.owner, held.expires
-                )));
-            }
-            if !held.is_stale() {
+            if !held.is_stale() && held.job != job_id.as_str() {
                 return Err(JobError::DatasetBusy {
                     dataset: target.dataset.to_string(),
                     job: held.job,
@@ -188,8 +183,8 @@ fn take_claim(ctx: &JobContext, job_id: &JobId, target: &DatasetTarget) -> Resul
                 });
             }
             tracing::warn!(
-                dataset = %target.dataset, stale_job = held.job, owner = held.owner,
-                "taking over a stale claim (lease expired {})", held.expires
+                dataset = %target.dataset, job = held.job, owner = held.owner,
+                "taking over a claim (stale, or left by an earlier delivery of this job)"
             );
         }
         let expected = current.as_ref().map(|(_, v)| v);
