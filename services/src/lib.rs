@@ -12,6 +12,8 @@ pub mod bodies;
 pub mod charts;
 pub mod dashboard;
 pub mod error;
+pub mod extract;
+pub mod openapi;
 pub mod queue;
 pub mod scheduler;
 
