@@ -544,6 +544,12 @@ mod tests {
             r#"{"kind":"ingest_binpack","spec":{"inputs":["a"],"dataset":"x","rows_per_part":99999999}}"#,
         );
         assert!(e.contains("rows_per_part must be between"), "{e}");
+        for bad in ["0", "100", "2000000000", "-1", "\"big\""] {
+            let e = err(&format!(
+                r#"{{"kind":"ingest_pgn","spec":{{"inputs":["a"],"dataset":"x","max_game_bytes":{bad}}}}}"#
+            ));
+            assert!(e.contains("max_game_bytes"), "{bad}: {e}");
+        }
     }
 
     #[test]
