@@ -15,6 +15,20 @@
 //! 600·16, so dividing it by 16 gives 600 × the float output: a score in Stockfish internal
 //! units (the lake's score unit), like nnue-pytorch's `nnue2score = 600`.
 //!
+//! # SCReLU nets (`WIDTHx2:screlu`, no hidden layers)
+//!
+//! The single-layer design of bullet and most engines that train there: the output reads
+//! the squared clipped transformer output, `Σ clamp(x, 0, 1)² · w + b`.
+//!
+//! | tensor                 | stored | scale   | float range            |
+//! |------------------------|--------|---------|------------------------|
+//! | `ft.weight`, `ft.bias` | i16    | ×255    | ±128                   |
+//! | output weight          | i8     | ×64     | ±127/64                |
+//! | output bias            | i32    | ×255·64 |                        |
+//!
+//! With `a = clamp(acc, 0, 255)`, `s = Σ a²·w` is exact in i64 (each `a·w` fits i16, which
+//! is why the weights stay within ±127), and the score is `(s / 255 + b) · 600 / (255·64)`.
+//!
 //! # File layout (all integers little-endian)
 //!
 //! ```text
@@ -60,13 +74,38 @@ pub const MAX_HIDDEN_WEIGHT: f64 = 127.0 / WEIGHT_SCALE;
 pub const MAX_OUTPUT_WEIGHT: f64 = 127.0 / OUTPUT_WEIGHT_SCALE;
 /// Names the quantization scheme inside the architecture hash.
 const SCHEME: &str = "ft=i16x127;hidden=i8x64,i32x8128;out=i8x9600/127,i32x9600,/16";
+/// The scheme of SCReLU nets.
+const SCRELU_SCHEME: &str = "ft=i16x255;screlu;out=i8x64,i32x16320,(s/255+b)*600/16320";
+/// SCReLU nets: the transformer's 1.0 is stored as 255 (activations 0..=255).
+pub const SCRELU_FT_SCALE: f64 = 255.0;
+/// SCReLU nets: output weights' 1.0 is stored as 64.
+pub const SCRELU_OUTPUT_WEIGHT_SCALE: f64 = 64.0;
+/// SCReLU nets: the output bias' 1.0 is stored as 255·64.
+pub const SCRELU_OUTPUT_BIAS_SCALE: f64 = 255.0 * 64.0;
+/// Largest float output weight of a SCReLU net: `a·w` must fit an i16 lane for `a ≤ 255`.
+pub const MAX_SCRELU_OUTPUT_WEIGHT: f64 = 127.0 / SCRELU_OUTPUT_WEIGHT_SCALE;
+/// Widest SCReLU transformer: the SIMD kernel's i32 lanes hold `l1/8` pair sums of at most
+/// `2·255·255·127` each.
+pub const MAX_SCRELU_WIDTH: usize = 1024;
+
+/// What the feature transformer's output goes through before the dense layers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Activation {
+    /// Clipped ReLU, `clamp(x, 0, 1)`, the Stockfish scheme.
+    #[default]
+    Crelu,
+    /// Squared clipped ReLU, `clamp(x, 0, 1)²`, straight into the output (no hidden layers).
+    Screlu,
+}
 
 /// Network shape from strings like `256x2-32-32`: feature transformer width 256 (the `x2` is
-/// the two perspectives), then hidden layers of 32 and 32, then one output.
+/// the two perspectives), then hidden layers of 32 and 32, then one output. `256x2:screlu`
+/// is a transformer of 256 whose squared clipped output feeds the output directly.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Arch {
     pub l1: usize,
     pub hidden: Vec<usize>,
+    pub activation: Activation,
 }
 
 /// An architecture string that does not parse.
@@ -83,7 +122,16 @@ impl Arch {
             arch: s.to_string(),
             reason: why.to_string(),
         };
-        let mut parts = s.split('-');
+        let (layers, activation) = match s.split_once(':') {
+            None => (s, Activation::Crelu),
+            Some((layers, "screlu")) => (layers, Activation::Screlu),
+            Some((_, other)) => {
+                return Err(bad(&format!(
+                    "unknown activation {other:?} (the one option is `:screlu`)"
+                )));
+            }
+        };
+        let mut parts = layers.split('-');
         let first = parts.next().unwrap_or("");
         let l1 = first
             .strip_suffix("x2")
@@ -100,7 +148,31 @@ impl Arch {
                 "layer sizes must be 1..=4096 (first) and 1..=1024 (hidden)",
             ));
         }
-        Ok(Arch { l1, hidden })
+        if activation == Activation::Screlu {
+            if !hidden.is_empty() {
+                return Err(bad(
+                    "a :screlu net has no hidden layers (write it WIDTHx2:screlu)",
+                ));
+            }
+            if l1 > MAX_SCRELU_WIDTH {
+                return Err(bad(&format!(
+                    "a :screlu transformer is at most {MAX_SCRELU_WIDTH} wide"
+                )));
+            }
+        }
+        Ok(Arch {
+            l1,
+            hidden,
+            activation,
+        })
+    }
+
+    /// The transformer's quantization scale (1.0 is stored as this).
+    pub fn ft_scale(&self) -> f64 {
+        match self.activation {
+            Activation::Crelu => FT_SCALE,
+            Activation::Screlu => SCRELU_FT_SCALE,
+        }
     }
 
     /// `(inputs, outputs)` of each dense layer, the output layer last.
@@ -118,6 +190,9 @@ impl fmt::Display for Arch {
         for h in &self.hidden {
             write!(f, "-{h}")?;
         }
+        if self.activation == Activation::Screlu {
+            write!(f, ":screlu")?;
+        }
         Ok(())
     }
 }
@@ -126,7 +201,11 @@ impl fmt::Display for Arch {
 /// of `features=<set>;arch=<arch>;<quantization scheme>`. It changes whenever the meaning
 /// of the tensors would, so a file written under other rules is refused, not misread.
 pub fn arch_hash(features: FeatureSetKind, arch: &Arch) -> u32 {
-    let text = format!("features={};arch={arch};{SCHEME}", features.name());
+    let scheme = match arch.activation {
+        Activation::Crelu => SCHEME,
+        Activation::Screlu => SCRELU_SCHEME,
+    };
+    let text = format!("features={};arch={arch};{scheme}", features.name());
     text.bytes().fold(0x811c_9dc5u32, |h, b| {
         (h ^ b as u32).wrapping_mul(0x0100_0193)
     })
@@ -202,6 +281,8 @@ pub struct Network {
     pub layers: Vec<Dense>,
     /// Each layer's weights regrouped for the SIMD kernel ([`Dense::by_input_quads`]).
     pub(crate) quads: Vec<Vec<i8>>,
+    /// SCReLU nets: the output weights widened to i16 for the kernel (empty otherwise).
+    pub(crate) output16: Vec<i16>,
 }
 
 /// The feature transformer's output for both perspectives, indexed by `Color as usize`
@@ -229,6 +310,7 @@ impl Network {
             ft_weights: ft_weights.into(),
             layers,
             quads: Vec::new(),
+            output16: Vec::new(),
         };
         for t in net.expected_tensors() {
             let len = match t.name.as_str() {
@@ -258,7 +340,7 @@ impl Network {
                 net.arch.dense().len()
             )));
         }
-        net.quads = net.layers.iter().map(Dense::by_input_quads).collect();
+        net.derive_kernel_layouts();
         Ok(net)
     }
 
@@ -363,6 +445,7 @@ impl Network {
             ft_weights: AlignedI16::default(),
             layers: Vec::new(),
             quads: Vec::new(),
+            output16: Vec::new(),
         };
         let specs = net.expected_tensors();
         let count = r.u32("the tensor count")? as usize;
@@ -424,8 +507,17 @@ impl Network {
         if r.at != bytes.len() {
             return Err(NnueError::Trailing(bytes.len() - r.at));
         }
-        net.quads = net.layers.iter().map(Dense::by_input_quads).collect();
+        net.derive_kernel_layouts();
         Ok(net)
+    }
+
+    /// The weight layouts the SIMD kernels read, from `layers`.
+    fn derive_kernel_layouts(&mut self) {
+        self.quads = self.layers.iter().map(Dense::by_input_quads).collect();
+        self.output16 = match self.arch.activation {
+            Activation::Crelu => Vec::new(),
+            Activation::Screlu => self.layers[0].weights.iter().map(|&w| w as i16).collect(),
+        };
     }
 
     /// A fresh accumulator for `board`, both perspectives.
@@ -470,6 +562,18 @@ impl Network {
 
     /// Dense layers over the two accumulators, side to move first.
     pub fn propagate(&self, stm: &[i16], nstm: &[i16]) -> i32 {
+        if self.arch.activation == Activation::Screlu {
+            let s = stm
+                .iter()
+                .chain(nstm)
+                .zip(&self.layers[0].weights)
+                .map(|(&v, &w)| {
+                    let a = (v as i64).clamp(0, 255);
+                    a * a * w as i64
+                })
+                .sum::<i64>();
+            return screlu_score(s, self.layers[0].bias[0]);
+        }
         let mut x: Vec<i32> = stm
             .iter()
             .chain(nstm)
@@ -496,6 +600,10 @@ impl Network {
 impl Network {
     /// [`Network::propagate`] on `kernel`; the same result, faster.
     pub fn propagate_with(&self, kernel: Kernel, stm: &[i16], nstm: &[i16]) -> i32 {
+        if self.arch.activation == Activation::Screlu {
+            let s = kernel.screlu_dot(stm, nstm, &self.output16);
+            return screlu_score(s, self.layers[0].bias[0]);
+        }
         let n = stm.len() + nstm.len();
         let widest = self.layers.iter().map(|l| l.outputs).max().unwrap_or(0);
         if widest <= 64 && n <= 512 {
@@ -566,6 +674,14 @@ pub fn random_network(features: FeatureSetKind, arch: &str, seed: u64) -> Networ
         layers,
     )
     .unwrap()
+}
+
+/// A SCReLU net's score from `s = Σ a²·w` and the output bias:
+/// `(s / 255 + b) · 600 / (255·64)`, each division rounded to nearest.
+fn screlu_score(s: i64, bias: i32) -> i32 {
+    let div = |v: i64, d: i64| (v + d / 2).div_euclid(d);
+    let t = div(s, 255) + bias as i64;
+    div(t * OUTPUT_SCALE as i64, 255 * 64) as i32
 }
 
 /// `v / 2^shift` rounded to nearest (halves up).
@@ -648,6 +764,9 @@ mod tests {
             "96x2-36-12",
             "1024x2-8-32",
             "32x2-300-8",
+            "256x2:screlu",
+            "32x2:screlu",
+            "1024x2:screlu",
         ] {
             let net = random_network(FeatureSetKind::All768, arch, 3);
             let l1 = net.arch.l1;
@@ -682,6 +801,59 @@ mod tests {
             let e = Arch::parse(bad).unwrap_err();
             assert!(e.to_string().contains("does not parse"), "{bad}: {e}");
         }
+        let s = Arch::parse("512x2:screlu").unwrap();
+        assert_eq!((s.l1, s.activation), (512, Activation::Screlu));
+        assert_eq!(s.to_string(), "512x2:screlu");
+        assert_eq!(s.dense(), vec![(1024, 1)]);
+        assert_eq!(s.ft_scale(), 255.0);
+        assert_eq!(Arch::parse("512x2").unwrap().activation, Activation::Crelu);
+        for (bad, why) in [
+            ("256x2-32:screlu", "no hidden layers"),
+            ("2048x2:screlu", "at most 1024"),
+            ("256x2:relu", "unknown activation"),
+            ("256x2:", "unknown activation"),
+        ] {
+            let e = Arch::parse(bad).unwrap_err().to_string();
+            assert!(e.contains(why), "{bad}: {e}");
+        }
+    }
+
+    /// A SCReLU net's score computed by hand: two active lanes per perspective, one
+    /// clamped above 255, one negative (0), against the formula in the module notes.
+    #[test]
+    fn screlu_score_follows_the_formula() {
+        let arch = Arch::parse("32x2:screlu").unwrap();
+        let mut weights = vec![0i8; 64];
+        weights[0] = 100; // stm lane 0
+        weights[1] = -7; // stm lane 1 (negative accumulator: contributes 0)
+        weights[32] = -50; // nstm lane 0 (clamped to 255)
+        let output = Dense {
+            inputs: 64,
+            outputs: 1,
+            bias: vec![5000],
+            weights,
+        };
+        let net = Network::new(
+            FeatureSetKind::All768,
+            arch,
+            String::new(),
+            vec![0; 32],
+            vec![0; 768 * 32],
+            vec![output],
+        )
+        .unwrap();
+        let mut stm = vec![0i16; 32];
+        let mut nstm = vec![0i16; 32];
+        stm[0] = 200;
+        stm[1] = -30;
+        nstm[0] = 400;
+        let s = 200i64 * 200 * 100 - 255 * 255 * 50;
+        let t = (s as f64 / 255.0).round() + 5000.0;
+        let want = (t * 600.0 / 16320.0).round() as i32;
+        assert_eq!(net.propagate(&stm, &nstm), want);
+        for kernel in Kernel::available(32) {
+            assert_eq!(net.propagate_with(kernel, &stm, &nstm), want, "{kernel:?}");
+        }
     }
 
     #[test]
@@ -690,6 +862,7 @@ mod tests {
             (FeatureSetKind::All768, "16x2-8-4"),
             (FeatureSetKind::HalfKp, "8x2-4"),
             (FeatureSetKind::HalfKaV2Hm, "8x2"),
+            (FeatureSetKind::All768, "32x2:screlu"),
         ] {
             let net = random_network(features, arch, 7);
             let bytes = net.to_bytes();
@@ -831,5 +1004,12 @@ mod tests {
         assert_ne!(h, arch_hash(FeatureSetKind::All768, &a));
         assert_ne!(h, arch_hash(FeatureSetKind::HalfKp, &b));
         assert_eq!(h, arch_hash(FeatureSetKind::HalfKp, &a.clone()));
+        // The activation changes the meaning of every tensor.
+        let crelu = Arch::parse("256x2").unwrap();
+        let screlu = Arch::parse("256x2:screlu").unwrap();
+        assert_ne!(
+            arch_hash(FeatureSetKind::All768, &crelu),
+            arch_hash(FeatureSetKind::All768, &screlu)
+        );
     }
 }

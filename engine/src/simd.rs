@@ -150,6 +150,20 @@ impl Kernel {
         }
     }
 
+    /// `Σ clamp(v, 0, 255)² · w` over both accumulators (side to move first) against
+    /// `weights` (`2·width` values, each within i8): a SCReLU net's output sum, exact.
+    pub fn screlu_dot(self, stm: &[i16], nstm: &[i16], weights: &[i16]) -> i64 {
+        debug_assert_eq!(weights.len(), stm.len() + nstm.len());
+        match self {
+            Kernel::Scalar => screlu_dot_scalar(stm, nstm, weights),
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: as in `update` (widths are multiples of 32, so of 16).
+            Kernel::Avx2(_) | Kernel::Vnni(_) => unsafe { avx2::screlu_dot(stm, nstm, weights) },
+            #[cfg(not(target_arch = "x86_64"))]
+            Kernel::Avx2(_) | Kernel::Vnni(_) => screlu_dot_scalar(stm, nstm, weights),
+        }
+    }
+
     /// A dense layer's sums, bias included, over byte activations of at most 127 (clipped
     /// ReLU outputs: above that `maddubs` could saturate and kernels would disagree); `quads` is
     /// [`Dense::by_input_quads`] of `layer` (empty where its shape does not fit).
@@ -189,6 +203,17 @@ fn clip_scalar(stm: &[i16], nstm: &[i16], out: &mut [u8]) {
     for (x, &v) in out.iter_mut().zip(stm.iter().chain(nstm)) {
         *x = v.clamp(0, 127) as u8;
     }
+}
+
+fn screlu_dot_scalar(stm: &[i16], nstm: &[i16], weights: &[i16]) -> i64 {
+    stm.iter()
+        .chain(nstm)
+        .zip(weights)
+        .map(|(&v, &w)| {
+            let a = (v as i64).clamp(0, 255);
+            a * a * w as i64
+        })
+        .sum()
 }
 
 fn dense_scalar(x: &[u8], layer: &Dense, out: &mut [i32]) {
@@ -357,6 +382,39 @@ mod avx2 {
                 }
                 at += half.len();
             }
+        }
+    }
+
+    /// SCReLU output sum: per 16 lanes, `a = clamp(v, 0, 255)`, `a·w` in i16 (it fits: |w| ≤
+    /// 128), then `madd` with `a` sums pairs into i32 lanes. Each lane gathers at most
+    /// `width/8` pairs of at most 2·255·32640, within i32 for widths up to
+    /// `MAX_SCRELU_WIDTH`; the lanes are summed in i64.
+    #[target_feature(enable = "avx2")]
+    pub unsafe fn screlu_dot(stm: &[i16], nstm: &[i16], weights: &[i16]) -> i64 {
+        assert!(weights.len() >= stm.len() + nstm.len());
+        assert!(stm.len().is_multiple_of(16) && nstm.len().is_multiple_of(16));
+        // SAFETY: every load is inside `stm`, `nstm` or `weights` (asserted above); the
+        // caller enabled AVX2.
+        unsafe {
+            let zero = _mm256_setzero_si256();
+            let max = _mm256_set1_epi16(255);
+            let mut sum = _mm256_setzero_si256();
+            let mut at = 0;
+            for half in [stm, nstm] {
+                let mut i = 0;
+                while i < half.len() {
+                    let v = _mm256_loadu_si256(half.as_ptr().add(i) as *const __m256i);
+                    let w = _mm256_loadu_si256(weights.as_ptr().add(at + i) as *const __m256i);
+                    let a = _mm256_min_epi16(_mm256_max_epi16(v, zero), max);
+                    let aw = _mm256_mullo_epi16(a, w);
+                    sum = _mm256_add_epi32(sum, _mm256_madd_epi16(aw, a));
+                    i += 16;
+                }
+                at += half.len();
+            }
+            let mut lanes = [0i32; 8];
+            _mm256_storeu_si256(lanes.as_mut_ptr() as *mut __m256i, sum);
+            lanes.iter().map(|&l| l as i64).sum()
         }
     }
 
@@ -584,6 +642,49 @@ mod tests {
                         kernel.update(&mut got, &src, &weights, &r, &a);
                         assert_eq!(got, want, "{kernel:?} width {width} rows -{r:?} +{a:?}");
                     }
+                }
+            }
+        }
+    }
+
+    /// The SCReLU output sum at the widest transformer, with every lane at its extreme (255
+    /// × -128 and × 127, where one i32 lane holds the most), below zero, in range and mixed:
+    /// every kernel equals the exact scalar sum.
+    #[test]
+    fn screlu_dot_matches_scalar_at_the_extremes() {
+        let mut seed = 0x1234_5678_9abc_def1u64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        for width in [32usize, 256, crate::nnue::MAX_SCRELU_WIDTH] {
+            for fill in 0..5 {
+                let acc = |next: &mut dyn FnMut() -> u64| -> Vec<i16> {
+                    (0..width)
+                        .map(|_| match fill {
+                            0 | 1 => 300,
+                            2 => -5,
+                            _ => (next() % 600) as i16 - 200,
+                        })
+                        .collect()
+                };
+                let (stm, nstm) = (acc(&mut next), acc(&mut next));
+                let weights: Vec<i16> = (0..2 * width)
+                    .map(|_| match fill {
+                        0 => -128,
+                        1 => 127,
+                        _ => next() as i8 as i16,
+                    })
+                    .collect();
+                let want = Kernel::Scalar.screlu_dot(&stm, &nstm, &weights);
+                if fill == 0 {
+                    assert_eq!(want, -(2 * width as i64) * 255 * 255 * 128);
+                }
+                for kernel in Kernel::available(width) {
+                    let got = kernel.screlu_dot(&stm, &nstm, &weights);
+                    assert_eq!(got, want, "{kernel:?} width {width} fill {fill}");
                 }
             }
         }

@@ -13,7 +13,8 @@ pub struct TrainSpec {
     pub shuffle: String,
     #[serde(default)]
     pub features: FeatureSet,
-    /// `256x2-32-32`: feature transformer width, then hidden layers.
+    /// `256x2-32-32`: feature transformer width, then hidden layers (clipped ReLU); or
+    /// `256x2:screlu`: the squared clipped transformer straight into the output.
     #[serde(default = "d_arch")]
     pub arch: String,
     #[serde(default = "d_batch")]

@@ -7,7 +7,9 @@
 use crate::loader::Batch;
 use tch::{Device, Kind, Tensor};
 
-pub use lakefish_engine::nnue::{Arch, MAX_HIDDEN_WEIGHT, MAX_OUTPUT_WEIGHT, OUTPUT_SCALE};
+pub use lakefish_engine::nnue::{
+    Activation, Arch, MAX_HIDDEN_WEIGHT, MAX_OUTPUT_WEIGHT, MAX_SCRELU_OUTPUT_WEIGHT, OUTPUT_SCALE,
+};
 
 pub struct Model {
     pub arch: Arch,
@@ -72,7 +74,7 @@ impl Model {
     }
 
     /// The input of every dense layer (the feature transformer's output first), after the
-    /// clipped ReLU: what the quantizer calibrates biases with.
+    /// clipped ReLU (squared for SCReLU nets): what the quantizer calibrates biases with.
     pub fn dense_inputs(&self, b: &BatchTensors) -> Vec<Tensor> {
         let w = self.param("ft.weight");
         let bias = self.param("ft.bias");
@@ -81,7 +83,11 @@ impl Model {
         };
         let stm = bag(&b.stm_indices, &b.stm_offsets);
         let nstm = bag(&b.nstm_indices, &b.nstm_offsets);
-        let mut inputs = vec![Tensor::cat(&[stm, nstm], 1).clamp(0.0, 1.0)];
+        let clipped = Tensor::cat(&[stm, nstm], 1).clamp(0.0, 1.0);
+        let mut inputs = vec![match self.arch.activation {
+            Activation::Crelu => clipped,
+            Activation::Screlu => clipped.square(),
+        }];
         for i in 0..self.arch.dense().len() - 1 {
             let w = self.param(&format!("l{i}.weight"));
             let bias = self.param(&format!("l{i}.bias"));
@@ -98,7 +104,9 @@ impl Model {
         tch::no_grad(|| {
             for (name, t) in &self.params {
                 if name.starts_with('l') && name.ends_with(".weight") {
-                    let max = if *name == output {
+                    let max = if *name == output && self.arch.activation == Activation::Screlu {
+                        MAX_SCRELU_OUTPUT_WEIGHT
+                    } else if *name == output {
                         MAX_OUTPUT_WEIGHT
                     } else {
                         MAX_HIDDEN_WEIGHT

@@ -12,7 +12,8 @@ use crate::train::{Adam, LakeChunks, load_checkpoint, read_run, resolve, run_pre
 use arrow_array::Array;
 use lakefish_engine::features::FeatureSetKind;
 use lakefish_engine::nnue::{
-    Dense, FT_SCALE, Network, OUTPUT_BIAS_SCALE, OUTPUT_WEIGHT_SCALE, WEIGHT_SCALE, arch_hash,
+    Activation, Dense, FT_SCALE, Network, OUTPUT_BIAS_SCALE, OUTPUT_WEIGHT_SCALE,
+    SCRELU_OUTPUT_BIAS_SCALE, SCRELU_OUTPUT_WEIGHT_SCALE, WEIGHT_SCALE, arch_hash,
 };
 use lakefish_engine::scores;
 use lakefish_jobs::JobContext;
@@ -241,9 +242,10 @@ pub fn quantize_model(
     calibration: Option<&Calibration>,
 ) -> Result<Network, TrainError> {
     let l1 = model.arch.l1;
+    let ft_scale = model.arch.ft_scale();
     let i16_range = (i16::MIN as i64, i16::MAX as i64);
     let ft_w = values(model, "ft.weight")?;
-    let mut ft_weights = quantize_tensor("ft.weight", &ft_w, FT_SCALE, i16_range.0, i16_range.1)?;
+    let mut ft_weights = quantize_tensor("ft.weight", &ft_w, ft_scale, i16_range.0, i16_range.1)?;
     let mut ft_b = values(model, "ft.bias")?;
     if let Some(c) = calibration {
         if let Some(h) = &c.feature_moments {
@@ -254,7 +256,7 @@ pub fn quantize_model(
                 .map(|(j, f)| ft_w[f * l1 + j])
                 .collect();
             let range = (i16_range.0 as f64, i16_range.1 as f64);
-            if let Some(q) = gptq(&rows, inputs, FT_SCALE, range, h) {
+            if let Some(q) = gptq(&rows, inputs, ft_scale, range, h) {
                 for j in 0..l1 {
                     for f in 0..inputs {
                         ft_weights[f * l1 + j] = q[j * inputs + f];
@@ -266,18 +268,20 @@ pub fn quantize_model(
             &mut ft_b,
             &ft_w,
             &ft_weights,
-            FT_SCALE,
+            ft_scale,
             &c.feature_rate,
             true,
         );
     }
-    let ft_bias = quantize_tensor("ft.bias", &ft_b, FT_SCALE, i16_range.0, i16_range.1)?;
+    let ft_bias = quantize_tensor("ft.bias", &ft_b, ft_scale, i16_range.0, i16_range.1)?;
     check_accumulator_range(&ft_bias, &ft_weights, l1, features.max_active())?;
     let dense = model.arch.dense();
     let mut layers = Vec::with_capacity(dense.len());
     for (i, &(inputs, outputs)) in dense.iter().enumerate() {
         let output = i + 1 == dense.len();
-        let (w_scale, b_scale) = if output {
+        let (w_scale, b_scale) = if output && model.arch.activation == Activation::Screlu {
+            (SCRELU_OUTPUT_WEIGHT_SCALE, SCRELU_OUTPUT_BIAS_SCALE)
+        } else if output {
             (OUTPUT_WEIGHT_SCALE, OUTPUT_BIAS_SCALE)
         } else {
             (WEIGHT_SCALE, WEIGHT_SCALE * FT_SCALE)

@@ -13,6 +13,34 @@ use lakefish_train::model::{Arch, Model};
 use lakefish_train::quantize::{quantize, quantize_model};
 use lakefish_train::train::train;
 
+/// A SCReLU net (`:screlu`, the transformer squared straight into the output) trains,
+/// quantizes within the same targets under its own scheme, and reads back as what it is.
+#[test]
+fn a_screlu_net_trains_and_quantizes_within_targets() {
+    let fx = fixture(6);
+    let mut s = spec(&fx.shuffle);
+    s.arch = "64x2:screlu".into();
+    s.epochs = 2;
+    s.lr = 3e-3;
+    let run = train(&fx.ctx, &JobId::new(), &s).unwrap();
+    assert!(
+        run.val_loss.iter().all(|v| v.is_finite()),
+        "{:?}",
+        run.val_loss
+    );
+    let report = quantize(&fx.ctx, &QuantizeSpec::new(&run.id)).unwrap();
+    let e = &report.error;
+    assert_eq!(e.positions, 10_000);
+    assert!(e.mean_abs_cp <= 3.0 && e.p99_abs_cp <= 15.0, "{e:?}");
+    assert!(e.max_abs_cp > 0.0);
+    let (nnue_key, _) = quantized_keys(&run.id, run.step);
+    let bytes = fx.rt.block_on(fx.ctx.lake.get(&nnue_key)).unwrap().unwrap();
+    let net = Network::from_bytes(&bytes).unwrap();
+    assert_eq!(net.arch.to_string(), "64x2:screlu");
+    // Output weights stay where a·w fits an i16 lane.
+    assert!(net.layers[0].weights.iter().all(|&w| w > i8::MIN));
+}
+
 #[test]
 fn a_trained_net_quantizes_within_targets_and_registers_once() {
     let fx = fixture(6);

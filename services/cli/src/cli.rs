@@ -362,7 +362,9 @@ pub struct TrainArgs {
     /// Feature set: all768, halfkp or halfka_v2_hm.
     #[arg(long, default_value = "all768")]
     pub features: String,
-    /// Layer sizes: feature transformer WIDTHx2, then hidden layers.
+    /// Layer sizes: feature transformer WIDTHx2, then hidden layers (256x2-32-32, clipped
+    /// ReLU, the Stockfish scheme); or WIDTHx2:screlu, the transformer's squared clipped
+    /// output straight into the output (no hidden layers; fastest in search).
     #[arg(long, default_value = "256x2-32-32")]
     pub arch: String,
     /// Positions per training step.
