@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 CARGO ?= cargo
 
-.PHONY: setup cuda build demo test lint bench bench-train clean-demo
+.PHONY: setup cuda build demo quality test lint bench bench-train clean-demo
 
 setup:
 	@bash infra/setup.sh
@@ -18,6 +18,12 @@ build: setup
 # The main job end to end on the embedded default (SQLite queue, local-directory lake).
 demo: build
 	@bash infra/demo.sh
+
+# The quality run (issue 20): self-play only, a SCReLU net, an SPRT on the clock against the
+# hand-written evaluation; hours, not minutes (ROUNDS=N for N rounds). Nothing else may run
+# beside it: the SPRT plays on the clock.
+quality: build
+	@bash infra/quality.sh
 
 # Unit, integration and end-to-end tests (real redis-server, real S3-compatible server).
 test: setup

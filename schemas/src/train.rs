@@ -55,6 +55,10 @@ pub struct TrainSpec {
     /// its optional ply and score limits), for training on a subset without a new shuffle.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub filter: Option<crate::MaskDefinition>,
+    /// Augmentation: every odd epoch (the second, fourth, ...) sees each position mirrored
+    /// left to right (files a↔h), so the net learns both wings from one game.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub mirror: bool,
     /// Warm start: a new run begins from the weights (not the optimizer state) of this
     /// checkpoint of another run, which must have the same features and architecture.
     #[serde(default, skip_serializing_if = "Option::is_none")]

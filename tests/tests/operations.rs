@@ -158,6 +158,16 @@ fn config_files_are_checked_at_start() {
         .unwrap();
     assert_success(&out);
     assert!(String::from_utf8_lossy(&out.stdout).contains("nightly"));
+    // So do the demo's and the quality run's, every step's parameters included.
+    for (file, pipeline) in [("demo.toml", "demo"), ("quality.toml", "quality")] {
+        let path = workspace_root().join("infra").join(file);
+        let out = Command::new(lakefish_bin())
+            .args(["check-config", path.to_str().unwrap()])
+            .output()
+            .unwrap();
+        assert_success(&out);
+        assert!(String::from_utf8_lossy(&out.stdout).contains(pipeline));
+    }
 
     // An unknown key stops `serve` before it listens, naming the key and the file.
     std::fs::write(

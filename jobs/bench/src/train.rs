@@ -143,6 +143,7 @@ pub fn bench_train(
                 order.clone(),
                 features,
                 None,
+                false,
                 batch_size,
                 0,
                 t,

@@ -152,12 +152,15 @@ const PIECE_ROWS: usize = 2048;
 /// pieces of [`PIECE_ROWS`] rows are decoded in parallel, each straight into its own
 /// [`Batch`] (no allocation per row). Rows without a score or a result are left out (a
 /// trainer cannot use them), and so are rows a `filter` mask (the predicate of stored masks,
-/// `lakefish_jobs::masks::keep_row`) drops. A malformed FEN is an error naming the chunk and
-/// row.
+/// `lakefish_jobs::masks::keep_row`) drops. With `mirror`, each board is flipped left to
+/// right (files a↔h) before its features are taken: the same position seen from the other
+/// wing, which a net should score the same (augmentation). A malformed FEN is an error
+/// naming the chunk and row.
 pub fn chunk_rows(
     batch: &RecordBatch,
     features: FeatureSetKind,
     filter: Option<&MaskDefinition>,
+    mirror: bool,
     chunk: &str,
 ) -> Result<Vec<Batch>, TrainError> {
     let view = PositionsView::of(batch).map_err(|reason| TrainError::Data {
@@ -194,8 +197,11 @@ pub fn chunk_rows(
                         continue;
                     }
                 }
-                let (board, turn) = parse_fen_board(fen.value(i))
+                let (mut board, turn) = parse_fen_board(fen.value(i))
                     .map_err(|reason| row_error(i, format!("FEN {:?}: {reason}", fen.value(i))))?;
+                if mirror {
+                    board.flip_horizontal();
+                }
                 for (perspective, indices, offsets) in [
                     (turn, &mut out.stm_indices, &mut out.stm_offsets),
                     (turn.other(), &mut out.nstm_indices, &mut out.nstm_offsets),
@@ -283,6 +289,7 @@ pub fn stream_batches(
     order: Vec<usize>,
     features: FeatureSetKind,
     filter: Option<MaskDefinition>,
+    mirror: bool,
     batch_size: usize,
     skip: usize,
     threads: usize,
@@ -315,7 +322,9 @@ pub fn stream_batches(
             let mut emitted = 0usize;
             for (i, read) in chunks {
                 let pieces = read.and_then(|b| {
-                    pool.install(|| chunk_rows(&b, features, filter.as_ref(), &source.name(i)))
+                    pool.install(|| {
+                        chunk_rows(&b, features, filter.as_ref(), mirror, &source.name(i))
+                    })
                 });
                 let pieces = match pieces {
                     Ok(p) => p,
@@ -460,6 +469,7 @@ mod tests {
         order: &[usize],
         features: FeatureSetKind,
         filter: Option<&MaskDefinition>,
+        mirror: bool,
         batch_size: usize,
         skip: usize,
     ) -> Vec<Batch> {
@@ -490,7 +500,19 @@ mod tests {
                 {
                     continue;
                 }
-                let (board, turn) = parse_fen_board(fen.value(r)).unwrap();
+                // Mirrored independently of shakmaty: each rank's text reversed.
+                let text = match mirror {
+                    false => fen.value(r).to_string(),
+                    true => {
+                        let (placement, rest) = fen.value(r).split_once(' ').unwrap();
+                        let ranks: Vec<String> = placement
+                            .split('/')
+                            .map(|rank| rank.chars().rev().collect())
+                            .collect();
+                        format!("{} {rest}", ranks.join("/"))
+                    }
+                };
+                let (board, turn) = parse_fen_board(&text).unwrap();
                 let (mut stm, mut nstm) = (vec![], vec![]);
                 features.active_features(&board, turn, &mut stm).unwrap();
                 features
@@ -532,14 +554,21 @@ mod tests {
         };
         for features in [FeatureSetKind::All768, FeatureSetKind::HalfKp] {
             for filter in [None, Some(&quiet), Some(&limited)] {
-                for (batch_size, skip) in [(1, 0), (7, 3), (100, 0), (2048, 1), (4096, 0)] {
-                    let want = reference(&c, &order, features, filter, batch_size, skip);
+                for (batch_size, skip, mirror) in [
+                    (1, 0, false),
+                    (7, 3, true),
+                    (100, 0, false),
+                    (2048, 1, true),
+                    (4096, 0, false),
+                ] {
+                    let want = reference(&c, &order, features, filter, mirror, batch_size, skip);
                     for threads in [1, 3, 8, 16] {
                         let mut stream = stream_batches(
                             c.clone(),
                             order.clone(),
                             features,
                             filter.cloned(),
+                            mirror,
                             batch_size,
                             skip,
                             threads,
@@ -591,6 +620,7 @@ mod tests {
                 vec![0, 1, 2],
                 FeatureSetKind::All768,
                 None,
+                false,
                 16,
                 0,
                 threads,
@@ -626,9 +656,18 @@ mod tests {
         let mut columns = b.columns().to_vec();
         columns[0] = Arc::new(StringArray::from(fens));
         c.0[0] = RecordBatch::try_new(b.schema(), columns).unwrap();
-        let err = stream_batches(Arc::new(c), vec![0], FeatureSetKind::All768, None, 16, 0, 2)
-            .find_map(|b| b.err())
-            .expect("an error");
+        let err = stream_batches(
+            Arc::new(c),
+            vec![0],
+            FeatureSetKind::All768,
+            None,
+            false,
+            16,
+            0,
+            2,
+        )
+        .find_map(|b| b.err())
+        .expect("an error");
         let msg = err.to_string();
         assert!(
             msg.contains("chunk-0") && msg.contains(&format!("row {bad}:")),

@@ -65,6 +65,45 @@ fn two_n_steps_equal_n_steps_then_resume_for_n_more() {
     assert!(!wf[0].1.equal(&wa[0].1));
 }
 
+/// Mirror augmentation (odd epochs flipped left to right) on a SCReLU net: two epochs
+/// straight equal one epoch then a resume into the second, and the mirrored epoch trains
+/// on something else than the plain one would.
+#[test]
+fn mirrored_epochs_resume_exactly_and_change_what_is_learned() {
+    let fx = fixture(4);
+    let mut straight = spec(&fx.shuffle);
+    straight.arch = "32x2:screlu".into();
+    straight.mirror = true;
+    straight.epochs = 2;
+    let a = train(&fx.ctx, &JobId::new(), &straight).unwrap();
+    assert_eq!(a.epoch, 2);
+
+    let mut first = straight.clone();
+    first.epochs = 1;
+    let b = train(&fx.ctx, &JobId::new(), &first).unwrap();
+    let mut resumed = straight.clone();
+    resumed.resume = Some(b.id.clone());
+    let b = train(&fx.ctx, &JobId::new(), &resumed).unwrap();
+    assert_eq!(b.step, a.step);
+    let (wa, wb) = (last_checkpoint(&fx, &a.id), last_checkpoint(&fx, &b.id));
+    for ((na, ta), (_, tb)) in wa.iter().zip(&wb) {
+        assert!(ta.equal(tb), "tensor {na} differs after resume");
+    }
+
+    let mut plain = straight.clone();
+    plain.mirror = false;
+    let c = train(&fx.ctx, &JobId::new(), &plain).unwrap();
+    let wc = last_checkpoint(&fx, &c.id);
+    let ft = |w: &[(String, tch::Tensor)]| {
+        w.iter()
+            .find(|(n, _)| n == "ft.weight")
+            .unwrap()
+            .1
+            .shallow_clone()
+    };
+    assert!(!ft(&wa).equal(&ft(&wc)), "mirroring changed nothing");
+}
+
 #[test]
 fn a_trained_net_beats_material_on_the_held_out_chunk() {
     let fx = fixture(8);

@@ -414,6 +414,10 @@ pub struct TrainArgs {
     /// features and architecture).
     #[arg(long)]
     pub init_from: Option<String>,
+    /// Augmentation: odd epochs (the 2nd, 4th, ...) see every position mirrored left to
+    /// right (files a↔h).
+    #[arg(long)]
+    pub mirror: bool,
     /// Filter the chunks' rows at load time: quiet rows from this ply on.
     #[arg(long)]
     pub filter_min_ply: Option<u16>,
@@ -461,6 +465,7 @@ impl TrainArgs {
                     })
                 }
             },
+            mirror: self.mirror,
             filter: (self.filter_min_ply.is_some() || self.filter_max_abs_score.is_some()).then(
                 || MaskDefinition {
                     name: MaskName::new("train-filter").expect("a valid name"),

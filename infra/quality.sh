@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# `make quality`: the quality run. From an empty lake, with nothing but this machine's cores,
+# the `quality` pipeline of infra/quality.toml makes a net that beats the hand-written
+# evaluation at equal time: self-play with the hand-written evaluation, quiet masks, shuffle,
+# a SCReLU net, quantization, registration, and an SPRT on the clock against the
+# hand-written evaluation; the net is promoted if it is accepted. Run it again (ROUNDS=N) and
+# each round plays its self-play with the best net, warm-starts from it and must beat it on
+# the clock to be promoted. Nothing else may run on the machine meanwhile: the SPRT plays on
+# the clock, one game per core.
+#
+#   bash infra/quality.sh              # one round into ./quality-run (about 3 hours on 2 cores)
+#   ROUNDS=3 bash infra/quality.sh     # three rounds, each against the best net so far
+#   QUALITY_RUN=dir bash infra/quality.sh   # another directory (an existing lake goes on)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BIN=target/release/lakefish
+RUN=${QUALITY_RUN:-quality-run}
+ROUNDS=${ROUNDS:-1}
+SHARED=../shared/data
+mkdir -p "$RUN"
+export LAKEFISH_LAKE="$RUN/lake"
+
+BOOK="$RUN/noob_2moves.epd"
+if [ -f "$SHARED/openings/noob_2moves.epd" ]; then
+  cp "$SHARED/openings/noob_2moves.epd" "$BOOK"
+else
+  # Without the shared samples: four first moves (clock games differ from run to run).
+  echo "no ../shared/data/openings/noob_2moves.epd: using a four-line book" >&2
+  printf '%s\n' \
+    'rnbqkbnr/pppppppp/8/8/4P3/8/PPPP1PPP/RNBQKBNR b KQkq -' \
+    'rnbqkbnr/pppppppp/8/8/3P4/8/PPP1PPPP/RNBQKBNR b KQkq -' \
+    'rnbqkbnr/pppppppp/8/8/2P5/8/PP1PPPPP/RNBQKBNR b KQkq -' \
+    'rnbqkbnr/pppppppp/8/8/8/5N2/PPPPPPPP/RNBQKB1R b KQkq -' >"$BOOK"
+fi
+"$BIN" upload --source books "$BOOK" >/dev/null
+
+"$BIN" --config infra/quality.toml serve --listen 127.0.0.1:0 --queue-db "$RUN/queue.sqlite" >"$RUN/serve.out" 2>>"$RUN/serve.log" &
+SERVER=$!
+trap 'kill $SERVER 2>/dev/null || true' EXIT
+for _ in $(seq 100); do grep -q '^listening on' "$RUN/serve.out" 2>/dev/null && break; sleep 0.1; done
+API=$(sed -n 's/^listening on //p' "$RUN/serve.out")
+[ -n "$API" ] || { cat "$RUN/serve.log"; echo "the server did not start" >&2; exit 1; }
+echo "lakefish API at $API (lake: $RUN/lake, log: $RUN/serve.log)"
+
+for round in $(seq "$ROUNDS"); do
+  echo "== round $round of $ROUNDS"
+  start=$(date +%s)
+  "$BIN" pipeline --api "$API" run quality --wait
+  echo "round $round took $(( $(date +%s) - start )) s"
+done
+"$BIN" nets ls
