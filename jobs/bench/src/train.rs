@@ -5,7 +5,7 @@
 use lakefish_engine::features::FeatureSetKind;
 use lakefish_jobs::{JobContext, Lake};
 use lakefish_train::TrainError;
-use lakefish_train::loader::{Batch, stream_batches};
+use lakefish_train::loader::{Batch, RowOptions, stream_batches};
 use lakefish_train::model::{Arch, BatchTensors, Loss, Model};
 use lakefish_train::train::{Adam, LakeChunks, train_step};
 use std::collections::HashMap;
@@ -142,8 +142,7 @@ pub fn bench_train(
                 source.clone(),
                 order.clone(),
                 features,
-                None,
-                false,
+                RowOptions::default(),
                 batch_size,
                 0,
                 t,

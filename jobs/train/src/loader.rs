@@ -278,6 +278,15 @@ impl Iterator for BatchStream {
     }
 }
 
+/// Which rows a stream keeps and how it presents them.
+#[derive(Debug, Clone, Default)]
+pub struct RowOptions {
+    /// Rows this mask definition drops are left out ([`chunk_rows`]).
+    pub filter: Option<MaskDefinition>,
+    /// Boards flipped a↔h before their features are taken ([`chunk_rows`]).
+    pub mirror: bool,
+}
+
 /// Streams batches of `batch_size` over `order` (chunk indices), skipping the first `skip`
 /// batches (resume). The last, partial batch is dropped, as training loops do.
 ///
@@ -288,12 +297,12 @@ pub fn stream_batches(
     source: std::sync::Arc<dyn ChunkSource>,
     order: Vec<usize>,
     features: FeatureSetKind,
-    filter: Option<MaskDefinition>,
-    mirror: bool,
+    rows: RowOptions,
     batch_size: usize,
     skip: usize,
     threads: usize,
 ) -> BatchStream {
+    let RowOptions { filter, mirror } = rows;
     assert!(batch_size > 0, "a batch holds at least one row");
     let (tx, rx) = sync_channel::<Message>(2);
     let (spare_tx, spare_rx) = sync_channel::<Batch>(4);
@@ -567,8 +576,10 @@ mod tests {
                             c.clone(),
                             order.clone(),
                             features,
-                            filter.cloned(),
-                            mirror,
+                            RowOptions {
+                                filter: filter.cloned(),
+                                mirror,
+                            },
                             batch_size,
                             skip,
                             threads,
@@ -619,8 +630,7 @@ mod tests {
                 source,
                 vec![0, 1, 2],
                 FeatureSetKind::All768,
-                None,
-                false,
+                RowOptions::default(),
                 16,
                 0,
                 threads,
@@ -660,8 +670,7 @@ mod tests {
             Arc::new(c),
             vec![0],
             FeatureSetKind::All768,
-            None,
-            false,
+            RowOptions::default(),
             16,
             0,
             2,

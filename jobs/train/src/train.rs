@@ -8,7 +8,7 @@
 //! the epoch and batch it stopped at; a resumed run skips to there and continues identically.
 
 use crate::TrainError;
-use crate::loader::{Batch, ChunkSource, stream_batches};
+use crate::loader::{Batch, ChunkSource, RowOptions, stream_batches};
 use crate::model::{Arch, BatchTensors, Loss, Model, OUTPUT_SCALE, loss, target};
 use arrow_array::RecordBatch;
 use lakefish_engine::features::FeatureSetKind;
@@ -423,8 +423,10 @@ fn validate(
         setup.source.clone(),
         setup.val.clone(),
         setup.features,
-        spec.filter.clone(),
-        false,
+        RowOptions {
+            filter: spec.filter.clone(),
+            mirror: false,
+        },
         spec.batch_size.min(4096) as usize,
         0,
         threads,
@@ -623,8 +625,10 @@ fn continue_run(
             setup.source.clone(),
             order,
             setup.features,
-            spec.filter.clone(),
-            spec.mirror && at.epoch % 2 == 1,
+            RowOptions {
+                filter: spec.filter.clone(),
+                mirror: spec.mirror && at.epoch % 2 == 1,
+            },
             batch_size,
             at.batch as usize,
             threads,
