@@ -168,6 +168,15 @@ fn config_files_are_checked_at_start() {
         assert_success(&out);
         assert!(String::from_utf8_lossy(&out.stdout).contains(pipeline));
     }
+    // Overrides apply to the file being checked (a short quality run is made this way).
+    let quality = workspace_root().join("infra/quality.toml");
+    let out = Command::new(lakefish_bin())
+        .args(["check-config", quality.to_str().unwrap()])
+        .env("LAKEFISH__PIPELINES__QUALITY__DATAGEN__GAMES", "50")
+        .output()
+        .unwrap();
+    assert_success(&out);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("\"games\": 50"));
 
     // An unknown key stops `serve` before it listens, naming the key and the file.
     std::fs::write(

@@ -24,6 +24,10 @@ use local::run_here;
 fn main() -> anyhow::Result<()> {
     let matches = <Cli as clap::CommandFactory>::command().get_matches();
     let mut cli = <Cli as clap::FromArgMatches>::from_arg_matches(&matches)?;
+    // `check-config FILE` checks FILE (with the overrides), not the defaults or --config.
+    if let Command::CheckConfig { file } = &cli.command {
+        return config::check_config(file.clone().or(cli.config.clone()));
+    }
     let mut config = load_config(cli.config.as_deref())?;
     apply_config(&mut cli, &matches, &config);
     init_logging(cli.log_json);
