@@ -11,6 +11,7 @@
 #   bash infra/quality.sh              # one round into ./quality-run (about 3 hours on 2 cores)
 #   ROUNDS=3 bash infra/quality.sh     # three rounds, each against the best net so far
 #   QUALITY_RUN=dir bash infra/quality.sh   # another directory (an existing lake goes on)
+#   LAKEFISH__PIPELINES__QUALITY__DATAGEN__GAMES=60 ... # any value of quality.toml, for a short try
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=target/release/lakefish
@@ -32,7 +33,7 @@ else
     'rnbqkbnr/pppppppp/8/8/2P5/8/PP1PPPPP/RNBQKBNR b KQkq -' \
     'rnbqkbnr/pppppppp/8/8/8/5N2/PPPPPPPP/RNBQKB1R b KQkq -' >"$BOOK"
 fi
-"$BIN" upload --source books "$BOOK" >/dev/null
+"$BIN" --config infra/quality.toml upload --source books "$BOOK" >/dev/null
 
 "$BIN" --config infra/quality.toml serve --listen 127.0.0.1:0 --queue-db "$RUN/queue.sqlite" >"$RUN/serve.out" 2>>"$RUN/serve.log" &
 SERVER=$!
@@ -45,7 +46,7 @@ echo "lakefish API at $API (lake: $RUN/lake, log: $RUN/serve.log)"
 for round in $(seq "$ROUNDS"); do
   echo "== round $round of $ROUNDS"
   start=$(date +%s)
-  "$BIN" pipeline --api "$API" run quality --wait
+  "$BIN" --config infra/quality.toml pipeline --api "$API" run quality --wait
   echo "round $round took $(( $(date +%s) - start )) s"
 done
-"$BIN" nets ls
+"$BIN" --config infra/quality.toml nets ls
