@@ -563,15 +563,7 @@ impl Network {
     /// Dense layers over the two accumulators, side to move first.
     pub fn propagate(&self, stm: &[i16], nstm: &[i16]) -> i32 {
         if self.arch.activation == Activation::Screlu {
-            let s = stm
-                .iter()
-                .chain(nstm)
-                .zip(&self.layers[0].weights)
-                .map(|(&v, &w)| {
-                    let a = (v as i64).clamp(0, 255);
-                    a * a * w as i64
-                })
-                .sum::<i64>();
+            let s = Kernel::Scalar.screlu_dot(stm, nstm, &self.output16);
             return screlu_score(s, self.layers[0].bias[0]);
         }
         let mut x: Vec<i32> = stm

@@ -563,18 +563,22 @@ mod avx2 {
 mod tests {
     use super::*;
 
+    /// A seeded xorshift64 stream of test values.
+    fn xorshift(mut seed: u64) -> impl FnMut() -> u64 {
+        move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        }
+    }
+
     /// Dense layers of the shapes nets use and odd ones (outputs not a multiple of 8 or
     /// 32, one output, an odd number of input groups), over activations with runs of zeros (skipped groups) and at the
     /// extremes (127 × -128): every kernel equals scalar, whichever layout it takes.
     #[test]
     fn every_dense_shape_matches_scalar() {
-        let mut seed = 0x2545_f491_4f6c_dd1du64;
-        let mut next = move || {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed
-        };
+        let mut next = xorshift(0x2545_f491_4f6c_dd1du64);
         for (inputs, outputs) in [
             (512, 32),
             (32, 32),
@@ -618,13 +622,7 @@ mod tests {
     /// that exercise both the 64-lane blocks and the 16-lane tail: AVX2 equals scalar.
     #[test]
     fn every_update_shape_matches_scalar() {
-        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = move || {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed
-        };
+        let mut next = xorshift(0x9e37_79b9_7f4a_7c15u64);
         let inputs = 100;
         for width in [32usize, 96, 256] {
             let weights: Vec<i16> = (0..inputs * width).map(|_| next() as i16).collect();
@@ -652,13 +650,7 @@ mod tests {
     /// every kernel equals the exact scalar sum.
     #[test]
     fn screlu_dot_matches_scalar_at_the_extremes() {
-        let mut seed = 0x1234_5678_9abc_def1u64;
-        let mut next = move || {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed
-        };
+        let mut next = xorshift(0x1234_5678_9abc_def1u64);
         for width in [32usize, 256, crate::nnue::MAX_SCRELU_WIDTH] {
             for fill in 0..5 {
                 let acc = |next: &mut dyn FnMut() -> u64| -> Vec<i16> {

@@ -15,14 +15,19 @@ use lakefish_train::train::train;
 
 /// A SCReLU net (`:screlu`, the transformer squared straight into the output) trains,
 /// quantizes within the same targets under its own scheme, and reads back as what it is.
+/// Two epochs of `arch` on a six-chunk fixture, as the quantize tests train their nets.
+fn trained(fx: &common::Fixture, arch: &str) -> lakefish_schemas::RunRecord {
+    let mut s = spec(&fx.shuffle);
+    s.arch = arch.into();
+    s.epochs = 2;
+    s.lr = 3e-3;
+    train(&fx.ctx, &JobId::new(), &s).unwrap()
+}
+
 #[test]
 fn a_screlu_net_trains_and_quantizes_within_targets() {
     let fx = fixture(6);
-    let mut s = spec(&fx.shuffle);
-    s.arch = "64x2:screlu".into();
-    s.epochs = 2;
-    s.lr = 3e-3;
-    let run = train(&fx.ctx, &JobId::new(), &s).unwrap();
+    let run = trained(&fx, "64x2:screlu");
     assert!(
         run.val_loss.iter().all(|v| v.is_finite()),
         "{:?}",
@@ -44,11 +49,7 @@ fn a_screlu_net_trains_and_quantizes_within_targets() {
 #[test]
 fn a_trained_net_quantizes_within_targets_and_registers_once() {
     let fx = fixture(6);
-    let mut s = spec(&fx.shuffle);
-    s.arch = "64x2-16-16".into();
-    s.epochs = 2;
-    s.lr = 3e-3;
-    let run = train(&fx.ctx, &JobId::new(), &s).unwrap();
+    let run = trained(&fx, "64x2-16-16");
 
     let report = quantize(&fx.ctx, &QuantizeSpec::new(&run.id)).unwrap();
     let e = &report.error;
