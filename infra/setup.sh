@@ -2,6 +2,9 @@
 # One-time, idempotent set-up of everything lakefish needs on a fresh Debian machine with Rust:
 #   - redis-server (apt)            for the Redis queue and its tests
 #   - chromium (apt)                headless browser for the dashboard test
+#   - postgresql (apt)              the metastore's PostgreSQL backend; tests start their own
+#                                   server in a temp dir (the package's own cluster is unused)
+#   - stockfish (apt)               Stockfish 15.1, /usr/games/stockfish: a real UCI engine
 #   - .venv with torch==2.11.0      libtorch for the trainer (tch 0.24), CPU-only and lean
 #   - pyarrow, duckdb, moto[server] interop checks and an S3-compatible server for tests
 #   - schemathesis                  fuzzes the API from its OpenAPI document in the tests
@@ -15,6 +18,8 @@ PY=${PYTHON:-python3}
 apt_missing=()
 command -v redis-server >/dev/null 2>&1 || apt_missing+=(redis-server)
 command -v chromium >/dev/null 2>&1 || apt_missing+=(chromium)
+compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || apt_missing+=(postgresql)
+[ -x /usr/games/stockfish ] || apt_missing+=(stockfish)
 # Debian's python3 needs python3-venv for `python3 -m venv` (pip bootstrap).
 if [ ! -x .venv/bin/pip ] && ! "$PY" -c 'import ensurepip' >/dev/null 2>&1; then
   apt_missing+=(python3-venv)

@@ -1,15 +1,13 @@
-//! Prometheus metrics, computed from the lake on each scrape. The lake holds every job record,
-//! dataset, run and SPRT test of all processes on all machines, so any API replica reports the
-//! same numbers, and they survive restarts (in-process counters would do neither).
+//! Prometheus metrics, computed on each scrape from the job record store and the lake, which
+//! hold every job, dataset, run and SPRT test of all processes on all machines: any API
+//! replica reports the same numbers, and they survive restarts (in-process counters would
+//! do neither).
 
 use crate::{JobError, Lake};
 use lakefish_lake::records::JobStore;
 use lakefish_schemas::JobState;
 use std::collections::BTreeMap;
 use std::fmt::Write;
-
-/// Job records read per scrape at most (newest first).
-pub const MAX_JOBS_SCANNED: usize = 100_000;
 
 fn seconds_between(start: &str, end: &str) -> Option<f64> {
     let a = chrono::DateTime::parse_from_rfc3339(start).ok()?;
@@ -44,25 +42,22 @@ impl Out {
     }
 }
 
-/// The metrics in Prometheus text format (version 0.0.4).
-pub async fn prometheus(lake: &Lake) -> Result<String, JobError> {
+/// The metrics in Prometheus text format (version 0.0.4). Job counts come from the record
+/// store's tally (one aggregate query in a database), the rest from the lake's catalogue.
+pub async fn prometheus(lake: &Lake, jobs: &JobStore) -> Result<String, JobError> {
     let mut out = Out(String::new());
-    let jobs = JobStore::new(lake.clone())
-        .list(None, MAX_JOBS_SCANNED)
-        .await?;
+    let tally = jobs.tally().await?;
 
     let mut by_kind_state: BTreeMap<(String, &'static str), u64> = BTreeMap::new();
     let mut durations: BTreeMap<String, (f64, u64)> = BTreeMap::new();
-    for j in &jobs {
+    for t in &tally {
         *by_kind_state
-            .entry((j.kind.clone(), j.state.as_str()))
-            .or_default() += 1;
-        if let (Some(s), Some(f)) = (&j.started, &j.finished)
-            && let Some(secs) = seconds_between(s, f)
-        {
-            let d = durations.entry(j.kind.clone()).or_default();
-            d.0 += secs.max(0.0);
-            d.1 += 1;
+            .entry((t.kind.clone(), t.state.as_str()))
+            .or_default() += t.count;
+        if t.timed > 0 {
+            let d = durations.entry(t.kind.clone()).or_default();
+            d.0 += t.seconds;
+            d.1 += t.timed;
         }
     }
     out.help("lakefish_jobs", "gauge", "Job records by kind and state.");
@@ -85,7 +80,11 @@ pub async fn prometheus(lake: &Lake) -> Result<String, JobError> {
         "gauge",
         "Jobs waiting for a worker (records in state queued).",
     );
-    let queued = jobs.iter().filter(|j| j.state == JobState::Queued).count();
+    let queued: u64 = tally
+        .iter()
+        .filter(|t| t.state == JobState::Queued)
+        .map(|t| t.count)
+        .sum();
     out.sample("lakefish_queue_depth", &[], queued as f64);
     out.help(
         "lakefish_job_duration_seconds",

@@ -5,7 +5,7 @@
 
 use crate::{JobContext, JobError, Lake};
 use lakefish_lake::datasets::{list_datasets, read_manifest};
-use lakefish_lake::records::{JobStore, now};
+use lakefish_lake::records::now;
 use lakefish_schemas::config::{PipelineConfig, dataset_for_raw_file};
 use lakefish_schemas::pipeline::{
     PIPELINES_PREFIX, PipelineRun, PipelineStep, RunState, StepJob, run_key,
@@ -190,7 +190,7 @@ fn ensure_job(
     spec: JobSpec,
 ) -> Result<(JobState, Option<serde_json::Value>, Option<String>), JobError> {
     let id = JobId::derived(&format!("pipeline/{}/{step}/{target}", run.id));
-    let store = JobStore::new(ctx.lake.clone());
+    let store = &ctx.jobs;
     let (state, result, error) = match ctx.block_on(store.get(&id))? {
         Some(rec) => (rec.state, rec.result, rec.error),
         None => {

@@ -90,7 +90,10 @@ pub async fn run_queued_job(
     may_retry: bool,
     hooks: crate::Hooks,
 ) -> Result<(), JobError> {
-    let store = JobStore::new(lake.clone());
+    let store = hooks
+        .records
+        .clone()
+        .unwrap_or_else(|| JobStore::new(lake.clone()));
     let existing = store.get(&job.id).await?;
     let spec = match job.spec() {
         Ok(spec) => spec,

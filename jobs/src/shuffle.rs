@@ -447,7 +447,7 @@ pub fn failed_task(ctx: &JobContext, id: &str) -> Result<Option<String>, JobErro
     let Some(plan) = ctx.block_on(read_plan(&ctx.lake, id))? else {
         return Ok(None);
     };
-    let store = lakefish_lake::records::JobStore::new(ctx.lake.clone());
+    let store = &ctx.jobs;
     let deals = (0..plan.parts.len() as u32).map(|i| ("deal", i));
     let piles = (0..plan.spec.chunks).map(|i| ("pile", i));
     for (pass, i) in deals.chain(piles) {

@@ -406,7 +406,7 @@ pub fn failed_batch(ctx: &JobContext, id: &str, counted: u64) -> Result<Option<S
     let Some(plan) = ctx.block_on(read_plan(&ctx.lake, id))? else {
         return Ok(None);
     };
-    let store = lakefish_lake::records::JobStore::new(ctx.lake.clone());
+    let store = &ctx.jobs;
     for index in counted..counted + plan.spec.concurrency as u64 {
         if let Some(rec) = ctx.block_on(store.get(&batch_id(id, index)))?
             && rec.state == lakefish_schemas::JobState::Failed

@@ -80,6 +80,8 @@ pub struct ServerConfig {
     pub listen: Option<String>,
     pub redis: Option<String>,
     pub queue_db: Option<String>,
+    /// Where job records are kept (`--metastore`): sqlite:PATH, postgres://... or lake.
+    pub metastore: Option<String>,
     /// Largest accepted JSON request body, bytes (raw uploads have their own, larger limit).
     pub max_body_bytes: Option<usize>,
     /// Largest accepted upload (`PUT /v1/raw/...`, `PUT /v1/books/...`), bytes; default 64 GiB.

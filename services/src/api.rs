@@ -13,7 +13,7 @@ use axum::routing::{MethodRouter, get, post, put};
 use axum::{Json, Router};
 use lakefish_jobs::Lake;
 use lakefish_lake::datasets::list_datasets;
-use lakefish_lake::records::JobStore;
+use lakefish_lake::records::{JobCursor, JobQuery, JobStore};
 use lakefish_schemas::config::Config;
 use lakefish_schemas::{JobId, JobSpec, JobState, QueuedJob, Source, raw_key};
 use schemars::{JsonSchema, Schema, SchemaGenerator};
@@ -255,7 +255,7 @@ pub fn routes() -> Vec<Route> {
         route(
             M::GET,
             "/v1/jobs",
-            "Job records, newest first (?state=&limit=).",
+            "Job records, newest first by creation time, a page at a time (?state=&kind=&limit=&after=NEXT).",
             get(list_jobs),
         )
         .query::<ListJobs>()
@@ -446,7 +446,7 @@ async fn healthz(State(s): State<AppState>) -> Json<crate::bodies::Health> {
 }
 
 async fn metrics(State(s): State<AppState>) -> Result<Response, ApiError> {
-    let text = lakefish_jobs::metrics::prometheus(&s.lake).await?;
+    let text = lakefish_jobs::metrics::prometheus(&s.lake, &s.jobs).await?;
     let ct = [(
         axum::http::header::CONTENT_TYPE,
         "text/plain; version=0.0.4; charset=utf-8",
@@ -596,8 +596,14 @@ async fn get_job(
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct ListJobs {
+    /// queued, running, succeeded or failed.
     state: Option<String>,
+    /// A job kind (ingest_pgn, train, sprt_batch, ...).
+    kind: Option<String>,
+    /// Records on a page, 1 to 1000 (default 100).
     limit: Option<usize>,
+    /// The `next` of the previous page: the page after it.
+    after: Option<String>,
 }
 
 async fn list_jobs(
@@ -612,9 +618,30 @@ async fn list_jobs(
             ))
         })?),
     };
-    let limit = q.limit.unwrap_or(100).clamp(1, 10_000);
-    let jobs = s.jobs.list(state, limit).await?;
-    Ok(Json(crate::bodies::JobList { jobs }).into_response())
+    let kind = match q.kind {
+        Some(k) if lakefish_schemas::JobKind::parse(&k).is_none() => {
+            return Err(ApiError::BadRequest(format!("unknown job kind {k:?}")));
+        }
+        k => k,
+    };
+    let after = q
+        .after
+        .as_deref()
+        .map(JobCursor::parse)
+        .transpose()
+        .map_err(ApiError::BadRequest)?;
+    let query = JobQuery {
+        state,
+        kind,
+        after,
+        limit: q.limit.unwrap_or(100).clamp(1, 1000),
+    };
+    let page = s.jobs.page(&query).await?;
+    Ok(Json(crate::bodies::JobList {
+        jobs: page.jobs,
+        next: page.next.map(|c| c.encode()),
+    })
+    .into_response())
 }
 
 /// Committed datasets, and the ones being written (`writing`: each claim with its job,
@@ -811,6 +838,7 @@ async fn submit_sprt(
     let ctx = lakefish_jobs::JobContext::new(s.lake.clone(), tokio::runtime::Handle::current())
         .with_hooks(lakefish_jobs::Hooks {
             inputs: s.input_policy(),
+            records: Some(s.jobs.clone()),
             ..Default::default()
         });
     let sprt = sprt.clone();

@@ -40,7 +40,11 @@ pub struct Submitted {
 /// `GET /v1/jobs`.
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct JobList {
+    /// Newest first by creation time.
     pub jobs: Vec<JobRecord>,
+    /// Pass as `?after=` for the next page; absent on the last page.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next: Option<String>,
 }
 
 /// `GET /v1/datasets`: committed datasets, and the ones being written.

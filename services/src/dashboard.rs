@@ -215,7 +215,8 @@ fn run_link(id: &str) -> String {
 }
 
 pub async fn overview(State(s): State<AppState>) -> Page {
-    let jobs = s.jobs.list(None, 10_000).await?;
+    let tally = s.jobs.tally().await?;
+    let jobs = s.jobs.list(None, 10).await?;
     let datasets = lakefish_lake::datasets::list_datasets(&s.lake).await?;
     let runs = lakefish_jobs::nets::list_runs(&s.lake).await?;
     let nets = lakefish_jobs::nets::list_nets(&s.lake).await?;
@@ -223,7 +224,11 @@ pub async fn overview(State(s): State<AppState>) -> Page {
     let best = lakefish_jobs::nets::read_best(&s.lake).await?;
     let mut b = String::from(r#"<div class="cards">"#);
     for st in JobState::ALL {
-        let n = jobs.iter().filter(|j| j.state == st).count();
+        let n: u64 = tally
+            .iter()
+            .filter(|t| t.state == st)
+            .map(|t| t.count)
+            .sum();
         let _ = write!(
             b,
             r#"<div class="card">jobs {}<b>{n}</b></div>"#,
@@ -254,12 +259,12 @@ pub async fn overview(State(s): State<AppState>) -> Page {
         ),
     }
     b.push_str("<h2>Recent jobs</h2>");
-    b.push_str(&jobs_table(&jobs[..jobs.len().min(10)]));
+    b.push_str(&jobs_table(&jobs));
     if !tests.is_empty() {
         b.push_str("<h2>Recent SPRT tests</h2>");
         b.push_str(&sprt_table(&tests[..tests.len().min(5)]));
     }
-    let busy = jobs.iter().any(|j| !j.state.is_final());
+    let busy = tally.iter().any(|t| !t.state.is_final() && t.count > 0);
     Ok(layout("Overview", "/", busy, &b))
 }
 

@@ -1,6 +1,6 @@
 //! The job queue: apalis over SQLite (embedded default, one process) or Redis (any number of
 //! workers on any number of machines). The queue only carries [`QueuedJob`]s; job records
-//! live in the lake (see `lakefish_lake::records`).
+//! live in the record store (see `lakefish_lake::records`).
 
 use apalis::prelude::*;
 use apalis_redis::{Config as RedisConfig, RedisStorage};
@@ -131,10 +131,10 @@ impl Queue {
     }
 
     /// Lets blocking code (job functions, the pipeline driver) queue jobs.
-    pub fn submitter(&self, lake: Lake) -> Arc<dyn JobSubmitter> {
+    pub fn submitter(&self, jobs: JobStore) -> Arc<dyn JobSubmitter> {
         Arc::new(QueueSubmitter {
             queue: self.clone(),
-            store: JobStore::new(lake),
+            store: jobs,
             rt: tokio::runtime::Handle::current(),
         })
     }
@@ -143,18 +143,21 @@ impl Queue {
     /// runs train and quantize jobs; a worker without one fails them with a reason (the
     /// binary passes `lakefish_train::LakefishTrainer`: this crate never links libtorch).
     /// `inputs` bounds the local files jobs may open (`[inputs] local_roots`).
+    #[allow(clippy::too_many_arguments)]
     pub async fn run_workers(
         &self,
         lake: Lake,
+        jobs: JobStore,
         name: String,
         concurrency: usize,
         threads: usize,
         trainer: Option<Arc<dyn Trainer>>,
         inputs: InputPolicy,
     ) -> anyhow::Result<()> {
-        let submitter = self.submitter(lake.clone());
+        let submitter = self.submitter(jobs.clone());
         let state = Arc::new(WorkerState {
             lake,
+            jobs,
             name: name.clone(),
             threads,
             submitter,
@@ -233,6 +236,7 @@ fn redact(url: &str) -> String {
 
 struct WorkerState {
     lake: Lake,
+    jobs: JobStore,
     name: String,
     threads: usize,
     submitter: Arc<dyn JobSubmitter>,
@@ -295,6 +299,7 @@ async fn handle(
             submitter: Some(state.submitter.clone()),
             trainer: state.trainer.clone(),
             inputs: state.inputs.clone(),
+            records: Some(state.jobs.clone()),
         },
     )
     .await;

@@ -7,6 +7,7 @@ use apalis::prelude::*;
 use apalis_cron::{CronScheduler, Tick};
 use lakefish_jobs::{Hooks, JobContext, Lake};
 use lakefish_lake::input::InputPolicy;
+use lakefish_lake::records::JobStore;
 use lakefish_schemas::config::Config;
 use lakefish_schemas::pipeline::RunState;
 use std::str::FromStr;
@@ -46,7 +47,12 @@ async fn on_tick(tick: Tick, state: Data<Arc<CronState>>) -> Result<(), BoxDynEr
 }
 
 /// Runs the cron workers and the driver until the process ends.
-pub async fn run(lake: Lake, queue: Queue, config: Arc<Config>) -> anyhow::Result<()> {
+pub async fn run(
+    lake: Lake,
+    jobs: JobStore,
+    queue: Queue,
+    config: Arc<Config>,
+) -> anyhow::Result<()> {
     let mut crons = Vec::new();
     for (name, p) in &config.pipelines {
         let Some(expr) = &p.schedule else { continue };
@@ -62,9 +68,10 @@ pub async fn run(lake: Lake, queue: Queue, config: Arc<Config>) -> anyhow::Resul
         crons.push(tokio::spawn(async move { worker.run().await }));
     }
     let ctx = JobContext::new(lake.clone(), tokio::runtime::Handle::current()).with_hooks(Hooks {
-        submitter: Some(queue.submitter(lake.clone())),
+        submitter: Some(queue.submitter(jobs.clone())),
         trainer: None,
         inputs: InputPolicy::confined(&config.inputs.local_roots),
+        records: Some(jobs),
     });
     let ctx = Arc::new(ctx);
     loop {

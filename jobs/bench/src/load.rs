@@ -194,22 +194,37 @@ pub async fn run(
     }
     let seconds = t0.elapsed().as_secs_f64();
 
-    // Accounting: every id we were given is in the job list, in a final state.
-    let listed: serde_json::Value = http
-        .get(format!("{api}/v1/jobs?limit=10000"))
-        .send()
-        .await?
-        .error_for_status()?
-        .json()
-        .await?;
-    let finals: HashSet<&str> = listed["jobs"]
-        .as_array()
-        .map(|a| a.as_slice())
-        .unwrap_or_default()
-        .iter()
-        .filter(|j| j["state"] == "succeeded" || j["state"] == "failed")
-        .filter_map(|j| j["id"].as_str())
-        .collect();
+    // Accounting: every id we were given is in the job list (all its pages), in a final state.
+    let mut finals: HashSet<String> = HashSet::new();
+    let mut after: Option<String> = None;
+    loop {
+        let mut url = format!("{api}/v1/jobs?limit=1000");
+        if let Some(a) = &after {
+            url.push_str(&format!("&after={a}"));
+        }
+        let page: serde_json::Value = http
+            .get(url)
+            .send()
+            .await?
+            .error_for_status()?
+            .json()
+            .await?;
+        for j in page["jobs"]
+            .as_array()
+            .map(|a| a.as_slice())
+            .unwrap_or_default()
+        {
+            if (j["state"] == "succeeded" || j["state"] == "failed")
+                && let Some(id) = j["id"].as_str()
+            {
+                finals.insert(id.to_string());
+            }
+        }
+        match page["next"].as_str() {
+            Some(next) => after = Some(next.to_string()),
+            None => break,
+        }
+    }
     let unaccounted = all
         .ids
         .iter()

@@ -1,4 +1,5 @@
 use crate::input::InputPolicy;
+use crate::records::JobStore;
 use crate::{JobError, Lake};
 use lakefish_schemas::Progress;
 use lakefish_schemas::{JobId, JobSpec};
@@ -48,6 +49,8 @@ pub struct Hooks {
     pub submitter: Option<Arc<dyn JobSubmitter>>,
     pub trainer: Option<Arc<dyn Trainer>>,
     pub inputs: InputPolicy,
+    /// Where job records are kept (the lake's `jobs/` when absent).
+    pub records: Option<JobStore>,
 }
 
 /// Everything a job needs from the outside world, passed explicitly.
@@ -65,11 +68,14 @@ pub struct JobContext {
     pub trainer: Option<Arc<dyn Trainer>>,
     /// Which local files the job may open (`Input::open` checks).
     pub inputs: InputPolicy,
+    /// The job records of the deployment (a fanned-out job reads its tasks' records).
+    pub jobs: JobStore,
 }
 
 impl JobContext {
     pub fn new(lake: Lake, rt: tokio::runtime::Handle) -> Self {
         JobContext {
+            jobs: JobStore::new(lake.clone()),
             lake,
             rt,
             progress: Arc::new(NoProgress),
@@ -86,6 +92,9 @@ impl JobContext {
         self.submitter = hooks.submitter;
         self.trainer = hooks.trainer;
         self.inputs = hooks.inputs;
+        if let Some(records) = hooks.records {
+            self.jobs = records;
+        }
         self
     }
 

@@ -1,28 +1,142 @@
-//! Job records, kept in the lake as `jobs/<id>.json` so every API process and worker, on any
-//! machine, sees the same history, and it survives restarts of all of them.
+//! Job records: one per job (state, progress, result, error, attempts, worker, times), read by
+//! every API process and worker on any machine. Where they live is a [`RecordBackend`]: a
+//! database (crate `lakefish-metastore`: SQLite or PostgreSQL, the default) or the lake
+//! itself ([`LakeRecords`], `jobs/<id>.json`: what older versions wrote, kept for reading
+//! such lakes and as the reference the metastore bench measures against).
 
 use crate::{JobError, Lake};
 use futures::{StreamExt, TryStreamExt};
 use lakefish_schemas::{JobId, JobRecord, JobSpec, JobState, Progress};
+use std::sync::Arc;
 
 pub const JOBS_PREFIX: &str = "jobs";
+
+/// Job records the lake backend reads per list or tally at most (newest first by id).
+pub const MAX_LAKE_RECORDS_SCANNED: usize = 100_000;
 
 pub fn now() -> String {
     chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
 }
 
-#[derive(Clone, Debug)]
+/// Where a list of job records goes on from: the last record of the previous page.
+/// Pages run newest first by creation time, ties broken by id, so a job created while a
+/// client pages never shifts what the next page holds.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct JobCursor {
+    pub created: String,
+    pub id: String,
+}
+
+impl JobCursor {
+    pub fn after(rec: &JobRecord) -> Self {
+        JobCursor {
+            created: rec.created.clone(),
+            id: rec.id.to_string(),
+        }
+    }
+
+    /// `CREATED_ID` as the API hands it out (both parts are URL-safe).
+    pub fn encode(&self) -> String {
+        format!("{}_{}", self.created, self.id)
+    }
+
+    pub fn parse(s: &str) -> Result<Self, String> {
+        let bad = |why: &str| format!("cursor {s:?}: {why} (pass back the `next` of a page)");
+        let (created, id) = s.split_once('_').ok_or_else(|| bad("no '_'"))?;
+        chrono::DateTime::parse_from_rfc3339(created).map_err(|e| bad(&e.to_string()))?;
+        JobId::parse(id).ok_or_else(|| bad("not a job id"))?;
+        Ok(JobCursor {
+            created: created.to_string(),
+            id: id.to_string(),
+        })
+    }
+
+    /// Does `rec` come after this cursor (older, or as old with a smaller id)?
+    fn precedes(&self, rec: &JobRecord) -> bool {
+        (rec.created.as_str(), rec.id.as_str()) < (self.created.as_str(), self.id.as_str())
+    }
+}
+
+/// Which records a page holds.
+#[derive(Clone, Debug, Default)]
+pub struct JobQuery {
+    pub state: Option<JobState>,
+    pub kind: Option<String>,
+    pub after: Option<JobCursor>,
+    pub limit: usize,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct JobPage {
+    pub jobs: Vec<JobRecord>,
+    /// The cursor of the next page; `None` on the last.
+    pub next: Option<JobCursor>,
+}
+
+/// How many jobs of a kind are in a state, and how long the finished ones took.
+#[derive(Clone, Debug, PartialEq)]
+pub struct JobTally {
+    pub kind: String,
+    pub state: JobState,
+    pub count: u64,
+    /// Start to finish, summed over the `timed` records that have both.
+    pub seconds: f64,
+    pub timed: u64,
+}
+
+/// Seconds from `started` to `finished` of a finished record.
+pub fn run_seconds(rec: &JobRecord) -> Option<f64> {
+    let a = chrono::DateTime::parse_from_rfc3339(rec.started.as_deref()?).ok()?;
+    let b = chrono::DateTime::parse_from_rfc3339(rec.finished.as_deref()?).ok()?;
+    Some(((b - a).num_milliseconds() as f64 / 1000.0).max(0.0))
+}
+
+/// A change to one record, decided on the record as stored (see [`JobStore::update`]).
+pub type RecordChange<'a> = dyn FnMut(Option<JobRecord>) -> Option<JobRecord> + Send + 'a;
+
+/// One place job records are kept. Implementations make [`RecordBackend::update`] a
+/// compare-and-swap: a change decided on a record another writer has since replaced is
+/// decided again on what that writer stored.
+#[async_trait::async_trait]
+pub trait RecordBackend: Send + Sync {
+    /// Where the records are, for logs and errors (no password).
+    fn describe(&self) -> String;
+    async fn get(&self, id: &JobId) -> Result<Option<JobRecord>, JobError>;
+    async fn update(
+        &self,
+        id: &JobId,
+        change: &mut RecordChange<'_>,
+    ) -> Result<Option<JobRecord>, JobError>;
+    async fn delete(&self, id: &JobId) -> Result<(), JobError>;
+    async fn page(&self, query: &JobQuery) -> Result<JobPage, JobError>;
+    /// Counts by kind and state (every pair that has a record).
+    async fn tally(&self) -> Result<Vec<JobTally>, JobError>;
+}
+
+/// The job records of a deployment, whichever backend keeps them.
+#[derive(Clone)]
 pub struct JobStore {
-    lake: Lake,
+    backend: Arc<dyn RecordBackend>,
+}
+
+impl std::fmt::Debug for JobStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "JobStore({})", self.backend.describe())
+    }
 }
 
 impl JobStore {
+    /// Records kept in the lake (`jobs/<id>.json`).
     pub fn new(lake: Lake) -> Self {
-        JobStore { lake }
+        Self::with_backend(Arc::new(LakeRecords { lake }))
     }
 
-    fn key(id: &JobId) -> String {
-        format!("{JOBS_PREFIX}/{id}.json")
+    pub fn with_backend(backend: Arc<dyn RecordBackend>) -> Self {
+        JobStore { backend }
+    }
+
+    pub fn describe(&self) -> String {
+        self.backend.describe()
     }
 
     /// A fresh record in state `queued`.
@@ -51,7 +165,118 @@ impl JobStore {
     pub async fn update(
         &self,
         id: &JobId,
-        mut change: impl FnMut(Option<JobRecord>) -> Option<JobRecord>,
+        mut change: impl FnMut(Option<JobRecord>) -> Option<JobRecord> + Send,
+    ) -> Result<Option<JobRecord>, JobError> {
+        self.backend.update(id, &mut change).await
+    }
+
+    /// Stores `rec` unless the stored record already succeeded (and `rec` did not), or a
+    /// newer attempt has started since `rec`'s: a succeeded job's record is final, and a
+    /// delivery presumed dead never writes over the one that replaced it.
+    pub async fn put_unless_succeeded(&self, rec: &JobRecord) -> Result<JobRecord, JobError> {
+        let stored = self
+            .update(&rec.id, |stored| match stored {
+                Some(s) if s.state == JobState::Succeeded && rec.state != JobState::Succeeded => {
+                    None
+                }
+                Some(s) if s.attempts > rec.attempts => None,
+                _ => Some(rec.clone()),
+            })
+            .await?;
+        Ok(stored.expect("stored or written"))
+    }
+
+    /// Stores `rec` whatever is stored.
+    pub async fn put(&self, rec: &JobRecord) -> Result<(), JobError> {
+        self.update(&rec.id, |_| Some(rec.clone())).await.map(drop)
+    }
+
+    /// Forgets a record (one whose job never reached the queue).
+    pub async fn delete(&self, id: &JobId) -> Result<(), JobError> {
+        self.backend.delete(id).await
+    }
+
+    pub async fn get(&self, id: &JobId) -> Result<Option<JobRecord>, JobError> {
+        self.backend.get(id).await
+    }
+
+    /// The first `limit` records, newest first, optionally only those in `state`.
+    pub async fn list(
+        &self,
+        state: Option<JobState>,
+        limit: usize,
+    ) -> Result<Vec<JobRecord>, JobError> {
+        let query = JobQuery {
+            state,
+            limit,
+            ..JobQuery::default()
+        };
+        Ok(self.backend.page(&query).await?.jobs)
+    }
+
+    pub async fn page(&self, query: &JobQuery) -> Result<JobPage, JobError> {
+        self.backend.page(query).await
+    }
+
+    pub async fn tally(&self) -> Result<Vec<JobTally>, JobError> {
+        self.backend.tally().await
+    }
+}
+
+/// Records as objects in the lake, `jobs/<id>.json`: each list reads every record (up to
+/// [`MAX_LAKE_RECORDS_SCANNED`]), which is why deployments keep them in a database.
+#[derive(Clone, Debug)]
+pub struct LakeRecords {
+    lake: Lake,
+}
+
+impl LakeRecords {
+    pub fn new(lake: Lake) -> Self {
+        LakeRecords { lake }
+    }
+
+    fn key(id: &JobId) -> String {
+        format!("{JOBS_PREFIX}/{id}.json")
+    }
+
+    /// Every record, newest id first (UUIDv7 ids sort by creation time). Unreadable objects
+    /// are skipped: one damaged record must not hide the others.
+    pub async fn scan(&self, max: usize) -> Result<Vec<JobRecord>, JobError> {
+        let mut metas = self.lake.list(JOBS_PREFIX).await?;
+        metas.retain(|m| m.location.as_ref().ends_with(".json"));
+        metas.reverse();
+        metas.truncate(max);
+        futures::stream::iter(metas)
+            .map(|m| {
+                let key = m.location.to_string();
+                async move {
+                    let bytes = self.lake.get(&key).await?;
+                    Ok::<_, JobError>(
+                        bytes.and_then(|b| serde_json::from_slice::<JobRecord>(&b).ok()),
+                    )
+                }
+            })
+            .buffered(16)
+            .try_filter_map(|r| async move { Ok(r) })
+            .try_collect()
+            .await
+    }
+}
+
+#[async_trait::async_trait]
+impl RecordBackend for LakeRecords {
+    fn describe(&self) -> String {
+        format!("lake:{}", self.lake.describe())
+    }
+
+    async fn get(&self, id: &JobId) -> Result<Option<JobRecord>, JobError> {
+        self.lake.get_json(&Self::key(id), "job record").await
+    }
+
+    async fn update(
+        &self,
+        id: &JobId,
+        change: &mut RecordChange<'_>,
     ) -> Result<Option<JobRecord>, JobError> {
         let key = Self::key(id);
         for _ in 0..1000 {
@@ -83,66 +308,48 @@ impl JobStore {
         )))
     }
 
-    /// Stores `rec` unless the stored record already succeeded (and `rec` did not), or a
-    /// newer attempt has started since `rec`'s: a succeeded job's record is final, and a
-    /// delivery presumed dead never writes over the one that replaced it.
-    pub async fn put_unless_succeeded(&self, rec: &JobRecord) -> Result<JobRecord, JobError> {
-        let stored = self
-            .update(&rec.id, |stored| match stored {
-                Some(s) if s.state == JobState::Succeeded && rec.state != JobState::Succeeded => {
-                    None
-                }
-                Some(s) if s.attempts > rec.attempts => None,
-                _ => Some(rec.clone()),
-            })
-            .await?;
-        Ok(stored.expect("stored or written"))
-    }
-
-    pub async fn put(&self, rec: &JobRecord) -> Result<(), JobError> {
-        let bytes = serde_json::to_vec_pretty(rec)?;
-        self.lake.put(&Self::key(&rec.id), bytes).await
-    }
-
-    /// Forgets a record (one whose job never reached the queue).
-    pub async fn delete(&self, id: &JobId) -> Result<(), JobError> {
+    async fn delete(&self, id: &JobId) -> Result<(), JobError> {
         self.lake.delete(&Self::key(id)).await
     }
 
-    pub async fn get(&self, id: &JobId) -> Result<Option<JobRecord>, JobError> {
-        self.lake.get_json(&Self::key(id), "job record").await
+    async fn page(&self, query: &JobQuery) -> Result<JobPage, JobError> {
+        let mut all = self.scan(MAX_LAKE_RECORDS_SCANNED).await?;
+        all.retain(|r| {
+            query.state.is_none_or(|s| r.state == s)
+                && query.kind.as_ref().is_none_or(|k| &r.kind == k)
+                && query.after.as_ref().is_none_or(|c| c.precedes(r))
+        });
+        all.sort_by(|a, b| (&b.created, b.id.as_str()).cmp(&(&a.created, a.id.as_str())));
+        let more = all.len() > query.limit;
+        all.truncate(query.limit);
+        let next = if more {
+            all.last().map(JobCursor::after)
+        } else {
+            None
+        };
+        Ok(JobPage { jobs: all, next })
     }
 
-    /// Records, newest first, optionally only those in `state`.
-    pub async fn list(
-        &self,
-        state: Option<JobState>,
-        limit: usize,
-    ) -> Result<Vec<JobRecord>, JobError> {
-        let mut metas = self.lake.list(JOBS_PREFIX).await?;
-        metas.retain(|m| m.location.as_ref().ends_with(".json"));
-        metas.reverse(); // UUIDv7 ids sort by creation time
-        let mut out = Vec::new();
-        let mut stream = futures::stream::iter(metas)
-            .map(|m| {
-                let key = m.location.to_string();
-                async move {
-                    let bytes = self.lake.get(&key).await?;
-                    Ok::<_, JobError>(
-                        bytes.and_then(|b| serde_json::from_slice::<JobRecord>(&b).ok()),
-                    )
-                }
-            })
-            .buffered(16);
-        while let Some(rec) = stream.try_next().await? {
-            if let Some(rec) = rec.filter(|r| state.is_none_or(|s| r.state == s)) {
-                out.push(rec);
-                if out.len() >= limit {
-                    break;
-                }
+    async fn tally(&self) -> Result<Vec<JobTally>, JobError> {
+        let mut by: std::collections::BTreeMap<(String, &'static str), JobTally> =
+            Default::default();
+        for r in self.scan(MAX_LAKE_RECORDS_SCANNED).await? {
+            let t = by
+                .entry((r.kind.clone(), r.state.as_str()))
+                .or_insert_with(|| JobTally {
+                    kind: r.kind.clone(),
+                    state: r.state,
+                    count: 0,
+                    seconds: 0.0,
+                    timed: 0,
+                });
+            t.count += 1;
+            if let Some(s) = run_seconds(&r) {
+                t.seconds += s;
+                t.timed += 1;
             }
         }
-        Ok(out)
+        Ok(by.into_values().collect())
     }
 }
 
@@ -173,7 +380,7 @@ mod tests {
         let mut succeeded = running.clone();
         succeeded.state = JobState::Succeeded;
         *faulty.race_next_conditional_put.lock().unwrap() = Some((
-            JobStore::key(&running.id).into(),
+            LakeRecords::key(&running.id).into(),
             serde_json::to_vec(&succeeded).unwrap().into(),
         ));
         let mut failed = running.clone();
@@ -209,7 +416,7 @@ mod tests {
         let mut raced = rec.clone();
         raced.attempts = 1;
         *faulty.race_next_conditional_put.lock().unwrap() = Some((
-            JobStore::key(&rec.id).into(),
+            LakeRecords::key(&rec.id).into(),
             serde_json::to_vec(&raced).unwrap().into(),
         ));
         let stored = store

@@ -76,6 +76,8 @@ pub enum Command {
         /// Name shown in job records (default: host name and process id).
         #[arg(long)]
         name: Option<String>,
+        #[command(flatten)]
+        meta: MetastoreArg,
     },
     /// Run an ingest job right here, in-process, with a progress bar.
     Ingest {
@@ -176,6 +178,15 @@ pub enum Command {
         #[command(subcommand)]
         what: TokenCommand,
     },
+    /// The metadata store (job records): its schema and counts, or filling it from a lake.
+    ///
+    /// Takes --metastore (or the default beside --queue-db) as `serve` does.
+    Metastore {
+        #[command(subcommand)]
+        what: MetastoreCommand,
+        #[command(flatten)]
+        queue: QueueArgs,
+    },
     /// Check a config file (and the LAKEFISH__* overrides) and print it as loaded.
     CheckConfig {
         /// The file (default: --config).
@@ -207,6 +218,16 @@ pub enum TokenCommand {
     },
 }
 
+#[derive(Subcommand)]
+pub enum MetastoreCommand {
+    /// Where it is, its schema version (created or migrated now if needed) and job counts.
+    Status,
+    /// Copies the job records an older lakefish kept in the lake (jobs/*.json) into the
+    /// metastore, keeping records it already has: for recovery, and once when moving an
+    /// existing lake over. Safe to run again.
+    Rebuild,
+}
+
 #[derive(clap::Args)]
 pub struct QueueArgs {
     /// Use this Redis (redis://host:port) as the queue instead of the SQLite file.
@@ -219,6 +240,19 @@ pub struct QueueArgs {
         default_value = "./lakefish-queue.sqlite"
     )]
     pub queue_db: String,
+    #[command(flatten)]
+    pub meta: MetastoreArg,
+}
+
+#[derive(clap::Args, Clone, Default)]
+pub struct MetastoreArg {
+    /// Where job records are kept: sqlite:PATH (default with the SQLite queue:
+    /// lakefish-meta.sqlite beside the queue file), postgres://USER:PASSWORD@HOST:PORT/DB
+    /// (deployments on several machines: the server and every worker name the same one), or
+    /// lake (jobs/*.json in the lake, as before the metastore; the default with --redis, slow
+    /// with a long history).
+    #[arg(long, env = "LAKEFISH_METASTORE")]
+    pub metastore: Option<String>,
 }
 
 #[derive(clap::Args)]

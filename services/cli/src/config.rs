@@ -76,8 +76,18 @@ pub fn apply_config(cli: &mut Cli, matches: &clap::ArgMatches, config: &Config) 
             {
                 queue.queue_db = db.clone();
             }
+            if queue.meta.metastore.is_none() {
+                queue.meta.metastore = server.metastore.clone();
+            }
         }
-        (Command::Worker { redis, .. }, _) if redis.is_none() => *redis = server.redis.clone(),
+        (Command::Worker { redis, meta, .. }, _) => {
+            if redis.is_none() {
+                *redis = server.redis.clone();
+            }
+            if meta.metastore.is_none() {
+                meta.metastore = server.metastore.clone();
+            }
+        }
         _ => {}
     }
 }

@@ -36,6 +36,8 @@ pub fn run_here_value(
             trainer: Some(Arc::new(lakefish_train::LakefishTrainer)),
             // The user's own machine and files: the CLI reads any path its user can.
             inputs: lakefish_lake::input::InputPolicy::Unconfined,
+            // In-process jobs queue nothing: no record of theirs is kept.
+            records: None,
         });
     let out = lakefish_jobs::runner::run_spec(&ctx, &JobId::new(), &spec);
     bar.finish();

@@ -64,9 +64,12 @@ fn main() -> anyhow::Result<()> {
                 config,
             ))
         }
-        Command::Worker { redis, work, name } => {
-            rt.block_on(serve::worker(lake, redis, work, name, &config))
-        }
+        Command::Worker {
+            redis,
+            work,
+            name,
+            meta,
+        } => rt.block_on(serve::worker(lake, redis, work, (name, meta), &config)),
         Command::Ingest {
             what: IngestCommand::Binpack(a),
         } => here(
@@ -105,6 +108,7 @@ fn main() -> anyhow::Result<()> {
         Command::Token {
             what: TokenCommand::New { name, scopes },
         } => config::new_token(&name, &scopes),
+        Command::Metastore { what, queue } => rt.block_on(serve::metastore(lake, what, queue)),
         Command::CheckConfig { file } => config::check_config(file.or(cli.config.clone())),
     }
 }

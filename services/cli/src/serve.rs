@@ -1,11 +1,12 @@
 //! `lakefish serve` (API, scheduler and in-process workers) and `lakefish worker` (workers
 //! on the shared Redis queue). Both give their workers the trainer.
 
-use crate::cli::{QueueArgs, WorkArgs};
+use crate::cli::{MetastoreArg, MetastoreCommand, QueueArgs, WorkArgs};
 use crate::config::{cores, open_lake};
 use anyhow::{Context, bail};
 use lakefish_lake::input::InputPolicy;
 use lakefish_lake::records::JobStore;
+use lakefish_metastore::{MetastoreSpec, SqlRecords, open_job_store};
 use lakefish_schemas::JobId;
 use lakefish_schemas::config::Config;
 use lakefish_services::{AppState, Queue, scheduler};
@@ -49,9 +50,10 @@ pub async fn serve(
         Some(url) => Queue::redis(url).await?,
         None => Queue::sqlite(&q.queue_db).await?,
     };
+    let jobs = open_metastore(&q.meta, &lake, q.redis.is_none().then_some(&q.queue_db)).await?;
     let state = AppState {
         lake: lake.clone(),
-        jobs: JobStore::new(lake.clone()),
+        jobs: jobs.clone(),
         queue: queue.clone(),
         config: Arc::new(config),
     };
@@ -65,9 +67,14 @@ pub async fn serve(
         state.config.server.open_api_without_tokens == Some(true),
     )?;
     if !no_scheduler && !state.config.pipelines.is_empty() {
-        let (lake, queue, config) = (lake.clone(), queue.clone(), state.config.clone());
+        let (lake, jobs, queue, config) = (
+            lake.clone(),
+            jobs.clone(),
+            queue.clone(),
+            state.config.clone(),
+        );
         tokio::spawn(async move {
-            if let Err(e) = scheduler::run(lake, queue, config).await {
+            if let Err(e) = scheduler::run(lake, jobs, queue, config).await {
                 tracing::error!("the pipeline scheduler stopped: {e}");
             }
         });
@@ -75,6 +82,7 @@ pub async fn serve(
     tracing::info!(
         lake = lake.describe(),
         queue = queue.describe(),
+        metastore = jobs.describe(),
         "serving on http://{addr}"
     );
     // Machine-readable line for scripts and tests that pass port 0.
@@ -90,6 +98,7 @@ pub async fn serve(
     let name = default_worker_name();
     let workers = queue.run_workers(
         lake,
+        jobs,
         name,
         work.concurrency.max(1),
         work.threads.unwrap_or_else(cores),
@@ -99,6 +108,77 @@ pub async fn serve(
     tokio::select! {
         r = server => r?,
         r = workers => r?,
+    }
+    Ok(())
+}
+
+/// The job records `--metastore` names. Unset: a SQLite file beside the SQLite queue file,
+/// or, with a Redis queue (workers on other machines cannot share a file), the lake as
+/// before the metastore, with a warning that says what to set.
+pub async fn open_metastore(
+    arg: &MetastoreArg,
+    lake: &lakefish_jobs::Lake,
+    sqlite_queue: Option<&String>,
+) -> anyhow::Result<JobStore> {
+    let spec = metastore_spec(arg, sqlite_queue)?;
+    open_job_store(&spec, lake)
+        .await
+        .with_context(|| format!("opening the metastore {}", spec.describe()))
+}
+
+fn metastore_spec(
+    arg: &MetastoreArg,
+    sqlite_queue: Option<&String>,
+) -> anyhow::Result<MetastoreSpec> {
+    Ok(match (&arg.metastore, sqlite_queue) {
+        (Some(s), _) => MetastoreSpec::parse(s).map_err(anyhow::Error::msg)?,
+        (None, Some(queue_db)) => {
+            let dir = std::path::Path::new(queue_db.as_str())
+                .parent()
+                .unwrap_or(std::path::Path::new(""));
+            MetastoreSpec::Sqlite(dir.join("lakefish-meta.sqlite").display().to_string())
+        }
+        (None, None) => {
+            tracing::warn!(
+                "job records are kept in the lake (no --metastore): every list reads them all; \
+                 give the server and every worker --metastore postgres://... (or \
+                 LAKEFISH_METASTORE) and run `lakefish metastore rebuild` once"
+            );
+            MetastoreSpec::Lake
+        }
+    })
+}
+
+/// `lakefish metastore status|rebuild`.
+pub async fn metastore(lake: &str, what: MetastoreCommand, q: QueueArgs) -> anyhow::Result<()> {
+    let lake = open_lake(lake)?;
+    let spec = metastore_spec(&q.meta, q.redis.is_none().then_some(&q.queue_db))?;
+    if spec == MetastoreSpec::Lake {
+        bail!(
+            "the job records are in the lake itself (--metastore lake): nothing to show or rebuild; name a database with --metastore"
+        );
+    }
+    let store = SqlRecords::open(&spec)
+        .await
+        .with_context(|| format!("opening the metastore {}", spec.describe()))?;
+    if let MetastoreCommand::Rebuild = what {
+        let copied = store.import_lake_records(&lake).await?;
+        println!(
+            "copied {copied} job records from {} into {}",
+            lake.describe(),
+            spec.describe()
+        );
+    }
+    println!(
+        "metastore {} (schema version {})",
+        spec.describe(),
+        store.schema_version().await?
+    );
+    let tally = JobStore::with_backend(Arc::new(store)).tally().await?;
+    let total: u64 = tally.iter().map(|t| t.count).sum();
+    println!("{total} job records");
+    for t in tally {
+        println!("  {:<14} {:<10} {}", t.kind, t.state.as_str(), t.count);
     }
     Ok(())
 }
@@ -121,7 +201,7 @@ pub async fn worker(
     lake: &str,
     redis: Option<String>,
     work: WorkArgs,
-    name: Option<String>,
+    (name, meta): (Option<String>, MetastoreArg),
     config: &Config,
 ) -> anyhow::Result<()> {
     let lake = open_lake(lake)?;
@@ -129,10 +209,18 @@ pub async fn worker(
         "a worker needs the shared queue: --redis URL, LAKEFISH_REDIS or server.redis in the config",
     )?;
     let q = Queue::redis(&redis).await?;
+    let jobs = open_metastore(&meta, &lake, None).await?;
     let name = name.unwrap_or_else(default_worker_name);
-    tracing::info!(lake = lake.describe(), queue = q.describe(), %name, "worker ready");
+    tracing::info!(
+        lake = lake.describe(),
+        queue = q.describe(),
+        metastore = jobs.describe(),
+        %name,
+        "worker ready"
+    );
     q.run_workers(
         lake,
+        jobs,
         name,
         work.concurrency.max(1),
         work.threads.unwrap_or_else(cores),

@@ -1,11 +1,12 @@
 //! Test helpers with no lakefish dependency, so every suite (jobs, trainer, end to end) can
 //! use the one copy: where the workspace and the `../shared` samples are, and loopback ports
-//! for real servers that cannot be taken by someone else between picking and binding.
+//! for real servers that cannot be taken by someone else between picking and binding, and a
+//! PostgreSQL server of its own for each test that needs one.
 
 use std::collections::HashSet;
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::Child;
+use std::process::{Child, Command, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -92,6 +93,214 @@ pub fn wait_for_child_port(child: &mut Child, port: u16) -> Result<(), String> {
         }
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+/// PostgreSQL (Debian's `postgresql` package) on a free loopback port, from a fresh data
+/// directory in a temp dir, trusting loopback connections as user `lakefish`. PostgreSQL
+/// refuses to run as root, so under root (CI) it runs as the `postgres` system user (or
+/// `nobody`). Stopped when dropped.
+pub struct Postgres {
+    pub port: u16,
+    child: Option<Child>,
+    bin: PathBuf,
+    owner: Option<(u32, u32)>,
+    dir: tempfile::TempDir,
+}
+
+impl Postgres {
+    pub fn start() -> Postgres {
+        let bin = postgres_bin().expect(
+            "PostgreSQL not found (/usr/lib/postgresql/*/bin or initdb on PATH): run `make setup`",
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let owner = unprivileged_owner();
+        if let Some((uid, gid)) = owner {
+            std::os::unix::fs::chown(dir.path(), Some(uid), Some(gid)).unwrap();
+        }
+        let data = dir.path().join("data");
+        let out = as_owner(Command::new(bin.join("initdb")), owner)
+            .args(["-D", data.to_str().unwrap()])
+            .args(["-U", "lakefish", "-A", "trust", "-E", "UTF8", "--no-sync"])
+            .stdin(Stdio::null())
+            .output()
+            .expect("running initdb");
+        assert!(
+            out.status.success(),
+            "initdb failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let mut pg = Postgres {
+            port: 0,
+            child: None,
+            bin,
+            owner,
+            dir,
+        };
+        let (child, port) = start_on_free_port("postgres", |port| pg.spawn(port));
+        pg.port = port;
+        pg.child = Some(child);
+        pg.wait_ready();
+        pg
+    }
+
+    fn spawn(&self, port: u16) -> Child {
+        let data = self.dir.path().join("data");
+        as_owner(Command::new(self.bin.join("postgres")), self.owner)
+            .args(["-D", data.to_str().unwrap(), "-p", &port.to_string()])
+            .args(["-c", "listen_addresses=127.0.0.1"])
+            .args([
+                "-c",
+                &format!("unix_socket_directories={}", self.dir.path().display()),
+            ])
+            // Scratch data: no need to survive a power cut, only a clean restart.
+            .args(["-c", "fsync=off", "-c", "full_page_writes=off"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(self.dir.path().join("postgres.log")).unwrap())
+            .spawn()
+            .expect("starting postgres")
+    }
+
+    /// Waits until the server takes queries (it listens a moment before it does).
+    fn wait_ready(&self) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let ok = Command::new(self.bin.join("pg_isready"))
+                .args(["-h", "127.0.0.1", "-p", &self.port.to_string(), "-q"])
+                .status()
+                .is_ok_and(|s| s.success());
+            if ok {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "postgres on port {} not ready after 60 s: {}",
+                self.port,
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// The server's log so far (for assertion messages).
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("postgres.log")).unwrap_or_default()
+    }
+
+    /// A URL of database `db` (see [`Postgres::create_database`]).
+    pub fn url(&self, db: &str) -> String {
+        format!("postgres://lakefish@127.0.0.1:{}/{db}", self.port)
+    }
+
+    /// A new empty database; returns its URL.
+    pub fn create_database(&self, db: &str) -> String {
+        let out = Command::new(self.bin.join("createdb"))
+            .args([
+                "-h",
+                "127.0.0.1",
+                "-p",
+                &self.port.to_string(),
+                "-U",
+                "lakefish",
+                db,
+            ])
+            .output()
+            .expect("running createdb");
+        assert!(
+            out.status.success(),
+            "createdb {db}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        self.url(db)
+    }
+
+    /// Stops the server as an operator would (SIGINT: fast shutdown, data kept).
+    pub fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = Command::new("kill")
+                .args(["-INT", &child.id().to_string()])
+                .status();
+            let deadline = Instant::now() + Duration::from_secs(30);
+            while child.try_wait().ok().flatten().is_none() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Starts it again on the same port and data.
+    pub fn start_again(&mut self) {
+        assert!(self.child.is_none(), "stop it first");
+        let mut child = self.spawn(self.port);
+        wait_for_child_port(&mut child, self.port)
+            .unwrap_or_else(|e| panic!("postgres did not come back: {e}: {}", self.log()));
+        self.child = Some(child);
+        self.wait_ready();
+    }
+}
+
+impl Drop for Postgres {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// The newest PostgreSQL's binaries: `LAKEFISH_PG_BIN`, Debian's `/usr/lib/postgresql/N/bin`,
+/// or `initdb` on `PATH`.
+fn postgres_bin() -> Option<PathBuf> {
+    if let Some(dir) = std::env::var_os("LAKEFISH_PG_BIN") {
+        return Some(PathBuf::from(dir));
+    }
+    let mut versions: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let v = e.file_name().to_str()?.parse().ok()?;
+            let bin = e.path().join("bin");
+            bin.join("initdb").exists().then_some((v, bin))
+        })
+        .collect();
+    versions.sort();
+    if let Some((_, bin)) = versions.pop() {
+        return Some(bin);
+    }
+    std::env::split_paths(&std::env::var_os("PATH")?).find(|d| d.join("initdb").exists())
+}
+
+/// Under root: the uid and gid of `postgres` (Debian's package makes it) or `nobody`.
+fn unprivileged_owner() -> Option<(u32, u32)> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return None;
+    }
+    let passwd = std::fs::read_to_string("/etc/passwd").unwrap_or_default();
+    let find = |name: &str| {
+        passwd.lines().find_map(|l| {
+            let f: Vec<&str> = l.split(':').collect();
+            if f.len() < 4 || f[0] != name {
+                return None;
+            }
+            Some((f[2].parse().ok()?, f[3].parse().ok()?))
+        })
+    };
+    Some(
+        find("postgres")
+            .or_else(|| find("nobody"))
+            .unwrap_or((65534, 65534)),
+    )
+}
+
+fn as_owner(mut cmd: Command, owner: Option<(u32, u32)>) -> Command {
+    use std::os::unix::process::CommandExt;
+    if let Some((uid, gid)) = owner {
+        cmd.uid(uid).gid(gid);
+    }
+    cmd
 }
 
 #[cfg(test)]
