@@ -4,4 +4,5 @@
 
 pub mod jobs;
 pub mod load;
+pub mod metastore;
 pub mod train;

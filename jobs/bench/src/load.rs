@@ -16,7 +16,7 @@ pub struct Latency {
 }
 
 impl Latency {
-    fn of(mut v: Vec<f64>) -> Latency {
+    pub(crate) fn of(mut v: Vec<f64>) -> Latency {
         if v.is_empty() {
             return Latency::default();
         }

@@ -36,6 +36,7 @@ const MIGRATIONS: &[&[&str]] = &[&[
     "CREATE INDEX IF NOT EXISTS jobs_newest ON jobs (created, id)",
     "CREATE INDEX IF NOT EXISTS jobs_state_newest ON jobs (state, created, id)",
     "CREATE INDEX IF NOT EXISTS jobs_kind_newest ON jobs (kind, created, id)",
+    "CREATE INDEX IF NOT EXISTS jobs_state_kind_newest ON jobs (state, kind, created, id)",
     "CREATE TABLE IF NOT EXISTS job_tally (
         kind TEXT NOT NULL,
         state TEXT NOT NULL,
@@ -541,7 +542,9 @@ impl RecordBackend for SqlRecords {
         }
         if query.after.is_some() {
             let (c, i) = (param(), param());
-            clauses.push(format!("(created < {c} OR (created = {c} AND id < {i}))"));
+            // A row value, so both databases seek the index to the cursor instead of
+            // filtering every newer row on the way there.
+            clauses.push(format!("(created, id) < ({c}, {i})"));
         }
         if !clauses.is_empty() {
             sql.push_str(" WHERE ");

@@ -244,6 +244,57 @@ pub fn run(rt: &tokio::runtime::Runtime, what: BenchCommand) -> anyhow::Result<(
             }
             Ok(())
         }
+        BenchCommand::Metastore {
+            records,
+            lake_records,
+            repeats,
+            postgres,
+            no_sqlite,
+        } => {
+            if records == 0 || lake_records == 0 || repeats == 0 {
+                anyhow::bail!("--records, --lake-records and --repeats must be at least 1");
+            }
+            let bar = indicatif::ProgressBar::new(0);
+            let progress = |what: &str, done: usize, total: usize| {
+                bar.set_length(total as u64);
+                bar.set_position(done as u64);
+                bar.set_message(format!("filling {what}"));
+            };
+            bar.set_style(
+                indicatif::ProgressStyle::with_template("{msg} {wide_bar} {pos}/{len} {eta}")
+                    .expect("template"),
+            );
+            let reports = rt.block_on(lakefish_bench::metastore::run(
+                records,
+                lake_records,
+                repeats,
+                lakefish_bench::metastore::Backends {
+                    sqlite: !no_sqlite,
+                    postgres,
+                },
+                &progress,
+            ))?;
+            bar.finish_and_clear();
+            let reference = &reports[0];
+            for r in &reports {
+                println!(
+                    "{} — {} records, filled at {:.0} records/s",
+                    r.backend, r.records, r.fill_per_s
+                );
+                for (i, (name, l)) in r.requests.iter().enumerate() {
+                    let base = &reference.requests[i].1;
+                    println!(
+                        "  {name:<14} p50 {:>9.2} ms  p99 {:>9.2} ms  ({} samples)  p99 / lake reference {:.4}",
+                        l.p50_ms,
+                        l.p99_ms,
+                        l.count,
+                        l.p99_ms / base.p99_ms.max(1e-9)
+                    );
+                }
+            }
+            println!("{}", serde_json::to_string(&reports)?);
+            Ok(())
+        }
         BenchCommand::Shuffle {
             file,
             threads,

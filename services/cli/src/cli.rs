@@ -615,6 +615,28 @@ pub enum BenchCommand {
         #[arg(long, default_value_t = 3.0)]
         reference_seconds: f64,
     },
+    /// Reading job history: a first page, a deep page, a filtered page, /metrics and the
+    /// overview, through the real router, against a metastore of RECORDS synthetic job
+    /// records (SQLite, and PostgreSQL), and in the same run against LAKE_RECORDS records
+    /// kept in the lake as before the metastore (the reference). Prints p50/p99 of each.
+    Metastore {
+        /// Job records in each database.
+        #[arg(long, default_value_t = 1_000_000)]
+        records: usize,
+        /// Job records in the lake reference (each list reads them all).
+        #[arg(long, default_value_t = 5_000)]
+        lake_records: usize,
+        /// Timed requests of each kind on each database (the lake gets at most 10).
+        #[arg(long, default_value_t = 200)]
+        repeats: usize,
+        /// An empty PostgreSQL database to fill (postgres://...); by default a server of its
+        /// own is started in a temp dir (Debian's postgresql package); "" skips PostgreSQL.
+        #[arg(long)]
+        postgres: Option<String>,
+        /// Skip SQLite.
+        #[arg(long)]
+        no_sqlite: bool,
+    },
     /// The two-pass shuffle vs a plain copy of the same bytes on the same store.
     Shuffle {
         /// A .binpack file: ingested and quiet-masked into a scratch lake untimed, then shuffled.

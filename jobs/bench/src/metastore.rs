@@ -1,0 +1,214 @@
+//! `lakefish bench metastore`: the requests that read job history — a first page, a deep
+//! page, a filtered page, `/metrics` and the dashboard's overview — timed through the real
+//! HTTP router against a metastore holding a long synthetic history (SQLite and
+//! PostgreSQL), and, in the same run, against job records kept in the lake as before the
+//! metastore (the reference, on a much shorter history).
+
+use crate::load::Latency;
+use lakefish_lake::Lake;
+use lakefish_lake::records::{JobCursor, JobStore};
+use lakefish_metastore::{MetastoreSpec, SqlRecords};
+use lakefish_schemas::{JobId, JobRecord, JobSpec, JobState};
+use serde::Serialize;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// Records are made and inserted this many at a time (memory stays flat at any history).
+const FILL_BATCH: usize = 10_000;
+
+#[derive(Debug, Serialize)]
+pub struct BackendReport {
+    pub backend: String,
+    pub records: usize,
+    /// Records inserted per second while filling (bulk insert; the lake: one record a write).
+    pub fill_per_s: f64,
+    pub requests: Vec<(String, Latency)>,
+}
+
+/// Which databases to measure besides the lake reference.
+pub struct Backends {
+    pub sqlite: bool,
+    /// A PostgreSQL URL of an empty database; `None`: start a server of our own in a temp
+    /// dir (Debian's `postgresql` package), `Some("")`: skip PostgreSQL.
+    pub postgres: Option<String>,
+}
+
+/// Record `i` of the synthetic history: `mask` jobs 100 ms apart, one in 1,000 failed, each
+/// 1.5 s from start to finish.
+fn record(i: usize, spec: &JobSpec) -> JobRecord {
+    let t0 = chrono::DateTime::parse_from_rfc3339("2026-01-01T00:00:00.000Z").expect("time");
+    let at = |ms: i64| {
+        (t0 + chrono::Duration::milliseconds(ms))
+            .to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+    };
+    let created = i as i64 * 100;
+    let mut rec = JobStore::new_record(JobId::derived(&format!("bench/metastore/{i}")), spec.clone());
+    rec.created = at(created);
+    rec.started = Some(at(created + 10));
+    rec.finished = Some(at(created + 1510));
+    rec.attempts = 1;
+    rec.worker = Some("bench".into());
+    if i % 1000 == 999 {
+        rec.state = JobState::Failed;
+        rec.error = Some("input lake:raw/x.binpack: not found".into());
+    } else {
+        rec.state = JobState::Succeeded;
+        rec.result = Some(serde_json::json!({"rows": 1_000_000, "kept": 612_345}));
+    }
+    rec
+}
+
+fn mask_spec() -> JobSpec {
+    serde_json::from_value(serde_json::json!({
+        "kind": "mask",
+        "spec": {"dataset": "d1", "definition": {"name": "quiet"}}
+    }))
+    .expect("a mask spec")
+}
+
+/// Serves `jobs` with the real router on a loopback port and times each request `repeats`
+/// times (after one untimed warm-up).
+async fn time_requests(
+    jobs: JobStore,
+    records: usize,
+    repeats: usize,
+) -> anyhow::Result<Vec<(String, Latency)>> {
+    let dir = tempfile::tempdir()?;
+    let lake = Lake::open(
+        dir.path().join("lake").to_str().expect("utf-8 path"),
+        &Default::default(),
+    )?;
+    let queue =
+        lakefish_services::Queue::sqlite(dir.path().join("queue.sqlite").to_str().expect("utf-8"))
+            .await?;
+    let state = lakefish_services::AppState {
+        lake,
+        jobs,
+        queue,
+        config: Arc::new(Default::default()),
+    };
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let addr = listener.local_addr()?;
+    let server = tokio::spawn(async move {
+        axum::serve(listener, lakefish_services::router(state)).await
+    });
+    let http = reqwest::Client::new();
+    let spec = mask_spec();
+    let middle = JobCursor::after(&record(records / 2, &spec)).encode();
+    let requests = [
+        ("first page", "/v1/jobs?limit=100".to_string()),
+        ("deep page", format!("/v1/jobs?limit=100&after={middle}")),
+        ("filtered page", "/v1/jobs?state=failed&limit=100".to_string()),
+        ("/metrics", "/metrics".to_string()),
+        ("overview", "/".to_string()),
+    ];
+    let mut out = Vec::new();
+    for (name, path) in requests {
+        let url = format!("http://{addr}{path}");
+        let mut times = Vec::new();
+        for i in 0..=repeats {
+            let t = Instant::now();
+            let resp = http.get(&url).send().await?;
+            let status = resp.status();
+            let body = resp.bytes().await?;
+            if !status.is_success() {
+                anyhow::bail!(
+                    "{name}: {status}: {}",
+                    String::from_utf8_lossy(&body[..body.len().min(300)])
+                );
+            }
+            if i > 0 {
+                times.push(t.elapsed().as_secs_f64() * 1000.0);
+            }
+        }
+        out.push((name.to_string(), Latency::of(times)));
+    }
+    server.abort();
+    Ok(out)
+}
+
+async fn fill_sql(store: &SqlRecords, records: usize, progress: &dyn Fn(usize)) -> anyhow::Result<f64> {
+    let spec = mask_spec();
+    let t = Instant::now();
+    let mut done = 0;
+    while done < records {
+        let batch: Vec<JobRecord> = (done..(done + FILL_BATCH).min(records))
+            .map(|i| record(i, &spec))
+            .collect();
+        store.insert_many(&batch).await?;
+        done += batch.len();
+        progress(done);
+    }
+    Ok(records as f64 / t.elapsed().as_secs_f64().max(1e-9))
+}
+
+/// Measures the lake reference on `lake_records` records, then each database on `records`.
+pub async fn run(
+    records: usize,
+    lake_records: usize,
+    repeats: usize,
+    backends: Backends,
+    progress: &dyn Fn(&str, usize, usize),
+) -> anyhow::Result<Vec<BackendReport>> {
+    let mut reports = Vec::new();
+
+    // The reference: records as objects in a local lake, as before the metastore.
+    let dir = tempfile::tempdir()?;
+    let lake = Lake::open(
+        dir.path().join("lake").to_str().expect("utf-8 path"),
+        &Default::default(),
+    )?;
+    let old = JobStore::new(lake);
+    let spec = mask_spec();
+    let t = Instant::now();
+    for i in 0..lake_records {
+        old.put(&record(i, &spec)).await?;
+        if i % 500 == 499 {
+            progress("lake", i + 1, lake_records);
+        }
+    }
+    let fill = lake_records as f64 / t.elapsed().as_secs_f64().max(1e-9);
+    reports.push(BackendReport {
+        backend: "lake (local directory, the reference)".into(),
+        records: lake_records,
+        fill_per_s: fill,
+        requests: time_requests(old, lake_records, repeats.min(10)).await?,
+    });
+
+    if backends.sqlite {
+        let dir = tempfile::tempdir()?;
+        let spec = MetastoreSpec::Sqlite(dir.path().join("meta.sqlite").display().to_string());
+        let store = SqlRecords::open(&spec).await?;
+        let fill = fill_sql(&store, records, &|n| progress("sqlite", n, records)).await?;
+        reports.push(BackendReport {
+            backend: "sqlite".into(),
+            records,
+            fill_per_s: fill,
+            requests: time_requests(JobStore::with_backend(Arc::new(store)), records, repeats)
+                .await?,
+        });
+    }
+
+    let own_server;
+    let url = match backends.postgres.as_deref() {
+        Some("") => None,
+        Some(url) => Some(url.to_string()),
+        None => {
+            own_server = tokio::task::spawn_blocking(lakefish_testkit::Postgres::start).await?;
+            Some(own_server.create_database("bench_metastore"))
+        }
+    };
+    if let Some(url) = url {
+        let spec = MetastoreSpec::Postgres(url);
+        let store = SqlRecords::open(&spec).await?;
+        let fill = fill_sql(&store, records, &|n| progress("postgres", n, records)).await?;
+        reports.push(BackendReport {
+            backend: "postgres".into(),
+            records,
+            fill_per_s: fill,
+            requests: time_requests(JobStore::with_backend(Arc::new(store)), records, repeats)
+                .await?,
+        });
+    }
+    Ok(reports)
+}
