@@ -289,6 +289,12 @@ impl JobSpec {
         self.job_kind().as_str()
     }
 
+    /// Only a worker with a CUDA GPU may run it (a training run that asks for `cuda`); `auto`
+    /// runs anywhere, on the GPU where the worker has one.
+    pub fn needs_gpu(&self) -> bool {
+        matches!(self, JobSpec::Train(s) if s.device == crate::train::DeviceChoice::Cuda)
+    }
+
     /// Every file the job opens by name (local paths or `lake:` keys): what the input rule
     /// (`[inputs] local_roots`) is checked against at submission, and again on the worker.
     pub fn inputs(&self) -> Vec<&str> {

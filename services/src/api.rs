@@ -535,7 +535,7 @@ async fn submit_job(
     let spec = JobSpec::from_request(&body).map_err(|e| ApiError::BadRequest(e.to_string()))?;
     check_inputs(&s, &spec)?;
     let id = JobId::new();
-    let record = JobStore::new_record(id.clone(), spec.clone());
+    let record = crate::queue::new_record(id.clone(), &spec);
     s.jobs.put(&record).await?;
     let job = QueuedJob::new(id.clone(), &spec);
     if let Err(e) = s.queue.push(job).await {

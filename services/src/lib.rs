@@ -18,4 +18,4 @@ pub mod queue;
 pub mod scheduler;
 
 pub use api::{AppState, router};
-pub use queue::Queue;
+pub use queue::{Lane, Queue, WorkerSpec};

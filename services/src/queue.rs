@@ -13,8 +13,50 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::Mutex;
 
-/// The queue's name in both backends (apalis would default to the Rust type name).
+/// The queue's name in both backends (apalis would default to the Rust type name): jobs any
+/// worker may run.
 pub const QUEUE_NAME: &str = "lakefish:jobs";
+/// Jobs only a worker with a GPU may run ([`JobSpec::needs_gpu`]). GPU workers take from both
+/// queues, CPU workers only from [`QUEUE_NAME`]: a CUDA job never lands on a CPU worker, and a
+/// CPU job never waits behind GPU-only ones.
+pub const GPU_QUEUE_NAME: &str = "lakefish:jobs:gpu";
+
+/// Which of the two queues.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Lane {
+    Any,
+    Gpu,
+}
+
+impl Lane {
+    pub fn of(spec: &JobSpec) -> Lane {
+        if spec.needs_gpu() {
+            Lane::Gpu
+        } else {
+            Lane::Any
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Lane::Any => QUEUE_NAME,
+            Lane::Gpu => GPU_QUEUE_NAME,
+        }
+    }
+}
+
+/// A fresh `queued` record for `spec`; one that waits for a GPU worker says so.
+pub fn new_record(id: JobId, spec: &JobSpec) -> lakefish_schemas::JobRecord {
+    let mut rec = JobStore::new_record(id, spec.clone());
+    if Lane::of(spec) == Lane::Gpu {
+        rec.progress.stage = WAITING_FOR_GPU.into();
+    }
+    rec
+}
+
+/// What a record of a job no worker may take yet says (`progress.stage`).
+pub const WAITING_FOR_GPU: &str =
+    "waiting for a GPU worker: device cuda runs only on `lakefish worker --gpu` (or `serve --gpu`)";
 /// Deliveries of one job before it stays failed (a dead worker's job counts one).
 pub const MAX_ATTEMPTS: usize = 3;
 /// Workers beat this often; a worker silent for `MISSED_HEARTBEATS` beats is presumed dead
@@ -24,16 +66,16 @@ pub const MISSED_HEARTBEATS: usize = 3;
 /// An idle worker looks for new jobs this often (apalis otherwise waits a heartbeat).
 pub const POLL: Duration = Duration::from_millis(250);
 
-fn sqlite_config() -> SqliteConfig {
+fn sqlite_config(lane: Lane) -> SqliteConfig {
     SqliteConfig::default()
-        .queue(QUEUE_NAME)
+        .queue(lane.name())
         .heartbeat_interval(HEARTBEAT)
         .missed_heartbeats(MISSED_HEARTBEATS)
 }
 
-fn redis_config() -> RedisConfig {
+fn redis_config(lane: Lane) -> RedisConfig {
     RedisConfig::default()
-        .queue(QUEUE_NAME)
+        .queue(lane.name())
         .heartbeat_interval(HEARTBEAT)
         .missed_heartbeats(MISSED_HEARTBEATS)
 }
@@ -44,10 +86,12 @@ pub enum Queue {
         path: String,
         pool: SqlitePool,
         sink: Arc<Mutex<SqliteStorage<QueuedJob>>>,
+        gpu_sink: Arc<Mutex<SqliteStorage<QueuedJob>>>,
     },
     Redis {
         url: String,
         sink: Arc<Mutex<RedisStorage<QueuedJob>>>,
+        gpu_sink: Arc<Mutex<RedisStorage<QueuedJob>>>,
     },
 }
 
@@ -68,11 +112,11 @@ impl Queue {
         SqliteStorage::setup(&pool)
             .await
             .map_err(|e| anyhow::anyhow!("cannot set up the queue database {path}: {e}"))?;
-        let sink = sqlite_storage(&pool);
         Ok(Queue::Sqlite {
             path: path.to_string(),
+            sink: Arc::new(Mutex::new(sqlite_storage(&pool, Lane::Any))),
+            gpu_sink: Arc::new(Mutex::new(sqlite_storage(&pool, Lane::Gpu))),
             pool,
-            sink: Arc::new(Mutex::new(sink)),
         })
     }
 
@@ -80,10 +124,13 @@ impl Queue {
         let conn = apalis_redis::connect(url)
             .await
             .map_err(|e| anyhow::anyhow!("cannot connect to redis at {url}: {e}"))?;
-        let sink = RedisStorage::<QueuedJob>::new(conn).with_config(redis_config());
+        let sink =
+            RedisStorage::<QueuedJob>::new(conn.clone()).with_config(redis_config(Lane::Any));
+        let gpu_sink = RedisStorage::<QueuedJob>::new(conn).with_config(redis_config(Lane::Gpu));
         Ok(Queue::Redis {
             url: url.to_string(),
             sink: Arc::new(Mutex::new(sink)),
+            gpu_sink: Arc::new(Mutex::new(gpu_sink)),
         })
     }
 
@@ -94,9 +141,12 @@ impl Queue {
         }
     }
 
-    /// Queues a job. A failed push is tried again for a few seconds: the first command on a
-    /// connection whose server restarted fails, and the connection reconnects behind it.
+    /// Queues a job on its lane ([`Lane::of`] its spec; a payload that does not parse goes to
+    /// [`Lane::Any`], whose worker records why it cannot run). A failed push is tried again for
+    /// a few seconds: the first command on a connection whose server restarted fails, and the
+    /// connection reconnects behind it.
     pub async fn push(&self, job: QueuedJob) -> anyhow::Result<()> {
+        let lane = job.spec().map(|s| Lane::of(&s)).unwrap_or(Lane::Any);
         let mut wait = Duration::from_millis(250);
         let mut tries = 0;
         loop {
@@ -104,18 +154,22 @@ impl Queue {
                 .max_attempts(MAX_ATTEMPTS)
                 .build();
             let pushed = match self {
-                Queue::Sqlite { sink, .. } => sink
-                    .lock()
-                    .await
-                    .push_task(task)
-                    .await
-                    .map_err(anyhow::Error::from),
-                Queue::Redis { sink, .. } => sink
-                    .lock()
-                    .await
-                    .push_task(task)
-                    .await
-                    .map_err(anyhow::Error::from),
+                Queue::Sqlite { sink, gpu_sink, .. } => {
+                    if lane == Lane::Gpu { gpu_sink } else { sink }
+                        .lock()
+                        .await
+                        .push_task(task)
+                        .await
+                        .map_err(anyhow::Error::from)
+                }
+                Queue::Redis { sink, gpu_sink, .. } => {
+                    if lane == Lane::Gpu { gpu_sink } else { sink }
+                        .lock()
+                        .await
+                        .push_task(task)
+                        .await
+                        .map_err(anyhow::Error::from)
+                }
             };
             match pushed {
                 Ok(()) => return Ok(()),
@@ -139,18 +193,15 @@ impl Queue {
         })
     }
 
-    /// Runs `concurrency` jobs at a time until ctrl-c (or the process is killed). `trainer`
-    /// runs train and quantize jobs; a worker without one fails them with a reason (the
-    /// binary passes `lakefish_train::LakefishTrainer`: this crate never links libtorch).
+    /// Runs `worker.concurrency` jobs at a time until ctrl-c (or the process is killed), from
+    /// the [`Lane::Any`] queue and, on a GPU worker, as many again from [`Lane::Gpu`].
+    /// `trainer` runs train and quantize jobs; a worker without one fails them with a reason
+    /// (the binary passes `lakefish_train::LakefishTrainer`: this crate never links libtorch).
     /// `inputs` bounds the local files jobs may open (`[inputs] local_roots`).
-    #[allow(clippy::too_many_arguments)]
     pub async fn run_workers(
         &self,
-        lake: Lake,
-        jobs: JobStore,
-        name: String,
-        concurrency: usize,
-        threads: usize,
+        (lake, jobs): (Lake, JobStore),
+        worker: WorkerSpec,
         trainer: Option<Arc<dyn Trainer>>,
         inputs: InputPolicy,
     ) -> anyhow::Result<()> {
@@ -158,16 +209,36 @@ impl Queue {
         let state = Arc::new(WorkerState {
             lake,
             jobs,
-            name: name.clone(),
-            threads,
+            name: worker.name.clone(),
+            threads: worker.threads,
             submitter,
             trainer,
             inputs,
         });
+        let any = self.run_lane(Lane::Any, &worker, state.clone());
+        if worker.gpu {
+            tokio::try_join!(any, self.run_lane(Lane::Gpu, &worker, state))?;
+        } else {
+            any.await?;
+        }
+        Ok(())
+    }
+
+    async fn run_lane(
+        &self,
+        lane: Lane,
+        worker: &WorkerSpec,
+        state: Arc<WorkerState>,
+    ) -> anyhow::Result<()> {
+        let concurrency = worker.concurrency.max(1);
+        let name = match lane {
+            Lane::Any => worker.name.clone(),
+            Lane::Gpu => format!("{}:gpu", worker.name),
+        };
         match self {
             Queue::Sqlite { pool, .. } => {
                 let worker = WorkerBuilder::new(name)
-                    .backend(sqlite_storage(pool).poll_with_interval(POLL))
+                    .backend(sqlite_storage(pool, lane).poll_with_interval(POLL))
                     .data(state)
                     .concurrency(concurrency)
                     .build(handle);
@@ -192,7 +263,7 @@ impl Queue {
                         // Fetch no more than can run: jobs left waiting in one worker's batch
                         // could run on an idle worker elsewhere (a fanned-out shuffle's tasks).
                         let storage = RedisStorage::<QueuedJob>::new(conn)
-                            .with_config(redis_config().batch_size(concurrency.max(1)))
+                            .with_config(redis_config(lane).batch_size(concurrency))
                             .poll_with_interval(POLL);
                         let worker = WorkerBuilder::new(worker_name)
                             .backend(storage)
@@ -222,8 +293,21 @@ impl Queue {
     }
 }
 
-fn sqlite_storage(pool: &SqlitePool) -> SqliteStorage<QueuedJob> {
-    SqliteStorage::<QueuedJob>::new(pool).with_config(sqlite_config())
+/// Who a worker process is and what it can take.
+#[derive(Clone, Debug)]
+pub struct WorkerSpec {
+    /// Shown in job records; unique per process (apalis refuses a name it believes alive).
+    pub name: String,
+    /// Jobs at a time from each queue it takes from.
+    pub concurrency: usize,
+    /// CPU threads each job may use.
+    pub threads: usize,
+    /// Has a CUDA GPU (checked by the caller): takes GPU-only jobs too.
+    pub gpu: bool,
+}
+
+fn sqlite_storage(pool: &SqlitePool, lane: Lane) -> SqliteStorage<QueuedJob> {
+    SqliteStorage::<QueuedJob>::new(pool).with_config(sqlite_config(lane))
 }
 
 /// Hides a password in a redis URL.
@@ -259,9 +343,7 @@ impl JobSubmitter for QueueSubmitter {
                 Some(rec) if rec.state == JobState::Succeeded => return Ok(()),
                 Some(_) => false,
                 None => {
-                    self.store
-                        .put(&JobStore::new_record(id.clone(), spec.clone()))
-                        .await?;
+                    self.store.put(&new_record(id.clone(), &spec)).await?;
                     true
                 }
             };

@@ -147,6 +147,30 @@ async fn anonymous_read_opens_reads_only() {
     );
 }
 
+/// `--gpu` is a claim checked at start: on a machine where libtorch sees no GPU the worker
+/// refuses to start (it would take CUDA jobs it cannot run), before touching the queue.
+#[test]
+fn a_gpu_worker_without_a_gpu_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(lakefish_bin())
+        .args(["--lake", dir.path().join("lake").to_str().unwrap()])
+        .args(["worker", "--gpu", "--redis", "redis://127.0.0.1:1"])
+        .env("RUST_BACKTRACE", "0")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    if out.status.success() || !err.contains("--gpu: this machine cannot train on a GPU") {
+        // A machine with a usable GPU gets this far; say so rather than fail.
+        assert!(
+            std::path::Path::new("/proc/driver/nvidia/version").exists(),
+            "status {:?}, stderr: {err}",
+            out.status
+        );
+    } else {
+        assert!(!err.contains("redis"), "refused before the queue: {err}");
+    }
+}
+
 #[test]
 fn config_files_are_checked_at_start() {
     let dir = tempfile::tempdir().unwrap();

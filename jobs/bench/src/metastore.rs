@@ -42,7 +42,10 @@ fn record(i: usize, spec: &JobSpec) -> JobRecord {
             .to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
     };
     let created = i as i64 * 100;
-    let mut rec = JobStore::new_record(JobId::derived(&format!("bench/metastore/{i}")), spec.clone());
+    let mut rec = JobStore::new_record(
+        JobId::derived(&format!("bench/metastore/{i}")),
+        spec.clone(),
+    );
     rec.created = at(created);
     rec.started = Some(at(created + 10));
     rec.finished = Some(at(created + 1510));
@@ -89,16 +92,18 @@ async fn time_requests(
     };
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let addr = listener.local_addr()?;
-    let server = tokio::spawn(async move {
-        axum::serve(listener, lakefish_services::router(state)).await
-    });
+    let server =
+        tokio::spawn(async move { axum::serve(listener, lakefish_services::router(state)).await });
     let http = reqwest::Client::new();
     let spec = mask_spec();
     let middle = JobCursor::after(&record(records / 2, &spec)).encode();
     let requests = [
         ("first page", "/v1/jobs?limit=100".to_string()),
         ("deep page", format!("/v1/jobs?limit=100&after={middle}")),
-        ("filtered page", "/v1/jobs?state=failed&limit=100".to_string()),
+        (
+            "filtered page",
+            "/v1/jobs?state=failed&limit=100".to_string(),
+        ),
         ("/metrics", "/metrics".to_string()),
         ("overview", "/".to_string()),
     ];
@@ -127,7 +132,11 @@ async fn time_requests(
     Ok(out)
 }
 
-async fn fill_sql(store: &SqlRecords, records: usize, progress: &dyn Fn(usize)) -> anyhow::Result<f64> {
+async fn fill_sql(
+    store: &SqlRecords,
+    records: usize,
+    progress: &dyn Fn(usize),
+) -> anyhow::Result<f64> {
     let spec = mask_spec();
     let t = Instant::now();
     let mut done = 0;

@@ -102,6 +102,18 @@ pub fn select_device(choice: DeviceChoice) -> Result<Device, TrainError> {
     }
 }
 
+/// Can this process train on a CUDA GPU? `Err` says why not. What a worker checks at start
+/// to take GPU-only jobs (`lakefish worker --gpu`).
+pub fn cuda_usable() -> Result<(), String> {
+    crate::cuda::load_backend()
+        .map_err(|why| format!("libtorch's CUDA backend is unavailable: {why}"))?;
+    if tch::Cuda::is_available() {
+        Ok(())
+    } else {
+        Err("the CUDA backend loaded but sees no GPU".into())
+    }
+}
+
 /// The engine's feature set for the name a spec gives.
 pub fn feature_set(name: FeatureSet) -> FeatureSetKind {
     match name {

@@ -263,6 +263,11 @@ pub struct WorkArgs {
     /// CPU threads each job may use (default: all cores).
     #[arg(long)]
     pub threads: Option<usize>,
+    /// Take GPU-only jobs (training with device cuda) as well: checked at start (refused
+    /// when libtorch sees no CUDA GPU). Without it a worker that finds a usable GPU takes
+    /// them too; one without a GPU never does.
+    #[arg(long)]
+    pub gpu: bool,
 }
 
 #[derive(Subcommand)]

@@ -9,7 +9,7 @@ use lakefish_lake::records::JobStore;
 use lakefish_metastore::{MetastoreSpec, SqlRecords, open_job_store};
 use lakefish_schemas::JobId;
 use lakefish_schemas::config::Config;
-use lakefish_services::{AppState, Queue, scheduler};
+use lakefish_services::{AppState, Queue, WorkerSpec, scheduler};
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -44,6 +44,7 @@ pub async fn serve(
             "--no-workers needs --redis: only a Redis queue can be served by separate `lakefish worker` processes"
         );
     }
+    let worker = worker_spec(default_worker_name(), &work)?;
     let lake = open_lake(lake)?;
     let inputs = InputPolicy::confined(&config.inputs.local_roots);
     let queue = match &q.redis {
@@ -95,13 +96,9 @@ pub async fn serve(
         server.await?;
         return Ok(());
     }
-    let name = default_worker_name();
     let workers = queue.run_workers(
-        lake,
-        jobs,
-        name,
-        work.concurrency.max(1),
-        work.threads.unwrap_or_else(cores),
+        (lake, jobs),
+        worker,
         Some(Arc::new(lakefish_train::LakefishTrainer)),
         inputs,
     );
@@ -146,6 +143,23 @@ fn metastore_spec(
             );
             MetastoreSpec::Lake
         }
+    })
+}
+
+/// What this process's workers can take: GPU-only jobs when `--gpu` (checked) or a usable
+/// GPU is found.
+fn worker_spec(name: String, work: &WorkArgs) -> anyhow::Result<WorkerSpec> {
+    let cuda = lakefish_train::train::cuda_usable();
+    let gpu = match (work.gpu, cuda) {
+        (true, Err(why)) => bail!("--gpu: this machine cannot train on a GPU: {why}"),
+        (_, Ok(())) => true,
+        (false, Err(_)) => false,
+    };
+    Ok(WorkerSpec {
+        name,
+        concurrency: work.concurrency.max(1),
+        threads: work.threads.unwrap_or_else(cores),
+        gpu,
     })
 }
 
@@ -208,22 +222,20 @@ pub async fn worker(
     let redis = redis.context(
         "a worker needs the shared queue: --redis URL, LAKEFISH_REDIS or server.redis in the config",
     )?;
+    let worker = worker_spec(name.unwrap_or_else(default_worker_name), &work)?;
     let q = Queue::redis(&redis).await?;
     let jobs = open_metastore(&meta, &lake, None).await?;
-    let name = name.unwrap_or_else(default_worker_name);
     tracing::info!(
         lake = lake.describe(),
         queue = q.describe(),
         metastore = jobs.describe(),
-        %name,
+        name = worker.name,
+        gpu = worker.gpu,
         "worker ready"
     );
     q.run_workers(
-        lake,
-        jobs,
-        name,
-        work.concurrency.max(1),
-        work.threads.unwrap_or_else(cores),
+        (lake, jobs),
+        worker,
         Some(Arc::new(lakefish_train::LakefishTrainer)),
         InputPolicy::confined(&config.inputs.local_roots),
     )
