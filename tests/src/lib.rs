@@ -273,6 +273,8 @@ pub struct Cluster {
     pub s3: S3,
     pub lake_url: String,
     pub redis: Redis,
+    /// The metastore of every process (`LAKEFISH_METASTORE`): job records live here.
+    pub postgres: lakefish_testkit::Postgres,
     /// Between the lakefish processes and moto, when started with `s3_outage`.
     pub outage: Option<Outage>,
     env: Vec<(String, String)>,
@@ -311,7 +313,12 @@ impl Cluster {
         };
         let s3 = S3::start(bucket);
         let lake_url = format!("s3://{}/lake", s3.bucket);
+        let postgres = lakefish_testkit::Postgres::start();
         let mut env = s3.env();
+        env.push((
+            "LAKEFISH_METASTORE".into(),
+            postgres.create_database("lakefish"),
+        ));
         let outage = opts.s3_outage.then(|| {
             let port: u16 = s3.endpoint.rsplit(':').next().unwrap().parse().unwrap();
             let o = Outage::forward_to(port);
@@ -347,6 +354,7 @@ impl Cluster {
             s3,
             lake_url,
             redis,
+            postgres,
             outage,
             env,
             serve_args,

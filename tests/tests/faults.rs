@@ -1,6 +1,7 @@
-//! Faults on a loopback deployment (redis-server, moto S3, API and worker processes):
-//! a worker SIGKILLed mid-ingest and mid-training, redis-server restarted, the S3 endpoint
-//! unreachable for 20 seconds and the API process restarted in the middle of a pipeline run.
+//! Faults on a loopback deployment (redis-server, moto S3, PostgreSQL as the metastore, API
+//! and worker processes): a worker SIGKILLed mid-ingest and mid-training, redis-server
+//! restarted, PostgreSQL restarted, the S3 endpoint unreachable for 20 seconds and the API
+//! process restarted in the middle of a pipeline run.
 //! Each test is bounded in time.
 
 use lakefish_schemas::{DatasetName, JobRecord, JobState, Source};
@@ -213,7 +214,7 @@ async fn wait_run(
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn pipeline_survives_redis_restart_s3_outage_and_api_restart() {
+async fn pipeline_survives_redis_and_postgres_restarts_s3_outage_and_api_restart() {
     let dir = tempfile::tempdir().unwrap();
     let opts = ClusterOptions {
         config: Some(PIPELINE),
@@ -248,6 +249,11 @@ async fn pipeline_survives_redis_restart_s3_outage_and_api_restart() {
     })
     .await;
     cluster.redis.restart(Duration::from_secs(2));
+    // PostgreSQL, which holds every job record, down for 2 s and back (fast shutdown, as an
+    // operator's restart): record writes in between fail as transient and are tried again.
+    cluster.postgres.stop();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    cluster.postgres.start_again();
 
     // The S3 endpoint unreachable for 20 s while the net trains.
     let run = wait_run(&api, &path, |r| r["step"] == "train").await;
