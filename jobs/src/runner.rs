@@ -114,6 +114,10 @@ pub async fn run_queued_job(
             if rec.state == JobState::Succeeded {
                 return None;
             }
+            if rec.attempts == 0 {
+                // What it said while queued (waiting for a GPU worker, say) is over.
+                rec.progress = Progress::default();
+            }
             rec.state = JobState::Running;
             rec.attempts += 1;
             rec.worker = Some(worker.to_string());

@@ -122,6 +122,10 @@ async fn routes_by_capability(queue: Queue) {
     assert_eq!(done.worker.as_deref(), Some("gpu-box"));
     assert_eq!(done.result, Some(serde_json::json!({"device": "cuda"})));
     assert_eq!(done.attempts, 1);
+    assert_ne!(
+        done.progress.stage, WAITING_FOR_GPU,
+        "started: no longer waiting"
+    );
     cpu.abort();
     gpu.abort();
 }

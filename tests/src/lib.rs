@@ -505,6 +505,11 @@ pub async fn get_json(url: String) -> serde_json::Value {
     ::reqwest::get(&url).await.unwrap().json().await.unwrap()
 }
 
+/// The body of a GET as text (`/metrics`, pages).
+pub async fn get_text(url: String) -> String {
+    ::reqwest::get(&url).await.unwrap().text().await.unwrap()
+}
+
 /// Asserts a finished `lakefish` command succeeded, showing its stderr if not.
 pub fn assert_success(out: &std::process::Output) {
     assert!(

@@ -126,12 +126,7 @@ async fn embedded_default_rest_queue_worker_lake() {
         .as_str()
         .unwrap()
         .to_string();
-    let metrics = reqwest::get(format!("{api}/metrics"))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = get_text(format!("{api}/metrics")).await;
     let speed = format!("lakefish_training_positions_per_second{{run=\"{run}\"}} ");
     let speed: f64 = metrics
         .lines()

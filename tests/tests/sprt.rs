@@ -150,12 +150,7 @@ async fn distributed_sprt_survives_a_killed_worker_and_equals_in_process() {
         shown.contains(&format!("sprt {id}: Accepted")) && shown.contains("pentanomial"),
         "{shown}"
     );
-    let pgn = reqwest::get(format!("{api}/v1/sprt/{id}/pgn"))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let pgn = get_text(format!("{api}/v1/sprt/{id}/pgn")).await;
     assert_eq!(
         pgn,
         std::fs::read_to_string(local.join(format!("sprt/{id}/games.pgn"))).unwrap()

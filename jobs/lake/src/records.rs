@@ -43,10 +43,13 @@ impl JobCursor {
     pub fn parse(s: &str) -> Result<Self, String> {
         let bad = |why: &str| format!("cursor {s:?}: {why} (pass back the `next` of a page)");
         let (created, id) = s.split_once('_').ok_or_else(|| bad("no '_'"))?;
-        chrono::DateTime::parse_from_rfc3339(created).map_err(|e| bad(&e.to_string()))?;
+        let created = chrono::DateTime::parse_from_rfc3339(created)
+            .map_err(|e| bad(&e.to_string()))?
+            .with_timezone(&chrono::Utc);
         JobId::parse(id).ok_or_else(|| bad("not a job id"))?;
+        // Compared as text with stored times: written as `now()` writes them.
         Ok(JobCursor {
-            created: created.to_string(),
+            created: created.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
             id: id.to_string(),
         })
     }

@@ -76,7 +76,7 @@ impl MetastoreSpec {
         if let Some(path) = s.strip_prefix("sqlite:") {
             let path = path.strip_prefix("//").unwrap_or(path);
             if path.is_empty() {
-                return Err(format!("metastore {s:?}: sqlite:PATH needs a file path"));
+                return Err("metastore \"sqlite:\": sqlite:PATH needs a file path".to_string());
             }
             return Ok(MetastoreSpec::Sqlite(path.to_string()));
         }
@@ -84,7 +84,8 @@ impl MetastoreSpec {
             return Ok(MetastoreSpec::Postgres(s.to_string()));
         }
         Err(format!(
-            "metastore {s:?}: use sqlite:PATH (a file, the default beside the queue file), postgres://USER@HOST:PORT/DB or lake"
+            "metastore {:?}: use sqlite:PATH (a file, the default beside the queue file), postgres://USER@HOST:PORT/DB or lake",
+            redact(s)
         ))
     }
 
@@ -98,19 +99,37 @@ impl MetastoreSpec {
     }
 }
 
-/// The job records `spec` names, ready to use (schema created or migrated).
+/// The job records `spec` names, ready to use (schema created or migrated). A database
+/// created just now first receives the records an older lakefish kept in the lake, so an
+/// upgrade keeps its history (and a pipeline run in flight finds the jobs it already ran).
 pub async fn open_job_store(spec: &MetastoreSpec, lake: &Lake) -> Result<JobStore, JobError> {
-    Ok(match spec {
-        MetastoreSpec::Lake => JobStore::new(lake.clone()),
-        _ => JobStore::with_backend(std::sync::Arc::new(SqlRecords::open(spec).await?)),
-    })
+    if *spec == MetastoreSpec::Lake {
+        return Ok(JobStore::new(lake.clone()));
+    }
+    let store = SqlRecords::open(spec).await?;
+    if store.created_now() {
+        let copied = store.import_lake_records(lake).await?;
+        if copied > 0 {
+            tracing::info!(
+                metastore = spec.describe(),
+                copied,
+                "copied the job records kept in the lake into the new metastore"
+            );
+        }
+    }
+    Ok(JobStore::with_backend(std::sync::Arc::new(store)))
 }
 
-/// Hides a password in a URL (`scheme://user:secret@host` → `scheme://***@host`).
+/// Hides a password in a URL: the user part (`scheme://user:secret@host` →
+/// `scheme://***@host`) and any query string (`?password=...` → `?***`).
 pub fn redact(url: &str) -> String {
+    let url = match url.split_once('?') {
+        Some((base, _)) => format!("{base}?***"),
+        None => url.to_string(),
+    };
     match (url.find("://"), url.rfind('@')) {
         (Some(s), Some(at)) if at > s => format!("{}://***{}", &url[..s], &url[at..]),
-        _ => url.to_string(),
+        _ => url,
     }
 }
 
@@ -119,6 +138,8 @@ pub fn redact(url: &str) -> String {
 pub struct SqlRecords {
     pool: AnyPool,
     spec: MetastoreSpec,
+    /// This process created the schema (the database was empty).
+    created_now: bool,
 }
 
 /// Database errors name the store and what was being done; they are transient (the server
@@ -165,16 +186,22 @@ impl SqlRecords {
             .connect(&url)
             .await
             .map_err(|e| db(spec, "connect", e))?;
-        let store = SqlRecords {
+        let mut store = SqlRecords {
             pool,
             spec: spec.clone(),
+            created_now: false,
         };
-        store.migrate().await?;
+        store.created_now = store.migrate().await? == 0;
         Ok(store)
     }
 
     pub fn spec(&self) -> &MetastoreSpec {
         &self.spec
+    }
+
+    /// Did opening it create the schema (an empty database)?
+    pub fn created_now(&self) -> bool {
+        self.created_now
     }
 
     /// A write transaction. SQLite's takes the write lock at once (`IMMEDIATE`): a deferred
@@ -196,8 +223,12 @@ impl SqlRecords {
             .expect("setting the schema version");
     }
 
-    async fn migrate(&self) -> Result<(), JobError> {
+    /// Creates or migrates the schema in one transaction, one process at a time (PostgreSQL:
+    /// an advisory lock; SQLite: the write lock `BEGIN IMMEDIATE` takes). Returns the version
+    /// found (0: the database was empty).
+    async fn migrate(&self) -> Result<i64, JobError> {
         let spec = &self.spec;
+        let fail = |e| db(spec, "migrating", e);
         if let MetastoreSpec::Sqlite(_) = spec {
             // Readers never wait for the writer; the setting stays with the file.
             sqlx::query("PRAGMA journal_mode=WAL")
@@ -205,16 +236,25 @@ impl SqlRecords {
                 .await
                 .map_err(|e| db(spec, "setting WAL", e))?;
         }
+        let mut tx = self.begin().await.map_err(fail)?;
+        if let MetastoreSpec::Postgres(_) = spec {
+            // Any constant: it only has to be the same in every lakefish process.
+            sqlx::query("SELECT pg_advisory_xact_lock(727466)")
+                .execute(&mut *tx)
+                .await
+                .map_err(fail)?;
+        }
         for sql in [
             "CREATE TABLE IF NOT EXISTS lakefish_schema (id BIGINT PRIMARY KEY, version BIGINT NOT NULL)",
             "INSERT INTO lakefish_schema (id, version) VALUES (1, 0) ON CONFLICT (id) DO NOTHING",
         ] {
-            sqlx::query(sql)
-                .execute(&self.pool)
-                .await
-                .map_err(|e| db(spec, "creating the schema table", e))?;
+            sqlx::query(sql).execute(&mut *tx).await.map_err(fail)?;
         }
-        let found = self.schema_version().await?;
+        let found: i64 = sqlx::query("SELECT version FROM lakefish_schema WHERE id = 1")
+            .fetch_one(&mut *tx)
+            .await
+            .and_then(|row| row.try_get(0))
+            .map_err(fail)?;
         if found > SCHEMA_VERSION {
             return Err(JobError::Failed(format!(
                 "metastore {} has schema version {found}, newer than this lakefish knows ({SCHEMA_VERSION}): upgrade lakefish (nothing was changed)",
@@ -223,24 +263,21 @@ impl SqlRecords {
         }
         for (i, statements) in MIGRATIONS.iter().enumerate().skip(found as usize) {
             let version = i as i64 + 1;
-            let mut tx = self.begin().await.map_err(|e| db(spec, "migrating", e))?;
             for sql in statements.iter().copied() {
                 sqlx::query(sql)
                     .execute(&mut *tx)
                     .await
                     .map_err(|e| db(spec, &format!("migration {version}"), e))?;
             }
-            sqlx::query("UPDATE lakefish_schema SET version = $1 WHERE id = 1 AND version < $1")
+            sqlx::query("UPDATE lakefish_schema SET version = $1 WHERE id = 1")
                 .bind(version)
                 .execute(&mut *tx)
                 .await
                 .map_err(|e| db(spec, &format!("migration {version}"), e))?;
-            tx.commit()
-                .await
-                .map_err(|e| db(spec, &format!("migration {version}"), e))?;
             tracing::info!(metastore = spec.describe(), version, "schema migrated");
         }
-        Ok(())
+        tx.commit().await.map_err(fail)?;
+        Ok(found)
     }
 
     pub async fn schema_version(&self) -> Result<i64, JobError> {
@@ -264,6 +301,11 @@ impl SqlRecords {
     pub async fn insert_many(&self, records: &[JobRecord]) -> Result<usize, JobError> {
         let spec = &self.spec;
         let fail = |e| db(spec, "inserting job records", e);
+        let mut seen = std::collections::HashSet::new();
+        let records: Vec<&JobRecord> = records
+            .iter()
+            .filter(|r| seen.insert(r.id.as_str()))
+            .collect();
         let mut inserted = 0;
         for chunk in records.chunks(BULK_ROWS * 10) {
             let mut tx = self.begin().await.map_err(fail)?;
@@ -302,7 +344,7 @@ impl SqlRecords {
                     .map(|row| row.try_get::<String, _>(0))
                     .collect::<Result<_, _>>()
                     .map_err(fail)?;
-                for rec in rows.iter().filter(|r| new.contains(r.id.as_str())) {
+                for rec in rows.iter().copied().filter(|r| new.contains(r.id.as_str())) {
                     deltas.push(Delta::of(rec, 1));
                 }
                 inserted += new.len();
@@ -629,6 +671,11 @@ mod tests {
         );
         let pg = MetastoreSpec::parse("postgres://lf:secret@db:5432/lakefish").unwrap();
         assert_eq!(pg.describe(), "postgres://***@db:5432/lakefish");
+        let pg = MetastoreSpec::parse("postgresql://db/lakefish?user=lf&password=secret").unwrap();
+        assert_eq!(pg.describe(), "postgresql://db/lakefish?***");
+        // A mistyped scheme is refused without echoing the password.
+        let err = MetastoreSpec::parse("postgress://lf:secret@db/x").unwrap_err();
+        assert!(!err.contains("secret") && err.contains("@db/x"), "{err}");
         assert_eq!(MetastoreSpec::parse("lake").unwrap(), MetastoreSpec::Lake);
         for bad in ["sqlite:", "mysql://x", "meta.sqlite", "", "Lake"] {
             let err = MetastoreSpec::parse(bad).unwrap_err();

@@ -69,7 +69,7 @@ pub enum Command {
     /// Run queued jobs from a shared Redis queue.
     Worker {
         /// The shared queue (or `server.redis` in the config).
-        #[arg(long, env = "LAKEFISH_REDIS")]
+        #[arg(long, env = "LAKEFISH_REDIS", hide_env_values = true)]
         redis: Option<String>,
         #[command(flatten)]
         work: WorkArgs,
@@ -231,7 +231,7 @@ pub enum MetastoreCommand {
 #[derive(clap::Args)]
 pub struct QueueArgs {
     /// Use this Redis (redis://host:port) as the queue instead of the SQLite file.
-    #[arg(long, env = "LAKEFISH_REDIS")]
+    #[arg(long, env = "LAKEFISH_REDIS", hide_env_values = true)]
     pub redis: Option<String>,
     /// The SQLite queue file of the embedded default.
     #[arg(
@@ -251,7 +251,7 @@ pub struct MetastoreArg {
     /// (deployments on several machines: the server and every worker name the same one), or
     /// lake (jobs/*.json in the lake, as before the metastore; the default with --redis, slow
     /// with a long history).
-    #[arg(long, env = "LAKEFISH_METASTORE")]
+    #[arg(long, env = "LAKEFISH_METASTORE", hide_env_values = true)]
     pub metastore: Option<String>,
 }
 

@@ -241,11 +241,9 @@ impl Postgres {
 }
 
 impl Drop for Postgres {
+    /// A fast shutdown, so the server's own processes and shared memory go with it.
     fn drop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
+        self.stop();
     }
 }
 
