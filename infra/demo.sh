@@ -56,5 +56,5 @@ echo "dashboard: $API/   pipelines: $API/v1/pipelines   metrics: $API/metrics"
 if [ -t 0 ] && [ -z "${CI:-}" ]; then
   read -r -p "The server keeps running for the dashboard; press Enter to stop it. " _ || true
 else
-  echo "To browse it later: $BIN --lake $RUN/lake serve --listen 127.0.0.1:8080, then open http://127.0.0.1:8080/"
+  echo "To browse it later: $BIN --lake $RUN/lake serve --queue-db $RUN/queue.sqlite --listen 127.0.0.1:8080 (job records: $RUN/lakefish-meta.sqlite), then open http://127.0.0.1:8080/"
 fi
