@@ -116,6 +116,32 @@ async fn jobs_are_validated_recorded_and_listed() {
     assert_eq!(status, StatusCode::NOT_FOUND);
     let (status, _, _) = send(&app, "GET", "/v1/jobs?state=sleeping", "", None).await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
+    // Garbage paging and filters are 400s naming the parameter; the record stays listed.
+    for (query, says) in [
+        ("after=yesterday", "cursor"),
+        ("after=2026-11-25T00:00:00.000Z_..%2F..%2Fetc", "cursor"),
+        ("kind=nope", "unknown job kind"),
+        ("limit=many", "limit"),
+    ] {
+        let (status, _, err) = send(&app, "GET", &format!("/v1/jobs?{query}"), "", None).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{query}");
+        let msg = err["error"].as_str().unwrap_or_default();
+        assert!(msg.contains(says), "{query}: {msg}");
+    }
+    // A well-formed cursor past everything is an empty last page.
+    let (status, _, page) = send(
+        &app,
+        "GET",
+        "/v1/jobs?kind=mask&limit=1&after=2000-01-01T00:00:00.000Z_01a211d5-d62f-7748-9bf5-32e25def4c0d",
+        "",
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(page["jobs"].as_array().unwrap().len(), 0);
+    assert!(page.get("next").is_none());
+    let (_, _, listed) = send(&app, "GET", "/v1/jobs?kind=mask&limit=1", "", None).await;
+    assert_eq!(listed["jobs"][0]["id"], id);
 }
 
 #[tokio::test]

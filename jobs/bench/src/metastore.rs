@@ -151,6 +151,25 @@ async fn fill_sql(
     Ok(records as f64 / t.elapsed().as_secs_f64().max(1e-9))
 }
 
+/// Fills an empty database with `records` records and times the requests on it.
+async fn measure_sql(
+    backend: &str,
+    spec: &MetastoreSpec,
+    records: usize,
+    repeats: usize,
+    progress: &dyn Fn(&str, usize, usize),
+) -> anyhow::Result<BackendReport> {
+    let store = SqlRecords::open(spec).await?;
+    let fill_per_s = fill_sql(&store, records, &|n| progress(backend, n, records)).await?;
+    let store = JobStore::with_backend(Arc::new(store));
+    Ok(BackendReport {
+        backend: backend.into(),
+        records,
+        fill_per_s,
+        requests: time_requests(store, records, repeats).await?,
+    })
+}
+
 /// Measures the lake reference on `lake_records` records, then each database on `records`.
 pub async fn run(
     records: usize,
@@ -187,15 +206,7 @@ pub async fn run(
     if backends.sqlite {
         let dir = tempfile::tempdir()?;
         let spec = MetastoreSpec::Sqlite(dir.path().join("meta.sqlite").display().to_string());
-        let store = SqlRecords::open(&spec).await?;
-        let fill = fill_sql(&store, records, &|n| progress("sqlite", n, records)).await?;
-        reports.push(BackendReport {
-            backend: "sqlite".into(),
-            records,
-            fill_per_s: fill,
-            requests: time_requests(JobStore::with_backend(Arc::new(store)), records, repeats)
-                .await?,
-        });
+        reports.push(measure_sql("sqlite", &spec, records, repeats, progress).await?);
     }
 
     let own_server;
@@ -209,15 +220,7 @@ pub async fn run(
     };
     if let Some(url) = url {
         let spec = MetastoreSpec::Postgres(url);
-        let store = SqlRecords::open(&spec).await?;
-        let fill = fill_sql(&store, records, &|n| progress("postgres", n, records)).await?;
-        reports.push(BackendReport {
-            backend: "postgres".into(),
-            records,
-            fill_per_s: fill,
-            requests: time_requests(JobStore::with_backend(Arc::new(store)), records, repeats)
-                .await?,
-        });
+        reports.push(measure_sql("postgres", &spec, records, repeats, progress).await?);
     }
     Ok(reports)
 }
