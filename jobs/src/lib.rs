@@ -10,6 +10,7 @@
 //! Architecture invariant: nothing here knows about HTTP, the queue implementation or
 //! libtorch (no dependency on axum, apalis or lakefish-train; `tests/tests/architecture.rs`).
 
+pub mod catalog;
 pub mod datagen;
 pub mod masks;
 pub mod metrics;

@@ -8,7 +8,7 @@
 use crate::{JobContext, JobError, Lake};
 use arrow_array::{Array, BooleanArray, RecordBatch};
 use arrow_schema::{DataType, Field, Schema};
-use lakefish_lake::datasets::read_manifest;
+use lakefish_lake::datasets::{index_dataset, read_manifest};
 use lakefish_lake::parts::read_positions;
 use lakefish_lake::records::now;
 use lakefish_schemas::mask::{
@@ -181,6 +181,7 @@ pub fn mask_dataset(
             });
         }
         if m.dataset_job_id == data.job_id {
+            ctx.block_on(index_dataset(&ctx.lake, spec.source, &spec.dataset))?;
             return Ok(summary(&m, true));
         }
     }
@@ -260,5 +261,7 @@ pub fn mask_dataset(
         &mask_manifest_key(&def.name, spec.source, &spec.dataset),
         bytes,
     ))?;
+    // The dataset's entry lists its masks.
+    ctx.block_on(index_dataset(&ctx.lake, spec.source, &spec.dataset))?;
     Ok(summary(&manifest, false))
 }

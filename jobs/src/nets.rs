@@ -8,6 +8,7 @@
 use crate::{JobContext, JobError, Lake};
 use bytes::Bytes;
 use lakefish_engine::nnue::Network;
+use lakefish_lake::catalog::{CatalogEntry, CatalogKind, CatalogQuery};
 use lakefish_schemas::nets::{
     BEST_KEY, BestNet, NETS_PREFIX, checkpoint_step, name_for_sha256, net_keys, net_name,
     quantized_keys,
@@ -17,8 +18,13 @@ use lakefish_schemas::{NetManifest, QuantizeReport, RegisterSpec, RunRecord};
 
 pub use lakefish_schemas::sha256_hex;
 
-/// Every training run's record.
+/// Every training run's record, newest first (from the catalogue when the lake has one).
 pub async fn list_runs(lake: &Lake) -> Result<Vec<RunRecord>, JobError> {
+    if let Some(catalog) = lake.catalog() {
+        return catalog
+            .decode_all(CatalogQuery::all(CatalogKind::Run))
+            .await;
+    }
     let mut out = Vec::new();
     for dir in lake.list_dirs("runs").await? {
         let id = dir
@@ -30,6 +36,7 @@ pub async fn list_runs(lake: &Lake) -> Result<Vec<RunRecord>, JobError> {
             out.push(r);
         }
     }
+    out.sort_by(|a, b| (&b.created, &b.id).cmp(&(&a.created, &a.id)));
     Ok(out)
 }
 
@@ -166,7 +173,25 @@ pub fn pick_checkpoint(run: &RunRecord, step: Option<u64>) -> Result<(String, u6
 /// Registers a quantized checkpoint. Idempotent: the same bytes give the same name and the
 /// existing manifest is returned unchanged.
 pub fn register(ctx: &JobContext, spec: &RegisterSpec) -> Result<NetManifest, JobError> {
-    ctx.block_on(register_async(&ctx.lake, spec))
+    ctx.block_on(async {
+        let manifest = register_async(&ctx.lake, spec).await?;
+        // Also when it was registered before: a delivery after a crash between the two.
+        index_net(&ctx.lake, &manifest).await?;
+        Ok(manifest)
+    })
+}
+
+/// Records a registered net in the catalogue.
+pub async fn index_net(lake: &Lake, m: &NetManifest) -> Result<(), JobError> {
+    lake.index(CatalogEntry::of(CatalogKind::Net, &m.name, &m.created, m))
+        .await
+}
+
+/// Records a training run in the catalogue (after each write of its `run.json`).
+pub async fn index_run(lake: &Lake, r: &RunRecord) -> Result<(), JobError> {
+    let rank = 2 * r.step as i64 + r.finished as i64;
+    lake.index(CatalogEntry::of(CatalogKind::Run, &r.id, &r.created, r).with_rank(rank))
+        .await
 }
 
 async fn register_async(lake: &Lake, spec: &RegisterSpec) -> Result<NetManifest, JobError> {
@@ -272,17 +297,23 @@ pub async fn read_net(lake: &Lake, name: &str) -> Result<Option<NetManifest>, Jo
     lake.get_json(&net_keys(&name).1, "net manifest").await
 }
 
-/// All registered nets, oldest first.
+/// All registered nets, oldest first (from the catalogue when the lake has one).
 pub async fn list_nets(lake: &Lake) -> Result<Vec<NetManifest>, JobError> {
     let mut out = Vec::new();
-    for meta in lake.list(NETS_PREFIX).await? {
-        let key = meta.location.to_string();
-        if let Some(stem) = key
-            .strip_prefix(&format!("{NETS_PREFIX}/"))
-            .and_then(|k| k.strip_suffix(".json"))
-            && let Some(m) = read_net(lake, stem).await?
-        {
-            out.push(m);
+    if let Some(catalog) = lake.catalog() {
+        out = catalog
+            .decode_all(CatalogQuery::all(CatalogKind::Net))
+            .await?;
+    } else {
+        for meta in lake.list(NETS_PREFIX).await? {
+            let key = meta.location.to_string();
+            if let Some(stem) = key
+                .strip_prefix(&format!("{NETS_PREFIX}/"))
+                .and_then(|k| k.strip_suffix(".json"))
+                && let Some(m) = read_net(lake, stem).await?
+            {
+                out.push(m);
+            }
         }
     }
     out.sort_by(|a, b| (&a.created, &a.name).cmp(&(&b.created, &b.name)));
@@ -327,7 +358,34 @@ pub fn verify(manifest: &NetManifest, bytes: &[u8]) -> Result<(), String> {
 
 /// The current best net (`None` before any promotion).
 pub async fn read_best(lake: &Lake) -> Result<Option<BestNet>, JobError> {
+    if let Some(catalog) = lake.catalog() {
+        return catalog
+            .0
+            .get(CatalogKind::Best, BEST_ENTRY)
+            .await?
+            .map(|e| e.decode())
+            .transpose();
+    }
+    read_best_in_lake(lake).await
+}
+
+/// The best-net pointer as the lake holds it (what a catalogue rebuild copies).
+pub async fn read_best_in_lake(lake: &Lake) -> Result<Option<BestNet>, JobError> {
     lake.get_json(BEST_KEY, "best-net pointer").await
+}
+
+/// The name of the best-net pointer's catalogue entry.
+pub const BEST_ENTRY: &str = "best";
+
+/// Records the best-net pointer in the catalogue.
+pub async fn index_best(lake: &Lake, best: &BestNet) -> Result<(), JobError> {
+    lake.index(CatalogEntry::of(
+        CatalogKind::Best,
+        BEST_ENTRY,
+        &best.since,
+        best,
+    ))
+    .await
 }
 
 /// The net a user means by `name`: `best` is the current best net (an error before any
@@ -358,6 +416,7 @@ pub async fn set_best(lake: &Lake, name: &str, reason: &str) -> Result<BestNet, 
     };
     let json = serde_json::to_vec_pretty(&best).expect("serializable");
     lake.put(BEST_KEY, json).await?;
+    index_best(lake, &best).await?;
     Ok(best)
 }
 

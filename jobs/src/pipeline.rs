@@ -4,6 +4,7 @@
 //! again, from a restarted process or another one, picks up where the record says.
 
 use crate::{JobContext, JobError, Lake};
+use lakefish_lake::catalog::{CatalogEntry, CatalogKind, CatalogQuery};
 use lakefish_lake::datasets::{list_datasets, read_manifest};
 use lakefish_lake::records::now;
 use lakefish_schemas::config::{PipelineConfig, dataset_for_raw_file};
@@ -41,13 +42,16 @@ pub async fn start_run(
         return Ok((running, false));
     }
     let t = now();
-    // One listing of keys, no reads: the round is the number of runs before this one.
-    let earlier = lake
-        .list(&format!("{PIPELINES_PREFIX}/{name}/runs"))
-        .await?
-        .iter()
-        .filter(|m| m.location.as_ref().ends_with(".json"))
-        .count() as u64;
+    // The round is the number of runs before this one (a listing of keys, no reads).
+    let earlier = match lake.catalog() {
+        Some(catalog) => catalog.all(runs_of(name)).await?.len() as u64,
+        None => lake
+            .list(&format!("{PIPELINES_PREFIX}/{name}/runs"))
+            .await?
+            .iter()
+            .filter(|m| m.location.as_ref().ends_with(".json"))
+            .count() as u64,
+    };
     let run = PipelineRun {
         id: format!("{name}-{}", stamp()),
         round: earlier,
@@ -82,7 +86,32 @@ pub async fn start_run(
 
 async fn put_run(lake: &Lake, run: &PipelineRun) -> Result<(), JobError> {
     let bytes = serde_json::to_vec_pretty(run)?;
-    lake.put(&run_key(&run.pipeline, &run.id), bytes).await
+    lake.put(&run_key(&run.pipeline, &run.id), bytes).await?;
+    index_run(lake, run).await
+}
+
+/// Records a pipeline run in the catalogue (after each write); later updates rank higher.
+pub async fn index_run(lake: &Lake, run: &PipelineRun) -> Result<(), JobError> {
+    let rank = chrono::DateTime::parse_from_rfc3339(&run.updated)
+        .map(|t| t.timestamp_millis())
+        .unwrap_or(0);
+    let entry = CatalogEntry::of(
+        CatalogKind::PipelineRun,
+        format!("{}/{}", run.pipeline, run.id),
+        &run.created,
+        run,
+    )
+    .with_state(run.state.as_str())
+    .with_links([run.pipeline.clone()])
+    .with_rank(rank);
+    lake.index(entry).await
+}
+
+/// The catalogue query for the runs of `pipeline`.
+fn runs_of(pipeline: &str) -> CatalogQuery {
+    let mut query = CatalogQuery::all(CatalogKind::PipelineRun);
+    query.link = Some(pipeline.to_string());
+    query
 }
 
 pub async fn read_run(
@@ -93,12 +122,19 @@ pub async fn read_run(
     lake.get_json(&run_key(pipeline, id), "pipeline run").await
 }
 
-/// Runs of a pipeline, newest first (ids sort by time).
+/// Runs of a pipeline, newest first (ids sort by time); from the catalogue when the lake
+/// has one.
 pub async fn list_runs(
     lake: &Lake,
     pipeline: &str,
     limit: usize,
 ) -> Result<Vec<PipelineRun>, JobError> {
+    if let Some(catalog) = lake.catalog() {
+        let mut query = runs_of(pipeline);
+        query.limit = limit.clamp(1, lakefish_lake::catalog::CATALOG_PAGE);
+        let page = catalog.0.page(&query).await?;
+        return page.entries.iter().map(|e| e.decode()).collect();
+    }
     let mut metas = lake
         .list(&format!("{PIPELINES_PREFIX}/{pipeline}/runs"))
         .await?;

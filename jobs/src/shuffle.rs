@@ -19,6 +19,7 @@ use crate::{JobContext, JobError};
 use arrow_array::{RecordBatch, RecordBatchReader, UInt32Array};
 use bytes::Bytes;
 use lakefish_engine::random_games::SplitMix;
+use lakefish_lake::catalog::{CatalogEntry, CatalogKind, CatalogQuery};
 use lakefish_lake::datasets::read_manifest;
 use lakefish_lake::parts::encode_parquet_on;
 use lakefish_lake::records::now;
@@ -124,8 +125,13 @@ pub async fn read_shuffle_manifest(
     lake.get_json(&key, "shuffle manifest").await
 }
 
-/// Every committed shuffle, by id.
+/// Every committed shuffle, newest first (from the catalogue when the lake has one).
 pub async fn list_shuffles(lake: &crate::Lake) -> Result<Vec<ShuffleManifest>, JobError> {
+    if let Some(catalog) = lake.catalog() {
+        return catalog
+            .decode_all(CatalogQuery::all(CatalogKind::Shuffle))
+            .await;
+    }
     let mut out = Vec::new();
     for dir in lake.list_dirs("shuffled").await? {
         let id = dir.rsplit('/').next().unwrap_or_default();
@@ -133,7 +139,15 @@ pub async fn list_shuffles(lake: &crate::Lake) -> Result<Vec<ShuffleManifest>, J
             out.push(m);
         }
     }
+    out.sort_by(|a, b| (&b.created, &b.id).cmp(&(&a.created, &a.id)));
     Ok(out)
+}
+
+/// Records a committed shuffle in the catalogue (after the commit, and whenever a delivery
+/// finds it committed: the index may have missed it).
+pub async fn index_shuffle(lake: &crate::Lake, m: &ShuffleManifest) -> Result<(), JobError> {
+    lake.index(CatalogEntry::of(CatalogKind::Shuffle, &m.id, &m.created, m))
+        .await
 }
 
 fn decode_batch(bytes: Option<Bytes>, key: &str) -> Result<RecordBatch, JobError> {
@@ -366,6 +380,7 @@ pub fn commit(ctx: &JobContext, plan: &ShufflePlan) -> Result<ShuffleManifest, J
     let key = format!("{}/{SHUFFLE_MANIFEST_FILE}", shuffle_prefix(&plan.id));
     let bytes = serde_json::to_vec_pretty(&manifest)?;
     ctx.block_on(ctx.lake.put(&key, bytes))?;
+    ctx.block_on(index_shuffle(&ctx.lake, &manifest))?;
     let mut pass_files = Vec::new();
     for sub in ["_deal", "_dealt", "_piles"] {
         let listed = ctx.block_on(
@@ -391,6 +406,7 @@ pub fn start(ctx: &JobContext, spec: &ShuffleSpec) -> Result<ShufflePlan, JobErr
 pub fn shuffle_here(ctx: &JobContext, spec: &ShuffleSpec) -> Result<ShuffleManifest, JobError> {
     let plan = plan(ctx, spec)?;
     if let Some(m) = ctx.block_on(read_shuffle_manifest(&ctx.lake, &plan.id))? {
+        ctx.block_on(index_shuffle(&ctx.lake, &m))?;
         return Ok(m);
     }
     let plan = start(ctx, spec)?;
@@ -479,10 +495,8 @@ pub fn fan_out(ctx: &JobContext, spec: &ShuffleSpec) -> Result<FannedOut, JobErr
         deal_jobs: plan.parts.len(),
         piles: spec.chunks,
     };
-    if ctx
-        .block_on(read_shuffle_manifest(&ctx.lake, &plan.id))?
-        .is_some()
-    {
+    if let Some(m) = ctx.block_on(read_shuffle_manifest(&ctx.lake, &plan.id))? {
+        ctx.block_on(index_shuffle(&ctx.lake, &m))?;
         out.already_present = true;
         return Ok(out);
     }
@@ -504,10 +518,8 @@ fn task_plan(
 ) -> Result<Option<ShufflePlan>, JobError> {
     task.validate().map_err(JobError::Payload)?;
     // Once committed, the pass-1 files are gone: a late re-delivery must not redo a pile.
-    if ctx
-        .block_on(read_shuffle_manifest(&ctx.lake, &task.shuffle))?
-        .is_some()
-    {
+    if let Some(m) = ctx.block_on(read_shuffle_manifest(&ctx.lake, &task.shuffle))? {
+        ctx.block_on(index_shuffle(&ctx.lake, &m))?;
         return Ok(None);
     }
     let plan = ctx

@@ -12,6 +12,7 @@ use lakefish_engine::random_games::SplitMix;
 use lakefish_engine::sprt::{
     Pentanomial, SprtBounds, SprtDecision, elo_estimate, llr_logistic, llr_normalized,
 };
+use lakefish_lake::catalog::{CatalogEntry, CatalogKind, CatalogQuery};
 use lakefish_schemas::sprt::{EloSummary, SPRT_PREFIX, SprtSide, parse_tc};
 use lakefish_schemas::{
     JobId, JobSpec, Progress, SprtBatch, SprtPlan, SprtSpec, SprtState, SprtStatus, SprtTask,
@@ -102,7 +103,18 @@ pub fn plan(ctx: &JobContext, spec: &SprtSpec) -> Result<SprtPlan, JobError> {
     ctx.block_on(ctx.lake.put(&book_key(&id), epd))?;
     let json = serde_json::to_vec_pretty(&plan).expect("serializable");
     ctx.block_on(ctx.lake.put(&plan_key(&id), json))?;
+    ctx.block_on(index_status(&ctx.lake, &summarize(&plan, &[]).0))?;
     Ok(plan)
+}
+
+/// Records a test's state in the catalogue: when planned, after each batch, once decided.
+pub async fn index_status(lake: &Lake, s: &SprtStatus) -> Result<(), JobError> {
+    let rank = 2 * s.batches as i64 + (s.state != SprtState::Running) as i64;
+    let entry = CatalogEntry::of(CatalogKind::Sprt, &s.id, &s.created, s)
+        .with_state(s.state.as_str())
+        .with_links([s.new.name.clone(), s.base.name.clone()])
+        .with_rank(rank);
+    lake.index(entry).await
 }
 
 pub async fn read_plan(lake: &Lake, id: &str) -> Result<Option<SprtPlan>, JobError> {
@@ -369,6 +381,7 @@ fn advance(ctx: &JobContext, plan: &SprtPlan) -> Result<SprtStatus, JobError> {
         let json = serde_json::to_vec_pretty(&status).expect("serializable");
         ctx.block_on(ctx.lake.put(&result_key(&plan.id), json))?;
     }
+    ctx.block_on(index_status(&ctx.lake, &status))?;
     Ok(status)
 }
 
@@ -383,6 +396,7 @@ fn decided(ctx: &JobContext, id: &str) -> Result<Option<SprtStatus>, JobError> {
 pub fn run_here(ctx: &JobContext, spec: &SprtSpec) -> Result<SprtStatus, JobError> {
     let plan = plan(ctx, spec)?;
     if let Some(done) = decided(ctx, &plan.id)? {
+        ctx.block_on(index_status(&ctx.lake, &done))?;
         return Ok(done);
     }
     let arena = arena(ctx, &plan)?;
@@ -427,7 +441,9 @@ pub fn fan_out(ctx: &JobContext, spec: &SprtSpec) -> Result<serde_json::Value, J
         .submitter
         .as_ref()
         .ok_or_else(|| JobError::Internal("an sprt fans out only through a queue".into()))?;
-    if decided(ctx, &plan.id)?.is_none() {
+    if let Some(done) = decided(ctx, &plan.id)? {
+        ctx.block_on(index_status(&ctx.lake, &done))?;
+    } else {
         for index in 0..(plan.spec.concurrency as u64).min(plan.spec.batches()) {
             let task = SprtTask {
                 sprt: plan.id.clone(),
@@ -444,6 +460,7 @@ pub fn fan_out(ctx: &JobContext, spec: &SprtSpec) -> Result<serde_json::Value, J
 pub fn batch_task(ctx: &JobContext, task: &SprtTask) -> Result<serde_json::Value, JobError> {
     task.validate().map_err(JobError::Payload)?;
     if let Some(done) = decided(ctx, &task.sprt)? {
+        ctx.block_on(index_status(&ctx.lake, &done))?;
         return Ok(
             serde_json::json!({"sprt": task.sprt, "batch": task.index, "skipped": "decided", "state": done.state}),
         );
@@ -472,25 +489,31 @@ pub fn batch_task(ctx: &JobContext, task: &SprtTask) -> Result<serde_json::Value
     }))
 }
 
-/// All tests, newest first, optionally those involving `net` or in `state`.
+/// All tests, newest first, optionally those involving `net` or in `state` (from the
+/// catalogue when the lake has one).
 pub async fn list(
     lake: &Lake,
     net: Option<&str>,
     state: Option<SprtState>,
 ) -> Result<Vec<SprtStatus>, JobError> {
+    let net = net.map(|n| n.trim_end_matches(".nnue"));
+    if let Some(catalog) = lake.catalog() {
+        let mut query = CatalogQuery::all(CatalogKind::Sprt);
+        query.state = state.map(|s| s.as_str().to_string());
+        query.link = net.map(str::to_string);
+        return catalog.decode_all(query).await;
+    }
     let mut out = Vec::new();
     for dir in lake.list_dirs(SPRT_PREFIX).await? {
         let id = dir.trim_end_matches('/').rsplit('/').next().unwrap_or("");
         if let Some(s) = status(lake, id).await? {
             let involves = |n: &str| s.new.name == n || s.base.name == n;
-            if net.is_none_or(|n| involves(n.trim_end_matches(".nnue")))
-                && state.is_none_or(|st| s.state == st)
-            {
+            if net.is_none_or(involves) && state.is_none_or(|st| s.state == st) {
                 out.push(s);
             }
         }
     }
-    out.sort_by(|a, b| b.created.cmp(&a.created));
+    out.sort_by(|a, b| (&b.created, &b.id).cmp(&(&a.created, &a.id)));
     Ok(out)
 }
 

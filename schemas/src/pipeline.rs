@@ -75,6 +75,16 @@ pub enum RunState {
     Failed,
 }
 
+impl RunState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunState::Running => "running",
+            RunState::Succeeded => "succeeded",
+            RunState::Failed => "failed",
+        }
+    }
+}
+
 /// One job of a step (a step may have several: one ingest per new raw file).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]

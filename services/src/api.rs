@@ -12,6 +12,8 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodRouter, get, post, put};
 use axum::{Json, Router};
 use lakefish_jobs::Lake;
+use lakefish_jobs::catalog;
+use lakefish_lake::catalog::{CatalogCursor, CatalogKind, CatalogQuery};
 use lakefish_lake::datasets::list_datasets;
 use lakefish_lake::records::{JobCursor, JobQuery, JobStore};
 use lakefish_schemas::config::Config;
@@ -272,11 +274,12 @@ pub fn routes() -> Vec<Route> {
         route(
             M::GET,
             "/v1/datasets",
-            "Committed datasets with their masks.",
+            "Committed datasets with their masks, newest first, a page at a time (?limit=&after=NEXT); `writing` on the first page.",
             get(datasets),
         )
+        .query::<PageParams>()
         .ok(OK, json::<DatasetList>())
-        .errors(&[UNAVAILABLE]),
+        .errors(&[BAD, UNAVAILABLE]),
         route(
             M::PUT,
             "/v1/raw/{source}/{name}",
@@ -299,9 +302,15 @@ pub fn routes() -> Vec<Route> {
         .ok(CREATED, json::<BookUploaded>())
         .ok(OK, json::<BookUploaded>())
         .errors(&[BAD, NOT_FOUND, CONFLICT, TOO_LARGE, UNAVAILABLE]),
-        route(M::GET, "/v1/shuffles", "Committed shuffles.", get(shuffles))
-            .ok(OK, json::<ShuffleList>())
-            .errors(&[UNAVAILABLE]),
+        route(
+            M::GET,
+            "/v1/shuffles",
+            "Committed shuffles, newest first, a page at a time (?limit=&after=NEXT).",
+            get(shuffles),
+        )
+        .query::<PageParams>()
+        .ok(OK, json::<ShuffleList>())
+        .errors(&[BAD, UNAVAILABLE]),
         route(
             M::GET,
             "/v1/shuffles/{id}",
@@ -310,9 +319,15 @@ pub fn routes() -> Vec<Route> {
         )
         .ok(OK, json::<lakefish_jobs::shuffle::ShuffleStatus>())
         .errors(&[NOT_FOUND, UNAVAILABLE]),
-        route(M::GET, "/v1/runs", "Training runs.", get(runs))
-            .ok(OK, json::<RunList>())
-            .errors(&[UNAVAILABLE]),
+        route(
+            M::GET,
+            "/v1/runs",
+            "Training runs, newest first, a page at a time (?limit=&after=NEXT).",
+            get(runs),
+        )
+        .query::<PageParams>()
+        .ok(OK, json::<RunList>())
+        .errors(&[BAD, UNAVAILABLE]),
         route(
             M::GET,
             "/v1/runs/{id}",
@@ -324,11 +339,12 @@ pub fn routes() -> Vec<Route> {
         route(
             M::GET,
             "/v1/nets",
-            "Registered nets, and the best one (null before any promotion).",
+            "Registered nets, newest first, a page at a time (?limit=&after=NEXT), and the best one (null before any promotion).",
             get(nets),
         )
+        .query::<PageParams>()
         .ok(OK, json::<NetList>())
-        .errors(&[UNAVAILABLE]),
+        .errors(&[BAD, UNAVAILABLE]),
         route(
             M::GET,
             "/v1/nets/{name}",
@@ -357,7 +373,7 @@ pub fn routes() -> Vec<Route> {
         route(
             M::GET,
             "/v1/sprt",
-            "SPRT tests, newest first (?net=&state=).",
+            "SPRT tests, newest first, a page at a time (?net=&state=&limit=&after=NEXT).",
             get(list_sprt),
         )
         .query::<SprtFilter>()
@@ -646,10 +662,56 @@ async fn list_jobs(
 
 /// Committed datasets, and the ones being written (`writing`: each claim with its job,
 /// owner and expiry; `stale` ones were left by a writer that is gone).
-async fn datasets(State(s): State<AppState>) -> Result<Response, ApiError> {
-    let datasets = list_datasets(&s.lake).await?;
-    let writing = lakefish_lake::datasets::list_claims(&s.lake).await?;
-    Ok(Json(crate::bodies::DatasetList { datasets, writing }).into_response())
+async fn datasets(
+    State(s): State<AppState>,
+    ApiQuery(q): ApiQuery<PageParams>,
+) -> Result<Response, ApiError> {
+    let query = q.query(CatalogKind::Dataset)?;
+    let page = catalog::page(&s.lake, &query, list_datasets(&s.lake), |d| {
+        (d.created.clone(), format!("{}/{}", d.source, d.name))
+    })
+    .await?;
+    let writing = if query.after.is_none() {
+        lakefish_lake::datasets::list_claims(&s.lake).await?
+    } else {
+        Vec::new()
+    };
+    Ok(Json(crate::bodies::DatasetList {
+        datasets: page.items,
+        writing,
+        next: page.next.map(|c| c.encode()),
+    })
+    .into_response())
+}
+
+/// `?limit=&after=` of a list of the catalogue.
+#[derive(Deserialize, JsonSchema, Default)]
+#[serde(deny_unknown_fields)]
+struct PageParams {
+    /// Items on a page, 1 to 1000 (default 100).
+    limit: Option<usize>,
+    /// The `next` of the previous page: the page after it.
+    after: Option<String>,
+}
+
+impl PageParams {
+    fn query(&self, kind: CatalogKind) -> Result<CatalogQuery, ApiError> {
+        page_query(kind, self.limit, self.after.as_deref())
+    }
+}
+
+fn page_query(
+    kind: CatalogKind,
+    limit: Option<usize>,
+    after: Option<&str>,
+) -> Result<CatalogQuery, ApiError> {
+    let mut query = CatalogQuery::all(kind);
+    query.limit = limit.unwrap_or(100).clamp(1, 1000);
+    query.after = after
+        .map(CatalogCursor::parse)
+        .transpose()
+        .map_err(ApiError::BadRequest)?;
+    Ok(query)
 }
 
 /// `?replace=true` on an upload: store other bytes under a name that is taken.
@@ -743,9 +805,18 @@ async fn upload_book(
     Ok(uploaded(&key, true, up))
 }
 
-async fn shuffles(State(s): State<AppState>) -> Result<Response, ApiError> {
-    let all = lakefish_jobs::shuffle::list_shuffles(&s.lake).await?;
-    Ok(Json(crate::bodies::ShuffleList { shuffles: all }).into_response())
+async fn shuffles(
+    State(s): State<AppState>,
+    ApiQuery(q): ApiQuery<PageParams>,
+) -> Result<Response, ApiError> {
+    let query = q.query(CatalogKind::Shuffle)?;
+    let scan = lakefish_jobs::shuffle::list_shuffles(&s.lake);
+    let page = catalog::page(&s.lake, &query, scan, |m| (m.created.clone(), m.id.clone())).await?;
+    Ok(Json(crate::bodies::ShuffleList {
+        shuffles: page.items,
+        next: page.next.map(|c| c.encode()),
+    })
+    .into_response())
 }
 
 async fn shuffle(
@@ -760,9 +831,18 @@ async fn shuffle(
     Ok(Json(status).into_response())
 }
 
-async fn runs(State(s): State<AppState>) -> Result<Response, ApiError> {
-    let all = lakefish_jobs::nets::list_runs(&s.lake).await?;
-    Ok(Json(crate::bodies::RunList { runs: all }).into_response())
+async fn runs(
+    State(s): State<AppState>,
+    ApiQuery(q): ApiQuery<PageParams>,
+) -> Result<Response, ApiError> {
+    let query = q.query(CatalogKind::Run)?;
+    let scan = lakefish_jobs::nets::list_runs(&s.lake);
+    let page = catalog::page(&s.lake, &query, scan, |r| (r.created.clone(), r.id.clone())).await?;
+    Ok(Json(crate::bodies::RunList {
+        runs: page.items,
+        next: page.next.map(|c| c.encode()),
+    })
+    .into_response())
 }
 
 async fn run(
@@ -777,10 +857,23 @@ async fn run(
     Ok(Json(v).into_response())
 }
 
-async fn nets(State(s): State<AppState>) -> Result<Response, ApiError> {
-    let all = lakefish_jobs::nets::list_nets(&s.lake).await?;
+async fn nets(
+    State(s): State<AppState>,
+    ApiQuery(q): ApiQuery<PageParams>,
+) -> Result<Response, ApiError> {
+    let query = q.query(CatalogKind::Net)?;
+    let scan = lakefish_jobs::nets::list_nets(&s.lake);
+    let page = catalog::page(&s.lake, &query, scan, |m| {
+        (m.created.clone(), m.name.clone())
+    })
+    .await?;
     let best = lakefish_jobs::nets::read_best(&s.lake).await?;
-    Ok(Json(crate::bodies::NetList { nets: all, best }).into_response())
+    Ok(Json(crate::bodies::NetList {
+        nets: page.items,
+        best,
+        next: page.next.map(|c| c.encode()),
+    })
+    .into_response())
 }
 
 async fn net(
@@ -895,8 +988,14 @@ async fn sprt_pgn(
 
 #[derive(Deserialize, JsonSchema)]
 struct SprtFilter {
+    /// Tests with this net on either side.
     net: Option<String>,
+    /// running, accepted, rejected or inconclusive.
     state: Option<String>,
+    /// Tests on a page, 1 to 1000 (default 100).
+    limit: Option<usize>,
+    /// The `next` of the previous page: the page after it.
+    after: Option<String>,
 }
 
 async fn list_sprt(
@@ -911,8 +1010,17 @@ async fn list_sprt(
             ))
         })?),
     };
-    let all = lakefish_jobs::sprt::list(&s.lake, q.net.as_deref(), state).await?;
-    Ok(Json(crate::bodies::SprtList { tests: all }).into_response())
+    let net = q.net.as_deref().map(|n| n.trim_end_matches(".nnue"));
+    let mut query = page_query(CatalogKind::Sprt, q.limit, q.after.as_deref())?;
+    query.state = state.map(|s| s.as_str().to_string());
+    query.link = net.map(str::to_string);
+    let scan = lakefish_jobs::sprt::list(&s.lake, net, state);
+    let page = catalog::page(&s.lake, &query, scan, |t| (t.created.clone(), t.id.clone())).await?;
+    Ok(Json(crate::bodies::SprtList {
+        tests: page.items,
+        next: page.next.map(|c| c.encode()),
+    })
+    .into_response())
 }
 
 #[derive(Deserialize, JsonSchema)]

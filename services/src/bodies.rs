@@ -53,6 +53,9 @@ pub struct DatasetList {
     pub datasets: Vec<DatasetSummary>,
     /// Claims of datasets not committed yet; `stale` ones were left by a writer that is gone.
     pub writing: Vec<ClaimSummary>,
+    /// Pass as `?after=` for the next page; absent on the last page.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next: Option<String>,
 }
 
 /// `PUT /v1/raw/{source}/{name}`: 201 stored, 200 the same bytes were already there.
@@ -82,12 +85,18 @@ pub struct BookUploaded {
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct ShuffleList {
     pub shuffles: Vec<ShuffleManifest>,
+    /// Pass as `?after=` for the next page; absent on the last page.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next: Option<String>,
 }
 
 /// `GET /v1/runs`.
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct RunList {
     pub runs: Vec<RunRecord>,
+    /// Pass as `?after=` for the next page; absent on the last page.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next: Option<String>,
 }
 
 /// `GET /v1/nets`.
@@ -96,6 +105,9 @@ pub struct NetList {
     pub nets: Vec<NetManifest>,
     /// Null until a net is promoted.
     pub best: Option<BestNet>,
+    /// Pass as `?after=` for the next page; absent on the last page.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next: Option<String>,
 }
 
 /// `POST /v1/sprt`: the test is planned and queued.
@@ -115,6 +127,9 @@ pub struct SprtSubmitted {
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct SprtList {
     pub tests: Vec<SprtStatus>,
+    /// Pass as `?after=` for the next page; absent on the last page.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next: Option<String>,
 }
 
 /// One configured pipeline in `GET /v1/pipelines`.

@@ -6,7 +6,7 @@
 //! with identical bytes, and a job that fails for good deletes what it wrote.
 
 use lakefish_lake::datasets::{
-    CLAIM_LEASE, CLAIM_RENEWAL, WriterClaim, manifest_key, read_manifest,
+    CLAIM_LEASE, CLAIM_RENEWAL, WriterClaim, index_dataset, manifest_key, read_manifest,
 };
 use lakefish_lake::input::Input;
 use lakefish_lake::parts::PositionColumns;
@@ -98,6 +98,8 @@ pub fn write_once<T>(
         }
     };
     if let Some(done) = committed()? {
+        // A delivery after the commit: the index may have missed it (the writer died between).
+        ctx.block_on(index_dataset(&ctx.lake, target.source, target.dataset))?;
         return Ok(done);
     }
     take_claim(ctx, job_id, target)?;
@@ -300,7 +302,7 @@ pub fn commit(
             }
         }
     }
-    Ok(())
+    ctx.block_on(index_dataset(&ctx.lake, target.source, target.dataset))
 }
 
 /// One lines per skipped range or game, prefixed with the input.

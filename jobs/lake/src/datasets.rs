@@ -1,10 +1,11 @@
 //! Committed datasets of the `positions` table, found through their manifests.
 
+use crate::catalog::{CatalogEntry, CatalogKind, CatalogQuery};
 use crate::{JobError, Lake};
 use lakefish_schemas::dataset::MANIFEST_FILE;
 use lakefish_schemas::positions::dataset_prefix;
 use lakefish_schemas::{DatasetManifest, DatasetName, Source};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Names the job that may write a dataset until it commits (a [`WriterClaim`]).
 pub const WRITER_FILE: &str = "_writer";
@@ -91,7 +92,7 @@ pub async fn read_manifest(
         .await
 }
 
-#[derive(Debug, Clone, Serialize, PartialEq, schemars::JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct DatasetSummary {
     pub name: DatasetName,
     pub source: Source,
@@ -149,39 +150,80 @@ pub async fn list_claims(lake: &Lake) -> Result<Vec<ClaimSummary>, JobError> {
     Ok(out)
 }
 
-/// Every committed dataset, by source then name.
+/// Every committed dataset, by source then name (from the catalogue when the lake has one).
 pub async fn list_datasets(lake: &Lake) -> Result<Vec<DatasetSummary>, JobError> {
+    if let Some(catalog) = lake.catalog() {
+        let mut out: Vec<DatasetSummary> = catalog
+            .decode_all(CatalogQuery::all(CatalogKind::Dataset))
+            .await?;
+        out.sort_by(|a, b| (a.source, &a.name).cmp(&(b.source, &b.name)));
+        return Ok(out);
+    }
     let mut out = Vec::new();
-    let mask_names: Vec<String> = lake
-        .list_dirs("masks")
-        .await?
-        .iter()
-        .filter_map(|d| d.rsplit('/').next().map(str::to_string))
-        .collect();
     for (source, name, _) in dataset_dirs(lake).await? {
-        if let Some(m) = read_manifest(lake, source, &name).await? {
-            let mut masks = Vec::new();
-            for mask in &mask_names {
-                let key = format!(
-                    "masks/{mask}/source={source}/dataset={name}/{}",
-                    lakefish_schemas::mask::MASK_MANIFEST_FILE
-                );
-                if lake.size(&key).await?.is_some() {
-                    masks.push(mask.clone());
-                }
-            }
-            out.push(DatasetSummary {
-                name,
-                source,
-                rows: m.rows,
-                bytes: m.bytes,
-                partitions: m.parts.len(),
-                created: m.created,
-                job_id: m.job_id.to_string(),
-                skipped_ranges: m.inputs.iter().map(|i| i.skipped.len()).sum(),
-                masks,
-            });
+        if let Some(summary) = dataset_summary(lake, source, &name).await? {
+            out.push(summary);
         }
     }
     Ok(out)
+}
+
+/// One committed dataset as lists show it, with the masks committed for it (`None` before
+/// its commit).
+pub async fn dataset_summary(
+    lake: &Lake,
+    source: Source,
+    name: &DatasetName,
+) -> Result<Option<DatasetSummary>, JobError> {
+    let Some(m) = read_manifest(lake, source, name).await? else {
+        return Ok(None);
+    };
+    let mut masks = Vec::new();
+    for mask_dir in lake.list_dirs("masks").await? {
+        let Some(mask) = mask_dir.rsplit('/').next() else {
+            continue;
+        };
+        let key = format!(
+            "masks/{mask}/source={source}/dataset={name}/{}",
+            lakefish_schemas::mask::MASK_MANIFEST_FILE
+        );
+        if lake.size(&key).await?.is_some() {
+            masks.push(mask.to_string());
+        }
+    }
+    Ok(Some(DatasetSummary {
+        name: name.clone(),
+        source,
+        rows: m.rows,
+        bytes: m.bytes,
+        partitions: m.parts.len(),
+        created: m.created,
+        job_id: m.job_id.to_string(),
+        skipped_ranges: m.inputs.iter().map(|i| i.skipped.len()).sum(),
+        masks,
+    }))
+}
+
+/// Indexes a committed dataset (after its commit, and after a mask for it is committed).
+pub async fn index_dataset(
+    lake: &Lake,
+    source: Source,
+    name: &DatasetName,
+) -> Result<(), JobError> {
+    if lake.catalog().is_none() {
+        return Ok(());
+    }
+    if let Some(summary) = dataset_summary(lake, source, name).await? {
+        lake.index(
+            CatalogEntry::of(
+                CatalogKind::Dataset,
+                format!("{source}/{name}"),
+                summary.created.clone(),
+                &summary,
+            )
+            .with_rank(summary.masks.len() as i64),
+        )
+        .await?;
+    }
+    Ok(())
 }

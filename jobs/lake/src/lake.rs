@@ -29,6 +29,8 @@ pub struct Lake {
     /// The directory of a local lake: its conditional updates are serialised by a lock file
     /// there, as the local object store cannot compare-and-swap by itself.
     local_dir: Option<std::path::PathBuf>,
+    /// The catalogue index kept beside the lake (the metastore's), if the process has one.
+    catalog: Option<crate::catalog::CatalogHandle>,
 }
 
 /// Which version of an object was read: its ETag (and the store's version id where it keeps
@@ -129,6 +131,7 @@ impl Lake {
                 store,
                 description: spec.to_string(),
                 local_dir: None,
+                catalog: None,
             });
         }
         if spec.contains("://") {
@@ -146,6 +149,7 @@ impl Lake {
             store: Arc::new(local),
             description: dir.display().to_string(),
             local_dir: Some(dir),
+            catalog: None,
         })
     }
 
@@ -161,7 +165,24 @@ impl Lake {
             store,
             description: description.to_string(),
             local_dir: None,
+            catalog: None,
         }
+    }
+
+    /// This lake with a catalogue index: writers index what they commit, lists read the index.
+    pub fn with_catalog(mut self, catalog: crate::catalog::CatalogHandle) -> Lake {
+        self.catalog = Some(catalog);
+        self
+    }
+
+    /// This lake without its catalogue (what a rebuild reads: the lake alone).
+    pub fn without_catalog(mut self) -> Lake {
+        self.catalog = None;
+        self
+    }
+
+    pub fn catalog(&self) -> Option<&crate::catalog::CatalogHandle> {
+        self.catalog.as_ref()
     }
 
     pub fn describe(&self) -> &str {

@@ -2,13 +2,15 @@
 //!
 //! - [`Lake`]: object storage (local directory, S3, memory) with conditional writes.
 //! - [`input::Input`]: a job's input file, local or `lake:`, read by random access.
-//! - [`records`]: job records; [`datasets`]: dataset manifests.
+//! - [`records`]: job records; [`datasets`]: dataset manifests; [`catalog`]: the index of
+//!   what the lake holds, kept in the metastore.
 //! - [`parts`]: the one codec of the `positions` table (and the `games` table) in Parquet.
 //! - [`JobContext`], [`JobError`]: what a job is given and how it fails.
 //!
 //! Architecture invariant: nothing here knows a file format other than Parquet, a job
 //! kind, HTTP, the queue or libtorch.
 
+pub mod catalog;
 pub mod context;
 pub mod datasets;
 pub mod error;

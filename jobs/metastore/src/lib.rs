@@ -10,7 +10,9 @@
 //!   the record it counts, so `/metrics` and the overview read a few rows, never the history.
 //! - Lists page by `(created, id)`, newest first, from an index: no request scans the table.
 //! - The schema is versioned; a database newer than this binary is refused, never written.
+//! - The catalogue (`catalog.rs`) is derived from the lake and can be rebuilt from it.
 
+use lakefish_lake::catalog::CatalogHandle;
 use lakefish_lake::records::{
     JobCursor, JobPage, JobQuery, JobStore, JobTally, LakeRecords, RecordBackend, RecordChange,
     run_seconds,
@@ -21,10 +23,13 @@ use sqlx::any::{AnyPoolOptions, AnyRow};
 use sqlx::{AnyPool, Row};
 use std::time::Duration;
 
+mod catalog;
+
 /// Migrations, in order; `MIGRATIONS.len()` is the schema version this binary writes. Each
 /// statement must be safe to run twice (two processes starting at once both migrate).
-const MIGRATIONS: &[&[&str]] = &[&[
-    "CREATE TABLE IF NOT EXISTS jobs (
+const MIGRATIONS: &[&[&str]] = &[
+    &[
+        "CREATE TABLE IF NOT EXISTS jobs (
         id TEXT PRIMARY KEY,
         kind TEXT NOT NULL,
         state TEXT NOT NULL,
@@ -33,11 +38,11 @@ const MIGRATIONS: &[&[&str]] = &[&[
         revision BIGINT NOT NULL,
         record TEXT NOT NULL
     )",
-    "CREATE INDEX IF NOT EXISTS jobs_newest ON jobs (created, id)",
-    "CREATE INDEX IF NOT EXISTS jobs_state_newest ON jobs (state, created, id)",
-    "CREATE INDEX IF NOT EXISTS jobs_kind_newest ON jobs (kind, created, id)",
-    "CREATE INDEX IF NOT EXISTS jobs_state_kind_newest ON jobs (state, kind, created, id)",
-    "CREATE TABLE IF NOT EXISTS job_tally (
+        "CREATE INDEX IF NOT EXISTS jobs_newest ON jobs (created, id)",
+        "CREATE INDEX IF NOT EXISTS jobs_state_newest ON jobs (state, created, id)",
+        "CREATE INDEX IF NOT EXISTS jobs_kind_newest ON jobs (kind, created, id)",
+        "CREATE INDEX IF NOT EXISTS jobs_state_kind_newest ON jobs (state, kind, created, id)",
+        "CREATE TABLE IF NOT EXISTS job_tally (
         kind TEXT NOT NULL,
         state TEXT NOT NULL,
         count BIGINT NOT NULL,
@@ -45,7 +50,30 @@ const MIGRATIONS: &[&[&str]] = &[&[
         timed BIGINT NOT NULL,
         PRIMARY KEY (kind, state)
     )",
-]];
+    ],
+    &[
+        // 2: the catalogue, an index of what the lake holds (lakefish_lake::catalog).
+        "CREATE TABLE IF NOT EXISTS catalog (
+        kind TEXT NOT NULL,
+        name TEXT NOT NULL,
+        created TEXT NOT NULL,
+        state TEXT,
+        rank BIGINT NOT NULL,
+        summary TEXT NOT NULL,
+        PRIMARY KEY (kind, name)
+    )",
+        "CREATE INDEX IF NOT EXISTS catalog_newest ON catalog (kind, created, name)",
+        "CREATE INDEX IF NOT EXISTS catalog_state_newest ON catalog (kind, state, created, name)",
+        "CREATE TABLE IF NOT EXISTS catalog_links (
+        kind TEXT NOT NULL,
+        link TEXT NOT NULL,
+        name TEXT NOT NULL,
+        created TEXT NOT NULL,
+        PRIMARY KEY (kind, link, name)
+    )",
+        "CREATE INDEX IF NOT EXISTS catalog_links_newest ON catalog_links (kind, link, created, name)",
+    ],
+];
 
 /// The schema version this binary reads and writes.
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
@@ -69,6 +97,18 @@ pub enum MetastoreSpec {
 }
 
 impl MetastoreSpec {
+    /// How the lake's catalogue marker names this store: a SQLite file by its absolute path
+    /// (so an in-process command run elsewhere finds it), PostgreSQL without its password.
+    pub fn locator(&self) -> String {
+        match self {
+            MetastoreSpec::Sqlite(path) => {
+                let abs = std::path::absolute(path).unwrap_or_else(|_| path.into());
+                format!("sqlite:{}", abs.display())
+            }
+            other => other.describe(),
+        }
+    }
+
     pub fn parse(s: &str) -> Result<Self, String> {
         if s == "lake" {
             return Ok(MetastoreSpec::Lake);
@@ -99,12 +139,30 @@ impl MetastoreSpec {
     }
 }
 
+/// What `--metastore` opened: the job records, and the catalogue when it is a database.
+pub struct Opened {
+    pub jobs: JobStore,
+    pub catalog: Option<CatalogHandle>,
+    /// The catalogue was created just now and is empty: fill it from the lake
+    /// (`lakefish_jobs::catalog::rebuild`) before serving lists from it.
+    pub catalog_is_new: bool,
+}
+
 /// The job records `spec` names, ready to use (schema created or migrated). A database
 /// created just now first receives the records an older lakefish kept in the lake, so an
 /// upgrade keeps its history (and a pipeline run in flight finds the jobs it already ran).
 pub async fn open_job_store(spec: &MetastoreSpec, lake: &Lake) -> Result<JobStore, JobError> {
+    Ok(open(spec, lake).await?.jobs)
+}
+
+/// The metastore `spec` names: job records and, in a database, the catalogue.
+pub async fn open(spec: &MetastoreSpec, lake: &Lake) -> Result<Opened, JobError> {
     if *spec == MetastoreSpec::Lake {
-        return Ok(JobStore::new(lake.clone()));
+        return Ok(Opened {
+            jobs: JobStore::new(lake.clone()),
+            catalog: None,
+            catalog_is_new: false,
+        });
     }
     let store = SqlRecords::open(spec).await?;
     if store.created_now() {
@@ -117,7 +175,12 @@ pub async fn open_job_store(spec: &MetastoreSpec, lake: &Lake) -> Result<JobStor
             );
         }
     }
-    Ok(JobStore::with_backend(std::sync::Arc::new(store)))
+    let store = std::sync::Arc::new(store);
+    Ok(Opened {
+        jobs: JobStore::with_backend(store.clone()),
+        catalog_is_new: store.catalog_created_now(),
+        catalog: Some(CatalogHandle(store)),
+    })
 }
 
 /// Hides a password in a URL: the user part (`scheme://user:secret@host` →
@@ -140,6 +203,8 @@ pub struct SqlRecords {
     spec: MetastoreSpec,
     /// This process created the schema (the database was empty).
     created_now: bool,
+    /// This process created the catalogue tables (empty until a rebuild fills them).
+    catalog_created_now: bool,
 }
 
 /// Database errors name the store and what was being done; they are transient (the server
@@ -190,8 +255,11 @@ impl SqlRecords {
             pool,
             spec: spec.clone(),
             created_now: false,
+            catalog_created_now: false,
         };
-        store.created_now = store.migrate().await? == 0;
+        let found = store.migrate().await?;
+        store.created_now = found == 0;
+        store.catalog_created_now = found < catalog::CATALOG_SINCE;
         Ok(store)
     }
 
@@ -202,6 +270,12 @@ impl SqlRecords {
     /// Did opening it create the schema (an empty database)?
     pub fn created_now(&self) -> bool {
         self.created_now
+    }
+
+    /// Did opening it create the catalogue (a new database, or one from before it)? Then
+    /// it is empty, and the caller fills it from the lake (`lakefish_jobs::catalog::rebuild`).
+    pub fn catalog_created_now(&self) -> bool {
+        self.catalog_created_now
     }
 
     /// A write transaction. SQLite's takes the write lock at once (`IMMEDIATE`): a deferred

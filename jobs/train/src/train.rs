@@ -414,9 +414,12 @@ impl Metrics {
     }
 }
 
-async fn put_json<T: serde::Serialize>(lake: &Lake, key: &str, v: &T) -> Result<(), TrainError> {
-    let bytes = serde_json::to_vec_pretty(v).map_err(|e| TrainError::Internal(e.to_string()))?;
-    lake.put(key, bytes).await?;
+/// Writes a run's `run.json`, then its catalogue entry.
+async fn put_run_record(lake: &Lake, prefix: &str, record: &RunRecord) -> Result<(), TrainError> {
+    let bytes =
+        serde_json::to_vec_pretty(record).map_err(|e| TrainError::Internal(e.to_string()))?;
+    lake.put(&format!("{prefix}/{RUN_FILE}"), bytes).await?;
+    lakefish_jobs::nets::index_run(lake, record).await?;
     Ok(())
 }
 
@@ -596,11 +599,7 @@ fn continue_run(
         metrics.rows = read_metrics(&b).unwrap_or_default();
         metrics.rows.retain(|r| r.0 <= at.step);
     }
-    ctx.block_on(put_json(
-        &ctx.lake,
-        &format!("{prefix}/{RUN_FILE}"),
-        &record,
-    ))?;
+    ctx.block_on(put_run_record(&ctx.lake, &prefix, &record))?;
 
     let max_steps = spec.max_steps.unwrap_or(u64::MAX);
     let batch_size = spec.batch_size as usize;
@@ -627,7 +626,7 @@ fn continue_run(
             ctx.lake
                 .put(&format!("{prefix}/{METRICS_FILE}"), metrics.encode()?),
         )?;
-        ctx.block_on(put_json(&ctx.lake, &format!("{prefix}/{RUN_FILE}"), record))
+        ctx.block_on(put_run_record(&ctx.lake, &prefix, record))
     };
     while at.epoch < spec.epochs && at.step < max_steps {
         let lr = spec.lr * spec.lr_decay.powi(at.epoch as i32);
@@ -715,11 +714,7 @@ fn continue_run(
     }
     record.finished = true;
     record.updated = now();
-    ctx.block_on(put_json(
-        &ctx.lake,
-        &format!("{prefix}/{RUN_FILE}"),
-        &record,
-    ))?;
+    ctx.block_on(put_run_record(&ctx.lake, &prefix, &record))?;
     tracing::info!(run = %id, steps = at.step, secs = started.elapsed().as_secs_f64(), "training finished");
     Ok(record)
 }

@@ -15,11 +15,23 @@ pub enum Backend {
     Api(String),
 }
 
+/// A query parameter's value, percent-encoded.
+fn encode(v: &str) -> String {
+    v.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
 impl Backend {
-    pub fn new(lake: &str, api: Option<String>) -> anyhow::Result<Backend> {
+    pub async fn new(lake: &str, api: Option<String>) -> anyhow::Result<Backend> {
         Ok(match api {
             Some(url) => Backend::Api(url.trim_end_matches('/').to_string()),
-            None => Backend::Lake(crate::config::open_lake(lake)?),
+            None => Backend::Lake(crate::config::open_lake_for_writing(lake).await?),
         })
     }
 
@@ -31,11 +43,24 @@ impl Backend {
     pub async fn nets(&self) -> anyhow::Result<(Vec<NetManifest>, Option<String>)> {
         match self {
             Backend::Api(api) => {
-                let v = Self::get_json(&format!("{api}/v1/nets")).await?;
-                Ok((
-                    serde_json::from_value(v["nets"].clone())?,
-                    v["best"]["name"].as_str().map(str::to_string),
-                ))
+                // Pages come newest first; follow them all.
+                let mut nets: Vec<NetManifest> = Vec::new();
+                let mut url = format!("{api}/v1/nets?limit=1000");
+                loop {
+                    let v = Self::get_json(&url).await?;
+                    nets.extend(serde_json::from_value::<Vec<NetManifest>>(
+                        v["nets"].clone(),
+                    )?);
+                    match v["next"].as_str() {
+                        Some(next) => {
+                            url = format!("{api}/v1/nets?limit=1000&after={}", encode(next))
+                        }
+                        None => {
+                            nets.reverse();
+                            return Ok((nets, v["best"]["name"].as_str().map(str::to_string)));
+                        }
+                    }
+                }
             }
             Backend::Lake(lake) => {
                 let best = lakefish_jobs::nets::read_best(lake).await?;

@@ -178,7 +178,8 @@ pub enum Command {
         #[command(subcommand)]
         what: TokenCommand,
     },
-    /// The metadata store (job records): its schema and counts, or filling it from a lake.
+    /// The metadata store (job records and the catalogue of the lake): its schema and counts,
+    /// or filling it from a lake.
     ///
     /// Takes --metastore (or the default beside --queue-db) as `serve` does.
     Metastore {
@@ -220,11 +221,13 @@ pub enum TokenCommand {
 
 #[derive(Subcommand)]
 pub enum MetastoreCommand {
-    /// Where it is, its schema version (created or migrated now if needed) and job counts.
+    /// Where it is, its schema version (created or migrated now if needed), catalogue
+    /// entries and job counts.
     Status,
-    /// Copies the job records an older lakefish kept in the lake (jobs/*.json) into the
-    /// metastore, keeping records it already has: for recovery, and once when moving an
-    /// existing lake over. Safe to run again.
+    /// Re-creates the catalogue (datasets, shuffles, runs, nets, SPRT tests, pipeline runs,
+    /// the best net) from the lake alone, and copies the job records an older lakefish kept
+    /// in the lake (jobs/*.json), keeping records it already has: for recovery, and once when
+    /// moving an existing lake over. Safe to run again, also while the service runs.
     Rebuild,
 }
 

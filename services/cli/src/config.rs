@@ -97,6 +97,54 @@ pub fn open_lake(spec: &str) -> anyhow::Result<Lake> {
     Ok(Lake::open(spec, &env)?)
 }
 
+/// The lake for a command that writes it in its own process, with the catalogue its server
+/// keeps (the lake's `_catalog.json` names it), so lists show what the command writes. A
+/// PostgreSQL catalogue needs its URL with the password: `LAKEFISH_METASTORE`.
+pub async fn open_lake_for_writing(spec: &str) -> anyhow::Result<Lake> {
+    let lake = open_lake(spec)?;
+    let Some(marker) = lakefish_jobs::catalog::read_marker(&lake).await? else {
+        return Ok(lake);
+    };
+    let from_env = std::env::var("LAKEFISH_METASTORE").ok();
+    let chosen = match from_env {
+        Some(s) => Some(s),
+        None if marker.metastore.starts_with("sqlite:") => Some(marker.metastore.clone()),
+        None => None,
+    };
+    let Some(chosen) = chosen else {
+        tracing::warn!(
+            "{} is indexed by the metastore {}: set LAKEFISH_METASTORE to its URL so lists \
+             show what this command writes (or run `lakefish metastore rebuild` afterwards)",
+            lake.describe(),
+            marker.metastore
+        );
+        return Ok(lake);
+    };
+    let meta = lakefish_metastore::MetastoreSpec::parse(&chosen).map_err(anyhow::Error::msg)?;
+    if meta.locator() != marker.metastore {
+        tracing::warn!(
+            "{} is indexed by {}, not by {} (LAKEFISH_METASTORE): indexing this command's \
+             output in neither; run `lakefish metastore rebuild` against the right one",
+            lake.describe(),
+            marker.metastore,
+            meta.locator()
+        );
+        return Ok(lake);
+    }
+    let opened = lakefish_metastore::open(&meta, &lake)
+        .await
+        .with_context(|| {
+            format!(
+                "opening the metastore {} that indexes this lake",
+                meta.describe()
+            )
+        })?;
+    Ok(match opened.catalog {
+        Some(catalog) => lake.with_catalog(catalog),
+        None => lake,
+    })
+}
+
 /// `lakefish token new NAME --scope ...`: a fresh token and the config lines that admit it.
 pub fn new_token(name: &str, scopes: &[String]) -> anyhow::Result<()> {
     let scopes = scopes

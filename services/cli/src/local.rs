@@ -2,7 +2,7 @@
 //! same job functions a worker runs, with a progress bar instead of a job record.
 
 use crate::cli_progress;
-use crate::config::{cores, open_lake};
+use crate::config::cores;
 use lakefish_jobs::JobContext;
 use lakefish_schemas::{JobId, JobSpec};
 use std::sync::Arc;
@@ -26,7 +26,7 @@ pub fn run_here_value(
     spec: JobSpec,
     threads: Option<usize>,
 ) -> anyhow::Result<serde_json::Value> {
-    let lake = open_lake(lake)?;
+    let lake = rt.block_on(crate::config::open_lake_for_writing(lake))?;
     let bar = Arc::new(cli_progress::Bar::new());
     let ctx = JobContext::new(lake, rt.clone())
         .with_progress(bar.clone())

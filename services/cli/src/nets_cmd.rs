@@ -25,7 +25,7 @@ pub enum NetsCommand {
 }
 
 pub async fn run(lake: &str, api: Option<String>, what: NetsCommand) -> anyhow::Result<()> {
-    let backend = Backend::new(lake, api)?;
+    let backend = Backend::new(lake, api).await?;
     match what {
         NetsCommand::Ls => {
             let (nets, best) = backend.nets().await?;

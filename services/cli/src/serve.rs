@@ -4,9 +4,10 @@
 use crate::cli::{MetastoreArg, MetastoreCommand, QueueArgs, WorkArgs};
 use crate::config::{cores, open_lake};
 use anyhow::{Context, bail};
+use lakefish_lake::catalog::CatalogHandle;
 use lakefish_lake::input::InputPolicy;
 use lakefish_lake::records::JobStore;
-use lakefish_metastore::{MetastoreSpec, SqlRecords, open_job_store};
+use lakefish_metastore::{MetastoreSpec, SqlRecords};
 use lakefish_schemas::JobId;
 use lakefish_schemas::config::Config;
 use lakefish_services::{AppState, Queue, WorkerSpec, scheduler};
@@ -51,7 +52,8 @@ pub async fn serve(
         Some(url) => Queue::redis(url).await?,
         None => Queue::sqlite(&q.queue_db).await?,
     };
-    let jobs = open_metastore(&q.meta, &lake, q.redis.is_none().then_some(&q.queue_db)).await?;
+    let (lake, jobs) =
+        open_metastore(&q.meta, lake, q.redis.is_none().then_some(&q.queue_db)).await?;
     let state = AppState {
         lake: lake.clone(),
         jobs: jobs.clone(),
@@ -109,18 +111,30 @@ pub async fn serve(
     Ok(())
 }
 
-/// The job records `--metastore` names. Unset: a SQLite file beside the SQLite queue file,
-/// or, with a Redis queue (workers on other machines cannot share a file), the lake as
-/// before the metastore, with a warning that says what to set.
+/// The job records `--metastore` names, and the lake with the catalogue beside them. Unset:
+/// a SQLite file beside the SQLite queue file, or, with a Redis queue (workers on other
+/// machines cannot share a file), the lake as before the metastore (no catalogue), with a
+/// warning that says what to set. A catalogue created just now is filled from the lake.
 pub async fn open_metastore(
     arg: &MetastoreArg,
-    lake: &lakefish_jobs::Lake,
+    lake: lakefish_jobs::Lake,
     sqlite_queue: Option<&String>,
-) -> anyhow::Result<JobStore> {
+) -> anyhow::Result<(lakefish_jobs::Lake, JobStore)> {
     let spec = metastore_spec(arg, sqlite_queue)?;
-    open_job_store(&spec, lake)
+    let opened = lakefish_metastore::open(&spec, &lake)
         .await
-        .with_context(|| format!("opening the metastore {}", spec.describe()))
+        .with_context(|| format!("opening the metastore {}", spec.describe()))?;
+    let Some(catalog) = opened.catalog else {
+        return Ok((lake, opened.jobs));
+    };
+    if opened.catalog_is_new {
+        let report = lakefish_jobs::catalog::rebuild(&lake, &catalog)
+            .await
+            .with_context(|| format!("indexing {} into {}", lake.describe(), spec.describe()))?;
+        tracing::info!(metastore = spec.describe(), indexed = ?report.indexed, "catalogue created from the lake");
+    }
+    lakefish_jobs::catalog::mark(&lake, &spec.locator()).await?;
+    Ok((lake.with_catalog(catalog), opened.jobs))
 }
 
 fn metastore_spec(
@@ -172,9 +186,12 @@ pub async fn metastore(lake: &str, what: MetastoreCommand, q: QueueArgs) -> anyh
             "the job records are in the lake itself (--metastore lake): nothing to show or rebuild; name a database with --metastore"
         );
     }
-    let store = SqlRecords::open(&spec)
-        .await
-        .with_context(|| format!("opening the metastore {}", spec.describe()))?;
+    let store = Arc::new(
+        SqlRecords::open(&spec)
+            .await
+            .with_context(|| format!("opening the metastore {}", spec.describe()))?,
+    );
+    let catalog = CatalogHandle(store.clone());
     if let MetastoreCommand::Rebuild = what {
         let copied = store.import_lake_records(&lake).await?;
         println!(
@@ -182,13 +199,34 @@ pub async fn metastore(lake: &str, what: MetastoreCommand, q: QueueArgs) -> anyh
             lake.describe(),
             spec.describe()
         );
+        let report = lakefish_jobs::catalog::rebuild(&lake, &catalog).await?;
+        let indexed: Vec<String> = report
+            .indexed
+            .iter()
+            .map(|(kind, n)| format!("{n} {kind}"))
+            .collect();
+        println!(
+            "indexed {} from the lake",
+            if indexed.is_empty() {
+                "nothing".to_string()
+            } else {
+                indexed.join(", ")
+            }
+        );
+        lakefish_jobs::catalog::mark(&lake, &spec.locator()).await?;
     }
     println!(
         "metastore {} (schema version {})",
         spec.describe(),
         store.schema_version().await?
     );
-    let tally = JobStore::with_backend(Arc::new(store)).tally().await?;
+    let counts = catalog.0.counts().await?;
+    let entries: u64 = counts.iter().map(|(_, n)| n).sum();
+    println!("{entries} catalogue entries");
+    for (kind, n) in counts {
+        println!("  {:<14} {n}", kind.as_str());
+    }
+    let tally = JobStore::with_backend(store).tally().await?;
     let total: u64 = tally.iter().map(|t| t.count).sum();
     println!("{total} job records");
     for t in tally {
@@ -224,7 +262,7 @@ pub async fn worker(
     )?;
     let worker = worker_spec(name.unwrap_or_else(default_worker_name), &work)?;
     let q = Queue::redis(&redis).await?;
-    let jobs = open_metastore(&meta, &lake, None).await?;
+    let (lake, jobs) = open_metastore(&meta, lake, None).await?;
     tracing::info!(
         lake = lake.describe(),
         queue = q.describe(),

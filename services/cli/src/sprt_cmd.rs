@@ -185,7 +185,10 @@ pub async fn run(lake: &str, rt: &tokio::runtime::Handle, args: SprtArgs) -> any
             Ok(())
         }
         Some(SprtCommand::Show { id, api }) => {
-            let status = crate::backend::Backend::new(lake, api)?.sprt(&id).await?;
+            let status = crate::backend::Backend::new(lake, api)
+                .await?
+                .sprt(&id)
+                .await?;
             print_status(&status);
             Ok(())
         }

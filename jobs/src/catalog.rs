@@ -1,0 +1,142 @@
+//! Filling the catalogue from the lake alone (`lakefish metastore rebuild`, and the first
+//! start of a metastore that has no catalogue yet): every list function of the lake is read
+//! without an index, and each item is indexed. Idempotent; entries already there with a
+//! higher rank (a test that went on meanwhile) are kept.
+
+use crate::{JobError, Lake};
+use lakefish_lake::catalog::{CatalogCursor, CatalogHandle, CatalogKind, CatalogQuery};
+use lakefish_lake::datasets::list_datasets;
+use lakefish_schemas::pipeline::PIPELINES_PREFIX;
+use std::collections::BTreeMap;
+
+/// How many entries of each kind a rebuild indexed.
+#[derive(Debug, Default, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct RebuildReport {
+    pub indexed: BTreeMap<&'static str, u64>,
+}
+
+/// Indexes everything `lake` holds into `catalog`.
+pub async fn rebuild(lake: &Lake, catalog: &CatalogHandle) -> Result<RebuildReport, JobError> {
+    // Read the lake itself, write through the index.
+    let source = lake.clone().without_catalog();
+    let target = source.clone().with_catalog(catalog.clone());
+    let mut report = RebuildReport::default();
+    let mut count = |kind: CatalogKind| *report.indexed.entry(kind.as_str()).or_default() += 1;
+    for d in list_datasets(&source).await? {
+        lakefish_lake::datasets::index_dataset(&target, d.source, &d.name).await?;
+        count(CatalogKind::Dataset);
+    }
+    for m in crate::shuffle::list_shuffles(&source).await? {
+        crate::shuffle::index_shuffle(&target, &m).await?;
+        count(CatalogKind::Shuffle);
+    }
+    for r in crate::nets::list_runs(&source).await? {
+        crate::nets::index_run(&target, &r).await?;
+        count(CatalogKind::Run);
+    }
+    for m in crate::nets::list_nets(&source).await? {
+        crate::nets::index_net(&target, &m).await?;
+        count(CatalogKind::Net);
+    }
+    if let Some(best) = crate::nets::read_best_in_lake(&source).await? {
+        crate::nets::index_best(&target, &best).await?;
+        count(CatalogKind::Best);
+    }
+    for s in crate::sprt::list(&source, None, None).await? {
+        crate::sprt::index_status(&target, &s).await?;
+        count(CatalogKind::Sprt);
+    }
+    for dir in source.list_dirs(PIPELINES_PREFIX).await? {
+        let Some(name) = dir.trim_end_matches('/').rsplit('/').next() else {
+            continue;
+        };
+        for run in crate::pipeline::list_runs(&source, name, usize::MAX).await? {
+            crate::pipeline::index_run(&target, &run).await?;
+            count(CatalogKind::PipelineRun);
+        }
+    }
+    Ok(report)
+}
+
+/// `_catalog.json` at the lake's root: which metastore indexes this lake, so that a command
+/// running jobs in its own process (not through the server) indexes what it writes too.
+pub const MARKER_KEY: &str = "_catalog.json";
+
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct CatalogMarker {
+    /// `sqlite:/absolute/path` or a PostgreSQL URL without its password.
+    pub metastore: String,
+    pub since: String,
+}
+
+/// Records that `metastore` indexes `lake` (kept when it already says so).
+pub async fn mark(lake: &Lake, metastore: &str) -> Result<(), JobError> {
+    if read_marker(lake)
+        .await?
+        .is_some_and(|m| m.metastore == metastore)
+    {
+        return Ok(());
+    }
+    let marker = CatalogMarker {
+        metastore: metastore.to_string(),
+        since: lakefish_lake::records::now(),
+    };
+    lake.put(MARKER_KEY, serde_json::to_vec_pretty(&marker)?)
+        .await
+}
+
+pub async fn read_marker(lake: &Lake) -> Result<Option<CatalogMarker>, JobError> {
+    lake.get_json(MARKER_KEY, "catalogue marker").await
+}
+
+/// One page of a list, newest first by creation time.
+#[derive(Debug, Clone)]
+pub struct Listed<T> {
+    pub items: Vec<T>,
+    /// Where the next page starts; `None` on the last page.
+    pub next: Option<CatalogCursor>,
+}
+
+/// A page of `query` from the catalogue when the lake has one; otherwise from `scan` (the
+/// lake's own list, already filtered like `query`), sorted and cut the same way, so both
+/// answer alike. `key` gives an item's creation time and catalogue name.
+pub async fn page<T, F>(
+    lake: &Lake,
+    query: &CatalogQuery,
+    scan: F,
+    key: impl Fn(&T) -> (String, String),
+) -> Result<Listed<T>, JobError>
+where
+    T: serde::de::DeserializeOwned,
+    F: std::future::Future<Output = Result<Vec<T>, JobError>>,
+{
+    if let Some(catalog) = lake.catalog() {
+        let page = catalog.0.page(query).await?;
+        return Ok(Listed {
+            items: page
+                .entries
+                .iter()
+                .map(|e| e.decode())
+                .collect::<Result<_, _>>()?,
+            next: page.next,
+        });
+    }
+    let mut keyed: Vec<((String, String), T)> =
+        scan.await?.into_iter().map(|t| (key(&t), t)).collect();
+    keyed.sort_by(|a, b| b.0.cmp(&a.0));
+    if let Some(after) = &query.after {
+        let cut = (after.created.clone(), after.name.clone());
+        keyed.retain(|(k, _)| *k < cut);
+    }
+    let limit = query.limit.max(1);
+    let more = keyed.len() > limit;
+    keyed.truncate(limit);
+    let next = more.then(|| {
+        let (created, name) = keyed.last().expect("a full page").0.clone();
+        CatalogCursor { created, name }
+    });
+    Ok(Listed {
+        items: keyed.into_iter().map(|(_, t)| t).collect(),
+        next,
+    })
+}

@@ -1,0 +1,98 @@
+//! What jobs index: datasets (with their masks) and shuffles written through a lake with a
+//! catalogue list the same as the lake itself says; a commit the index missed is indexed by
+//! the next delivery; a rebuild from the lake alone gives the same lists.
+
+use lakefish_ingest::binpack::synthetic_binpack;
+use lakefish_jobs::masks::mask_dataset;
+use lakefish_jobs::shuffle::{list_shuffles, shuffle_here};
+use lakefish_lake::catalog::{CatalogHandle, CatalogKind};
+use lakefish_lake::datasets::list_datasets;
+use lakefish_metastore::{MetastoreSpec, SqlRecords};
+use lakefish_schemas::{
+    DatasetName, JobId, MaskDefinition, MaskName, MaskSpec, ShuffleSpec, Source,
+};
+use std::sync::Arc;
+
+mod common;
+use common::LakeFixture;
+
+fn catalogue(fx: &LakeFixture, file: &str) -> CatalogHandle {
+    let spec = MetastoreSpec::Sqlite(fx.dir.path().join(file).display().to_string());
+    let store = fx.rt.block_on(SqlRecords::open(&spec)).unwrap();
+    CatalogHandle(Arc::new(store))
+}
+
+fn shuffle_spec(seed: u64) -> ShuffleSpec {
+    ShuffleSpec {
+        source: Source::Binpack,
+        datasets: vec![
+            DatasetName::new("a").unwrap(),
+            DatasetName::new("b").unwrap(),
+        ],
+        extra: Vec::new(),
+        mask: MaskName::new("quiet").unwrap(),
+        chunks: 3,
+        seed,
+    }
+}
+
+#[test]
+fn lists_from_the_catalogue_match_the_lake_and_a_rebuild() {
+    let mut fx = LakeFixture::new();
+    let plain = fx.lake.clone();
+    let catalog = catalogue(&fx, "meta.sqlite");
+    fx.lake = plain.clone().with_catalog(catalog.clone());
+    for (name, seed) in [("a", 21u64), ("b", 22)] {
+        fx.ingest_bytes(&synthetic_binpack(60, seed), name, 2_000);
+        let m = MaskSpec {
+            dataset: DatasetName::new(name).unwrap(),
+            source: Source::Binpack,
+            definition: MaskDefinition::quiet(),
+        };
+        mask_dataset(&fx.ctx(), &JobId::new(), &m).unwrap();
+    }
+    shuffle_here(&fx.ctx(), &shuffle_spec(1)).unwrap();
+
+    let rt = &fx.rt;
+    let indexed_datasets = rt.block_on(list_datasets(&fx.lake)).unwrap();
+    assert_eq!(indexed_datasets.len(), 2);
+    assert_eq!(
+        indexed_datasets,
+        rt.block_on(list_datasets(&plain)).unwrap()
+    );
+    // The mask committed after the dataset reached its entry.
+    assert!(indexed_datasets.iter().all(|d| d.masks == ["quiet"]));
+    assert_eq!(
+        rt.block_on(list_shuffles(&fx.lake)).unwrap(),
+        rt.block_on(list_shuffles(&plain)).unwrap()
+    );
+
+    // A shuffle committed while the index was not there (a crash between the two writes)
+    // is indexed by the next delivery of the same job.
+    fx.lake = plain.clone();
+    let missed = shuffle_here(&fx.ctx(), &shuffle_spec(2)).unwrap();
+    fx.lake = plain.clone().with_catalog(catalog.clone());
+    assert_eq!(rt.block_on(list_shuffles(&fx.lake)).unwrap().len(), 1);
+    let again = shuffle_here(&fx.ctx(), &shuffle_spec(2)).unwrap();
+    assert_eq!(again, missed);
+    let shuffles = rt.block_on(list_shuffles(&fx.lake)).unwrap();
+    assert_eq!(shuffles, rt.block_on(list_shuffles(&plain)).unwrap());
+    assert_eq!(shuffles.len(), 2);
+    assert!(shuffles[0].created >= shuffles[1].created, "newest first");
+
+    // A rebuild into an empty catalogue, from the lake alone, lists the same.
+    let fresh = catalogue(&fx, "rebuilt.sqlite");
+    let report = rt
+        .block_on(lakefish_jobs::catalog::rebuild(&plain, &fresh))
+        .unwrap();
+    assert_eq!(report.indexed.get("dataset"), Some(&2));
+    assert_eq!(report.indexed.get("shuffle"), Some(&2));
+    let rebuilt = plain.clone().with_catalog(fresh.clone());
+    assert_eq!(
+        rt.block_on(list_datasets(&rebuilt)).unwrap(),
+        indexed_datasets
+    );
+    assert_eq!(rt.block_on(list_shuffles(&rebuilt)).unwrap(), shuffles);
+    let counts = rt.block_on(fresh.0.counts()).unwrap();
+    assert!(counts.contains(&(CatalogKind::Dataset, 2)), "{counts:?}");
+}
