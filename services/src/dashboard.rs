@@ -6,6 +6,7 @@ use crate::api::{ApiError, AppState};
 use crate::charts::{Level, Series, escape, line_chart};
 use axum::extract::State;
 use axum::response::{Html, IntoResponse, Response};
+use lakefish_lake::catalog::{CatalogKind, CatalogQuery};
 use lakefish_schemas::{JobRecord, JobState, SprtState, SprtStatus};
 use std::fmt::Write;
 
@@ -218,9 +219,38 @@ pub async fn overview(State(s): State<AppState>) -> Page {
     let tally = s.jobs.tally().await?;
     let jobs = s.jobs.list(None, 10).await?;
     let datasets = lakefish_lake::datasets::list_datasets(&s.lake).await?;
-    let runs = lakefish_jobs::nets::list_runs(&s.lake).await?;
-    let nets = lakefish_jobs::nets::list_nets(&s.lake).await?;
-    let tests = lakefish_jobs::sprt::list(&s.lake, None, None).await?;
+    // Counts from the catalogue's aggregate when there is one; the lake's lists otherwise.
+    let (runs, nets, tests_count) = match s.lake.catalog() {
+        Some(catalog) => {
+            let counts = catalog.0.counts().await?;
+            let of = |k: CatalogKind| {
+                counts
+                    .iter()
+                    .find(|(kind, _)| *kind == k)
+                    .map_or(0, |(_, n)| *n as usize)
+            };
+            (
+                of(CatalogKind::Run),
+                of(CatalogKind::Net),
+                of(CatalogKind::Sprt),
+            )
+        }
+        None => (
+            lakefish_jobs::nets::list_runs(&s.lake).await?.len(),
+            lakefish_jobs::nets::list_nets(&s.lake).await?.len(),
+            lakefish_jobs::sprt::list(&s.lake, None, None).await?.len(),
+        ),
+    };
+    let mut recent = CatalogQuery::all(CatalogKind::Sprt);
+    recent.limit = 5;
+    let tests = lakefish_jobs::catalog::page(
+        &s.lake,
+        &recent,
+        lakefish_jobs::sprt::list(&s.lake, None, None),
+        |t| (t.created.clone(), t.id.clone()),
+    )
+    .await?
+    .items;
     let best = lakefish_jobs::nets::read_best(&s.lake).await?;
     let mut b = String::from(r#"<div class="cards">"#);
     for st in JobState::ALL {
@@ -238,11 +268,8 @@ pub async fn overview(State(s): State<AppState>) -> Page {
     let rows: u64 = datasets.iter().map(|d| d.rows).sum();
     let _ = write!(
         b,
-        r#"<div class="card">datasets<b>{}</b>{rows} rows</div><div class="card">training runs<b>{}</b></div><div class="card">nets<b>{}</b></div><div class="card">SPRT tests<b>{}</b></div></div>"#,
+        r#"<div class="card">datasets<b>{}</b>{rows} rows</div><div class="card">training runs<b>{runs}</b></div><div class="card">nets<b>{nets}</b></div><div class="card">SPRT tests<b>{tests_count}</b></div></div>"#,
         datasets.len(),
-        runs.len(),
-        nets.len(),
-        tests.len()
     );
     match &best {
         Some(bn) => {
@@ -262,7 +289,7 @@ pub async fn overview(State(s): State<AppState>) -> Page {
     b.push_str(&jobs_table(&jobs));
     if !tests.is_empty() {
         b.push_str("<h2>Recent SPRT tests</h2>");
-        b.push_str(&sprt_table(&tests[..tests.len().min(5)]));
+        b.push_str(&sprt_table(&tests));
     }
     let busy = tally.iter().any(|t| !t.state.is_final() && t.count > 0);
     Ok(layout("Overview", "/", busy, &b))

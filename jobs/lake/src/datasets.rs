@@ -133,10 +133,23 @@ async fn dataset_dirs(lake: &Lake) -> Result<Vec<(Source, DatasetName, String)>,
     Ok(out)
 }
 
-/// Every dataset being written (claimed, not committed), live or stale.
+/// Every dataset being written (claimed, not committed), live or stale. With a catalogue,
+/// only directories of datasets it does not list as committed are looked into.
 pub async fn list_claims(lake: &Lake) -> Result<Vec<ClaimSummary>, JobError> {
+    let committed: std::collections::HashSet<String> = match lake.catalog() {
+        Some(catalog) => catalog
+            .all(CatalogQuery::all(CatalogKind::Dataset))
+            .await?
+            .into_iter()
+            .map(|e| e.name)
+            .collect(),
+        None => Default::default(),
+    };
     let mut out = Vec::new();
     for (source, name, dir) in dataset_dirs(lake).await? {
+        if committed.contains(&format!("{source}/{name}")) {
+            continue;
+        }
         if let Some(bytes) = lake.get(&format!("{dir}/{WRITER_FILE}")).await? {
             let claim = WriterClaim::parse(&bytes);
             out.push(ClaimSummary {
