@@ -2,10 +2,13 @@
 //! page, a filtered page, `/metrics` and the dashboard's overview — timed through the real
 //! HTTP router against a metastore holding a long synthetic history (SQLite and
 //! PostgreSQL), and, in the same run, against job records kept in the lake as before the
-//! metastore (the reference, on a much shorter history).
+//! metastore (the reference, on a much shorter history). Beside the jobs, a catalogue of
+//! decided SPRT tests (one per 50 job records) is listed and filtered through `/v1/sprt`:
+//! from the metastore's index, and in the reference from each test's `result.json`.
 
 use crate::load::Latency;
 use lakefish_lake::Lake;
+use lakefish_lake::catalog::CatalogHandle;
 use lakefish_lake::records::{JobCursor, JobStore};
 use lakefish_metastore::{MetastoreSpec, SqlRecords};
 use lakefish_schemas::{JobId, JobRecord, JobSpec, JobState};
@@ -20,6 +23,8 @@ const FILL_BATCH: usize = 10_000;
 pub struct BackendReport {
     pub backend: String,
     pub records: usize,
+    /// SPRT tests in the catalogue (the lake reference: `result.json` objects).
+    pub tests: usize,
     /// Records inserted per second while filling (bulk insert; the lake: one record a write).
     pub fill_per_s: f64,
     pub requests: Vec<(String, Latency)>,
@@ -61,6 +66,26 @@ fn record(i: usize, spec: &JobSpec) -> JobRecord {
     rec
 }
 
+/// SPRT test `i` of the synthetic catalogue: decided, 10 s apart, one in four rejected.
+fn sprt_status(i: usize) -> anyhow::Result<lakefish_schemas::SprtStatus> {
+    let t0 = chrono::DateTime::parse_from_rfc3339("2026-01-01T00:00:00.000Z")?;
+    let created = (t0 + chrono::Duration::seconds(10 * i as i64))
+        .to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+    let state = if i % 4 == 3 { "rejected" } else { "accepted" };
+    let net = format!("nn-{:012x}", i % 97);
+    Ok(serde_json::from_value(serde_json::json!({
+        "id": format!("sprt-{i:012x}"), "state": state,
+        "new": {"name": net, "requested": format!("{net}.nnue")},
+        "base": {"name": "classical", "requested": "classical"},
+        "elo0": 0.0, "elo1": 5.0, "model": "normalized", "llr": 2.95, "lower": -2.94,
+        "upper": 2.94, "wins": 300, "draws": 500, "losses": 200, "penta": [10, 90, 200, 150, 50],
+        "games": 1000, "batches": 25, "llr_history": vec![0.1; 25],
+        "elo": {"elo": 35.0, "elo_error": 12.0, "nelo": 60.0, "nelo_error": 20.0, "los": 99.9},
+        "spec": {"new": net, "base": "classical", "book": "noob_2moves.epd"},
+        "created": created,
+    }))?)
+}
+
 fn mask_spec() -> JobSpec {
     serde_json::from_value(serde_json::json!({
         "kind": "mask",
@@ -73,14 +98,11 @@ fn mask_spec() -> JobSpec {
 /// times (after one untimed warm-up).
 async fn time_requests(
     jobs: JobStore,
+    lake: Lake,
     records: usize,
     repeats: usize,
 ) -> anyhow::Result<Vec<(String, Latency)>> {
     let dir = tempfile::tempdir()?;
-    let lake = Lake::open(
-        dir.path().join("lake").to_str().expect("utf-8 path"),
-        &Default::default(),
-    )?;
     let queue =
         lakefish_services::Queue::sqlite(dir.path().join("queue.sqlite").to_str().expect("utf-8"))
             .await?;
@@ -103,6 +125,11 @@ async fn time_requests(
         (
             "filtered page",
             "/v1/jobs?state=failed&limit=100".to_string(),
+        ),
+        ("SPRT tests, first page", "/v1/sprt?limit=100".to_string()),
+        (
+            "SPRT tests of one net",
+            format!("/v1/sprt?net=nn-{:012x}&limit=100", 5),
         ),
         ("/metrics", "/metrics".to_string()),
         ("overview", "/".to_string()),
@@ -151,7 +178,8 @@ async fn fill_sql(
     Ok(records as f64 / t.elapsed().as_secs_f64().max(1e-9))
 }
 
-/// Fills an empty database with `records` records and times the requests on it.
+/// Fills an empty database with `records` records and `records / 50` SPRT tests in its
+/// catalogue (over an empty lake), and times the requests on it.
 async fn measure_sql(
     backend: &str,
     spec: &MetastoreSpec,
@@ -159,14 +187,24 @@ async fn measure_sql(
     repeats: usize,
     progress: &dyn Fn(&str, usize, usize),
 ) -> anyhow::Result<BackendReport> {
-    let store = SqlRecords::open(spec).await?;
+    let store = Arc::new(SqlRecords::open(spec).await?);
     let fill_per_s = fill_sql(&store, records, &|n| progress(backend, n, records)).await?;
-    let store = JobStore::with_backend(Arc::new(store));
+    let dir = tempfile::tempdir()?;
+    let lake = Lake::open(
+        dir.path().join("lake").to_str().expect("utf-8 path"),
+        &Default::default(),
+    )?
+    .with_catalog(CatalogHandle(store.clone()));
+    let tests = records / 50;
+    for i in 0..tests {
+        lakefish_jobs::sprt::index_status(&lake, &sprt_status(i)?).await?;
+    }
     Ok(BackendReport {
         backend: backend.into(),
         records,
+        tests,
         fill_per_s,
-        requests: time_requests(store, records, repeats).await?,
+        requests: time_requests(JobStore::with_backend(store), lake, records, repeats).await?,
     })
 }
 
@@ -186,7 +224,13 @@ pub async fn run(
         dir.path().join("lake").to_str().expect("utf-8 path"),
         &Default::default(),
     )?;
-    let old = JobStore::new(lake);
+    let old = JobStore::new(lake.clone());
+    let tests = lake_records / 50;
+    for i in 0..tests {
+        let status = sprt_status(i)?;
+        let key = format!("sprt/{}/result.json", status.id);
+        lake.put(&key, serde_json::to_vec(&status)?).await?;
+    }
     let spec = mask_spec();
     let t = Instant::now();
     for i in 0..lake_records {
@@ -199,8 +243,9 @@ pub async fn run(
     reports.push(BackendReport {
         backend: "lake (local directory, the reference)".into(),
         records: lake_records,
+        tests,
         fill_per_s: fill,
-        requests: time_requests(old, lake_records, repeats.min(10)).await?,
+        requests: time_requests(old, lake, lake_records, repeats.min(10)).await?,
     });
 
     if backends.sqlite {

@@ -278,8 +278,8 @@ pub fn run(rt: &tokio::runtime::Runtime, what: BenchCommand) -> anyhow::Result<(
             let reference = &reports[0];
             for r in &reports {
                 println!(
-                    "{} — {} records, filled at {:.0} records/s",
-                    r.backend, r.records, r.fill_per_s
+                    "{} — {} records and {} SPRT tests, filled at {:.0} records/s",
+                    r.backend, r.records, r.tests, r.fill_per_s
                 );
                 for (i, (name, l)) in r.requests.iter().enumerate() {
                     let base = &reference.requests[i].1;
