@@ -4,6 +4,7 @@
 //! do neither).
 
 use crate::{JobError, Lake};
+use lakefish_lake::catalog::{CatalogKind, CatalogQuery};
 use lakefish_lake::records::JobStore;
 use lakefish_schemas::JobState;
 use std::collections::BTreeMap;
@@ -105,23 +106,19 @@ pub async fn prometheus(lake: &Lake, jobs: &JobStore) -> Result<String, JobError
         "gauge",
         "Position rows in committed datasets, by source.",
     );
-    let mut rows: BTreeMap<&'static str, u64> = BTreeMap::new();
-    let datasets = lakefish_lake::datasets::list_datasets(lake).await?;
-    for d in &datasets {
-        *rows.entry(d.source.as_str()).or_default() += d.rows;
-    }
-    for (source, n) in rows {
-        out.sample("lakefish_rows_ingested", &[("source", source)], n as f64);
+    let sums = CatalogSums::read(lake).await?;
+    for (source, n) in &sums.rows_by_source {
+        out.sample("lakefish_rows_ingested", &[("source", source)], *n as f64);
     }
     out.help("lakefish_datasets", "gauge", "Committed datasets.");
-    out.sample("lakefish_datasets", &[], datasets.len() as f64);
+    out.sample("lakefish_datasets", &[], sums.datasets as f64);
 
     out.help(
         "lakefish_training_positions_per_second",
         "gauge",
-        "Training throughput of each run: positions seen over the run's wall time.",
+        "Training throughput of the most recent runs: positions seen over the run's wall time.",
     );
-    for run in crate::nets::list_runs(lake).await? {
+    for run in &sums.training {
         let positions = run.step as f64 * run.spec.batch_size as f64;
         if let Some(secs) = seconds_between(&run.created, &run.updated)
             && secs > 0.0
@@ -139,14 +136,73 @@ pub async fn prometheus(lake: &Lake, jobs: &JobStore) -> Result<String, JobError
         "counter",
         "Games played in SPRT tests, by the tests' state.",
     );
-    let mut games: BTreeMap<&'static str, u64> = BTreeMap::new();
-    for t in crate::sprt::list(lake, None, None).await? {
-        *games.entry(t.state.as_str()).or_default() += t.games;
-    }
-    for (state, n) in games {
-        out.sample("lakefish_sprt_games", &[("state", state)], n as f64);
+    for (state, n) in &sums.sprt_games {
+        out.sample("lakefish_sprt_games", &[("state", state)], *n as f64);
     }
     Ok(out.0)
+}
+
+/// Runs whose training throughput `/metrics` reports (newest first): a bounded number of
+/// series, whatever the history.
+const RECENT_RUNS: usize = 20;
+
+/// What `/metrics` reports of the lake's catalogue: aggregate queries with a catalogue (a
+/// scrape costs the same at any history), the lake's lists without one.
+struct CatalogSums {
+    rows_by_source: BTreeMap<String, u64>,
+    datasets: u64,
+    /// The most recent runs ([`RECENT_RUNS`]).
+    training: Vec<lakefish_schemas::RunRecord>,
+    sprt_games: BTreeMap<String, u64>,
+}
+
+impl CatalogSums {
+    async fn read(lake: &Lake) -> Result<Self, JobError> {
+        let mut sums = CatalogSums {
+            rows_by_source: BTreeMap::new(),
+            datasets: 0,
+            training: Vec::new(),
+            sprt_games: BTreeMap::new(),
+        };
+        if let Some(catalog) = lake.catalog() {
+            for t in catalog.0.totals(CatalogKind::Dataset).await? {
+                sums.datasets += t.count;
+                let source = t.state.unwrap_or_default();
+                *sums.rows_by_source.entry(source).or_default() += t.weight.max(0) as u64;
+            }
+            let mut recent = CatalogQuery::all(CatalogKind::Run);
+            recent.limit = RECENT_RUNS;
+            sums.training = catalog
+                .0
+                .page(&recent)
+                .await?
+                .entries
+                .iter()
+                .map(|e| e.decode())
+                .collect::<Result<_, _>>()?;
+            for t in catalog.0.totals(CatalogKind::Sprt).await? {
+                let state = t.state.unwrap_or_default();
+                *sums.sprt_games.entry(state).or_default() += t.weight.max(0) as u64;
+            }
+            return Ok(sums);
+        }
+        for d in lakefish_lake::datasets::list_datasets(lake).await? {
+            sums.datasets += 1;
+            *sums
+                .rows_by_source
+                .entry(d.source.as_str().to_string())
+                .or_default() += d.rows;
+        }
+        sums.training = crate::nets::list_runs(lake).await?;
+        sums.training.truncate(RECENT_RUNS);
+        for t in crate::sprt::list(lake, None, None).await? {
+            *sums
+                .sprt_games
+                .entry(t.state.as_str().to_string())
+                .or_default() += t.games;
+        }
+        Ok(sums)
+    }
 }
 
 #[cfg(test)]

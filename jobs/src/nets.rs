@@ -190,8 +190,11 @@ pub async fn index_net(lake: &Lake, m: &NetManifest) -> Result<(), JobError> {
 /// Records a training run in the catalogue (after each write of its `run.json`).
 pub async fn index_run(lake: &Lake, r: &RunRecord) -> Result<(), JobError> {
     let rank = 2 * r.step as i64 + r.finished as i64;
-    lake.index(CatalogEntry::of(CatalogKind::Run, &r.id, &r.created, r).with_rank(rank))
-        .await
+    let state = if r.finished { "finished" } else { "running" };
+    let entry = CatalogEntry::of(CatalogKind::Run, &r.id, &r.created, r)
+        .with_rank(rank)
+        .with_state(state);
+    lake.index(entry).await
 }
 
 async fn register_async(lake: &Lake, spec: &RegisterSpec) -> Result<NetManifest, JobError> {

@@ -113,7 +113,8 @@ pub async fn index_status(lake: &Lake, s: &SprtStatus) -> Result<(), JobError> {
     let entry = CatalogEntry::of(CatalogKind::Sprt, &s.id, &s.created, s)
         .with_state(s.state.as_str())
         .with_links([s.new.name.clone(), s.base.name.clone()])
-        .with_rank(rank);
+        .with_rank(rank)
+        .with_weight(s.games as i64);
     lake.index(entry).await
 }
 

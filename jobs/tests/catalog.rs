@@ -80,6 +80,28 @@ fn lists_from_the_catalogue_match_the_lake_and_a_rebuild() {
     assert_eq!(shuffles.len(), 2);
     assert!(shuffles[0].created >= shuffles[1].created, "newest first");
 
+    // /metrics from the catalogue's aggregates says what the lake's lists say.
+    let catalogue_lines = |text: String| -> Vec<String> {
+        text.lines()
+            .filter(|l| !l.starts_with('#') && !l.starts_with("lakefish_job"))
+            .filter(|l| !l.starts_with("lakefish_queue"))
+            .map(str::to_string)
+            .collect()
+    };
+    let jobs = lakefish_lake::records::JobStore::new(plain.clone());
+    let from_index = rt
+        .block_on(lakefish_jobs::metrics::prometheus(&fx.lake, &jobs))
+        .unwrap();
+    let from_lake = rt
+        .block_on(lakefish_jobs::metrics::prometheus(&plain, &jobs))
+        .unwrap();
+    assert!(from_index.contains("lakefish_datasets 2"), "{from_index}");
+    assert!(
+        from_index.contains("lakefish_rows_ingested{source=\"binpack\"}"),
+        "{from_index}"
+    );
+    assert_eq!(catalogue_lines(from_index), catalogue_lines(from_lake));
+
     // A rebuild into an empty catalogue, from the lake alone, lists the same.
     let fresh = catalogue(&fx, "rebuilt.sqlite");
     let report = rt

@@ -73,6 +73,8 @@ pub struct CatalogEntry {
     /// upsert with a lower rank than the stored entry's changes nothing, so two writers
     /// racing never take an entry back.
     pub rank: i64,
+    /// What aggregates sum (`/metrics`): an SPRT test's games, a dataset's rows.
+    pub weight: i64,
     /// The document the lake's list function returns for it, as JSON.
     pub summary: serde_json::Value,
 }
@@ -92,6 +94,7 @@ impl CatalogEntry {
             state: None,
             links: Vec::new(),
             rank: 0,
+            weight: 0,
             summary: serde_json::to_value(doc).expect("catalogued documents serialize"),
         }
     }
@@ -103,6 +106,11 @@ impl CatalogEntry {
 
     pub fn with_rank(mut self, rank: i64) -> Self {
         self.rank = rank;
+        self
+    }
+
+    pub fn with_weight(mut self, weight: i64) -> Self {
+        self.weight = weight;
         self
     }
 
@@ -201,6 +209,16 @@ pub trait Catalog: Send + Sync {
     async fn page(&self, query: &CatalogQuery) -> Result<CatalogPage, JobError>;
     /// Entries of each kind.
     async fn counts(&self) -> Result<Vec<(CatalogKind, u64)>, JobError>;
+    /// Entries of `kind` and their summed weights, by state (one aggregate query).
+    async fn totals(&self, kind: CatalogKind) -> Result<Vec<CatalogTotal>, JobError>;
+}
+
+/// Entries of one kind in one state, and the sum of their weights.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CatalogTotal {
+    pub state: Option<String>,
+    pub count: u64,
+    pub weight: i64,
 }
 
 /// A shared handle on a [`Catalog`], carried by a [`Lake`].

@@ -234,7 +234,9 @@ pub async fn index_dataset(
                 summary.created.clone(),
                 &summary,
             )
-            .with_rank(summary.masks.len() as i64),
+            .with_rank(summary.masks.len() as i64)
+            .with_state(source.as_str())
+            .with_weight(summary.rows as i64),
         )
         .await?;
     }

@@ -5,7 +5,7 @@
 use crate::{SqlRecords, db};
 use lakefish_lake::JobError;
 use lakefish_lake::catalog::{
-    Catalog, CatalogCursor, CatalogEntry, CatalogKind, CatalogPage, CatalogQuery,
+    Catalog, CatalogCursor, CatalogEntry, CatalogKind, CatalogPage, CatalogQuery, CatalogTotal,
 };
 use sqlx::Row;
 use sqlx::any::AnyRow;
@@ -32,6 +32,7 @@ fn entry_of(store: &SqlRecords, row: &AnyRow) -> Result<CatalogEntry, JobError> 
         created: row.try_get("created").map_err(fail)?,
         state: row.try_get("state").map_err(fail)?,
         rank: row.try_get("rank").map_err(fail)?,
+        weight: row.try_get("weight").map_err(fail)?,
         // Links are a filter, not part of what a list shows.
         links: Vec::new(),
         summary: serde_json::from_str(&summary).map_err(|e| corrupt(e.to_string()))?,
@@ -50,10 +51,11 @@ impl Catalog for SqlRecords {
         let mut tx = self.begin().await.map_err(fail)?;
         // A lower rank than the stored entry's changes nothing (a writer that lost a race).
         let changed = sqlx::query(
-            "INSERT INTO catalog (kind, name, created, state, rank, summary)
-             VALUES ($1, $2, $3, $4, $5, $6)
+            "INSERT INTO catalog (kind, name, created, state, rank, weight, summary)
+             VALUES ($1, $2, $3, $4, $5, $6, $7)
              ON CONFLICT (kind, name) DO UPDATE SET created = excluded.created,
-                state = excluded.state, rank = excluded.rank, summary = excluded.summary
+                state = excluded.state, rank = excluded.rank, weight = excluded.weight,
+                summary = excluded.summary
              WHERE catalog.rank <= excluded.rank",
         )
         .bind(entry.kind.as_str())
@@ -61,6 +63,7 @@ impl Catalog for SqlRecords {
         .bind(entry.created.as_str())
         .bind(entry.state.as_deref())
         .bind(entry.rank)
+        .bind(entry.weight)
         .bind(entry.summary.to_string())
         .execute(&mut *tx)
         .await
@@ -92,7 +95,7 @@ impl Catalog for SqlRecords {
 
     async fn get(&self, kind: CatalogKind, name: &str) -> Result<Option<CatalogEntry>, JobError> {
         let row = sqlx::query(
-            "SELECT kind, name, created, state, rank, summary FROM catalog
+            "SELECT kind, name, created, state, rank, weight, summary FROM catalog
              WHERE kind = $1 AND name = $2",
         )
         .bind(kind.as_str())
@@ -108,7 +111,7 @@ impl Catalog for SqlRecords {
         let (mut sql, t) = if query.link.is_some() {
             (
                 String::from(
-                    "SELECT c.kind, c.name, c.created, c.state, c.rank, c.summary
+                    "SELECT c.kind, c.name, c.created, c.state, c.rank, c.weight, c.summary
                      FROM catalog_links l JOIN catalog c ON c.kind = l.kind AND c.name = l.name
                      WHERE l.kind = $1 AND l.link = $2",
                 ),
@@ -117,7 +120,7 @@ impl Catalog for SqlRecords {
         } else {
             (
                 String::from(
-                    "SELECT c.kind, c.name, c.created, c.state, c.rank, c.summary
+                    "SELECT c.kind, c.name, c.created, c.state, c.rank, c.weight, c.summary
                      FROM catalog c WHERE c.kind = $1",
                 ),
                 "c",
@@ -182,6 +185,29 @@ impl Catalog for SqlRecords {
             if let Some(kind) = kind_of(&kind) {
                 out.push((kind, count as u64));
             }
+        }
+        Ok(out)
+    }
+
+    async fn totals(&self, kind: CatalogKind) -> Result<Vec<CatalogTotal>, JobError> {
+        let fail = |e| db(&self.spec, "summing the catalogue", e);
+        // CAST: PostgreSQL's SUM of BIGINT is NUMERIC, which the Any driver does not read.
+        let rows = sqlx::query(
+            "SELECT state, COUNT(*), CAST(COALESCE(SUM(weight), 0) AS BIGINT) FROM catalog
+             WHERE kind = $1 GROUP BY state ORDER BY state",
+        )
+        .bind(kind.as_str())
+        .fetch_all(&self.pool)
+        .await
+        .map_err(fail)?;
+        let mut out = Vec::new();
+        for row in rows {
+            let count: i64 = row.try_get(1).map_err(fail)?;
+            out.push(CatalogTotal {
+                state: row.try_get(0).map_err(fail)?,
+                count: count as u64,
+                weight: row.try_get(2).map_err(fail)?,
+            });
         }
         Ok(out)
     }

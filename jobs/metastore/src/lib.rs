@@ -59,6 +59,7 @@ const MIGRATIONS: &[&[&str]] = &[
         created TEXT NOT NULL,
         state TEXT,
         rank BIGINT NOT NULL,
+        weight BIGINT NOT NULL,
         summary TEXT NOT NULL,
         PRIMARY KEY (kind, name)
     )",

@@ -28,6 +28,7 @@ fn entry(i: usize) -> CatalogEntry {
     .with_state(STATES[i % 3])
     .with_links([format!("nn-{}", i % 5), "classical".to_string()])
     .with_rank(i as i64)
+    .with_weight(i as i64)
 }
 
 async fn names(catalog: &CatalogHandle, mut query: CatalogQuery) -> Vec<String> {
@@ -150,6 +151,18 @@ async fn suite(store: Arc<SqlRecords>) {
         &serde_json::json!({"name": "nn-000000000000"}),
     );
     catalog.0.upsert(&best).await.unwrap();
+    // Totals by state in one query: entry 7 moved from `running` to `accepted`.
+    let totals = catalog.0.totals(CatalogKind::Sprt).await.unwrap();
+    for state in STATES {
+        let moved = |i: &usize| if *i == 7 { "accepted" } else { STATES[i % 3] };
+        let mine: Vec<usize> = (0..60).filter(|i| moved(i) == state).collect();
+        let t = totals
+            .iter()
+            .find(|t| t.state.as_deref() == Some(state))
+            .unwrap();
+        assert_eq!(t.count, mine.len() as u64, "{state}");
+        assert_eq!(t.weight, mine.iter().sum::<usize>() as i64, "{state}");
+    }
     let counts = catalog.0.counts().await.unwrap();
     assert!(counts.contains(&(CatalogKind::Sprt, 60)), "{counts:?}");
     assert!(counts.contains(&(CatalogKind::Best, 1)), "{counts:?}");
