@@ -121,6 +121,18 @@ pub async fn open_lake_for_writing(spec: &str) -> anyhow::Result<Lake> {
         return Ok(lake);
     };
     let meta = lakefish_metastore::MetastoreSpec::parse(&chosen).map_err(anyhow::Error::msg)?;
+    if let lakefish_metastore::MetastoreSpec::Sqlite(path) = &meta
+        && !std::path::Path::new(path).exists()
+    {
+        // Opening it would create an empty catalogue that the server then trusts.
+        tracing::warn!(
+            "{} is indexed by {}, which does not exist here: not indexing this command's \
+             output; run `lakefish metastore rebuild` where the server runs",
+            lake.describe(),
+            marker.metastore
+        );
+        return Ok(lake);
+    }
     if meta.locator() != marker.metastore {
         tracing::warn!(
             "{} is indexed by {}, not by {} (LAKEFISH_METASTORE): indexing this command's \
