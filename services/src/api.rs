@@ -12,9 +12,6 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodRouter, get, post, put};
 use axum::{Json, Router};
 use lakefish_jobs::Lake;
-use lakefish_jobs::catalog;
-use lakefish_lake::catalog::{CatalogCursor, CatalogKind, CatalogQuery};
-use lakefish_lake::datasets::list_datasets;
 use lakefish_lake::records::{JobCursor, JobQuery, JobStore};
 use lakefish_schemas::config::Config;
 use lakefish_schemas::{JobId, JobSpec, JobState, QueuedJob, Source, raw_key};
@@ -275,9 +272,9 @@ pub fn routes() -> Vec<Route> {
             M::GET,
             "/v1/datasets",
             "Committed datasets with their masks, newest first, a page at a time (?limit=&after=NEXT); `writing` on the first page.",
-            get(datasets),
+            get(crate::lists::datasets),
         )
-        .query::<PageParams>()
+        .query::<crate::lists::PageParams>()
         .ok(OK, json::<DatasetList>())
         .errors(&[BAD, UNAVAILABLE]),
         route(
@@ -306,9 +303,9 @@ pub fn routes() -> Vec<Route> {
             M::GET,
             "/v1/shuffles",
             "Committed shuffles, newest first, a page at a time (?limit=&after=NEXT).",
-            get(shuffles),
+            get(crate::lists::shuffles),
         )
-        .query::<PageParams>()
+        .query::<crate::lists::PageParams>()
         .ok(OK, json::<ShuffleList>())
         .errors(&[BAD, UNAVAILABLE]),
         route(
@@ -323,9 +320,9 @@ pub fn routes() -> Vec<Route> {
             M::GET,
             "/v1/runs",
             "Training runs, newest first, a page at a time (?limit=&after=NEXT).",
-            get(runs),
+            get(crate::lists::runs),
         )
-        .query::<PageParams>()
+        .query::<crate::lists::PageParams>()
         .ok(OK, json::<RunList>())
         .errors(&[BAD, UNAVAILABLE]),
         route(
@@ -340,9 +337,9 @@ pub fn routes() -> Vec<Route> {
             M::GET,
             "/v1/nets",
             "Registered nets, newest first, a page at a time (?limit=&after=NEXT), and the best one (null before any promotion).",
-            get(nets),
+            get(crate::lists::nets),
         )
-        .query::<PageParams>()
+        .query::<crate::lists::PageParams>()
         .ok(OK, json::<NetList>())
         .errors(&[BAD, UNAVAILABLE]),
         route(
@@ -374,9 +371,9 @@ pub fn routes() -> Vec<Route> {
             M::GET,
             "/v1/sprt",
             "SPRT tests, newest first, a page at a time (?net=&state=&limit=&after=NEXT).",
-            get(list_sprt),
+            get(crate::lists::list_sprt),
         )
-        .query::<SprtFilter>()
+        .query::<crate::lists::SprtFilter>()
         .ok(OK, json::<SprtList>())
         .errors(&[BAD, UNAVAILABLE]),
         route(
@@ -660,60 +657,6 @@ async fn list_jobs(
     .into_response())
 }
 
-/// Committed datasets, and the ones being written (`writing`: each claim with its job,
-/// owner and expiry; `stale` ones were left by a writer that is gone).
-async fn datasets(
-    State(s): State<AppState>,
-    ApiQuery(q): ApiQuery<PageParams>,
-) -> Result<Response, ApiError> {
-    let query = q.query(CatalogKind::Dataset)?;
-    let page = catalog::page(&s.lake, &query, list_datasets(&s.lake), |d| {
-        (d.created.clone(), format!("{}/{}", d.source, d.name))
-    })
-    .await?;
-    let writing = if query.after.is_none() {
-        lakefish_lake::datasets::list_claims(&s.lake).await?
-    } else {
-        Vec::new()
-    };
-    Ok(Json(crate::bodies::DatasetList {
-        datasets: page.items,
-        writing,
-        next: page.next.map(|c| c.encode()),
-    })
-    .into_response())
-}
-
-/// `?limit=&after=` of a list of the catalogue.
-#[derive(Deserialize, JsonSchema, Default)]
-#[serde(deny_unknown_fields)]
-struct PageParams {
-    /// Items on a page, 1 to 1000 (default 100).
-    limit: Option<usize>,
-    /// The `next` of the previous page: the page after it.
-    after: Option<String>,
-}
-
-impl PageParams {
-    fn query(&self, kind: CatalogKind) -> Result<CatalogQuery, ApiError> {
-        page_query(kind, self.limit, self.after.as_deref())
-    }
-}
-
-fn page_query(
-    kind: CatalogKind,
-    limit: Option<usize>,
-    after: Option<&str>,
-) -> Result<CatalogQuery, ApiError> {
-    let mut query = CatalogQuery::all(kind);
-    query.limit = limit.unwrap_or(100).clamp(1, 1000);
-    query.after = after
-        .map(CatalogCursor::parse)
-        .transpose()
-        .map_err(ApiError::BadRequest)?;
-    Ok(query)
-}
-
 /// `?replace=true` on an upload: store other bytes under a name that is taken.
 #[derive(serde::Deserialize, Default, JsonSchema)]
 struct UploadQuery {
@@ -805,20 +748,6 @@ async fn upload_book(
     Ok(uploaded(&key, true, up))
 }
 
-async fn shuffles(
-    State(s): State<AppState>,
-    ApiQuery(q): ApiQuery<PageParams>,
-) -> Result<Response, ApiError> {
-    let query = q.query(CatalogKind::Shuffle)?;
-    let scan = lakefish_jobs::shuffle::list_shuffles(&s.lake);
-    let page = catalog::page(&s.lake, &query, scan, |m| (m.created.clone(), m.id.clone())).await?;
-    Ok(Json(crate::bodies::ShuffleList {
-        shuffles: page.items,
-        next: page.next.map(|c| c.encode()),
-    })
-    .into_response())
-}
-
 async fn shuffle(
     State(s): State<AppState>,
     ApiPath(id): ApiPath<String>,
@@ -831,20 +760,6 @@ async fn shuffle(
     Ok(Json(status).into_response())
 }
 
-async fn runs(
-    State(s): State<AppState>,
-    ApiQuery(q): ApiQuery<PageParams>,
-) -> Result<Response, ApiError> {
-    let query = q.query(CatalogKind::Run)?;
-    let scan = lakefish_jobs::nets::list_runs(&s.lake);
-    let page = catalog::page(&s.lake, &query, scan, |r| (r.created.clone(), r.id.clone())).await?;
-    Ok(Json(crate::bodies::RunList {
-        runs: page.items,
-        next: page.next.map(|c| c.encode()),
-    })
-    .into_response())
-}
-
 async fn run(
     State(s): State<AppState>,
     ApiPath(id): ApiPath<String>,
@@ -855,25 +770,6 @@ async fn run(
         .await?
         .ok_or_else(unknown)?;
     Ok(Json(v).into_response())
-}
-
-async fn nets(
-    State(s): State<AppState>,
-    ApiQuery(q): ApiQuery<PageParams>,
-) -> Result<Response, ApiError> {
-    let query = q.query(CatalogKind::Net)?;
-    let scan = lakefish_jobs::nets::list_nets(&s.lake);
-    let page = catalog::page(&s.lake, &query, scan, |m| {
-        (m.created.clone(), m.name.clone())
-    })
-    .await?;
-    let best = lakefish_jobs::nets::read_best(&s.lake).await?;
-    Ok(Json(crate::bodies::NetList {
-        nets: page.items,
-        best,
-        next: page.next.map(|c| c.encode()),
-    })
-    .into_response())
 }
 
 async fn net(
@@ -984,43 +880,6 @@ async fn sprt_pgn(
         pgn,
     )
         .into_response())
-}
-
-#[derive(Deserialize, JsonSchema)]
-struct SprtFilter {
-    /// Tests with this net on either side.
-    net: Option<String>,
-    /// running, accepted, rejected or inconclusive.
-    state: Option<String>,
-    /// Tests on a page, 1 to 1000 (default 100).
-    limit: Option<usize>,
-    /// The `next` of the previous page: the page after it.
-    after: Option<String>,
-}
-
-async fn list_sprt(
-    State(s): State<AppState>,
-    ApiQuery(q): ApiQuery<SprtFilter>,
-) -> Result<Response, ApiError> {
-    let state = match q.state.as_deref() {
-        None => None,
-        Some(v) => Some(lakefish_schemas::SprtState::parse(v).ok_or_else(|| {
-            ApiError::BadRequest(format!(
-                "state {v:?}: expected running, accepted, rejected or inconclusive"
-            ))
-        })?),
-    };
-    let net = q.net.as_deref().map(|n| n.trim_end_matches(".nnue"));
-    let mut query = page_query(CatalogKind::Sprt, q.limit, q.after.as_deref())?;
-    query.state = state.map(|s| s.as_str().to_string());
-    query.link = net.map(str::to_string);
-    let scan = lakefish_jobs::sprt::list(&s.lake, net, state);
-    let page = catalog::page(&s.lake, &query, scan, |t| (t.created.clone(), t.id.clone())).await?;
-    Ok(Json(crate::bodies::SprtList {
-        tests: page.items,
-        next: page.next.map(|c| c.encode()),
-    })
-    .into_response())
 }
 
 #[derive(Deserialize, JsonSchema)]

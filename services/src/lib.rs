@@ -13,6 +13,7 @@ pub mod charts;
 pub mod dashboard;
 pub mod error;
 pub mod extract;
+pub mod lists;
 pub mod openapi;
 pub mod queue;
 pub mod scheduler;
