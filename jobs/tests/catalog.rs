@@ -118,3 +118,26 @@ fn lists_from_the_catalogue_match_the_lake_and_a_rebuild() {
     let counts = rt.block_on(fresh.0.counts()).unwrap();
     assert!(counts.contains(&(CatalogKind::Dataset, 2)), "{counts:?}");
 }
+
+/// A damaged `_catalog.json` is a clear error naming it; the lake around it is untouched.
+#[test]
+fn a_garbage_catalogue_marker_is_a_clear_error() {
+    let fx = LakeFixture::new();
+    fx.ingest_bytes(&synthetic_binpack(20, 3), "a", 2_000);
+    let before = fx.snapshot();
+    fx.rt
+        .block_on(
+            fx.lake
+                .put(lakefish_jobs::catalog::MARKER_KEY, b"{not json".to_vec()),
+        )
+        .unwrap();
+    let err = fx
+        .rt
+        .block_on(lakefish_jobs::catalog::read_marker(&fx.lake))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("_catalog.json"), "{err}");
+    let mut after = fx.snapshot();
+    after.remove(lakefish_jobs::catalog::MARKER_KEY);
+    assert_eq!(after, before);
+}
