@@ -4,19 +4,100 @@
 //! higher rank (a test that went on meanwhile) are kept.
 
 use crate::{JobError, Lake};
-use lakefish_lake::catalog::{CatalogCursor, CatalogHandle, CatalogKind, CatalogQuery};
+use lakefish_lake::catalog::{
+    Catalog, CatalogCursor, CatalogEntry, CatalogHandle, CatalogKind, CatalogPage, CatalogQuery,
+    CatalogTotal,
+};
 use lakefish_lake::datasets::list_datasets;
 use lakefish_schemas::pipeline::PIPELINES_PREFIX;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
+use std::sync::{Arc, Mutex};
 
-/// How many entries of each kind a rebuild indexed.
+/// How many entries of each kind a rebuild indexed (and pruned).
 #[derive(Debug, Default, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct RebuildReport {
     pub indexed: BTreeMap<&'static str, u64>,
+    /// Entries removed by [`rebuild_and_prune`]: what the lake no longer holds.
+    pub pruned: BTreeMap<&'static str, u64>,
 }
 
-/// Indexes everything `lake` holds into `catalog`.
+/// Passes every call through to the catalogue and remembers which entries were written.
+struct Recording {
+    inner: CatalogHandle,
+    seen: Mutex<HashSet<(CatalogKind, String)>>,
+}
+
+#[async_trait::async_trait]
+impl Catalog for Recording {
+    fn describe(&self) -> String {
+        self.inner.0.describe()
+    }
+    async fn upsert(&self, entry: &CatalogEntry) -> Result<(), JobError> {
+        self.inner.0.upsert(entry).await?;
+        self.seen
+            .lock()
+            .expect("not poisoned")
+            .insert((entry.kind, entry.name.clone()));
+        Ok(())
+    }
+    async fn get(&self, kind: CatalogKind, name: &str) -> Result<Option<CatalogEntry>, JobError> {
+        self.inner.0.get(kind, name).await
+    }
+    async fn page(&self, query: &CatalogQuery) -> Result<CatalogPage, JobError> {
+        self.inner.0.page(query).await
+    }
+    async fn counts(&self) -> Result<Vec<(CatalogKind, u64)>, JobError> {
+        self.inner.0.counts().await
+    }
+    async fn totals(&self, kind: CatalogKind) -> Result<Vec<CatalogTotal>, JobError> {
+        self.inner.0.totals(kind).await
+    }
+    async fn remove(&self, kind: CatalogKind, name: &str) -> Result<bool, JobError> {
+        self.inner.0.remove(kind, name).await
+    }
+}
+
+/// Indexes everything `lake` holds into `catalog`. Entries of things no longer in the lake
+/// stay: see [`rebuild_and_prune`].
 pub async fn rebuild(lake: &Lake, catalog: &CatalogHandle) -> Result<RebuildReport, JobError> {
+    let recording = Recording {
+        inner: catalog.clone(),
+        seen: Mutex::new(HashSet::new()),
+    };
+    rebuild_into(lake, &CatalogHandle(Arc::new(recording))).await
+}
+
+/// [`rebuild`], then removes every entry the lake did not give, of things deleted from the
+/// lake by hand or lost with a restored backup. Entries created after the rebuild began are
+/// kept: a job that commits while it runs is indexed by its writer, not by this listing.
+pub async fn rebuild_and_prune(
+    lake: &Lake,
+    catalog: &CatalogHandle,
+) -> Result<RebuildReport, JobError> {
+    let began = chrono::Utc::now();
+    let recording = Arc::new(Recording {
+        inner: catalog.clone(),
+        seen: Mutex::new(HashSet::new()),
+    });
+    let mut report = rebuild_into(lake, &CatalogHandle(recording.clone())).await?;
+    let seen = std::mem::take(&mut *recording.seen.lock().expect("not poisoned"));
+    for kind in CatalogKind::ALL {
+        for entry in catalog.all(CatalogQuery::all(kind)).await? {
+            // An unreadable time counts as new: pruning never guesses.
+            let new =
+                chrono::DateTime::parse_from_rfc3339(&entry.created).map_or(true, |t| t >= began);
+            if new || seen.contains(&(kind, entry.name.clone())) {
+                continue;
+            }
+            if catalog.0.remove(kind, &entry.name).await? {
+                *report.pruned.entry(kind.as_str()).or_default() += 1;
+            }
+        }
+    }
+    Ok(report)
+}
+
+async fn rebuild_into(lake: &Lake, catalog: &CatalogHandle) -> Result<RebuildReport, JobError> {
     // Read the lake itself, write through the index.
     let source = lake.clone().without_catalog();
     let target = source.clone().with_catalog(catalog.clone());

@@ -581,4 +581,45 @@ async fn the_catalogue_is_rebuilt_from_a_lake_and_kept_current() {
     assert_eq!(bad.status(), 400);
     let err: serde_json::Value = bad.json().await.unwrap();
     assert!(err["error"].as_str().unwrap().contains("cursor"), "{err}");
+
+    // A dataset deleted from the lake by hand stays listed until a pruning rebuild.
+    std::fs::remove_dir_all(
+        dir.path()
+            .join("lake/positions/source=binpack/dataset=older"),
+    )
+    .unwrap();
+    let rebuild = |prune: bool| {
+        let mut cmd = Command::new(lakefish_bin());
+        cmd.args([
+            "--lake",
+            "lake",
+            "metastore",
+            "--metastore",
+            meta,
+            "rebuild",
+        ]);
+        if prune {
+            cmd.arg("--prune");
+        }
+        let out = cmd.current_dir(dir.path()).output().unwrap();
+        assert_success(&out);
+        String::from_utf8_lossy(&out.stdout).to_string()
+    };
+    rebuild(false);
+    let listed = get_json(format!("{api}/v1/datasets")).await;
+    assert_eq!(listed["datasets"].as_array().unwrap().len(), 2, "{listed}");
+    let said = rebuild(true);
+    assert!(
+        said.contains("pruned 1 dataset the lake no longer holds"),
+        "{said}"
+    );
+    let listed = get_json(format!("{api}/v1/datasets")).await;
+    let names: Vec<&str> = listed["datasets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["newer"], "{listed}");
+    assert!(rebuild(true).contains("pruned nothing"));
 }

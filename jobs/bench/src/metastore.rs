@@ -36,6 +36,61 @@ pub struct Backends {
     /// A PostgreSQL URL of an empty database; `None`: start a server of our own in a temp
     /// dir (Debian's `postgresql` package), `Some("")`: skip PostgreSQL.
     pub postgres: Option<String>,
+    /// Where the lakes live: `None` a temp directory, or a store URL (`s3://bucket/prefix`,
+    /// credentials from `AWS_*`) under which each lake gets a prefix of its own, deleted after.
+    pub store: Option<String>,
+    /// Timed requests of each kind on the lake reference.
+    pub lake_repeats: usize,
+}
+
+/// A lake for one part of the bench, removed when dropped (a directory) or by `clean`.
+struct BenchLake {
+    lake: Lake,
+    on_store: bool,
+    _dir: Option<tempfile::TempDir>,
+}
+
+impl BenchLake {
+    fn new(store: Option<&str>, name: &str) -> anyhow::Result<BenchLake> {
+        match store {
+            Some(store) => {
+                let env: std::collections::HashMap<String, String> = std::env::vars().collect();
+                let url = format!(
+                    "{}/lakefish-bench-metastore-{}/{name}",
+                    store.trim_end_matches('/'),
+                    std::process::id()
+                );
+                Ok(BenchLake {
+                    lake: Lake::open(&url, &env)?,
+                    on_store: true,
+                    _dir: None,
+                })
+            }
+            None => {
+                let dir = tempfile::tempdir()?;
+                let lake = Lake::open(
+                    dir.path().join("lake").to_str().expect("utf-8 path"),
+                    &Default::default(),
+                )?;
+                Ok(BenchLake {
+                    lake,
+                    on_store: false,
+                    _dir: Some(dir),
+                })
+            }
+        }
+    }
+
+    /// Deletes every object this bench wrote under its prefix of the user's store.
+    async fn clean(self) -> anyhow::Result<()> {
+        if self.on_store {
+            let keys = self.lake.list("").await?;
+            self.lake
+                .delete_many(keys.into_iter().map(|o| o.location.to_string()).collect())
+                .await?;
+        }
+        Ok(())
+    }
 }
 
 /// Record `i` of the synthetic history: `mask` jobs 100 ms apart, one in 1,000 failed, each
@@ -185,27 +240,29 @@ async fn measure_sql(
     spec: &MetastoreSpec,
     records: usize,
     repeats: usize,
+    lake_store: Option<&str>,
     progress: &dyn Fn(&str, usize, usize),
 ) -> anyhow::Result<BackendReport> {
     let store = Arc::new(SqlRecords::open(spec).await?);
     let fill_per_s = fill_sql(&store, records, &|n| progress(backend, n, records)).await?;
-    let dir = tempfile::tempdir()?;
-    let lake = Lake::open(
-        dir.path().join("lake").to_str().expect("utf-8 path"),
-        &Default::default(),
-    )?
-    .with_catalog(CatalogHandle(store.clone()));
+    let bench_lake = BenchLake::new(lake_store, backend)?;
+    let lake = bench_lake
+        .lake
+        .clone()
+        .with_catalog(CatalogHandle(store.clone()));
     let tests = records / 50;
     for i in 0..tests {
         lakefish_jobs::sprt::index_status(&lake, &sprt_status(i)?).await?;
     }
-    Ok(BackendReport {
+    let report = BackendReport {
         backend: backend.into(),
         records,
         tests,
         fill_per_s,
         requests: time_requests(JobStore::with_backend(store), lake, records, repeats).await?,
-    })
+    };
+    bench_lake.clean().await?;
+    Ok(report)
 }
 
 /// Measures the lake reference on `lake_records` records, then each database on `records`.
@@ -218,12 +275,10 @@ pub async fn run(
 ) -> anyhow::Result<Vec<BackendReport>> {
     let mut reports = Vec::new();
 
-    // The reference: records as objects in a local lake, as before the metastore.
-    let dir = tempfile::tempdir()?;
-    let lake = Lake::open(
-        dir.path().join("lake").to_str().expect("utf-8 path"),
-        &Default::default(),
-    )?;
+    // The reference: records as objects in a lake, as before the metastore.
+    let store = backends.store.as_deref();
+    let reference = BenchLake::new(store, "reference")?;
+    let lake = reference.lake.clone();
     let old = JobStore::new(lake.clone());
     let tests = lake_records / 50;
     for i in 0..tests {
@@ -240,18 +295,24 @@ pub async fn run(
         }
     }
     let fill = lake_records as f64 / t.elapsed().as_secs_f64().max(1e-9);
+    let place = if store.is_some() {
+        "store"
+    } else {
+        "local directory"
+    };
     reports.push(BackendReport {
-        backend: "lake (local directory, the reference)".into(),
+        backend: format!("lake ({place}, the reference)"),
         records: lake_records,
         tests,
         fill_per_s: fill,
-        requests: time_requests(old, lake, lake_records, repeats.min(10)).await?,
+        requests: time_requests(old, lake, lake_records, backends.lake_repeats).await?,
     });
+    reference.clean().await?;
 
     if backends.sqlite {
         let dir = tempfile::tempdir()?;
         let spec = MetastoreSpec::Sqlite(dir.path().join("meta.sqlite").display().to_string());
-        reports.push(measure_sql("sqlite", &spec, records, repeats, progress).await?);
+        reports.push(measure_sql("sqlite", &spec, records, repeats, store, progress).await?);
     }
 
     let own_server;
@@ -265,7 +326,7 @@ pub async fn run(
     };
     if let Some(url) = url {
         let spec = MetastoreSpec::Postgres(url);
-        reports.push(measure_sql("postgres", &spec, records, repeats, progress).await?);
+        reports.push(measure_sql("postgres", &spec, records, repeats, store, progress).await?);
     }
     Ok(reports)
 }

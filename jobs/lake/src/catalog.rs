@@ -211,6 +211,8 @@ pub trait Catalog: Send + Sync {
     async fn counts(&self) -> Result<Vec<(CatalogKind, u64)>, JobError>;
     /// Entries of `kind` and their summed weights, by state (one aggregate query).
     async fn totals(&self, kind: CatalogKind) -> Result<Vec<CatalogTotal>, JobError>;
+    /// Deletes the entry of `(kind, name)` and its links; whether there was one.
+    async fn remove(&self, kind: CatalogKind, name: &str) -> Result<bool, JobError>;
 }
 
 /// Entries of one kind in one state, and the sum of their weights.

@@ -93,6 +93,26 @@ impl Catalog for SqlRecords {
         tx.commit().await.map_err(fail)
     }
 
+    async fn remove(&self, kind: CatalogKind, name: &str) -> Result<bool, JobError> {
+        let fail = |e| db(&self.spec, "removing a catalogue entry", e);
+        let mut tx = self.begin().await.map_err(fail)?;
+        sqlx::query("DELETE FROM catalog_links WHERE kind = $1 AND name = $2")
+            .bind(kind.as_str())
+            .bind(name)
+            .execute(&mut *tx)
+            .await
+            .map_err(fail)?;
+        let gone = sqlx::query("DELETE FROM catalog WHERE kind = $1 AND name = $2")
+            .bind(kind.as_str())
+            .bind(name)
+            .execute(&mut *tx)
+            .await
+            .map_err(fail)?
+            .rows_affected();
+        tx.commit().await.map_err(fail)?;
+        Ok(gone > 0)
+    }
+
     async fn get(&self, kind: CatalogKind, name: &str) -> Result<Option<CatalogEntry>, JobError> {
         let row = sqlx::query(
             "SELECT kind, name, created, state, rank, weight, summary FROM catalog

@@ -166,6 +166,31 @@ async fn suite(store: Arc<SqlRecords>) {
     let counts = catalog.0.counts().await.unwrap();
     assert!(counts.contains(&(CatalogKind::Sprt, 60)), "{counts:?}");
     assert!(counts.contains(&(CatalogKind::Best, 1)), "{counts:?}");
+
+    // Removing an entry takes its links with it: lists by link no longer name it.
+    assert!(
+        catalog
+            .0
+            .remove(CatalogKind::Sprt, "sprt-010")
+            .await
+            .unwrap()
+    );
+    assert!(
+        !catalog
+            .0
+            .remove(CatalogKind::Sprt, "sprt-010")
+            .await
+            .unwrap()
+    );
+    let of_net = |l: &str| CatalogQuery {
+        link: Some(l.to_string()),
+        ..CatalogQuery::all(CatalogKind::Sprt)
+    };
+    let listed = names(&catalog, of_net("nn-0")).await;
+    assert!(!listed.iter().any(|n| n == "sprt-010"), "{listed:?}");
+    assert_eq!(listed.len(), 11);
+    let counts = catalog.0.counts().await.unwrap();
+    assert!(counts.contains(&(CatalogKind::Sprt, 59)), "{counts:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -248,11 +248,15 @@ pub fn run(rt: &tokio::runtime::Runtime, what: BenchCommand) -> anyhow::Result<(
             records,
             lake_records,
             repeats,
+            lake_repeats,
+            store,
             postgres,
             no_sqlite,
         } => {
-            if records == 0 || lake_records == 0 || repeats == 0 {
-                anyhow::bail!("--records, --lake-records and --repeats must be at least 1");
+            if records == 0 || lake_records == 0 || repeats == 0 || lake_repeats == 0 {
+                anyhow::bail!(
+                    "--records, --lake-records, --repeats and --lake-repeats must be at least 1"
+                );
             }
             let bar = indicatif::ProgressBar::new(0);
             let progress = |what: &str, done: usize, total: usize| {
@@ -271,6 +275,8 @@ pub fn run(rt: &tokio::runtime::Runtime, what: BenchCommand) -> anyhow::Result<(
                 lakefish_bench::metastore::Backends {
                     sqlite: !no_sqlite,
                     postgres,
+                    store,
+                    lake_repeats,
                 },
                 &progress,
             ))?;

@@ -228,7 +228,12 @@ pub enum MetastoreCommand {
     /// the best net) from the lake alone, and copies the job records an older lakefish kept
     /// in the lake (jobs/*.json), keeping records it already has: for recovery, and once when
     /// moving an existing lake over. Safe to run again, also while the service runs.
-    Rebuild,
+    Rebuild {
+        /// Also remove entries of things the lake no longer holds (deleted by hand, or lost
+        /// with a restored backup). Entries created after the rebuild began are kept.
+        #[arg(long)]
+        prune: bool,
+    },
 }
 
 #[derive(clap::Args)]
@@ -634,9 +639,17 @@ pub enum BenchCommand {
         /// Job records in the lake reference (each list reads them all).
         #[arg(long, default_value_t = 5_000)]
         lake_records: usize,
-        /// Timed requests of each kind on each database (the lake gets at most 10).
+        /// Timed requests of each kind on each database.
         #[arg(long, default_value_t = 200)]
         repeats: usize,
+        /// Timed requests of each kind on the lake reference (each reads the whole history).
+        #[arg(long, default_value_t = 10)]
+        lake_repeats: usize,
+        /// Put every lake of the bench (the reference's records and tests, the databases'
+        /// catalogue lakes) under this store instead of a temp directory: `s3://bucket/prefix`
+        /// with AWS_ENDPOINT and the other AWS_* variables. Objects written are deleted after.
+        #[arg(long)]
+        store: Option<String>,
         /// An empty PostgreSQL database to fill (postgres://...); by default a server of its
         /// own is started in a temp dir (Debian's postgresql package); "" skips PostgreSQL.
         #[arg(long)]

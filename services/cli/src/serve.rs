@@ -192,14 +192,18 @@ pub async fn metastore(lake: &str, what: MetastoreCommand, q: QueueArgs) -> anyh
             .with_context(|| format!("opening the metastore {}", spec.describe()))?,
     );
     let catalog = CatalogHandle(store.clone());
-    if let MetastoreCommand::Rebuild = what {
+    if let MetastoreCommand::Rebuild { prune } = what {
         let copied = store.import_lake_records(&lake).await?;
         println!(
             "copied {copied} job records from {} into {}",
             lake.describe(),
             spec.describe()
         );
-        let report = lakefish_jobs::catalog::rebuild(&lake, &catalog).await?;
+        let report = if prune {
+            lakefish_jobs::catalog::rebuild_and_prune(&lake, &catalog).await?
+        } else {
+            lakefish_jobs::catalog::rebuild(&lake, &catalog).await?
+        };
         let indexed: Vec<String> = report
             .indexed
             .iter()
@@ -213,6 +217,21 @@ pub async fn metastore(lake: &str, what: MetastoreCommand, q: QueueArgs) -> anyh
                 indexed.join(", ")
             }
         );
+        if prune {
+            let pruned: Vec<String> = report
+                .pruned
+                .iter()
+                .map(|(kind, n)| format!("{n} {kind}"))
+                .collect();
+            println!(
+                "pruned {}",
+                if pruned.is_empty() {
+                    "nothing: every entry is in the lake".to_string()
+                } else {
+                    pruned.join(", ") + " the lake no longer holds"
+                }
+            );
+        }
         lakefish_jobs::catalog::mark(&lake, &spec.locator()).await?;
     }
     println!(
