@@ -533,20 +533,24 @@ async fn the_catalogue_is_rebuilt_from_a_lake_and_kept_current() {
     };
     ingest("older");
     let meta = "sqlite:meta/catalogue.sqlite";
-    let out = Command::new(lakefish_bin())
-        .args([
+    let rebuild = |prune: bool| {
+        let mut cmd = Command::new(lakefish_bin());
+        cmd.args([
             "--lake",
             "lake",
             "metastore",
             "--metastore",
             meta,
             "rebuild",
-        ])
-        .current_dir(dir.path())
-        .output()
-        .unwrap();
-    assert_success(&out);
-    let said = String::from_utf8_lossy(&out.stdout);
+        ]);
+        if prune {
+            cmd.arg("--prune");
+        }
+        let out = cmd.current_dir(dir.path()).output().unwrap();
+        assert_success(&out);
+        String::from_utf8_lossy(&out.stdout).to_string()
+    };
+    let said = rebuild(false);
     assert!(said.contains("indexed 1 dataset"), "{said}");
     assert!(said.contains("1 catalogue entries"), "{said}");
 
@@ -588,23 +592,6 @@ async fn the_catalogue_is_rebuilt_from_a_lake_and_kept_current() {
             .join("lake/positions/source=binpack/dataset=older"),
     )
     .unwrap();
-    let rebuild = |prune: bool| {
-        let mut cmd = Command::new(lakefish_bin());
-        cmd.args([
-            "--lake",
-            "lake",
-            "metastore",
-            "--metastore",
-            meta,
-            "rebuild",
-        ]);
-        if prune {
-            cmd.arg("--prune");
-        }
-        let out = cmd.current_dir(dir.path()).output().unwrap();
-        assert_success(&out);
-        String::from_utf8_lossy(&out.stdout).to_string()
-    };
     rebuild(false);
     let listed = get_json(format!("{api}/v1/datasets")).await;
     assert_eq!(listed["datasets"].as_array().unwrap().len(), 2, "{listed}");

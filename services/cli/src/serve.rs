@@ -204,33 +204,18 @@ pub async fn metastore(lake: &str, what: MetastoreCommand, q: QueueArgs) -> anyh
         } else {
             lakefish_jobs::catalog::rebuild(&lake, &catalog).await?
         };
-        let indexed: Vec<String> = report
-            .indexed
-            .iter()
-            .map(|(kind, n)| format!("{n} {kind}"))
-            .collect();
-        println!(
-            "indexed {} from the lake",
-            if indexed.is_empty() {
-                "nothing".to_string()
-            } else {
-                indexed.join(", ")
-            }
-        );
+        // "3 dataset, 1 net", or None for nothing.
+        let listing = |counts: &std::collections::BTreeMap<&str, u64>| {
+            let parts: Vec<String> = counts.iter().map(|(k, n)| format!("{n} {k}")).collect();
+            (!parts.is_empty()).then(|| parts.join(", "))
+        };
+        let indexed = listing(&report.indexed).unwrap_or_else(|| "nothing".into());
+        println!("indexed {indexed} from the lake");
         if prune {
-            let pruned: Vec<String> = report
-                .pruned
-                .iter()
-                .map(|(kind, n)| format!("{n} {kind}"))
-                .collect();
-            println!(
-                "pruned {}",
-                if pruned.is_empty() {
-                    "nothing: every entry is in the lake".to_string()
-                } else {
-                    pruned.join(", ") + " the lake no longer holds"
-                }
-            );
+            match listing(&report.pruned) {
+                Some(pruned) => println!("pruned {pruned} the lake no longer holds"),
+                None => println!("pruned nothing: every entry is in the lake"),
+            }
         }
         lakefish_jobs::catalog::mark(&lake, &spec.locator()).await?;
     }
