@@ -19,4 +19,5 @@ pub mod scores;
 pub mod search;
 pub mod simd;
 pub mod sprt;
+pub mod stockfish_net;
 pub mod uci;

@@ -12,6 +12,7 @@
 
 pub mod catalog;
 pub mod datagen;
+pub mod foreign_nets;
 pub mod masks;
 pub mod metrics;
 pub mod nets;

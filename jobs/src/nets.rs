@@ -282,6 +282,8 @@ async fn register_async(lake: &Lake, spec: &RegisterSpec) -> Result<NetManifest,
             .map_err(JobError::Failed)?,
         quantization: report.error.clone(),
         created: lakefish_lake::records::now(),
+        format: lakefish_schemas::nets::NetFormat::Lakefish,
+        external: false,
     };
     lake.put(&file_key, bytes).await?;
     let json = serde_json::to_vec_pretty(&manifest)?;
@@ -472,7 +474,15 @@ pub async fn load_evaluator(
     if let Some(builtin) = builtin_evaluator(name) {
         return Ok(builtin);
     }
-    let (_, bytes) = fetch_net(lake, name).await?;
+    let (manifest, bytes) = fetch_net(lake, name).await?;
+    if manifest.format != lakefish_schemas::nets::NetFormat::Lakefish {
+        return Err(JobError::Payload(format!(
+            "net {} is in {}'s format: lakefish's engine does not play with it yet \
+             (`lakefish nets eval` evaluates positions with it)",
+            manifest.name,
+            manifest.format.as_str()
+        )));
+    }
     let net = Network::from_bytes(&bytes).map_err(|e| JobError::Corrupt {
         what: "net",
         key: name.to_string(),

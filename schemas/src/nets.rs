@@ -85,8 +85,9 @@ impl RegisterSpec {
     }
 }
 
-/// How far the integer net is from the float model it came from.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+/// How far the integer net is from the float model it came from (all zero for an imported
+/// net: there is no float model of ours to compare with).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct QuantizationError {
     /// Lake positions compared.
     pub positions: u64,
@@ -138,6 +139,48 @@ pub struct NetManifest {
     pub parent: Option<String>,
     pub quantization: QuantizationError,
     pub created: String,
+    /// The file's format (manifests written before formats existed are lakefish's).
+    #[serde(default)]
+    pub format: NetFormat,
+    /// Made elsewhere and imported (`lakefish nets import`): run, shuffle, datasets and mask
+    /// are empty, the lineage is outside lakefish.
+    #[serde(default)]
+    pub external: bool,
+}
+
+/// Formats of a net file.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum NetFormat {
+    /// lakefish's own `.nnue` (magic `LKFNNUE`), read by lakefish's engine.
+    #[default]
+    Lakefish,
+    /// Stockfish 15.1's network (HalfKAv2_hm, 8 layer stacks), read by Stockfish 15.1.
+    Stockfish,
+}
+
+impl NetFormat {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NetFormat::Lakefish => "lakefish",
+            NetFormat::Stockfish => "stockfish",
+        }
+    }
+}
+
+impl std::str::FromStr for NetFormat {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "lakefish" => Ok(NetFormat::Lakefish),
+            "stockfish" => Ok(NetFormat::Stockfish),
+            other => Err(format!(
+                "unknown net format {other:?}; expected lakefish or stockfish"
+            )),
+        }
+    }
 }
 
 /// Lake keys of a run's quantized checkpoint at `step`: the `.nnue` file and its report.

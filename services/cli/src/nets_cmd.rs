@@ -1,8 +1,12 @@
-//! `lakefish nets ls | show NAME | pull NAME`: the registry from the command line, read from
-//! the lake directly or, with `--api`, through a running service.
+//! `lakefish nets ls | show | pull | import | export | eval`: the registry from the command
+//! line, read from the lake directly or, with `--api`, through a running service (import
+//! writes the lake, so it needs the lake).
 
 use crate::backend::Backend;
 use anyhow::{Context, bail};
+use lakefish_jobs::foreign_nets::LoadedNet;
+use lakefish_schemas::nets::NetFormat;
+use std::io::BufRead;
 
 #[derive(clap::Subcommand)]
 pub enum NetsCommand {
@@ -21,6 +25,45 @@ pub enum NetsCommand {
         /// Where to write it (default: ./<name>).
         #[arg(long, short)]
         out: Option<String>,
+    },
+    /// Register a net made elsewhere, its bytes unchanged, under nn-<sha256[:12]>.nnue (the
+    /// name Stockfish gives the same file), lineage external. `--format stockfish` takes a
+    /// Stockfish 15.1 net, e.g. one written by its `export_net` command; any other version or
+    /// architecture is refused, naming what differs.
+    Import {
+        /// The net file.
+        file: String,
+        /// The file's format (only stockfish can be imported).
+        #[arg(long, default_value = "stockfish")]
+        format: NetFormat,
+    },
+    /// Write a registered net in a format an engine loads. `--format stockfish` writes a file
+    /// Stockfish 15.1 loads with `setoption name EvalFile value FILE`; the net must be of
+    /// Stockfish 15.1's architecture (`stockfish-15.1`).
+    Export {
+        /// The net's registry name, or `best`.
+        name: String,
+        /// The format to write (stockfish).
+        #[arg(long, default_value = "stockfish")]
+        format: NetFormat,
+        /// Where to write it (default: ./<name>).
+        #[arg(long, short)]
+        out: Option<String>,
+    },
+    /// Print a net's evaluation of each FEN, one line each, from White's side: for a
+    /// Stockfish-format net in Stockfish's internal units (its `eval` prints them divided by
+    /// 361 as "NNUE evaluation"), for a lakefish net in centipawns. FENs come from the
+    /// arguments or, when there are none, one per line from standard input.
+    Eval {
+        /// The net's registry name, `best`, or a path to a net file.
+        name: String,
+        /// Positions in FEN (none: read them from standard input).
+        fens: Vec<String>,
+        /// One JSON object per line instead: the FEN, the evaluation, and for a Stockfish
+        /// net the bucket used and every bucket's PSQT and positional parts (side to move,
+        /// internal units), as the table of Stockfish's `eval` shows them.
+        #[arg(long)]
+        buckets: bool,
     },
 }
 
@@ -65,6 +108,89 @@ pub async fn run(lake: &str, api: Option<String>, what: NetsCommand) -> anyhow::
             std::fs::write(&tmp, &bytes).with_context(|| format!("writing {tmp}"))?;
             std::fs::rename(&tmp, &out).with_context(|| format!("renaming {tmp} to {out}"))?;
             println!("{out}\t{} bytes\tsha256 {} ok", bytes.len(), m.sha256);
+        }
+        NetsCommand::Import { file, format } => {
+            let Backend::Lake(lake) = &backend else {
+                bail!("nets import writes the lake: run it without --api");
+            };
+            if format != NetFormat::Stockfish {
+                bail!(
+                    "only --format stockfish can be imported (lakefish nets are registered from their training run)"
+                );
+            }
+            let bytes = std::fs::read(&file).with_context(|| format!("reading {file}"))?;
+            let m = lakefish_jobs::foreign_nets::import_stockfish(lake, bytes)
+                .await
+                .with_context(|| format!("importing {file}"))?;
+            println!(
+                "{}\t{} bytes\t{} ({})\texternal",
+                m.name, m.bytes, m.arch, m.description
+            );
+        }
+        NetsCommand::Export { name, format, out } => {
+            let (m, bytes) = backend.net_file(&name).await?;
+            if let Err(why) = lakefish_jobs::nets::verify(&m, &bytes) {
+                bail!("net {} arrived damaged: {why}; nothing was written", m.name);
+            }
+            if m.format != format {
+                bail!(
+                    "net {} is in {}'s format (architecture {}); only nets of Stockfish 15.1's architecture ({}) export to --format {}",
+                    m.name,
+                    m.format.as_str(),
+                    m.arch,
+                    lakefish_jobs::foreign_nets::STOCKFISH_ARCH,
+                    format.as_str()
+                );
+            }
+            let out = out.unwrap_or_else(|| m.name.clone());
+            let tmp = format!("{out}.partial");
+            std::fs::write(&tmp, &bytes).with_context(|| format!("writing {tmp}"))?;
+            std::fs::rename(&tmp, &out).with_context(|| format!("renaming {tmp} to {out}"))?;
+            println!("{out}\t{} bytes\t{}", bytes.len(), m.name);
+        }
+        NetsCommand::Eval {
+            name,
+            fens,
+            buckets,
+        } => {
+            let bytes = if std::path::Path::new(&name).is_file() {
+                std::fs::read(&name).with_context(|| format!("reading {name}"))?
+            } else {
+                backend.net_file(&name).await?.1.to_vec()
+            };
+            let net = LoadedNet::from_bytes(&bytes).map_err(|e| anyhow::anyhow!("{name}: {e}"))?;
+            let print = |fen: &str| -> anyhow::Result<()> {
+                let e = net
+                    .evaluate_fen(fen)
+                    .map_err(|e| anyhow::anyhow!("{fen:?}: {e}"))?;
+                if !buckets {
+                    println!("{}", e.white);
+                    return Ok(());
+                }
+                let mut line = serde_json::json!({"fen": fen, "eval": e.white});
+                if let Some(sf) = e.sf {
+                    let parts: Vec<(i32, i32)> = (0..sf.psqt.len()).map(|b| sf.trace(b)).collect();
+                    line["bucket"] = sf.bucket.into();
+                    line["psqt"] = parts.iter().map(|p| p.0).collect::<Vec<_>>().into();
+                    line["positional"] = parts.iter().map(|p| p.1).collect::<Vec<_>>().into();
+                }
+                println!("{line}");
+                Ok(())
+            };
+            if fens.is_empty() {
+                for (i, line) in std::io::stdin().lock().lines().enumerate() {
+                    let line =
+                        line.with_context(|| format!("reading standard input, line {}", i + 1))?;
+                    let fen = line.trim();
+                    if !fen.is_empty() {
+                        print(fen).with_context(|| format!("standard input, line {}", i + 1))?;
+                    }
+                }
+            } else {
+                for fen in &fens {
+                    print(fen)?;
+                }
+            }
         }
     }
     Ok(())

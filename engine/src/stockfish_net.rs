@@ -1,0 +1,426 @@
+//! The network format and evaluation of Stockfish 15.1 (`nn-ad9b42354671.nnue`, the net its
+//! Debian package embeds), so lakefish can import, evaluate and write nets Stockfish loads.
+//!
+//! Architecture (Stockfish 15.1's `nnue_architecture.h`, checked against its `eval` output in
+//! `tests/tests/stockfish_net.rs`):
+//! - Feature transformer: HalfKAv2_hm (22,528 inputs, [`HalfKaV2Hm`]) → 1,024 int16 per
+//!   perspective, plus 8 int32 PSQT values per perspective (one per bucket), no PSQT bias.
+//! - Its output, per perspective, side to move first: the first 512 lanes times the second
+//!   512, each clamped to 0..=127, divided by 128 → 1,024 uint8.
+//! - 8 layer stacks, picked by `(pieces on the board − 1) / 4`, like the PSQT bucket:
+//!   `fc_0` 1,024 → 16 (int8 weights, int32 biases); outputs 0..15 go through both
+//!   `min(127, x² >> 19)` and `clamp(x >> 6, 0, 127)`, concatenated (30, padded to 32) into
+//!   `fc_1` 32 → 32, `clamp(x >> 6, 0, 127)`, `fc_2` 32 → 1. Output 15 of `fc_0` skips ahead:
+//!   `x · 9600 / 8128` is added to `fc_2`.
+//! - Evaluation in internal units, side to move: `(psqt + positional) / 16`, where
+//!   `psqt = (psqt[us] − psqt[them]) / 2`; Stockfish prints internal units divided by 361.
+//!
+//! File layout, little-endian: version `0x7AF32F20`, a hash of the architecture, the length
+//! and bytes of a free-text description; the transformer's hash, biases, weights (input-major)
+//! and PSQT weights; then per stack its hash, each layer's biases and weights (output-major,
+//! rows padded to 32 inputs). Nothing may follow. Stockfish refuses a file whose version or
+//! hashes differ, so this reader does too, naming what differs.
+
+use crate::features::{FeatureError, FeatureSet, HalfKaV2Hm};
+use shakmaty::{Board, Color};
+
+pub const VERSION: u32 = 0x7AF3_2F20;
+/// Inputs of HalfKAv2_hm.
+pub const INPUTS: usize = HalfKaV2Hm::INPUTS;
+/// Accumulator width per perspective (Stockfish's `TransformedFeatureDimensions`).
+pub const HALF: usize = 1024;
+/// PSQT buckets and layer stacks.
+pub const BUCKETS: usize = 8;
+const FC0_OUT: usize = 16;
+const FC1_IN: usize = 32; // 2 × 15, padded to 32
+const FC1_OUT: usize = 32;
+const FC2_IN: usize = 32;
+/// Internal units per network output unit.
+pub const OUTPUT_SCALE: i32 = 16;
+const WEIGHT_SCALE_BITS: u32 = 6;
+/// Stockfish 15.1's `UCI::NormalizeToPawnValue`: internal units per printed pawn.
+pub const PAWN: i32 = 361;
+
+const fn affine_hash(prev: u32, outputs: u32) -> u32 {
+    0xCC03_DAE4u32.wrapping_add(outputs) ^ (prev >> 1) ^ (prev << 31)
+}
+
+const fn relu_hash(prev: u32) -> u32 {
+    0x538D_24C7u32.wrapping_add(prev)
+}
+
+/// Hash of the feature transformer (HalfKAv2_hm's `0x7f234cb8` and its output width).
+pub const TRANSFORMER_HASH: u32 = 0x7F23_4CB8 ^ (HALF as u32 * 2);
+/// Hash of one layer stack.
+pub const STACK_HASH: u32 = {
+    let mut h = 0xEC42_E90Du32 ^ (HALF as u32 * 2);
+    h = affine_hash(h, FC0_OUT as u32);
+    h = relu_hash(h);
+    h = affine_hash(h, FC1_OUT as u32);
+    h = relu_hash(h);
+    affine_hash(h, 1)
+};
+/// The hash in the file's header.
+pub const FILE_HASH: u32 = TRANSFORMER_HASH ^ STACK_HASH;
+
+/// Why bytes are not a Stockfish 15.1 net.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SfNetError {
+    #[error("truncated: {what} needs {needed} bytes at offset {offset}, the file has {have}")]
+    Truncated {
+        what: String,
+        offset: usize,
+        needed: usize,
+        have: usize,
+    },
+    #[error(
+        "not a Stockfish 15.1 net: version {found:#010x}, expected {VERSION:#010x} (another Stockfish version or not an .nnue file)"
+    )]
+    Version { found: u32 },
+    #[error(
+        "not Stockfish 15.1's architecture: {what} hash {found:#010x}, expected {expected:#010x} (HalfKAv2_hm, 1024 per side, 8 stacks of 16-32-1)"
+    )]
+    Hash {
+        what: String,
+        found: u32,
+        expected: u32,
+    },
+    #[error("{extra} bytes after the last layer (a Stockfish 15.1 net ends there)")]
+    Trailing { extra: usize },
+    #[error("description of {0} bytes is too long to write")]
+    Description(usize),
+}
+
+/// One of the 8 layer stacks.
+#[derive(Clone, PartialEq, Eq)]
+pub struct LayerStack {
+    pub fc0_bias: Vec<i32>,
+    /// `FC0_OUT × HALF·2`, output-major.
+    pub fc0_weights: Vec<i8>,
+    pub fc1_bias: Vec<i32>,
+    /// `FC1_OUT × 32`, output-major; inputs 30 and 31 are padding.
+    pub fc1_weights: Vec<i8>,
+    pub fc2_bias: i32,
+    pub fc2_weights: Vec<i8>,
+}
+
+/// A Stockfish 15.1 network, every byte of its file kept (padding and description too), so
+/// writing it back gives the same file.
+#[derive(Clone, PartialEq, Eq)]
+pub struct StockfishNet {
+    pub description: Vec<u8>,
+    pub ft_bias: Vec<i16>,
+    /// `INPUTS × HALF`, input-major.
+    pub ft_weights: Vec<i16>,
+    /// `INPUTS × BUCKETS`, input-major.
+    pub psqt_weights: Vec<i32>,
+    pub stacks: Vec<LayerStack>,
+}
+
+impl std::fmt::Debug for StockfishNet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "StockfishNet({:?})",
+            String::from_utf8_lossy(&self.description)
+        )
+    }
+}
+
+struct Reader<'a> {
+    bytes: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize, what: &str) -> Result<&'a [u8], SfNetError> {
+        let end = self.at.checked_add(n).filter(|&e| e <= self.bytes.len());
+        let Some(end) = end else {
+            return Err(SfNetError::Truncated {
+                what: what.to_string(),
+                offset: self.at,
+                needed: n,
+                have: self.bytes.len(),
+            });
+        };
+        let out = &self.bytes[self.at..end];
+        self.at = end;
+        Ok(out)
+    }
+
+    fn u32(&mut self, what: &str) -> Result<u32, SfNetError> {
+        let b = self.take(4, what)?;
+        Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    }
+
+    fn hash(&mut self, what: &str, expected: u32) -> Result<(), SfNetError> {
+        let found = self.u32(what)?;
+        if found != expected {
+            return Err(SfNetError::Hash {
+                what: what.to_string(),
+                found,
+                expected,
+            });
+        }
+        Ok(())
+    }
+
+    fn i8s(&mut self, n: usize, what: &str) -> Result<Vec<i8>, SfNetError> {
+        Ok(self.take(n, what)?.iter().map(|&b| b as i8).collect())
+    }
+
+    fn i16s(&mut self, n: usize, what: &str) -> Result<Vec<i16>, SfNetError> {
+        let b = self.take(n * 2, what)?;
+        Ok(b.chunks_exact(2)
+            .map(|c| i16::from_le_bytes([c[0], c[1]]))
+            .collect())
+    }
+
+    fn i32s(&mut self, n: usize, what: &str) -> Result<Vec<i32>, SfNetError> {
+        let b = self.take(n * 4, what)?;
+        Ok(b.chunks_exact(4)
+            .map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect())
+    }
+}
+
+/// Bytes of a file of this architecture with an empty description.
+pub const BYTES_WITHOUT_DESCRIPTION: usize = 12
+    + 4
+    + HALF * 2
+    + INPUTS * HALF * 2
+    + INPUTS * BUCKETS * 4
+    + BUCKETS * (4 + FC0_OUT * 4 + FC0_OUT * HALF + FC1_OUT * 4 + FC1_OUT * FC1_IN + 4 + FC2_IN);
+
+impl StockfishNet {
+    /// Whether `bytes` start like a Stockfish 15.1 net (version and architecture hash).
+    pub fn sniff(bytes: &[u8]) -> bool {
+        bytes.len() >= 8
+            && bytes[0..4] == VERSION.to_le_bytes()
+            && bytes[4..8] == FILE_HASH.to_le_bytes()
+    }
+
+    pub fn from_bytes(bytes: &[u8]) -> Result<StockfishNet, SfNetError> {
+        let mut r = Reader { bytes, at: 0 };
+        let version = r.u32("the version")?;
+        if version != VERSION {
+            return Err(SfNetError::Version { found: version });
+        }
+        r.hash("the file's architecture", FILE_HASH)?;
+        let len = r.u32("the description's length")? as usize;
+        let description = r.take(len, "the description")?.to_vec();
+        r.hash("the feature transformer's", TRANSFORMER_HASH)?;
+        let ft_bias = r.i16s(HALF, "the feature transformer's biases")?;
+        let ft_weights = r.i16s(INPUTS * HALF, "the feature transformer's weights")?;
+        let psqt_weights = r.i32s(INPUTS * BUCKETS, "the PSQT weights")?;
+        let mut stacks = Vec::with_capacity(BUCKETS);
+        for s in 0..BUCKETS {
+            let name = |part: &str| format!("layer stack {s}'s {part}");
+            r.hash(&name("layers'"), STACK_HASH)?;
+            stacks.push(LayerStack {
+                fc0_bias: r.i32s(FC0_OUT, &name("fc_0 biases"))?,
+                fc0_weights: r.i8s(FC0_OUT * HALF, &name("fc_0 weights"))?,
+                fc1_bias: r.i32s(FC1_OUT, &name("fc_1 biases"))?,
+                fc1_weights: r.i8s(FC1_OUT * FC1_IN, &name("fc_1 weights"))?,
+                fc2_bias: r.i32s(1, &name("fc_2 bias"))?[0],
+                fc2_weights: r.i8s(FC2_IN, &name("fc_2 weights"))?,
+            });
+        }
+        if r.at != bytes.len() {
+            return Err(SfNetError::Trailing {
+                extra: bytes.len() - r.at,
+            });
+        }
+        Ok(StockfishNet {
+            description,
+            ft_bias,
+            ft_weights,
+            psqt_weights,
+            stacks,
+        })
+    }
+
+    pub fn to_bytes(&self) -> Result<Vec<u8>, SfNetError> {
+        let len = u32::try_from(self.description.len())
+            .map_err(|_| SfNetError::Description(self.description.len()))?;
+        let mut out = Vec::with_capacity(BYTES_WITHOUT_DESCRIPTION + self.description.len());
+        out.extend(VERSION.to_le_bytes());
+        out.extend(FILE_HASH.to_le_bytes());
+        out.extend(len.to_le_bytes());
+        out.extend(&self.description);
+        out.extend(TRANSFORMER_HASH.to_le_bytes());
+        out.extend(self.ft_bias.iter().flat_map(|v| v.to_le_bytes()));
+        out.extend(self.ft_weights.iter().flat_map(|v| v.to_le_bytes()));
+        out.extend(self.psqt_weights.iter().flat_map(|v| v.to_le_bytes()));
+        for s in &self.stacks {
+            out.extend(STACK_HASH.to_le_bytes());
+            out.extend(s.fc0_bias.iter().flat_map(|v| v.to_le_bytes()));
+            out.extend(s.fc0_weights.iter().map(|&v| v as u8));
+            out.extend(s.fc1_bias.iter().flat_map(|v| v.to_le_bytes()));
+            out.extend(s.fc1_weights.iter().map(|&v| v as u8));
+            out.extend(s.fc2_bias.to_le_bytes());
+            out.extend(s.fc2_weights.iter().map(|&v| v as u8));
+        }
+        Ok(out)
+    }
+
+    /// The accumulator of `perspective`: biases plus the weights of its active features
+    /// (16-bit lanes wrap, as Stockfish's SIMD adds do), and its 8 PSQT sums.
+    fn accumulate(
+        &self,
+        board: &Board,
+        perspective: Color,
+    ) -> Result<(Vec<i16>, [i32; BUCKETS]), FeatureError> {
+        let mut features = Vec::with_capacity(32);
+        HalfKaV2Hm::active(board, perspective, &mut features)?;
+        let mut acc = self.ft_bias.clone();
+        let mut psqt = [0i32; BUCKETS];
+        for &f in &features {
+            let f = f as usize;
+            let row = &self.ft_weights[f * HALF..(f + 1) * HALF];
+            for (a, &w) in acc.iter_mut().zip(row) {
+                *a = a.wrapping_add(w);
+            }
+            for (p, &w) in psqt
+                .iter_mut()
+                .zip(&self.psqt_weights[f * BUCKETS..(f + 1) * BUCKETS])
+            {
+                *p = p.wrapping_add(w);
+            }
+        }
+        Ok((acc, psqt))
+    }
+
+    /// Every bucket's PSQT and positional output for the side to move, in network units (as
+    /// Stockfish's `trace_evaluate` computes them before dividing by [`OUTPUT_SCALE`]).
+    pub fn evaluate(&self, board: &Board, turn: Color) -> Result<SfEvaluation, SfEvalError> {
+        let pieces = board.occupied().count();
+        let bucket = pieces.saturating_sub(1) / 4;
+        if pieces == 0 || bucket >= BUCKETS {
+            return Err(SfEvalError::Pieces(pieces));
+        }
+        let (us, us_psqt) = self.accumulate(board, turn)?;
+        let (them, them_psqt) = self.accumulate(board, !turn)?;
+        let mut input = [0u8; HALF];
+        for (p, acc) in [&us, &them].into_iter().enumerate() {
+            let (lo, hi) = acc.split_at(HALF / 2);
+            for (j, (&a, &b)) in lo.iter().zip(hi).enumerate() {
+                let (a, b) = (a.clamp(0, 127) as i32, b.clamp(0, 127) as i32);
+                input[p * HALF / 2 + j] = (a * b / 128) as u8;
+            }
+        }
+        let mut out = SfEvaluation {
+            bucket,
+            psqt: [0; BUCKETS],
+            positional: [0; BUCKETS],
+        };
+        for b in 0..BUCKETS {
+            out.psqt[b] = (us_psqt[b].wrapping_sub(them_psqt[b])) / 2;
+            out.positional[b] = propagate(&self.stacks[b], &input);
+        }
+        Ok(out)
+    }
+}
+
+/// Why a position has no evaluation.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SfEvalError {
+    #[error(transparent)]
+    Features(#[from] FeatureError),
+    #[error("{0} pieces on the board: Stockfish's buckets take 1 to 32")]
+    Pieces(usize),
+}
+
+fn propagate(stack: &LayerStack, input: &[u8; HALF]) -> i32 {
+    let mut fc0 = [0i32; FC0_OUT];
+    for (i, o) in fc0.iter_mut().enumerate() {
+        let row = &stack.fc0_weights[i * HALF..(i + 1) * HALF];
+        *o = stack.fc0_bias[i]
+            + row
+                .iter()
+                .zip(input)
+                .map(|(&w, &x)| w as i32 * x as i32)
+                .sum::<i32>();
+    }
+    // Squared and plain clipped ReLU of outputs 0..15, side by side; 30 and 31 stay zero.
+    let mut hidden = [0u8; FC1_IN];
+    for i in 0..FC0_OUT - 1 {
+        let x = fc0[i] as i64;
+        hidden[i] = ((x * x) >> (2 * WEIGHT_SCALE_BITS + 7)).min(127) as u8;
+        hidden[FC0_OUT - 1 + i] = (fc0[i] >> WEIGHT_SCALE_BITS).clamp(0, 127) as u8;
+    }
+    let mut fc1 = [0u8; FC1_OUT];
+    for (i, o) in fc1.iter_mut().enumerate() {
+        let row = &stack.fc1_weights[i * FC1_IN..(i + 1) * FC1_IN];
+        let sum = stack.fc1_bias[i]
+            + row
+                .iter()
+                .zip(&hidden)
+                .map(|(&w, &x)| w as i32 * x as i32)
+                .sum::<i32>();
+        *o = (sum >> WEIGHT_SCALE_BITS).clamp(0, 127) as u8;
+    }
+    let fc2 = stack.fc2_bias
+        + stack
+            .fc2_weights
+            .iter()
+            .zip(&fc1)
+            .map(|(&w, &x)| w as i32 * x as i32)
+            .sum::<i32>();
+    // fc_0's last output: 1.0 is 127 << 6 there and 600 · OUTPUT_SCALE at the output.
+    let skip =
+        fc0[FC0_OUT - 1] as i64 * (600 * OUTPUT_SCALE as i64) / (127 * (1 << WEIGHT_SCALE_BITS));
+    fc2 + skip as i32
+}
+
+/// One position's evaluation by a [`StockfishNet`], every bucket, side to move's view.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SfEvaluation {
+    /// The bucket the piece count selects.
+    pub bucket: usize,
+    /// Network units (internal units × 16).
+    pub psqt: [i32; BUCKETS],
+    pub positional: [i32; BUCKETS],
+}
+
+impl SfEvaluation {
+    /// Stockfish's `NNUE::evaluate(pos, false)`: internal units, side to move.
+    pub fn side_to_move(&self) -> i32 {
+        (self.psqt[self.bucket] + self.positional[self.bucket]) / OUTPUT_SCALE
+    }
+
+    /// [`SfEvaluation::side_to_move`] from White's side, as `eval` prints it.
+    pub fn white(&self, turn: Color) -> i32 {
+        match turn {
+            Color::White => self.side_to_move(),
+            Color::Black => -self.side_to_move(),
+        }
+    }
+
+    /// Bucket `b`'s PSQT and positional parts in internal units, side to move, as the table
+    /// of Stockfish's `eval` shows them (each divided by 16 on its own).
+    pub fn trace(&self, b: usize) -> (i32, i32) {
+        (
+            self.psqt[b] / OUTPUT_SCALE,
+            self.positional[b] / OUTPUT_SCALE,
+        )
+    }
+}
+
+/// Internal units as Stockfish's `eval` table prints them: a sign and `%6.2f` pawns.
+pub fn format_table_cp(v: i32) -> String {
+    let sign = match v.signum() {
+        -1 => '-',
+        1 => '+',
+        _ => ' ',
+    };
+    format!("{sign}{:6.2}", v.unsigned_abs() as f64 / PAWN as f64)
+}
+
+/// Internal units as Stockfish's "NNUE evaluation" line prints them: `+0.28`.
+pub fn format_line_cp(v: i32) -> String {
+    format!("{:+.2}", v as f64 / PAWN as f64)
+}
+
+#[cfg(test)]
+mod tests;

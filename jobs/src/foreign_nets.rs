@@ -1,0 +1,113 @@
+//! Nets in formats other engines load: importing a Stockfish 15.1 net into the registry, and
+//! evaluating positions with any registered net in the units its engine prints.
+
+use crate::nets::{index_net, read_net};
+use crate::{JobError, Lake};
+use lakefish_engine::nnue::Network;
+use lakefish_engine::stockfish_net::{FILE_HASH, SfEvaluation, StockfishNet};
+use lakefish_schemas::NetManifest;
+use lakefish_schemas::nets::{NetFormat, QuantizationError, name_for_sha256, net_keys};
+use shakmaty::fen::Fen;
+use shakmaty::{CastlingMode, Chess, Position};
+
+/// The architecture name imported Stockfish nets are registered under.
+pub const STOCKFISH_ARCH: &str = "stockfish-15.1";
+
+/// Registers the bytes of a Stockfish 15.1 net, unchanged, under `nn-<sha256[:12]>.nnue` (the
+/// name Stockfish itself derives from the same bytes), lineage external. Refuses anything
+/// else, naming what differs. Idempotent: the same bytes return the existing manifest.
+pub async fn import_stockfish(lake: &Lake, bytes: Vec<u8>) -> Result<NetManifest, JobError> {
+    let net = StockfishNet::from_bytes(&bytes).map_err(|e| JobError::Payload(e.to_string()))?;
+    let sha = crate::nets::sha256_hex(&bytes);
+    let name = name_for_sha256(&sha);
+    if let Some(existing) = read_net(lake, &name).await? {
+        index_net(lake, &existing).await?;
+        return Ok(existing);
+    }
+    let manifest = NetManifest {
+        name: name.clone(),
+        sha256: sha,
+        bytes: bytes.len() as u64,
+        features: "halfka_v2_hm".into(),
+        arch: STOCKFISH_ARCH.into(),
+        arch_hash: format!("{FILE_HASH:08x}"),
+        description: String::from_utf8_lossy(&net.description).into_owned(),
+        run: String::new(),
+        checkpoint: String::new(),
+        step: 0,
+        shuffle: String::new(),
+        datasets: Vec::new(),
+        mask: String::new(),
+        parent: None,
+        quantization: QuantizationError::default(),
+        created: lakefish_lake::records::now(),
+        format: NetFormat::Stockfish,
+        external: true,
+    };
+    let (file_key, manifest_key) = net_keys(&name);
+    // The file first: a manifest never names a file that is not there.
+    lake.put(&file_key, bytes).await?;
+    let json = serde_json::to_vec_pretty(&manifest)?;
+    let manifest = if lake.put_if_absent(&manifest_key, json).await? {
+        manifest
+    } else {
+        read_net(lake, &name)
+            .await?
+            .ok_or_else(|| JobError::Retry(format!("{manifest_key} vanished")))?
+    };
+    index_net(lake, &manifest).await?;
+    Ok(manifest)
+}
+
+/// A net loaded for evaluation, in whichever format it is.
+pub enum LoadedNet {
+    Lakefish(Network),
+    Stockfish(Box<StockfishNet>),
+}
+
+impl LoadedNet {
+    /// Reads a net file of either format (told apart by their first bytes).
+    pub fn from_bytes(bytes: &[u8]) -> Result<LoadedNet, String> {
+        if bytes.starts_with(lakefish_engine::nnue::MAGIC) {
+            return Network::from_bytes(bytes)
+                .map(LoadedNet::Lakefish)
+                .map_err(|e| e.to_string());
+        }
+        StockfishNet::from_bytes(bytes)
+            .map(|n| LoadedNet::Stockfish(Box::new(n)))
+            .map_err(|e| format!("neither a lakefish net nor a Stockfish 15.1 one: {e}"))
+    }
+
+    /// Evaluates one FEN, from White's side: Stockfish's internal units for a Stockfish net
+    /// (what its `eval` prints as "NNUE evaluation", times 361), centipawns for a lakefish net.
+    pub fn evaluate_fen(&self, fen: &str) -> Result<FenEvaluation, String> {
+        let pos: Chess = fen
+            .parse::<Fen>()
+            .map_err(|e| format!("not a FEN: {e}"))?
+            .into_position(CastlingMode::Standard)
+            .map_err(|e| format!("not a legal position: {e}"))?;
+        let turn = pos.turn();
+        match self {
+            LoadedNet::Lakefish(net) => {
+                let v = net
+                    .evaluate_board(pos.board(), turn)
+                    .map_err(|e| e.to_string())?;
+                let white = if turn.is_white() { v } else { -v };
+                Ok(FenEvaluation { white, sf: None })
+            }
+            LoadedNet::Stockfish(net) => {
+                let e = net.evaluate(pos.board(), turn).map_err(|e| e.to_string())?;
+                Ok(FenEvaluation {
+                    white: e.white(turn),
+                    sf: Some(e),
+                })
+            }
+        }
+    }
+}
+
+/// One position's evaluation: White's side, and for a Stockfish net every bucket's parts.
+pub struct FenEvaluation {
+    pub white: i32,
+    pub sf: Option<SfEvaluation>,
+}
