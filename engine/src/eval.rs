@@ -13,6 +13,7 @@ use crate::features::{All768, BoardDelta, FeatureSet, FeatureSetKind, HalfKaV2Hm
 use crate::nnue::Network;
 use crate::scores::MAX_EVAL;
 use crate::simd::{AlignedI16, Kernel};
+use crate::stockfish_net::{self, StockfishNet};
 
 /// What the engine evaluates with.
 #[derive(Debug, Clone)]
@@ -22,9 +23,35 @@ pub enum Evaluator {
     /// Material alone: a weaker built-in opponent, so matches can be tested without nets.
     Material,
     Nnue(Arc<Network>),
+    /// A Stockfish 15.1 net (imported from Stockfish or exported in its format).
+    Stockfish(Arc<StockfishNet>),
+}
+
+/// The feature transformer of an NNUE evaluator: its feature set, biases and weights.
+fn transformer(e: &Evaluator) -> Option<(FeatureSetKind, &[i16], &[i16])> {
+    match e {
+        Evaluator::Classical | Evaluator::Material => None,
+        Evaluator::Nnue(net) => Some((net.features, &net.ft_bias, &net.ft_weights)),
+        Evaluator::Stockfish(net) => {
+            Some((FeatureSetKind::HalfKaV2Hm, &net.ft_bias, &net.ft_weights))
+        }
+    }
 }
 
 impl Evaluator {
+    /// The net in a file of either format (lakefish's, told by its magic bytes, or Stockfish
+    /// 15.1's).
+    pub fn from_net_bytes(bytes: &[u8]) -> Result<Evaluator, String> {
+        if bytes.starts_with(crate::nnue::MAGIC) {
+            return Network::from_bytes(bytes)
+                .map(|n| Evaluator::Nnue(Arc::new(n)))
+                .map_err(|e| e.to_string());
+        }
+        StockfishNet::from_bytes(bytes)
+            .map(|n| Evaluator::Stockfish(Arc::new(n)))
+            .map_err(|e| format!("neither a lakefish net nor a Stockfish 15.1 one: {e}"))
+    }
+
     /// `classical`, or the net's feature set, architecture and the kernels that run it.
     pub fn describe(&self) -> String {
         match self {
@@ -35,6 +62,11 @@ impl Evaluator {
                 net.features,
                 net.arch,
                 Kernel::detect(net.arch.l1).name()
+            ),
+            Evaluator::Stockfish(net) => format!(
+                "stockfish-15.1 net {:?} (HalfKAv2_hm, 2x1024, 8 layer stacks; {} kernels)",
+                String::from_utf8_lossy(&net.description),
+                Kernel::detect(stockfish_net::HALF).name()
             ),
         }
     }
@@ -49,21 +81,25 @@ pub struct EvalStack {
     width: usize,
     /// `[ply][perspective][width]`, perspective indexed by `Color as usize`.
     acc: AlignedI16,
+    /// Stockfish nets: `[ply][perspective][bucket]` PSQT sums (empty otherwise).
+    psqt: Vec<i32>,
     scratch: Vec<u32>,
 }
 
 impl EvalStack {
     /// Room for `plies` plies below the root.
     pub fn new(evaluator: Evaluator, plies: usize) -> EvalStack {
-        let width = match &evaluator {
-            Evaluator::Classical | Evaluator::Material => 0,
-            Evaluator::Nnue(net) => net.arch.l1,
+        let (width, psqt) = match &evaluator {
+            Evaluator::Classical | Evaluator::Material => (0, 0),
+            Evaluator::Nnue(net) => (net.arch.l1, 0),
+            Evaluator::Stockfish(_) => (stockfish_net::HALF, stockfish_net::BUCKETS),
         };
         EvalStack {
             kernel: Kernel::detect(width),
             evaluator,
             width,
             acc: AlignedI16::zeroed((plies + 1) * 2 * width),
+            psqt: vec![0; (plies + 1) * 2 * psqt],
             scratch: Vec::with_capacity(64),
         }
     }
@@ -91,7 +127,7 @@ impl EvalStack {
 
     /// Computes ply 0 from scratch for `pos`.
     pub fn reset(&mut self, pos: &Chess) {
-        if let Evaluator::Nnue(_) = self.evaluator {
+        if self.width > 0 {
             for color in Color::ALL {
                 self.refresh(0, pos.board(), color);
             }
@@ -105,25 +141,25 @@ impl EvalStack {
 
     fn refresh(&mut self, ply: usize, board: &Board, color: Color) {
         let range = self.slot(ply, color);
-        if let Evaluator::Nnue(net) = &self.evaluator {
-            refresh_into(
-                net,
-                self.kernel,
-                &mut self.acc[range],
-                board,
-                color,
-                &mut self.scratch,
-            );
-        }
+        let psqt = psqt_slot(ply, color);
+        refresh_into(
+            &self.evaluator,
+            self.kernel,
+            &mut self.acc[range],
+            self.psqt.get_mut(psqt).unwrap_or_default(),
+            board,
+            color,
+            &mut self.scratch,
+        );
     }
 
     /// Derives ply `ply + 1` from ply `ply` for `mv`, played by `turn`, which led to `child`.
     pub fn push(&mut self, ply: usize, turn: Color, mv: Move, child: &Chess) {
-        let Evaluator::Nnue(net) = &self.evaluator else {
+        let Some((features, _, _)) = transformer(&self.evaluator) else {
             return;
         };
         // One dispatch per move; below it the feature set's index math inlines.
-        match net.features {
+        match features {
             FeatureSetKind::All768 => self.push_with::<All768>(ply, turn, mv, child),
             FeatureSetKind::HalfKp => self.push_with::<HalfKp>(ply, turn, mv, child),
             FeatureSetKind::HalfKaV2Hm => self.push_with::<HalfKaV2Hm>(ply, turn, mv, child),
@@ -132,7 +168,7 @@ impl EvalStack {
 
     #[inline(always)]
     fn push_with<S: FeatureSet>(&mut self, ply: usize, turn: Color, mv: Move, child: &Chess) {
-        let Evaluator::Nnue(net) = &self.evaluator else {
+        let Some((_, _, weights)) = transformer(&self.evaluator) else {
             return;
         };
         let delta = BoardDelta::from_move(turn, mv);
@@ -141,11 +177,13 @@ impl EvalStack {
         let parent = &parent[ply * 2 * w..];
         for color in Color::ALL {
             let dst = &mut child_acc[color as usize * w..][..w];
+            let psqt_dst = psqt_slot(ply + 1, color);
             if S::needs_refresh_for(color, &delta) {
                 refresh_into(
-                    net,
+                    &self.evaluator,
                     self.kernel,
                     dst,
+                    self.psqt.get_mut(psqt_dst).unwrap_or_default(),
                     child.board(),
                     color,
                     &mut self.scratch,
@@ -161,10 +199,15 @@ impl EvalStack {
             self.kernel.update(
                 dst,
                 &parent[color as usize * w..][..w],
-                &net.ft_weights,
+                weights,
                 changes.removed(),
                 changes.added(),
             );
+            if let Evaluator::Stockfish(net) = &self.evaluator {
+                let from = psqt_slot(ply, color);
+                self.psqt.copy_within(from, psqt_dst.start);
+                net.update_psqt(&mut self.psqt[psqt_dst], changes.removed(), changes.added());
+            }
         }
     }
 
@@ -174,6 +217,11 @@ impl EvalStack {
             let from = self.slot(ply, Color::Black).start;
             self.acc
                 .copy_within(from..from + 2 * self.width, from + 2 * self.width);
+        }
+        if !self.psqt.is_empty() {
+            let from = psqt_slot(ply, Color::Black).start;
+            let n = 2 * stockfish_net::BUCKETS;
+            self.psqt.copy_within(from..from + n, from + n);
         }
     }
 
@@ -195,6 +243,16 @@ impl EvalStack {
                     self.accumulator(ply, turn.other()),
                 )
             }
+            Evaluator::Stockfish(net) => {
+                let turn = pos.turn();
+                net.evaluate_accumulated(
+                    pos.board().occupied().count(),
+                    self.accumulator(ply, turn),
+                    self.accumulator(ply, turn.other()),
+                    &self.psqt[psqt_slot(ply, turn)],
+                    &self.psqt[psqt_slot(ply, turn.other())],
+                )
+            }
         };
         #[cfg(test)]
         if let Evaluator::Nnue(net) = &self.evaluator
@@ -207,6 +265,15 @@ impl EvalStack {
                 "stale accumulator at ply {ply}"
             );
         }
+        #[cfg(test)]
+        if let Evaluator::Stockfish(net) = &self.evaluator
+            && VERIFY_SEARCH.load(std::sync::atomic::Ordering::Relaxed)
+        {
+            let fresh = net
+                .evaluate(pos.board(), pos.turn())
+                .expect("a legal board");
+            assert_eq!(v, fresh.side_to_move(), "stale accumulator at ply {ply}");
+        }
         v.clamp(-MAX_EVAL, MAX_EVAL)
     }
 }
@@ -216,20 +283,35 @@ impl EvalStack {
 pub(crate) static VERIFY_SEARCH: std::sync::atomic::AtomicBool =
     std::sync::atomic::AtomicBool::new(false);
 
-/// Rebuilds one perspective's accumulator from the board.
+/// Where the PSQT sums of `color` at `ply` live in [`EvalStack`]'s `psqt`.
+fn psqt_slot(ply: usize, color: Color) -> std::ops::Range<usize> {
+    let start = (ply * 2 + color as usize) * stockfish_net::BUCKETS;
+    start..start + stockfish_net::BUCKETS
+}
+
+/// Rebuilds one perspective's accumulator (and for a Stockfish net its PSQT sums) from the
+/// board.
 fn refresh_into(
-    net: &Network,
+    evaluator: &Evaluator,
     kernel: Kernel,
     acc: &mut [i16],
+    psqt: &mut [i32],
     board: &Board,
     color: Color,
     scratch: &mut Vec<u32>,
 ) {
+    let Some((features, bias, weights)) = transformer(evaluator) else {
+        return;
+    };
     scratch.clear();
-    net.features
+    features
         .active_features(board, color, scratch)
         .expect("legal positions have both kings");
-    kernel.update(acc, &net.ft_bias, &net.ft_weights, &[], scratch);
+    kernel.update(acc, bias, weights, &[], scratch);
+    if let Evaluator::Stockfish(net) = evaluator {
+        psqt.fill(0);
+        net.update_psqt(psqt, &[], scratch);
+    }
 }
 
 /// Game phase weight of a role: 24 with all minor and major pieces on the board.
@@ -379,6 +461,51 @@ mod property_tests {
     /// After every move of random games, for every feature set and every kernel this CPU
     /// has: the incrementally updated accumulators equal a full refresh, and the evaluation
     /// equals the scalar reference over that refresh (so SIMD equals scalar too).
+    /// The same for a Stockfish 15.1 net: the accumulators and PSQT sums the search keeps
+    /// move by move (refreshing on king moves, copying on null moves) give the evaluation a
+    /// full refresh gives, with every kernel.
+    #[test]
+    fn stockfish_net_accumulators_follow_the_moves() {
+        let net = Arc::new(crate::stockfish_net::random_net(7));
+        for (k, kernel) in Kernel::available(64).into_iter().enumerate() {
+            let mut rng = SplitMix(700 + k as u64);
+            let mut checked = 0;
+            for _game in 0..4 {
+                let mut stack =
+                    EvalStack::new(Evaluator::Stockfish(Arc::clone(&net)), 160).with_kernel(kernel);
+                let mut pos = Chess::default();
+                stack.reset(&pos);
+                for ply in 0..150 {
+                    let moves = pos.legal_moves();
+                    if moves.is_empty() {
+                        break;
+                    }
+                    let mv = moves[rng.below(moves.len() as u64) as usize];
+                    let mut child = pos.clone();
+                    child.play_unchecked(mv);
+                    if rng.below(16) == 0 {
+                        stack.push_null(ply);
+                        stack.push(ply + 1, pos.turn(), mv, &child);
+                        stack.push_null(ply + 1);
+                        stack.push(ply, pos.turn(), mv, &child);
+                    } else {
+                        stack.push(ply, pos.turn(), mv, &child);
+                    }
+                    pos = child;
+                    let fresh = net.evaluate(pos.board(), pos.turn()).unwrap();
+                    let reference = fresh.side_to_move().clamp(-MAX_EVAL, MAX_EVAL);
+                    assert_eq!(
+                        stack.evaluate(ply + 1, &pos),
+                        reference,
+                        "{kernel:?} ply {ply}"
+                    );
+                    checked += 1;
+                }
+            }
+            assert!(checked > 300, "only {checked} positions");
+        }
+    }
+
     #[test]
     fn incremental_equals_refresh_and_simd_equals_scalar() {
         for features in FeatureSetKind::ALL {

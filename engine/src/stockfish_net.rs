@@ -22,6 +22,7 @@
 //! hashes differ, so this reader does too, naming what differs.
 
 use crate::features::{FeatureError, FeatureSet, HalfKaV2Hm};
+use crate::simd::AlignedI16;
 use shakmaty::{Board, Color};
 
 pub const VERSION: u32 = 0x7AF3_2F20;
@@ -110,8 +111,8 @@ pub struct LayerStack {
 pub struct StockfishNet {
     pub description: Vec<u8>,
     pub ft_bias: Vec<i16>,
-    /// `INPUTS × HALF`, input-major.
-    pub ft_weights: Vec<i16>,
+    /// `INPUTS × HALF`, input-major (cache-line aligned for the accumulator kernels).
+    pub ft_weights: AlignedI16,
     /// `INPUTS × BUCKETS`, input-major.
     pub psqt_weights: Vec<i32>,
     pub stacks: Vec<LayerStack>,
@@ -211,7 +212,9 @@ impl StockfishNet {
         let description = r.take(len, "the description")?.to_vec();
         r.hash("the feature transformer's", TRANSFORMER_HASH)?;
         let ft_bias = r.i16s(HALF, "the feature transformer's biases")?;
-        let ft_weights = r.i16s(INPUTS * HALF, "the feature transformer's weights")?;
+        let ft_weights = r
+            .i16s(INPUTS * HALF, "the feature transformer's weights")?
+            .into();
         let psqt_weights = r.i32s(INPUTS * BUCKETS, "the PSQT weights")?;
         let mut stacks = Vec::with_capacity(BUCKETS);
         for s in 0..BUCKETS {
@@ -274,41 +277,41 @@ impl StockfishNet {
         let mut features = Vec::with_capacity(32);
         HalfKaV2Hm::active(board, perspective, &mut features)?;
         let mut acc = self.ft_bias.clone();
-        let mut psqt = [0i32; BUCKETS];
         for &f in &features {
             let f = f as usize;
             let row = &self.ft_weights[f * HALF..(f + 1) * HALF];
             for (a, &w) in acc.iter_mut().zip(row) {
                 *a = a.wrapping_add(w);
             }
-            for (p, &w) in psqt
-                .iter_mut()
-                .zip(&self.psqt_weights[f * BUCKETS..(f + 1) * BUCKETS])
-            {
-                *p = p.wrapping_add(w);
-            }
         }
+        let mut psqt = [0i32; BUCKETS];
+        self.update_psqt(&mut psqt, &[], &features);
         Ok((acc, psqt))
     }
 
-    /// Every bucket's PSQT and positional output for the side to move, in network units (as
-    /// Stockfish's `trace_evaluate` computes them before dividing by [`OUTPUT_SCALE`]).
-    pub fn evaluate(&self, board: &Board, turn: Color) -> Result<SfEvaluation, SfEvalError> {
-        let pieces = board.occupied().count();
-        let bucket = pieces.saturating_sub(1) / 4;
-        if pieces == 0 || bucket >= BUCKETS {
-            return Err(SfEvalError::Pieces(pieces));
-        }
-        let (us, us_psqt) = self.accumulate(board, turn)?;
-        let (them, them_psqt) = self.accumulate(board, !turn)?;
-        let mut input = [0u8; HALF];
-        for (p, acc) in [&us, &them].into_iter().enumerate() {
-            let (lo, hi) = acc.split_at(HALF / 2);
-            for (j, (&a, &b)) in lo.iter().zip(hi).enumerate() {
-                let (a, b) = (a.clamp(0, 127) as i32, b.clamp(0, 127) as i32);
-                input[p * HALF / 2 + j] = (a * b / 128) as u8;
+    /// Adds the PSQT rows of `added` to `psqt` and takes those of `removed` away.
+    pub fn update_psqt(&self, psqt: &mut [i32], removed: &[u32], added: &[u32]) {
+        let row = |f: u32| &self.psqt_weights[f as usize * BUCKETS..][..BUCKETS];
+        for &f in removed {
+            for (p, &w) in psqt.iter_mut().zip(row(f)) {
+                *p = p.wrapping_sub(w);
             }
         }
+        for &f in added {
+            for (p, &w) in psqt.iter_mut().zip(row(f)) {
+                *p = p.wrapping_add(w);
+            }
+        }
+    }
+
+    /// Every bucket's PSQT and positional output for the side to move, in network units (as
+    /// Stockfish's `trace_evaluate` computes them before dividing by [`OUTPUT_SCALE`]), from
+    /// a full refresh of both accumulators.
+    pub fn evaluate(&self, board: &Board, turn: Color) -> Result<SfEvaluation, SfEvalError> {
+        let bucket = bucket_of(board)?;
+        let (us, us_psqt) = self.accumulate(board, turn)?;
+        let (them, them_psqt) = self.accumulate(board, !turn)?;
+        let input = transform(&us, &them);
         let mut out = SfEvaluation {
             bucket,
             psqt: [0; BUCKETS],
@@ -320,6 +323,47 @@ impl StockfishNet {
         }
         Ok(out)
     }
+
+    /// Stockfish's `NNUE::evaluate(pos, false)` from accumulators kept up to date elsewhere
+    /// (the search's): internal units, side to move. `pieces` selects the bucket.
+    pub fn evaluate_accumulated(
+        &self,
+        pieces: usize,
+        us: &[i16],
+        them: &[i16],
+        us_psqt: &[i32],
+        them_psqt: &[i32],
+    ) -> i32 {
+        // Clamped: a search only meets legal positions (2 to 32 pieces).
+        let bucket = (pieces.max(1) - 1).min(4 * BUCKETS - 1) / 4;
+        let psqt = (us_psqt[bucket].wrapping_sub(them_psqt[bucket])) / 2;
+        let positional = propagate(&self.stacks[bucket], &transform(us, them));
+        (psqt + positional) / OUTPUT_SCALE
+    }
+}
+
+/// The bucket of a board: `(pieces − 1) / 4`, for 1 to 32 pieces.
+fn bucket_of(board: &Board) -> Result<usize, SfEvalError> {
+    let pieces = board.occupied().count();
+    let bucket = pieces.saturating_sub(1) / 4;
+    if pieces == 0 || bucket >= BUCKETS {
+        return Err(SfEvalError::Pieces(pieces));
+    }
+    Ok(bucket)
+}
+
+/// The feature transformer's output: per perspective, side to move first, the first half
+/// of the accumulator times the second, each clamped to 0..=127, over 128.
+fn transform(us: &[i16], them: &[i16]) -> [u8; HALF] {
+    let mut input = [0u8; HALF];
+    for (p, acc) in [us, them].into_iter().enumerate() {
+        let (lo, hi) = acc.split_at(HALF / 2);
+        for (j, (&a, &b)) in lo.iter().zip(hi).enumerate() {
+            let (a, b) = (a.clamp(0, 127) as i32, b.clamp(0, 127) as i32);
+            input[p * HALF / 2 + j] = (a * b / 128) as u8;
+        }
+    }
+    input
 }
 
 /// Why a position has no evaluation.
@@ -420,6 +464,38 @@ pub fn format_table_cp(v: i32) -> String {
 /// Internal units as Stockfish's "NNUE evaluation" line prints them: `+0.28`.
 pub fn format_line_cp(v: i32) -> String {
     format!("{:+.2}", v as f64 / PAWN as f64)
+}
+
+/// A net of this architecture with small pseudo-random values (a fixed LCG: the same seed
+/// gives the same net), for tests and benchmarks.
+pub fn random_net(seed: u64) -> StockfishNet {
+    let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    let mut next = move |span: i64| -> i64 {
+        state = state
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        ((state >> 33) as i64 % (2 * span + 1)) - span
+    };
+    let stacks = (0..BUCKETS)
+        .map(|_| LayerStack {
+            fc0_bias: (0..FC0_OUT).map(|_| next(3000) as i32).collect(),
+            fc0_weights: (0..FC0_OUT * HALF).map(|_| next(20) as i8).collect(),
+            fc1_bias: (0..FC1_OUT).map(|_| next(3000) as i32).collect(),
+            fc1_weights: (0..FC1_OUT * FC1_IN).map(|_| next(60) as i8).collect(),
+            fc2_bias: next(3000) as i32,
+            fc2_weights: (0..FC2_IN).map(|_| next(100) as i8).collect(),
+        })
+        .collect();
+    StockfishNet {
+        description: b"a test net".to_vec(),
+        ft_bias: (0..HALF).map(|_| next(40) as i16).collect(),
+        ft_weights: (0..INPUTS * HALF)
+            .map(|_| next(30) as i16)
+            .collect::<Vec<_>>()
+            .into(),
+        psqt_weights: (0..INPUTS * BUCKETS).map(|_| next(5000) as i32).collect(),
+        stacks,
+    }
 }
 
 #[cfg(test)]

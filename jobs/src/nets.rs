@@ -475,18 +475,9 @@ pub async fn load_evaluator(
         return Ok(builtin);
     }
     let (manifest, bytes) = fetch_net(lake, name).await?;
-    if manifest.format != lakefish_schemas::nets::NetFormat::Lakefish {
-        return Err(JobError::Payload(format!(
-            "net {} is in {}'s format: lakefish's engine does not play with it yet \
-             (`lakefish nets eval` evaluates positions with it)",
-            manifest.name,
-            manifest.format.as_str()
-        )));
-    }
-    let net = Network::from_bytes(&bytes).map_err(|e| JobError::Corrupt {
+    Evaluator::from_net_bytes(&bytes).map_err(|reason| JobError::Corrupt {
         what: "net",
-        key: name.to_string(),
-        reason: e.to_string(),
-    })?;
-    Ok(Evaluator::Nnue(std::sync::Arc::new(net)))
+        key: manifest.name.clone(),
+        reason,
+    })
 }

@@ -420,6 +420,15 @@ pub fn routes() -> Vec<Route> {
         .errors(&[NOT_FOUND, UNAVAILABLE]),
         route(
             M::GET,
+            "/v1/pipelines/{name}/runs",
+            "One pipeline's runs, newest first, a page at a time (?state=&limit=&after=NEXT).",
+            get(crate::lists::pipeline_runs),
+        )
+        .query::<crate::lists::PipelineRunFilter>()
+        .ok(OK, json::<crate::bodies::PipelineRunList>())
+        .errors(&[BAD, NOT_FOUND, UNAVAILABLE]),
+        route(
+            M::GET,
             "/v1/pipelines/{name}/runs/{id}",
             "One pipeline run.",
             get(pipeline_run),

@@ -132,6 +132,15 @@ pub struct SprtList {
     pub next: Option<String>,
 }
 
+/// `GET /v1/pipelines/{name}/runs`.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct PipelineRunList {
+    pub runs: Vec<lakefish_schemas::pipeline::PipelineRun>,
+    /// Pass as `?after=` for the next page; absent on the last page.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next: Option<String>,
+}
+
 /// One configured pipeline in `GET /v1/pipelines`.
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct PipelineSummary {

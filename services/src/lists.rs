@@ -1,4 +1,5 @@
-//! The lists of what the lake holds (`/v1/datasets`, `/shuffles`, `/runs`, `/nets`, `/sprt`):
+//! The lists of what the lake holds (`/v1/datasets`, `/shuffles`, `/runs`, `/nets`, `/sprt`,
+//! `/pipelines/{name}/runs`):
 //! newest first, a page at a time, from the metastore's catalogue when there is one and cut
 //! the same way from the lake's own lists otherwise (`lakefish_jobs::catalog::page`).
 
@@ -146,6 +147,60 @@ pub(crate) async fn list_sprt(
     let page = catalog::page(&s.lake, &query, scan, |t| (t.created.clone(), t.id.clone())).await?;
     Ok(Json(crate::bodies::SprtList {
         tests: page.items,
+        next: page.next.map(|c| c.encode()),
+    })
+    .into_response())
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct PipelineRunFilter {
+    /// running, succeeded or failed.
+    state: Option<String>,
+    /// Runs on a page, 1 to 1000 (default 100).
+    limit: Option<usize>,
+    /// The `next` of the previous page: the page after it.
+    after: Option<String>,
+}
+
+/// One pipeline's runs, newest first, a page at a time, optionally in one state.
+pub(crate) async fn pipeline_runs(
+    State(s): State<AppState>,
+    crate::extract::ApiPath(name): crate::extract::ApiPath<String>,
+    ApiQuery(q): ApiQuery<PipelineRunFilter>,
+) -> Result<Response, ApiError> {
+    if !s.config.pipelines.contains_key(&name) {
+        return Err(ApiError::NotFound(format!(
+            "no pipeline {name:?} is configured"
+        )));
+    }
+    let state = match q.state.as_deref() {
+        None | Some("running" | "succeeded" | "failed") => q.state.clone(),
+        Some(v) => {
+            return Err(ApiError::BadRequest(format!(
+                "state {v:?}: expected running, succeeded or failed"
+            )));
+        }
+    };
+    let mut query = page_query(CatalogKind::PipelineRun, q.limit, q.after.as_deref())?;
+    query.state = state.clone();
+    query.link = Some(name.clone());
+    let scan = async {
+        let mut runs = lakefish_jobs::pipeline::list_runs(&s.lake, &name, usize::MAX).await?;
+        runs.retain(|r| state.as_deref().is_none_or(|st| r.state.as_str() == st));
+        Ok(runs)
+    };
+    let page = catalog::page(
+        &s.lake,
+        &query,
+        scan,
+        |r: &lakefish_schemas::pipeline::PipelineRun| {
+            (r.created.clone(), format!("{}/{}", r.pipeline, r.id))
+        },
+    )
+    .await?;
+    Ok(Json(crate::bodies::PipelineRunList {
+        runs: page.items,
         next: page.next.map(|c| c.encode()),
     })
     .into_response())

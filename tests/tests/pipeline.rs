@@ -253,6 +253,34 @@ async fn nightly_pipeline_promotes_on_accept_and_warm_starts() {
     assert_eq!(retrain["runs"].as_array().unwrap().len(), 2);
     assert!(retrain["next_run"].is_null());
 
+    // One pipeline's runs, a page at a time, newest first, filtered by state.
+    let first = get(format!("{api}/v1/pipelines/retrain/runs?limit=1")).await;
+    assert_eq!(first["runs"][0]["id"], second["id"], "{first:#}");
+    let next = first["next"].as_str().expect("a second page");
+    let rest = get(format!(
+        "{api}/v1/pipelines/retrain/runs?limit=1&after={next}"
+    ))
+    .await;
+    assert_eq!(rest["runs"][0]["id"], run["id"], "{rest:#}");
+    assert!(rest.get("next").is_none(), "{rest:#}");
+    let failed = get(format!("{api}/v1/pipelines/every2s/runs?state=failed")).await;
+    let failed = failed["runs"].as_array().unwrap();
+    assert!(!failed.is_empty());
+    assert!(
+        failed
+            .iter()
+            .all(|r| r["state"] == "failed" && r["pipeline"] == "every2s")
+    );
+    let none = get(format!("{api}/v1/pipelines/retrain/runs?state=failed")).await;
+    assert_eq!(none["runs"].as_array().unwrap().len(), 0, "{none:#}");
+    for (url, status) in [
+        ("/v1/pipelines/retrain/runs?state=sleeping", 400),
+        ("/v1/pipelines/nope/runs", 404),
+    ] {
+        let r = reqwest::get(format!("{api}{url}")).await.unwrap();
+        assert_eq!(r.status(), status, "{url}");
+    }
+
     // Unknown pipelines are 404s.
     let r = reqwest::Client::new()
         .post(format!("{api}/v1/pipelines/nope/run"))

@@ -2,35 +2,6 @@ use super::*;
 use shakmaty::fen::Fen;
 use shakmaty::{CastlingMode, Chess, Position};
 
-/// A net of this architecture with small pseudo-random values (a fixed LCG, so the same
-/// every run), and a description.
-fn random_net(seed: u64) -> StockfishNet {
-    let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    let mut next = move |span: i64| -> i64 {
-        state = state
-            .wrapping_mul(6_364_136_223_846_793_005)
-            .wrapping_add(1_442_695_040_888_963_407);
-        ((state >> 33) as i64 % (2 * span + 1)) - span
-    };
-    let stacks = (0..BUCKETS)
-        .map(|_| LayerStack {
-            fc0_bias: (0..FC0_OUT).map(|_| next(3000) as i32).collect(),
-            fc0_weights: (0..FC0_OUT * HALF).map(|_| next(20) as i8).collect(),
-            fc1_bias: (0..FC1_OUT).map(|_| next(3000) as i32).collect(),
-            fc1_weights: (0..FC1_OUT * FC1_IN).map(|_| next(60) as i8).collect(),
-            fc2_bias: next(3000) as i32,
-            fc2_weights: (0..FC2_IN).map(|_| next(100) as i8).collect(),
-        })
-        .collect();
-    StockfishNet {
-        description: b"a test net".to_vec(),
-        ft_bias: (0..HALF).map(|_| next(40) as i16).collect(),
-        ft_weights: (0..INPUTS * HALF).map(|_| next(30) as i16).collect(),
-        psqt_weights: (0..INPUTS * BUCKETS).map(|_| next(5000) as i32).collect(),
-        stacks,
-    }
-}
-
 fn board(fen: &str) -> (Board, Color) {
     let pos: Chess = fen
         .parse::<Fen>()

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use anyhow::{Context, bail};
 use lakefish_engine::eval::Evaluator;
 use lakefish_engine::features::FeatureSetKind;
-use lakefish_engine::nnue::{Network, random_network};
+use lakefish_engine::nnue::random_network;
 
 #[derive(clap::Args)]
 pub struct EngineArgs {
@@ -58,8 +58,8 @@ pub fn resolve(lake: &str, what: &str) -> anyhow::Result<Evaluator> {
     let path = std::path::Path::new(what);
     if path.is_file() {
         let bytes = std::fs::read(path).with_context(|| format!("reading {what}"))?;
-        let net = Network::from_bytes(&bytes).with_context(|| format!("{what} is not a net"))?;
-        return Ok(Evaluator::Nnue(Arc::new(net)));
+        return Evaluator::from_net_bytes(&bytes)
+            .map_err(|e| anyhow::anyhow!("{what} is not a net: {e}"));
     }
     if !lakefish_jobs::nets::names_a_registered_net(what) {
         bail!(
