@@ -458,9 +458,70 @@ mod property_tests {
     use crate::nnue::random_network;
     use crate::random_games::SplitMix;
 
+    /// Plays one random game of up to 150 plies from the start position through `stack`
+    /// (sometimes with null moves around a move: a null move copies, and the next real move
+    /// derives from the copy), calling `check` after each move with the new ply and position.
+    /// Returns the number of checks.
+    fn random_walk(
+        stack: &mut EvalStack,
+        rng: &mut SplitMix,
+        mut check: impl FnMut(&EvalStack, usize, &Chess),
+    ) -> usize {
+        let mut pos = Chess::default();
+        stack.reset(&pos);
+        for ply in 0..150 {
+            let moves = pos.legal_moves();
+            if moves.is_empty() {
+                return ply;
+            }
+            let mv = moves[rng.below(moves.len() as u64) as usize];
+            let mut child = pos.clone();
+            child.play_unchecked(mv);
+            if rng.below(16) == 0 {
+                stack.push_null(ply);
+                stack.push(ply + 1, pos.turn(), mv, &child);
+                stack.push_null(ply + 1);
+                stack.push(ply, pos.turn(), mv, &child);
+            } else {
+                stack.push(ply, pos.turn(), mv, &child);
+            }
+            pos = child;
+            check(stack, ply + 1, &pos);
+        }
+        150
+    }
+
     /// After every move of random games, for every feature set and every kernel this CPU
     /// has: the incrementally updated accumulators equal a full refresh, and the evaluation
     /// equals the scalar reference over that refresh (so SIMD equals scalar too).
+    #[test]
+    fn incremental_equals_refresh_and_simd_equals_scalar() {
+        for features in FeatureSetKind::ALL {
+            let net = Arc::new(random_network(features, "64x2-32-32", 5));
+            for (k, kernel) in Kernel::available(64).into_iter().enumerate() {
+                let mut rng = SplitMix(features as u64 * 1000 + k as u64);
+                let mut checked = 0;
+                for _game in 0..12 {
+                    let mut stack =
+                        EvalStack::new(Evaluator::Nnue(Arc::clone(&net)), 160).with_kernel(kernel);
+                    checked += random_walk(&mut stack, &mut rng, |stack, ply, pos| {
+                        let fresh = net.refresh(pos.board()).unwrap();
+                        for color in Color::ALL {
+                            assert_eq!(
+                                stack.accumulator(ply, color),
+                                &fresh.values[color as usize][..],
+                                "{features} {kernel:?} ply {ply} {color:?}"
+                            );
+                        }
+                        let reference = net.evaluate(&fresh, pos.turn()).clamp(-MAX_EVAL, MAX_EVAL);
+                        assert_eq!(stack.evaluate(ply, pos), reference);
+                    });
+                }
+                assert!(checked > 1000, "{features}: only {checked} positions");
+            }
+        }
+    }
+
     /// The same for a Stockfish 15.1 net: the accumulators and PSQT sums the search keeps
     /// move by move (refreshing on king moves, copying on null moves) give the evaluation a
     /// full refresh gives, with every kernel.
@@ -473,84 +534,13 @@ mod property_tests {
             for _game in 0..4 {
                 let mut stack =
                     EvalStack::new(Evaluator::Stockfish(Arc::clone(&net)), 160).with_kernel(kernel);
-                let mut pos = Chess::default();
-                stack.reset(&pos);
-                for ply in 0..150 {
-                    let moves = pos.legal_moves();
-                    if moves.is_empty() {
-                        break;
-                    }
-                    let mv = moves[rng.below(moves.len() as u64) as usize];
-                    let mut child = pos.clone();
-                    child.play_unchecked(mv);
-                    if rng.below(16) == 0 {
-                        stack.push_null(ply);
-                        stack.push(ply + 1, pos.turn(), mv, &child);
-                        stack.push_null(ply + 1);
-                        stack.push(ply, pos.turn(), mv, &child);
-                    } else {
-                        stack.push(ply, pos.turn(), mv, &child);
-                    }
-                    pos = child;
+                checked += random_walk(&mut stack, &mut rng, |stack, ply, pos| {
                     let fresh = net.evaluate(pos.board(), pos.turn()).unwrap();
                     let reference = fresh.side_to_move().clamp(-MAX_EVAL, MAX_EVAL);
-                    assert_eq!(
-                        stack.evaluate(ply + 1, &pos),
-                        reference,
-                        "{kernel:?} ply {ply}"
-                    );
-                    checked += 1;
-                }
+                    assert_eq!(stack.evaluate(ply, pos), reference, "{kernel:?} ply {ply}");
+                });
             }
             assert!(checked > 300, "only {checked} positions");
-        }
-    }
-
-    #[test]
-    fn incremental_equals_refresh_and_simd_equals_scalar() {
-        for features in FeatureSetKind::ALL {
-            let net = Arc::new(random_network(features, "64x2-32-32", 5));
-            for (k, kernel) in Kernel::available(64).into_iter().enumerate() {
-                let mut rng = SplitMix(features as u64 * 1000 + k as u64);
-                let mut checked = 0;
-                for _game in 0..12 {
-                    let mut stack =
-                        EvalStack::new(Evaluator::Nnue(Arc::clone(&net)), 160).with_kernel(kernel);
-                    let mut pos = Chess::default();
-                    stack.reset(&pos);
-                    for ply in 0..150 {
-                        let moves = pos.legal_moves();
-                        if moves.is_empty() {
-                            break;
-                        }
-                        let mv = moves[rng.below(moves.len() as u64) as usize];
-                        let mut child = pos.clone();
-                        child.play_unchecked(mv);
-                        if rng.below(16) == 0 {
-                            // A null move copies; the next real move derives from the copy.
-                            stack.push_null(ply);
-                            stack.push(ply + 1, pos.turn(), mv, &child);
-                            stack.push_null(ply + 1);
-                            stack.push(ply, pos.turn(), mv, &child);
-                        } else {
-                            stack.push(ply, pos.turn(), mv, &child);
-                        }
-                        pos = child;
-                        let fresh = net.refresh(pos.board()).unwrap();
-                        for color in Color::ALL {
-                            assert_eq!(
-                                stack.accumulator(ply + 1, color),
-                                &fresh.values[color as usize][..],
-                                "{features} {kernel:?} ply {ply} {color:?}"
-                            );
-                        }
-                        let reference = net.evaluate(&fresh, pos.turn()).clamp(-MAX_EVAL, MAX_EVAL);
-                        assert_eq!(stack.evaluate(ply + 1, &pos), reference);
-                        checked += 1;
-                    }
-                }
-                assert!(checked > 1000, "{features}: only {checked} positions");
-            }
         }
     }
 }
