@@ -246,6 +246,7 @@ impl EvalStack {
             Evaluator::Stockfish(net) => {
                 let turn = pos.turn();
                 net.evaluate_accumulated(
+                    self.kernel,
                     pos.board().occupied().count(),
                     self.accumulator(ply, turn),
                     self.accumulator(ply, turn.other()),

@@ -22,7 +22,8 @@
 //! hashes differ, so this reader does too, naming what differs.
 
 use crate::features::{FeatureError, FeatureSet, HalfKaV2Hm};
-use crate::simd::AlignedI16;
+use crate::nnue::Dense;
+use crate::simd::{AlignedI16, Kernel};
 use shakmaty::{Board, Color};
 
 pub const VERSION: u32 = 0x7AF3_2F20;
@@ -92,17 +93,41 @@ pub enum SfNetError {
     Description(usize),
 }
 
-/// One of the 8 layer stacks.
+/// One of the 8 layer stacks: `fc_0` 1,024 → 16, `fc_1` 32 → 32 (inputs 30 and 31 are
+/// padding), `fc_2` 32 → 1, each `[outputs, inputs]` int8 with int32 biases.
 #[derive(Clone, PartialEq, Eq)]
 pub struct LayerStack {
-    pub fc0_bias: Vec<i32>,
-    /// `FC0_OUT × HALF·2`, output-major.
-    pub fc0_weights: Vec<i8>,
-    pub fc1_bias: Vec<i32>,
-    /// `FC1_OUT × 32`, output-major; inputs 30 and 31 are padding.
-    pub fc1_weights: Vec<i8>,
-    pub fc2_bias: i32,
-    pub fc2_weights: Vec<i8>,
+    pub fc0: Dense,
+    pub fc1: Dense,
+    pub fc2: Dense,
+    /// `fc0` and `fc1` regrouped for the SIMD kernels ([`Dense::by_input_quads`]).
+    quads: [Vec<i8>; 2],
+}
+
+impl LayerStack {
+    /// A stack from its layers' biases and weights, in file order.
+    pub fn new(
+        fc0: (Vec<i32>, Vec<i8>),
+        fc1: (Vec<i32>, Vec<i8>),
+        fc2: (i32, Vec<i8>),
+    ) -> LayerStack {
+        let dense = |inputs, (bias, weights): (Vec<i32>, Vec<i8>)| Dense {
+            inputs,
+            outputs: bias.len(),
+            bias,
+            weights,
+        };
+        let fc0 = dense(HALF, fc0);
+        let fc1 = dense(FC1_IN, fc1);
+        let fc2 = dense(FC2_IN, (vec![fc2.0], fc2.1));
+        let quads = [fc0.by_input_quads(), fc1.by_input_quads()];
+        LayerStack {
+            fc0,
+            fc1,
+            fc2,
+            quads,
+        }
+    }
 }
 
 /// A Stockfish 15.1 network, every byte of its file kept (padding and description too), so
@@ -220,14 +245,19 @@ impl StockfishNet {
         for s in 0..BUCKETS {
             let name = |part: &str| format!("layer stack {s}'s {part}");
             r.hash(&name("layers'"), STACK_HASH)?;
-            stacks.push(LayerStack {
-                fc0_bias: r.i32s(FC0_OUT, &name("fc_0 biases"))?,
-                fc0_weights: r.i8s(FC0_OUT * HALF, &name("fc_0 weights"))?,
-                fc1_bias: r.i32s(FC1_OUT, &name("fc_1 biases"))?,
-                fc1_weights: r.i8s(FC1_OUT * FC1_IN, &name("fc_1 weights"))?,
-                fc2_bias: r.i32s(1, &name("fc_2 bias"))?[0],
-                fc2_weights: r.i8s(FC2_IN, &name("fc_2 weights"))?,
-            });
+            let fc0 = (
+                r.i32s(FC0_OUT, &name("fc_0 biases"))?,
+                r.i8s(FC0_OUT * HALF, &name("fc_0 weights"))?,
+            );
+            let fc1 = (
+                r.i32s(FC1_OUT, &name("fc_1 biases"))?,
+                r.i8s(FC1_OUT * FC1_IN, &name("fc_1 weights"))?,
+            );
+            let fc2 = (
+                r.i32s(1, &name("fc_2 bias"))?[0],
+                r.i8s(FC2_IN, &name("fc_2 weights"))?,
+            );
+            stacks.push(LayerStack::new(fc0, fc1, fc2));
         }
         if r.at != bytes.len() {
             return Err(SfNetError::Trailing {
@@ -257,12 +287,10 @@ impl StockfishNet {
         out.extend(self.psqt_weights.iter().flat_map(|v| v.to_le_bytes()));
         for s in &self.stacks {
             out.extend(STACK_HASH.to_le_bytes());
-            out.extend(s.fc0_bias.iter().flat_map(|v| v.to_le_bytes()));
-            out.extend(s.fc0_weights.iter().map(|&v| v as u8));
-            out.extend(s.fc1_bias.iter().flat_map(|v| v.to_le_bytes()));
-            out.extend(s.fc1_weights.iter().map(|&v| v as u8));
-            out.extend(s.fc2_bias.to_le_bytes());
-            out.extend(s.fc2_weights.iter().map(|&v| v as u8));
+            for layer in [&s.fc0, &s.fc1, &s.fc2] {
+                out.extend(layer.bias.iter().flat_map(|v| v.to_le_bytes()));
+                out.extend(layer.weights.iter().map(|&v| v as u8));
+            }
         }
         Ok(out)
     }
@@ -319,7 +347,7 @@ impl StockfishNet {
         };
         for b in 0..BUCKETS {
             out.psqt[b] = (us_psqt[b].wrapping_sub(them_psqt[b])) / 2;
-            out.positional[b] = propagate(&self.stacks[b], &input);
+            out.positional[b] = propagate(Kernel::Scalar, &self.stacks[b], &input);
         }
         Ok(out)
     }
@@ -328,6 +356,7 @@ impl StockfishNet {
     /// (the search's): internal units, side to move. `pieces` selects the bucket.
     pub fn evaluate_accumulated(
         &self,
+        kernel: Kernel,
         pieces: usize,
         us: &[i16],
         them: &[i16],
@@ -337,7 +366,7 @@ impl StockfishNet {
         // Clamped: a search only meets legal positions (2 to 32 pieces).
         let bucket = (pieces.max(1) - 1).min(4 * BUCKETS - 1) / 4;
         let psqt = (us_psqt[bucket].wrapping_sub(them_psqt[bucket])) / 2;
-        let positional = propagate(&self.stacks[bucket], &transform(us, them));
+        let positional = propagate(kernel, &self.stacks[bucket], &transform(us, them));
         (psqt + positional) / OUTPUT_SCALE
     }
 }
@@ -375,17 +404,11 @@ pub enum SfEvalError {
     Pieces(usize),
 }
 
-fn propagate(stack: &LayerStack, input: &[u8; HALF]) -> i32 {
+/// One layer stack over the transformer's output: network units, side to move. Every
+/// activation is at most 127, as `Kernel::dense` requires.
+fn propagate(kernel: Kernel, stack: &LayerStack, input: &[u8; HALF]) -> i32 {
     let mut fc0 = [0i32; FC0_OUT];
-    for (i, o) in fc0.iter_mut().enumerate() {
-        let row = &stack.fc0_weights[i * HALF..(i + 1) * HALF];
-        *o = stack.fc0_bias[i]
-            + row
-                .iter()
-                .zip(input)
-                .map(|(&w, &x)| w as i32 * x as i32)
-                .sum::<i32>();
-    }
+    kernel.dense(input, &stack.fc0, &stack.quads[0], &mut fc0);
     // Squared and plain clipped ReLU of outputs 0..15, side by side; 30 and 31 stay zero.
     let mut hidden = [0u8; FC1_IN];
     for i in 0..FC0_OUT - 1 {
@@ -393,28 +416,15 @@ fn propagate(stack: &LayerStack, input: &[u8; HALF]) -> i32 {
         hidden[i] = ((x * x) >> (2 * WEIGHT_SCALE_BITS + 7)).min(127) as u8;
         hidden[FC0_OUT - 1 + i] = (fc0[i] >> WEIGHT_SCALE_BITS).clamp(0, 127) as u8;
     }
-    let mut fc1 = [0u8; FC1_OUT];
-    for (i, o) in fc1.iter_mut().enumerate() {
-        let row = &stack.fc1_weights[i * FC1_IN..(i + 1) * FC1_IN];
-        let sum = stack.fc1_bias[i]
-            + row
-                .iter()
-                .zip(&hidden)
-                .map(|(&w, &x)| w as i32 * x as i32)
-                .sum::<i32>();
-        *o = (sum >> WEIGHT_SCALE_BITS).clamp(0, 127) as u8;
-    }
-    let fc2 = stack.fc2_bias
-        + stack
-            .fc2_weights
-            .iter()
-            .zip(&fc1)
-            .map(|(&w, &x)| w as i32 * x as i32)
-            .sum::<i32>();
+    let mut fc1 = [0i32; FC1_OUT];
+    kernel.dense(&hidden, &stack.fc1, &stack.quads[1], &mut fc1);
+    let fc1 = fc1.map(|x| (x >> WEIGHT_SCALE_BITS).clamp(0, 127) as u8);
+    let mut fc2 = [0i32; 1];
+    kernel.dense(&fc1, &stack.fc2, &[], &mut fc2);
     // fc_0's last output: 1.0 is 127 << 6 there and 600 · OUTPUT_SCALE at the output.
     let skip =
         fc0[FC0_OUT - 1] as i64 * (600 * OUTPUT_SCALE as i64) / (127 * (1 << WEIGHT_SCALE_BITS));
-    fc2 + skip as i32
+    fc2[0] + skip as i32
 }
 
 /// One position's evaluation by a [`StockfishNet`], every bucket, side to move's view.
@@ -477,13 +487,20 @@ pub fn random_net(seed: u64) -> StockfishNet {
         ((state >> 33) as i64 % (2 * span + 1)) - span
     };
     let stacks = (0..BUCKETS)
-        .map(|_| LayerStack {
-            fc0_bias: (0..FC0_OUT).map(|_| next(3000) as i32).collect(),
-            fc0_weights: (0..FC0_OUT * HALF).map(|_| next(20) as i8).collect(),
-            fc1_bias: (0..FC1_OUT).map(|_| next(3000) as i32).collect(),
-            fc1_weights: (0..FC1_OUT * FC1_IN).map(|_| next(60) as i8).collect(),
-            fc2_bias: next(3000) as i32,
-            fc2_weights: (0..FC2_IN).map(|_| next(100) as i8).collect(),
+        .map(|_| {
+            let fc0 = (
+                (0..FC0_OUT).map(|_| next(3000) as i32).collect(),
+                (0..FC0_OUT * HALF).map(|_| next(20) as i8).collect(),
+            );
+            let fc1 = (
+                (0..FC1_OUT).map(|_| next(3000) as i32).collect(),
+                (0..FC1_OUT * FC1_IN).map(|_| next(60) as i8).collect(),
+            );
+            let fc2 = (
+                next(3000) as i32,
+                (0..FC2_IN).map(|_| next(100) as i8).collect(),
+            );
+            LayerStack::new(fc0, fc1, fc2)
         })
         .collect();
     StockfishNet {
