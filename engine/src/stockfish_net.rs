@@ -352,6 +352,20 @@ impl StockfishNet {
         Ok(out)
     }
 
+    /// Stockfish's `NNUE::evaluate(pos, false)` from the two perspectives' active feature
+    /// lists (side to move first): internal units, side to move.
+    pub fn evaluate_features(&self, kernel: Kernel, stm: &[u32], nstm: &[u32]) -> i32 {
+        let acc = |features: &[u32]| {
+            let mut acc = self.ft_bias.clone();
+            kernel.update(&mut acc, &self.ft_bias, &self.ft_weights, &[], features);
+            let mut psqt = [0i32; BUCKETS];
+            self.update_psqt(&mut psqt, &[], features);
+            (acc, psqt)
+        };
+        let ((us, us_psqt), (them, them_psqt)) = (acc(stm), acc(nstm));
+        self.evaluate_accumulated(kernel, stm.len(), &us, &them, &us_psqt, &them_psqt)
+    }
+
     /// Stockfish's `NNUE::evaluate(pos, false)` from accumulators kept up to date elsewhere
     /// (the search's): internal units, side to move. `pieces` selects the bucket.
     pub fn evaluate_accumulated(

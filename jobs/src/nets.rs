@@ -228,7 +228,26 @@ async fn register_async(lake: &Lake, spec: &RegisterSpec) -> Result<NetManifest,
             report.sha256
         )));
     }
-    let net = Network::from_bytes(&bytes).map_err(|e| corrupt(e.to_string()))?;
+    // A Stockfish-architecture run quantizes into Stockfish's format.
+    let (features, arch, description, format) =
+        if lakefish_engine::stockfish_net::StockfishNet::sniff(&bytes) {
+            let net = lakefish_engine::stockfish_net::StockfishNet::from_bytes(&bytes)
+                .map_err(|e| corrupt(e.to_string()))?;
+            (
+                "halfka_v2_hm".to_string(),
+                crate::foreign_nets::STOCKFISH_ARCH.to_string(),
+                String::from_utf8_lossy(&net.description).into_owned(),
+                lakefish_schemas::nets::NetFormat::Stockfish,
+            )
+        } else {
+            let net = Network::from_bytes(&bytes).map_err(|e| corrupt(e.to_string()))?;
+            (
+                net.features.name().to_string(),
+                net.arch.to_string(),
+                net.description.clone(),
+                lakefish_schemas::nets::NetFormat::Lakefish,
+            )
+        };
     let name = name_for_sha256(&sha);
     let (file_key, manifest_key) = net_keys(&name);
     if let Some(parent) = &spec.parent {
@@ -254,10 +273,10 @@ async fn register_async(lake: &Lake, spec: &RegisterSpec) -> Result<NetManifest,
         name: name.clone(),
         sha256: sha,
         bytes: bytes.len() as u64,
-        features: net.features.name().to_string(),
-        arch: net.arch.to_string(),
+        features,
+        arch,
         arch_hash: report.arch_hash.clone(),
-        description: net.description.clone(),
+        description,
         run: run.id.clone(),
         checkpoint,
         step,
@@ -282,7 +301,7 @@ async fn register_async(lake: &Lake, spec: &RegisterSpec) -> Result<NetManifest,
             .map_err(JobError::Failed)?,
         quantization: report.error.clone(),
         created: lakefish_lake::records::now(),
-        format: lakefish_schemas::nets::NetFormat::Lakefish,
+        format,
         external: false,
     };
     lake.put(&file_key, bytes).await?;

@@ -84,6 +84,9 @@ impl Stockfish {
                     t.bucket = cells[1].parse().unwrap();
                 }
             }
+            if let Some(net) = l.strip_prefix("info string NNUE evaluation using ") {
+                t.using = net.trim_end_matches(" enabled").to_string();
+            }
             if let Some(v) = l.strip_prefix("NNUE evaluation") {
                 t.nnue = v.trim().split(' ').next().unwrap().to_string();
             }
@@ -105,6 +108,8 @@ struct SfTrace {
     table: Vec<[String; 3]>,
     bucket: usize,
     nnue: String,
+    /// The net Stockfish says it evaluates with.
+    using: String,
 }
 
 /// Internal units as Stockfish prints them, spaces dropped: `+0.43`, `-100.00`, `0.00`.
@@ -228,8 +233,108 @@ fn lakefish_evaluates_stockfish_s_net_as_stockfish_prints_it() {
     let exported = export_embedded(dir.path());
     let fens = lake_positions(dir.path(), 1_300);
     let mut sf = Stockfish::start();
+    let using = assert_evaluations_match(dir.path(), &exported, &fens, &mut sf);
+    assert_eq!(using, EMBEDDED, "the name Stockfish prints");
+
+    // A FEN that is not one is an error naming its line; nothing is printed for it.
+    let out = run(
+        dir.path(),
+        &["nets", "eval", exported.to_str().unwrap()],
+        Some("8/8/8/8/8/8/8/8 w - - 0 1\n"),
+    );
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("line 1"), "{}", stderr(&out));
+}
+
+/// A net of Stockfish 15.1's architecture trained here (a short run), quantized, registered
+/// and exported: Stockfish loads it with `EvalFile`, says so, and its `eval` matches
+/// lakefish's integer evaluation on the same positions, cell for cell.
+#[test]
+fn a_net_trained_here_in_stockfish_s_architecture_runs_in_stockfish() {
+    let dir = tempfile::tempdir().unwrap();
+    let fens = lake_positions(dir.path(), 1_300);
+    let ok = |args: &[&str]| {
+        let out = run(dir.path(), args, None);
+        assert_success(&out);
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let id_in = |said: &str, prefix: &str| {
+        let at = said
+            .find(prefix)
+            .unwrap_or_else(|| panic!("no {prefix} in {said}"));
+        said[at..]
+            .split(|c: char| !(c.is_ascii_alphanumeric() || c == '-'))
+            .next()
+            .unwrap()
+            .to_string()
+    };
+    ok(&["mask", "quiet", "--dataset", "sf", "--name", "quiet"]);
+    let said = ok(&[
+        "shuffle",
+        "--dataset",
+        "sf",
+        "--mask",
+        "quiet",
+        "--chunks",
+        "4",
+        "--seed",
+        "1",
+    ]);
+    let shuffle = id_in(&said, "sh-");
+    let said = ok(&[
+        "train",
+        "--shuffle",
+        &shuffle,
+        "--features",
+        "halfka_v2_hm",
+        "--arch",
+        "stockfish-15.1",
+        "--batch-size",
+        "1024",
+        "--max-steps",
+        "30",
+        "--val-chunks",
+        "1",
+    ]);
+    let run_id = id_in(&said, "run-");
+    ok(&["quantize", "--run", &run_id]);
+    let said = ok(&["register", "--run", &run_id]);
+    let name = format!("{}.nnue", id_in(&said, "nn-"));
+    let show: serde_json::Value = serde_json::from_str(&ok(&["nets", "show", &name])).unwrap();
+    assert_eq!(show["format"], "stockfish", "{show}");
+    assert_eq!(show["external"], false);
+    assert_eq!(show["run"], run_id.as_str());
+    ok(&[
+        "nets",
+        "export",
+        &name,
+        "--format",
+        "stockfish",
+        "-o",
+        "trained.nnue",
+    ]);
+    let file = dir.path().join("trained.nnue");
+
+    let mut sf = Stockfish::start();
+    sf.send(&format!("setoption name EvalFile value {}", file.display()));
+    let using = assert_evaluations_match(dir.path(), &file, &fens, &mut sf);
+    assert_eq!(using, file.display().to_string());
+
+    // A lakefish-format net does not export to Stockfish's format.
+    let out = run(
+        dir.path(),
+        &["nets", "export", "nn-000000000000.nnue"],
+        None,
+    );
+    assert!(!out.status.success());
+}
+
+/// Evaluates `fens` with Stockfish (skipping positions in check, where it prints no table)
+/// and with `lakefish nets eval NET --buckets`, and asserts every printed value equal on at
+/// least 1,000 positions. Returns the net Stockfish said it used.
+fn assert_evaluations_match(dir: &Path, net: &Path, fens: &[String], sf: &mut Stockfish) -> String {
     let mut compared = Vec::new();
-    for fen in &fens {
+    for fen in fens {
         if let Some(trace) = sf.eval(fen) {
             compared.push((fen.clone(), trace));
         }
@@ -241,8 +346,8 @@ fn lakefish_evaluates_stockfish_s_net_as_stockfish_prints_it() {
     );
     let input: String = compared.iter().map(|(f, _)| format!("{f}\n")).collect();
     let out = run(
-        dir.path(),
-        &["nets", "eval", exported.to_str().unwrap(), "--buckets"],
+        dir,
+        &["nets", "eval", net.to_str().unwrap(), "--buckets"],
         Some(&input),
     );
     assert_success(&out);
@@ -277,15 +382,7 @@ fn lakefish_evaluates_stockfish_s_net_as_stockfish_prints_it() {
         buckets_seen.len() >= 4,
         "positions cover too few buckets: {buckets_seen:?}"
     );
-
-    // A FEN that is not one is an error naming its line; nothing is printed for it.
-    let out = run(
-        dir.path(),
-        &["nets", "eval", exported.to_str().unwrap()],
-        Some("8/8/8/8/8/8/8/8 w - - 0 1\n"),
-    );
-    assert!(!out.status.success());
-    assert!(stderr(&out).contains("line 1"), "{}", stderr(&out));
+    compared[0].1.using.clone()
 }
 
 /// Stockfish's `export_net` writes the net it embeds.

@@ -170,7 +170,7 @@ pub fn bench_train(
 
         tch::set_num_threads(threads as i32);
         tch::manual_seed(1);
-        let arch = Arch::parse("256x2-32-32")?;
+        let arch = lakefish_train::model::ModelArch::Lakefish(Arch::parse("256x2-32-32")?);
         let model = Model::new(
             &arch,
             features.inputs() as i64,

@@ -8,6 +8,7 @@ pub mod cuda;
 pub mod loader;
 pub mod model;
 pub mod quantize;
+pub mod stockfish_model;
 pub mod train;
 
 use lakefish_jobs::{JobContext, JobError};

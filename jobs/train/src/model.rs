@@ -11,8 +11,46 @@ pub use lakefish_engine::nnue::{
     Activation, Arch, MAX_HIDDEN_WEIGHT, MAX_OUTPUT_WEIGHT, MAX_SCRELU_OUTPUT_WEIGHT, OUTPUT_SCALE,
 };
 
+/// What a model is: one of lakefish's own architectures, or Stockfish 15.1's
+/// ([`crate::stockfish_model`]).
+#[derive(Debug, Clone, PartialEq)]
+pub enum ModelArch {
+    Lakefish(Arch),
+    Stockfish,
+}
+
+impl ModelArch {
+    /// `stockfish-15.1`, or a lakefish architecture (`256x2-32-32`, `256x2:screlu`...).
+    pub fn parse(s: &str) -> Result<ModelArch, lakefish_engine::nnue::ArchError> {
+        if s == crate::stockfish_model::ARCH {
+            return Ok(ModelArch::Stockfish);
+        }
+        Arch::parse(s).map(ModelArch::Lakefish)
+    }
+
+    /// The lakefish architecture, or a message for code that only handles those.
+    pub fn lakefish(&self) -> Result<&Arch, crate::TrainError> {
+        match self {
+            ModelArch::Lakefish(a) => Ok(a),
+            ModelArch::Stockfish => Err(crate::TrainError::Spec(format!(
+                "{} nets are quantized into Stockfish's format, not lakefish's",
+                crate::stockfish_model::ARCH
+            ))),
+        }
+    }
+}
+
+impl std::fmt::Display for ModelArch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ModelArch::Lakefish(a) => write!(f, "{a}"),
+            ModelArch::Stockfish => f.write_str(crate::stockfish_model::ARCH),
+        }
+    }
+}
+
 pub struct Model {
-    pub arch: Arch,
+    pub arch: ModelArch,
     pub inputs: i64,
     /// `(name, tensor)`; `ft.weight` is `[inputs, l1]`, dense weights are `[out, in]`.
     pub params: Vec<(String, Tensor)>,
@@ -20,7 +58,21 @@ pub struct Model {
 
 impl Model {
     /// Fresh weights, uniform in ±1/sqrt(fan-in) like torch's `Linear`; seeded by the caller.
-    pub fn new(arch: &Arch, inputs: i64, max_active: i64, device: Device) -> Model {
+    pub fn new(arch: &ModelArch, inputs: i64, max_active: i64, device: Device) -> Model {
+        let arch = match arch {
+            ModelArch::Lakefish(a) => a,
+            ModelArch::Stockfish => {
+                let params = crate::stockfish_model::new_params(inputs, max_active, device)
+                    .into_iter()
+                    .map(|(n, t)| (n, t.set_requires_grad(true)))
+                    .collect();
+                return Model {
+                    arch: ModelArch::Stockfish,
+                    inputs,
+                    params,
+                };
+            }
+        };
         let uniform = |shape: &[i64], bound: f64| {
             (Tensor::rand(shape, (Kind::Float, device)) * 2.0 - 1.0) * bound
         };
@@ -47,7 +99,7 @@ impl Model {
             .map(|(n, t)| (n, t.set_requires_grad(true)))
             .collect();
         Model {
-            arch: arch.clone(),
+            arch: ModelArch::Lakefish(arch.clone()),
             inputs,
             params,
         }
@@ -64,6 +116,9 @@ impl Model {
 
     /// Network output (`[batch, 1]`); times [`OUTPUT_SCALE`] it is a score in internal units.
     pub fn forward(&self, b: &BatchTensors) -> Tensor {
+        if self.arch == ModelArch::Stockfish {
+            return crate::stockfish_model::forward(self, b);
+        }
         let mut inputs = self.dense_inputs(b);
         let last = inputs.len() - 1;
         let x = inputs.pop().expect("an output layer");
@@ -75,7 +130,11 @@ impl Model {
 
     /// The input of every dense layer (the feature transformer's output first), after the
     /// clipped ReLU (squared for SCReLU nets): what the quantizer calibrates biases with.
+    /// Lakefish architectures only.
     pub fn dense_inputs(&self, b: &BatchTensors) -> Vec<Tensor> {
+        let ModelArch::Lakefish(arch) = &self.arch else {
+            panic!("dense_inputs of a {} model", self.arch);
+        };
         let w = self.param("ft.weight");
         let bias = self.param("ft.bias");
         let bag = |idx: &Tensor, off: &Tensor| {
@@ -84,11 +143,11 @@ impl Model {
         let stm = bag(&b.stm_indices, &b.stm_offsets);
         let nstm = bag(&b.nstm_indices, &b.nstm_offsets);
         let clipped = Tensor::cat(&[stm, nstm], 1).clamp(0.0, 1.0);
-        let mut inputs = vec![match self.arch.activation {
+        let mut inputs = vec![match arch.activation {
             Activation::Crelu => clipped,
             Activation::Screlu => clipped.square(),
         }];
-        for i in 0..self.arch.dense().len() - 1 {
+        for i in 0..arch.dense().len() - 1 {
             let w = self.param(&format!("l{i}.weight"));
             let bias = self.param(&format!("l{i}.bias"));
             let x = inputs[i].linear(w, Some(bias)).clamp(0.0, 1.0);
@@ -100,11 +159,15 @@ impl Model {
     /// Keeps dense weights where the quantizer can represent them (int8 at the layer's
     /// scale, see `lakefish_engine::nnue`).
     pub fn clip(&self) {
-        let output = format!("l{}.weight", self.arch.dense().len() - 1);
+        let arch = match &self.arch {
+            ModelArch::Lakefish(a) => a,
+            ModelArch::Stockfish => return crate::stockfish_model::clip(&self.params),
+        };
+        let output = format!("l{}.weight", arch.dense().len() - 1);
         tch::no_grad(|| {
             for (name, t) in &self.params {
                 if name.starts_with('l') && name.ends_with(".weight") {
-                    let max = if *name == output && self.arch.activation == Activation::Screlu {
+                    let max = if *name == output && arch.activation == Activation::Screlu {
                         MAX_SCRELU_OUTPUT_WEIGHT
                     } else if *name == output {
                         MAX_OUTPUT_WEIGHT

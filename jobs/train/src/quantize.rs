@@ -7,7 +7,7 @@
 
 use crate::TrainError;
 use crate::loader::{Batch, ChunkSource, parse_fen_board};
-use crate::model::{BatchTensors, Model, OUTPUT_SCALE};
+use crate::model::{BatchTensors, Model, ModelArch, OUTPUT_SCALE};
 use crate::train::{Adam, LakeChunks, load_checkpoint, read_run, resolve, run_prefix};
 use arrow_array::Array;
 use lakefish_engine::features::FeatureSetKind;
@@ -16,6 +16,8 @@ use lakefish_engine::nnue::{
     SCRELU_OUTPUT_BIAS_SCALE, SCRELU_OUTPUT_WEIGHT_SCALE, WEIGHT_SCALE, arch_hash,
 };
 use lakefish_engine::scores;
+use lakefish_engine::simd::Kernel;
+use lakefish_engine::stockfish_net::StockfishNet;
 use lakefish_jobs::JobContext;
 use lakefish_lake::parts::PositionsView;
 use lakefish_schemas::nets::quantized_keys;
@@ -241,8 +243,9 @@ pub fn quantize_model(
     description: String,
     calibration: Option<&Calibration>,
 ) -> Result<Network, TrainError> {
-    let l1 = model.arch.l1;
-    let ft_scale = model.arch.ft_scale();
+    let arch = model.arch.lakefish()?;
+    let l1 = arch.l1;
+    let ft_scale = arch.ft_scale();
     let i16_range = (i16::MIN as i64, i16::MAX as i64);
     let ft_w = values(model, "ft.weight")?;
     let mut ft_weights = quantize_tensor("ft.weight", &ft_w, ft_scale, i16_range.0, i16_range.1)?;
@@ -275,11 +278,11 @@ pub fn quantize_model(
     }
     let ft_bias = quantize_tensor("ft.bias", &ft_b, ft_scale, i16_range.0, i16_range.1)?;
     check_accumulator_range(&ft_bias, &ft_weights, l1, features.max_active())?;
-    let dense = model.arch.dense();
+    let dense = arch.dense();
     let mut layers = Vec::with_capacity(dense.len());
     for (i, &(inputs, outputs)) in dense.iter().enumerate() {
         let output = i + 1 == dense.len();
-        let (w_scale, b_scale) = if output && model.arch.activation == Activation::Screlu {
+        let (w_scale, b_scale) = if output && arch.activation == Activation::Screlu {
             (SCRELU_OUTPUT_WEIGHT_SCALE, SCRELU_OUTPUT_BIAS_SCALE)
         } else if output {
             (OUTPUT_WEIGHT_SCALE, OUTPUT_BIAS_SCALE)
@@ -307,7 +310,7 @@ pub fn quantize_model(
     }
     Network::new(
         features,
-        model.arch.clone(),
+        arch.clone(),
         description,
         ft_bias.into_iter().map(|v| v as i16).collect(),
         ft_weights.into_iter().map(|v| v as i16).collect(),
@@ -410,7 +413,15 @@ fn summarize(mut v: Vec<f64>) -> (f64, f64, f64) {
 }
 
 /// Float model vs integer network on the probe positions.
-fn compare(model: &Model, net: &Network, probe: &Probe) -> Result<QuantizationError, TrainError> {
+/// The integer net's evaluation of one position from its two feature lists (side to move
+/// first), in internal units.
+type IntegerEval = Box<dyn Fn(&[u32], &[u32]) -> f64>;
+
+fn compare(
+    model: &Model,
+    int_eval: &IntegerEval,
+    probe: &Probe,
+) -> Result<QuantizationError, TrainError> {
     let b = &probe.batch;
     let n = probe.material.len();
     let t = BatchTensors::new(b, Device::Cpu);
@@ -428,9 +439,10 @@ fn compare(model: &Model, net: &Network, probe: &Probe) -> Result<QuantizationEr
     };
     let (mut internal, mut cp) = (Vec::with_capacity(n), Vec::with_capacity(n));
     for (i, (&f, &material)) in float.iter().zip(&probe.material).enumerate() {
-        let stm = net.accumulate(&ends(&b.stm_offsets, &b.stm_indices, i));
-        let nstm = net.accumulate(&ends(&b.nstm_offsets, &b.nstm_indices, i));
-        let int = net.propagate(&stm, &nstm) as f64;
+        let int = int_eval(
+            &ends(&b.stm_offsets, &b.stm_indices, i),
+            &ends(&b.nstm_offsets, &b.nstm_indices, i),
+        );
         let diff = (int - f as f64).abs();
         let (a, _) = scores::win_rate_params(material);
         internal.push(diff);
@@ -493,18 +505,41 @@ pub fn quantize(ctx: &JobContext, spec: &QuantizeSpec) -> Result<QuantizeReport,
         run = run.id,
         shuffle = shuffle.id,
     );
-    // Calibrate on training chunks from the front; check on held-out chunks first, then
-    // training chunks from the end, so the two sets overlap only in tiny lakes.
-    let calibration =
-        probe_positions(&setup.source, &setup.train, features, CALIBRATION_POSITIONS)?;
-    let calibration = Calibration::measure(&model, &calibration.batch)?;
-    let net = quantize_model(&model, features, description, Some(&calibration))?;
-    let file = net.to_bytes();
-    if Network::from_bytes(&file).as_ref() != Ok(&net) {
-        return Err(TrainError::Internal(
-            "the .nnue file does not read back as the network written".into(),
-        ));
-    }
+    let (file, int_eval): (Vec<u8>, IntegerEval) = match &setup.arch {
+        ModelArch::Lakefish(_) => {
+            // Calibrate on training chunks from the front; check on held-out chunks first,
+            // then training chunks from the end, so the two sets overlap only in tiny lakes.
+            let calibration =
+                probe_positions(&setup.source, &setup.train, features, CALIBRATION_POSITIONS)?;
+            let calibration = Calibration::measure(&model, &calibration.batch)?;
+            let net = quantize_model(&model, features, description, Some(&calibration))?;
+            let file = net.to_bytes();
+            if Network::from_bytes(&file).as_ref() != Ok(&net) {
+                return Err(TrainError::Internal(
+                    "the .nnue file does not read back as the network written".into(),
+                ));
+            }
+            let eval = move |stm: &[u32], nstm: &[u32]| {
+                net.propagate(&net.accumulate(stm), &net.accumulate(nstm)) as f64
+            };
+            (file, Box::new(eval))
+        }
+        ModelArch::Stockfish => {
+            let net = crate::stockfish_model::quantize(&model, &description)?;
+            let file = net
+                .to_bytes()
+                .map_err(|e| TrainError::Internal(e.to_string()))?;
+            if StockfishNet::from_bytes(&file).as_ref() != Ok(&net) {
+                return Err(TrainError::Internal(
+                    "the Stockfish-format file does not read back as the network written".into(),
+                ));
+            }
+            let eval = move |stm: &[u32], nstm: &[u32]| {
+                net.evaluate_features(Kernel::Scalar, stm, nstm) as f64
+            };
+            (file, Box::new(eval))
+        }
+    };
 
     stage(ctx, "compare with the float model", 2);
     let order: Vec<usize> = setup
@@ -520,7 +555,7 @@ pub fn quantize(ctx: &JobContext, spec: &QuantizeSpec) -> Result<QuantizeReport,
             shuffle.id
         )));
     }
-    let error = compare(&model, &net, &probe)?;
+    let error = compare(&model, &int_eval, &probe)?;
     if error.mean_abs_cp > spec.max_mean_cp || error.p99_abs_cp > spec.max_p99_cp {
         return Err(TrainError::Spec(format!(
             "the quantized net is too far from the float model on {} positions: mean |Δ| {:.2} cp (limit {}), p99 {:.2} cp (limit {}); nothing was written",
@@ -537,7 +572,10 @@ pub fn quantize(ctx: &JobContext, spec: &QuantizeSpec) -> Result<QuantizeReport,
         bytes: file.len() as u64,
         features: features.name().to_string(),
         arch: setup.arch.to_string(),
-        arch_hash: format!("{:#010x}", arch_hash(features, &setup.arch)),
+        arch_hash: match &setup.arch {
+            ModelArch::Lakefish(arch) => format!("{:#010x}", arch_hash(features, arch)),
+            ModelArch::Stockfish => format!("{:#010x}", lakefish_engine::stockfish_net::FILE_HASH),
+        },
         error,
         created: lakefish_lake::records::now(),
     };

@@ -9,7 +9,7 @@
 
 use crate::TrainError;
 use crate::loader::{Batch, ChunkSource, RowOptions, stream_batches};
-use crate::model::{Arch, BatchTensors, Loss, Model, OUTPUT_SCALE, loss, target};
+use crate::model::{BatchTensors, Loss, Model, ModelArch, OUTPUT_SCALE, loss, target};
 use arrow_array::RecordBatch;
 use lakefish_engine::features::FeatureSetKind;
 use lakefish_jobs::{JobContext, Lake};
@@ -60,7 +60,7 @@ impl ChunkSource for LakeChunks {
 /// The resolved settings of a run.
 pub(crate) struct Setup {
     pub(crate) features: FeatureSetKind,
-    pub(crate) arch: Arch,
+    pub(crate) arch: ModelArch,
     loss: Loss,
     device: Device,
     pub(crate) train: Vec<usize>,
@@ -128,7 +128,12 @@ pub(crate) fn resolve(
     spec: &TrainSpec,
 ) -> Result<(Setup, ShuffleManifest), TrainError> {
     let features = feature_set(spec.features);
-    let arch = Arch::parse(&spec.arch)?;
+    let arch = ModelArch::parse(&spec.arch)?;
+    if arch == ModelArch::Stockfish && features != FeatureSetKind::HalfKaV2Hm {
+        return Err(TrainError::Spec(format!(
+            "--arch {arch} takes --features halfka_v2_hm (Stockfish 15.1's), not {features}"
+        )));
+    }
     let loss = match spec.loss {
         LossName::Elmo => Loss::Elmo,
         LossName::Mse => Loss::Power(2.0),

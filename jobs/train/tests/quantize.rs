@@ -9,7 +9,7 @@ use lakefish_engine::nnue::Network;
 use lakefish_jobs::nets::{fetch_net, list_nets, read_net, register};
 use lakefish_schemas::nets::{net_keys, quantized_keys};
 use lakefish_schemas::{JobId, QuantizeSpec, RegisterSpec};
-use lakefish_train::model::{Arch, Model};
+use lakefish_train::model::{Arch, Model, ModelArch};
 use lakefish_train::quantize::{quantize, quantize_model};
 use lakefish_train::train::train;
 
@@ -168,7 +168,8 @@ fn king_relative_feature_sets_quantize_too() {
 fn unrepresentable_values_and_missing_steps_are_named() {
     // The error a model gets when `tensor` is filled with `value` before quantizing.
     let refused = |tensor: &str, value: f64| {
-        let model = Model::new(&Arch::parse("8x2-4").unwrap(), 768, 32, tch::Device::Cpu);
+        let arch = ModelArch::Lakefish(Arch::parse("8x2-4").unwrap());
+        let model = Model::new(&arch, 768, 32, tch::Device::Cpu);
         tch::no_grad(|| {
             let _ = model.param(tensor).shallow_clone().fill_(value);
         });
