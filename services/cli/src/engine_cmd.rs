@@ -44,7 +44,35 @@ pub enum EngineCommand {
         /// lines, up to 2000 games) instead of 200 random games.
         #[arg(long)]
         eval_pgn: Option<std::path::PathBuf>,
+        /// Also run this Stockfish binary's own `bench` (one thread, 16 MiB hash, depth 13,
+        /// its 47 positions) in the same run, and print our nodes/s over its.
+        #[arg(long)]
+        stockfish: Option<std::path::PathBuf>,
     },
+}
+
+/// Stockfish's `bench` on one thread: its nodes per second.
+fn stockfish_bench(path: &std::path::Path) -> anyhow::Result<f64> {
+    use std::io::Write;
+    let mut child = std::process::Command::new(path)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .with_context(|| format!("starting {}", path.display()))?;
+    let mut stdin = child.stdin.take().context("stockfish's stdin")?;
+    writeln!(stdin, "setoption name Threads value 1")?;
+    writeln!(stdin, "bench 16 1 13 default depth")?;
+    writeln!(stdin, "quit")?;
+    drop(stdin);
+    let out = child.wait_with_output()?;
+    // Stockfish prints its bench summary on stderr.
+    let text =
+        String::from_utf8_lossy(&out.stderr).into_owned() + &String::from_utf8_lossy(&out.stdout);
+    text.lines()
+        .find_map(|l| l.strip_prefix("Nodes/second"))
+        .and_then(|v| v.trim_start_matches([' ', ':']).trim().parse().ok())
+        .with_context(|| format!("{} printed no \"Nodes/second\" for bench", path.display()))
 }
 
 /// The evaluator `what` names: a .nnue file, or what the lake resolves (built-ins, `best`,
@@ -101,6 +129,7 @@ pub fn run(lake: &str, args: EngineArgs) -> anyhow::Result<()> {
             random_net,
             eval,
             eval_pgn,
+            stockfish,
         }) => {
             let evaluator = match random_net {
                 Some(shape) => {
@@ -161,6 +190,14 @@ pub fn run(lake: &str, args: EngineArgs) -> anyhow::Result<()> {
                 r.elapsed.as_secs_f64(),
                 r.nps()
             );
+            if let Some(path) = stockfish {
+                let theirs = stockfish_bench(&path)?;
+                println!(
+                    "stockfish bench ({}, 1 thread, depth 13): {theirs:.0} nodes/s; ours / stockfish {:.3}",
+                    path.display(),
+                    r.nps() / theirs.max(1.0)
+                );
+            }
             Ok(())
         }
     }
