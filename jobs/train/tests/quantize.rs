@@ -216,3 +216,32 @@ fn unrepresentable_values_and_missing_steps_are_named() {
     .to_string();
     assert!(e.contains("lakefish quantize --run"), "{e}");
 }
+
+/// Stockfish's format has fixed scales: a weight beyond them, or a transformer whose
+/// accumulator could overflow int16, is an error naming the tensor, never clipped.
+#[test]
+fn stockfish_quantization_refuses_what_does_not_fit() {
+    let refused = |tensor: &str, value: f64| {
+        let model = Model::new(&ModelArch::Stockfish, 22_528, 32, tch::Device::Cpu);
+        tch::no_grad(|| {
+            let _ = model.param(tensor).shallow_clone().fill_(value);
+        });
+        lakefish_train::stockfish_model::quantize(&model, "test")
+            .unwrap_err()
+            .to_string()
+    };
+    let e = refused("l1.weight", 3.0);
+    assert!(
+        e.contains("tensor l1.weight") && e.contains("nothing was written"),
+        "{e}"
+    );
+    let e = refused("out.weight", 2.0);
+    assert!(e.contains("tensor out.weight"), "{e}");
+    let e = refused("ft.weight", 20.0);
+    assert!(e.contains("ft.weight") && e.contains("int16"), "{e}");
+    // A fresh model fits, and its file reads back as what was written.
+    let model = Model::new(&ModelArch::Stockfish, 22_528, 32, tch::Device::Cpu);
+    let net = lakefish_train::stockfish_model::quantize(&model, "fresh").unwrap();
+    let bytes = net.to_bytes().unwrap();
+    assert!(lakefish_engine::stockfish_net::StockfishNet::from_bytes(&bytes).unwrap() == net);
+}

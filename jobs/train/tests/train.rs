@@ -329,3 +329,39 @@ fn a_load_time_filter_trains_on_the_rows_it_keeps() {
         "the run record keeps the filter"
     );
 }
+
+/// Stockfish 15.1's architecture trains like the others: 2n steps straight equal n steps
+/// then a resume for n more, bit for bit, with a finite validation loss; it takes only the
+/// feature set Stockfish reads, and says so.
+#[test]
+fn stockfish_s_architecture_trains_and_resumes_exactly() {
+    use lakefish_schemas::train::FeatureSet;
+    let fx = fixture(4);
+    let sf = |steps: u64, resume: Option<String>| {
+        let mut s = spec(&fx.shuffle);
+        s.features = FeatureSet::HalfKaV2Hm;
+        s.arch = "stockfish-15.1".into();
+        s.max_steps = Some(steps);
+        s.resume = resume;
+        s
+    };
+    let a = train(&fx.ctx, &JobId::new(), &sf(6, None)).unwrap();
+    assert_eq!(a.step, 6);
+    assert!(a.val_loss.iter().all(|v| v.is_finite()), "{:?}", a.val_loss);
+    let b = train(&fx.ctx, &JobId::new(), &sf(3, None)).unwrap();
+    let b = train(&fx.ctx, &JobId::new(), &sf(6, Some(b.id))).unwrap();
+    let (wa, wb) = (last_checkpoint(&fx, &a.id), last_checkpoint(&fx, &b.id));
+    assert_eq!(wa.len(), wb.len());
+    for ((na, ta), (nb, tb)) in wa.iter().zip(&wb) {
+        assert_eq!(na, nb);
+        assert!(ta.equal(tb), "tensor {na} differs after resume");
+    }
+    assert!(wa.iter().any(|(n, _)| n.contains("psqt.weight")));
+
+    let mut wrong = sf(1, None);
+    wrong.features = FeatureSet::All768;
+    let e = train(&fx.ctx, &JobId::new(), &wrong)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("halfka_v2_hm"), "{e}");
+}
