@@ -436,9 +436,9 @@ fn propagate(kernel: Kernel, stack: &LayerStack, input: &[u8; HALF]) -> i32 {
     let mut fc2 = [0i32; 1];
     kernel.dense(&fc1, &stack.fc2, &[], &mut fc2);
     // fc_0's last output: 1.0 is 127 << 6 there and 600 · OUTPUT_SCALE at the output.
-    let skip =
-        fc0[FC0_OUT - 1] as i64 * (600 * OUTPUT_SCALE as i64) / (127 * (1 << WEIGHT_SCALE_BITS));
-    fc2[0] + skip as i32
+    // In 32 bits as Stockfish computes it (its `int` product wraps for |x| > 223,696).
+    let skip = fc0[FC0_OUT - 1].wrapping_mul(600 * OUTPUT_SCALE) / (127 * (1 << WEIGHT_SCALE_BITS));
+    fc2[0].wrapping_add(skip)
 }
 
 /// One position's evaluation by a [`StockfishNet`], every bucket, side to move's view.

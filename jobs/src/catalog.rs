@@ -21,10 +21,26 @@ pub struct RebuildReport {
     pub pruned: BTreeMap<&'static str, u64>,
 }
 
-/// Passes every call through to the catalogue and remembers which entries were written.
+/// Passes every call through to the catalogue and remembers which entries were written;
+/// with `forward` off it only remembers them (a listing of the lake that changes nothing).
 struct Recording {
     inner: CatalogHandle,
+    forward: bool,
     seen: Mutex<HashSet<(CatalogKind, String)>>,
+}
+
+impl Recording {
+    fn new(inner: &CatalogHandle, forward: bool) -> Arc<Recording> {
+        Arc::new(Recording {
+            inner: inner.clone(),
+            forward,
+            seen: Mutex::new(HashSet::new()),
+        })
+    }
+
+    fn seen(&self) -> HashSet<(CatalogKind, String)> {
+        std::mem::take(&mut *self.seen.lock().expect("not poisoned"))
+    }
 }
 
 #[async_trait::async_trait]
@@ -33,7 +49,9 @@ impl Catalog for Recording {
         self.inner.0.describe()
     }
     async fn upsert(&self, entry: &CatalogEntry) -> Result<(), JobError> {
-        self.inner.0.upsert(entry).await?;
+        if self.forward {
+            self.inner.0.upsert(entry).await?;
+        }
         self.seen
             .lock()
             .expect("not poisoned")
@@ -60,38 +78,38 @@ impl Catalog for Recording {
 /// Indexes everything `lake` holds into `catalog`. Entries of things no longer in the lake
 /// stay: see [`rebuild_and_prune`].
 pub async fn rebuild(lake: &Lake, catalog: &CatalogHandle) -> Result<RebuildReport, JobError> {
-    let recording = Recording {
-        inner: catalog.clone(),
-        seen: Mutex::new(HashSet::new()),
-    };
-    rebuild_into(lake, &CatalogHandle(Arc::new(recording))).await
+    rebuild_into(lake, catalog).await
 }
 
-/// [`rebuild`], then removes every entry the lake did not give, of things deleted from the
-/// lake by hand or lost with a restored backup. Entries created after the rebuild began are
-/// kept: a job that commits while it runs is indexed by its writer, not by this listing.
+/// [`rebuild`], then removes every entry the lake does not give, of things deleted from the
+/// lake by hand or lost with a restored backup. Safe beside running jobs: writers commit to
+/// the lake before they index, so an entry read from the catalogue is in the lake by then
+/// unless it is really gone; a second listing of the lake, made after the entries were read,
+/// decides, and only what it does not find either is removed.
 pub async fn rebuild_and_prune(
     lake: &Lake,
     catalog: &CatalogHandle,
 ) -> Result<RebuildReport, JobError> {
-    let began = chrono::Utc::now();
-    let recording = Arc::new(Recording {
-        inner: catalog.clone(),
-        seen: Mutex::new(HashSet::new()),
-    });
-    let mut report = rebuild_into(lake, &CatalogHandle(recording.clone())).await?;
-    let seen = std::mem::take(&mut *recording.seen.lock().expect("not poisoned"));
+    let first = Recording::new(catalog, true);
+    let mut report = rebuild_into(lake, &CatalogHandle(first.clone())).await?;
+    let seen = first.seen();
+    let mut candidates = Vec::new();
     for kind in CatalogKind::ALL {
         for entry in catalog.all(CatalogQuery::all(kind)).await? {
-            // An unreadable time counts as new: pruning never guesses.
-            let new =
-                chrono::DateTime::parse_from_rfc3339(&entry.created).map_or(true, |t| t >= began);
-            if new || seen.contains(&(kind, entry.name.clone())) {
-                continue;
+            if !seen.contains(&(kind, entry.name.clone())) {
+                candidates.push((kind, entry.name));
             }
-            if catalog.0.remove(kind, &entry.name).await? {
-                *report.pruned.entry(kind.as_str()).or_default() += 1;
-            }
+        }
+    }
+    if candidates.is_empty() {
+        return Ok(report);
+    }
+    let second = Recording::new(catalog, false);
+    rebuild_into(lake, &CatalogHandle(second.clone())).await?;
+    let still_there = second.seen();
+    for (kind, name) in candidates {
+        if !still_there.contains(&(kind, name.clone())) && catalog.0.remove(kind, &name).await? {
+            *report.pruned.entry(kind.as_str()).or_default() += 1;
         }
     }
     Ok(report)

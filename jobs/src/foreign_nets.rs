@@ -30,7 +30,7 @@ pub async fn import_stockfish(lake: &Lake, bytes: Vec<u8>) -> Result<NetManifest
         bytes: bytes.len() as u64,
         features: "halfka_v2_hm".into(),
         arch: STOCKFISH_ARCH.into(),
-        arch_hash: format!("{FILE_HASH:08x}"),
+        arch_hash: format!("{FILE_HASH:#010x}"),
         description: String::from_utf8_lossy(&net.description).into_owned(),
         run: String::new(),
         checkpoint: String::new(),

@@ -525,6 +525,8 @@ fn train(
         && let Some(m) = ctx.block_on(crate::nets::read_net(&ctx.lake, &best.name))?
         && m.features == spec.features.as_str()
         && m.arch == spec.arch
+        // An imported net has no run of ours to warm-start from.
+        && !m.external
     {
         spec.init_from = Some(lakefish_schemas::train::InitFrom {
             run: m.run,

@@ -118,9 +118,9 @@ fn lists_from_the_catalogue_match_the_lake_and_a_rebuild() {
     let counts = rt.block_on(fresh.0.counts()).unwrap();
     assert!(counts.contains(&(CatalogKind::Dataset, 2)), "{counts:?}");
 
-    // Entries of things the lake does not hold: one from long ago (a net deleted by hand),
-    // one created after a rebuild begins (a writer racing it). A plain rebuild keeps both;
-    // a pruning one removes only the old one and leaves every entry the lake gives.
+    // Entries of things the lake does not hold (nets deleted by hand, whatever their time):
+    // a plain rebuild keeps them; a pruning one removes them and leaves every entry the
+    // lake gives.
     let entry = |name: &str, created: &str| {
         lakefish_lake::catalog::CatalogEntry::of(
             CatalogKind::Net,
@@ -147,11 +147,11 @@ fn lists_from_the_catalogue_match_the_lake_and_a_rebuild() {
     let pruned = rt
         .block_on(lakefish_jobs::catalog::rebuild_and_prune(&plain, &fresh))
         .unwrap();
-    assert_eq!(pruned.pruned.get("net"), Some(&1), "{pruned:?}");
+    assert_eq!(pruned.pruned.get("net"), Some(&2), "{pruned:?}");
     assert_eq!(pruned.pruned.len(), 1, "{pruned:?}");
     let get = |name| rt.block_on(fresh.0.get(CatalogKind::Net, name)).unwrap();
     assert!(get("nn-0000000000aa").is_none());
-    assert!(get("nn-0000000000bb").is_some());
+    assert!(get("nn-0000000000bb").is_none());
     assert_eq!(rt.block_on(list_shuffles(&rebuilt)).unwrap(), shuffles);
     assert_eq!(
         rt.block_on(list_datasets(&rebuilt)).unwrap(),

@@ -256,11 +256,30 @@ pub fn quantize(model: &Model, description: &str) -> Result<StockfishNet, TrainE
             });
         }
     }
+    let psqt_weights = i32s("psqt.weight", OUTPUT_SCALE)?;
+    // The same for the PSQT sums (int32, no bias).
+    for b in 0..BUCKETS {
+        let widest = psqt_weights
+            .iter()
+            .skip(b)
+            .step_by(BUCKETS)
+            .map(|&w| (w as i64).abs())
+            .max()
+            .unwrap_or(0);
+        if 32 * widest > i32::MAX as i64 {
+            return Err(TrainError::Quantize {
+                tensor: "psqt.weight".into(),
+                reason: format!(
+                    "bucket {b}: 32 rows of up to {widest} could overflow the int32 PSQT sum"
+                ),
+            });
+        }
+    }
     Ok(StockfishNet {
         description: description.as_bytes().to_vec(),
         ft_bias,
         ft_weights: ft_weights.into(),
-        psqt_weights: i32s("psqt.weight", OUTPUT_SCALE)?,
+        psqt_weights,
         stacks,
     })
 }

@@ -230,7 +230,8 @@ pub enum MetastoreCommand {
     /// moving an existing lake over. Safe to run again, also while the service runs.
     Rebuild {
         /// Also remove entries of things the lake no longer holds (deleted by hand, or lost
-        /// with a restored backup). Entries created after the rebuild began are kept.
+        /// with a restored backup). Safe beside running jobs: an entry goes only when a
+        /// second listing of the lake, made after the entries were read, lacks it too.
         #[arg(long)]
         prune: bool,
     },
