@@ -528,6 +528,9 @@ fn train(
         // An imported net has no run of ours to warm-start from.
         && !m.external
     {
+        spec = config
+            .warm_train_spec(&shuffle)
+            .map_err(JobError::Payload)?;
         spec.init_from = Some(lakefish_schemas::train::InitFrom {
             run: m.run,
             step: m.step,

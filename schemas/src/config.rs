@@ -194,6 +194,10 @@ pub type StepParams = serde_json::Map<String, serde_json::Value>;
 pub struct PipelineTrain {
     #[serde(default = "yes")]
     pub warm_start: bool,
+    /// Train parameters that replace `params` in a round that warm-starts (a lower `lr`,
+    /// fewer `epochs`): `[pipelines.NAME.train.warm]`.
+    #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
+    pub warm: StepParams,
     #[serde(flatten)]
     pub params: StepParams,
 }
@@ -265,6 +269,19 @@ impl PipelineConfig {
             filled.push(("resume", r.into()));
         }
         let spec: TrainSpec = step_spec(&self.train.params, &filled)?;
+        spec.validate()?;
+        Ok(spec)
+    }
+
+    /// [`PipelineConfig::train_spec`] for a round that warm-starts: `train.warm` replaces
+    /// the keys it names.
+    pub fn warm_train_spec(&self, shuffle: &str) -> Result<TrainSpec, String> {
+        let mut params = self.train.params.clone();
+        for (k, v) in &self.train.warm {
+            params.insert(k.clone(), v.clone());
+        }
+        let spec: TrainSpec = step_spec(&params, &[("shuffle", shuffle.into())])
+            .map_err(|e| format!("train.warm: {e}"))?;
         spec.validate()?;
         Ok(spec)
     }
@@ -410,6 +427,7 @@ impl Config {
                 step("datagen", r.map(drop))?;
             }
             step("train", p.train_spec("sh-000000000000", None).map(drop))?;
+            step("train", p.warm_train_spec("sh-000000000000").map(drop))?;
             step("quantize", p.quantize_spec("run-000000000000").map(drop))?;
             step("sprt", p.sprt_spec("best", "best").map(drop))?;
             let book = p.sprt.get("book").and_then(|b| b.as_str()).unwrap_or("");
@@ -495,6 +513,27 @@ mod tests {
         let p = &c.pipelines["nightly"];
         p.train_spec("sh-0123456789ab", None).unwrap();
         assert_eq!(p.sprt_spec("nn-0123456789ab", "best").unwrap().elo1, 2.0);
+    }
+
+    /// `train.warm` replaces the keys it names in a round that warm-starts; a bad one is
+    /// refused when the config loads, naming it.
+    #[test]
+    fn warm_rounds_take_their_own_train_settings() {
+        let quality = include_str!("../../infra/quality.toml");
+        let c = Config::parse("infra/quality.toml", quality, []).unwrap();
+        let p = &c.pipelines["quality"];
+        let cold = p.train_spec("sh-0123456789ab", None).unwrap();
+        let warm = p.warm_train_spec("sh-0123456789ab").unwrap();
+        assert_eq!((cold.lr, cold.epochs), (0.002, 8));
+        assert_eq!((warm.lr, warm.epochs), (0.001, 6));
+        assert_eq!(warm.arch, cold.arch);
+
+        let text = quality.replace(
+            "[pipelines.quality.train.warm]\n",
+            "[pipelines.quality.train.warm]\nlrr = 1\n",
+        );
+        let e = Config::parse("q.toml", &text, []).unwrap_err().to_string();
+        assert!(e.contains("train.warm") && e.contains("lrr"), "{e}");
     }
 
     #[test]

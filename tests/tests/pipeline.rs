@@ -27,6 +27,8 @@ arch = "32x2-8"
 batch_size = 1024
 epochs = 2
 device = "cpu"
+[pipelines.retrain.train.warm]
+epochs = 1
 [pipelines.retrain.quantize]
 max_mean_cp = 1000.0
 max_p99_cp = 1000.0
@@ -222,6 +224,8 @@ async fn nightly_pipeline_promotes_on_accept_and_warm_starts() {
         rec["spec"]["spec"]["init_from"]["run"], run["train_run"],
         "{rec:#}"
     );
+    // The warm round trains with `train.warm`'s settings.
+    assert_eq!(rec["spec"]["spec"]["epochs"], 1, "{rec:#}");
 
     // The scheduled pipeline started by itself and failed, saying why.
     let all = get(format!("{api}/v1/pipelines")).await;
