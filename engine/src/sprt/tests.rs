@@ -538,3 +538,28 @@ fn llr_is_antisymmetric_in_the_hypotheses_and_mirrors_with_colours() {
     let b = llr_logistic(mirrored, -3.0, 1.0).unwrap();
     close(a, -b, 1e-9);
 }
+
+/// Degenerate counts (every pair a draw, no pair at all in four cells) give fishtest's LLR,
+/// including where its ten-iteration t-value search stops before it settles (4 % off the
+/// converged value for 1,000 drawn pairs at [0, 2]). Values from fishtest's `LLRcalc.py`
+/// algorithm (`LLR_normalized` with `regularize`), run in Python with a bisection root finder
+/// in place of scipy's `brentq` (both to machine precision).
+#[test]
+fn degenerate_counts_give_fishtest_s_llr() {
+    let cases = [
+        (penta(0, 0, 1000, 0, 0), 0.0, 2.0, -0.061_913_479_011_022_32),
+        (penta(0, 0, 200, 0, 0), 0.0, 5.0, -0.078_240_380_884_158_66),
+        (penta(0, 0, 200, 0, 0), 0.0, 20.0, -1.313_750_695_699_846_8),
+        (penta(0, 0, 1000, 0, 0), 0.0, 5.0, -0.407_915_246_140_638_6),
+    ];
+    for (counts, e0, e1, fishtest) in cases {
+        let llr = llr_normalized(counts, e0, e1).unwrap();
+        close(llr, fishtest, 1e-9 * fishtest.abs().max(1.0));
+    }
+    // Three-bin all draws too.
+    close(
+        llr_normalized(Wdl::new(0, 1000, 0), 0.0, 2.0).unwrap(),
+        -0.029_991_858_266_788_466,
+        1e-9,
+    );
+}
