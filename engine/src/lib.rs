@@ -7,6 +7,7 @@
 
 pub mod bench;
 pub mod book;
+pub mod bytes;
 pub mod datagen;
 pub mod eval;
 pub mod features;

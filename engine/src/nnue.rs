@@ -48,6 +48,7 @@
 //! name, type and shape against the header's architecture and rejects a wrong version, a
 //! wrong hash, a short file and trailing bytes.
 
+use crate::bytes::ByteReader;
 use crate::features::{FeatureError, FeatureSetKind};
 use crate::simd::{AlignedI16, Kernel};
 use shakmaty::{Board, Color};
@@ -410,7 +411,7 @@ impl Network {
 
     /// Reads a `.nnue` file, refusing anything that is not exactly one well-formed network.
     pub fn from_bytes(bytes: &[u8]) -> Result<Network, NnueError> {
-        let mut r = Reader { bytes, at: 0 };
+        let mut r = ByteReader::new(bytes);
         let magic = r.take(8, "the magic bytes")?;
         if magic != MAGIC {
             return Err(NnueError::Magic(magic.to_vec()));
@@ -420,8 +421,8 @@ impl Network {
             return Err(NnueError::Version { found: version });
         }
         let hash = r.u32("the architecture hash")?;
-        let features = r.string16("the feature set")?;
-        let arch_text = r.string16("the architecture")?;
+        let features = string16(&mut r, "the feature set")?;
+        let arch_text = string16(&mut r, "the architecture")?;
         let features =
             FeatureSetKind::from_name(&features).map_err(|e| NnueError::Header(e.to_string()))?;
         let arch = Arch::parse(&arch_text).map_err(|e| NnueError::Header(e.to_string()))?;
@@ -457,7 +458,7 @@ impl Network {
         }
         for t in specs {
             let at = r.at;
-            let name = r.string16(&format!("the name of tensor {}", t.name))?;
+            let name = string16(&mut r, &format!("the name of tensor {}", t.name))?;
             if name != t.name {
                 // Named by the slot it should fill: the file's name may be empty or garbage.
                 return Err(NnueError::Tensor {
@@ -708,34 +709,21 @@ impl TensorSpec {
     }
 }
 
-struct Reader<'a> {
-    bytes: &'a [u8],
-    at: usize,
+impl From<crate::bytes::Short> for NnueError {
+    fn from(s: crate::bytes::Short) -> NnueError {
+        NnueError::Truncated {
+            at: s.have,
+            what: s.what,
+        }
+    }
 }
 
-impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize, what: &str) -> Result<&'a [u8], NnueError> {
-        let end = self.at.checked_add(n).filter(|&e| e <= self.bytes.len());
-        let Some(end) = end else {
-            return Err(NnueError::Truncated {
-                at: self.bytes.len(),
-                what: what.to_string(),
-            });
-        };
-        let s = &self.bytes[self.at..end];
-        self.at = end;
-        Ok(s)
-    }
-    fn u32(&mut self, what: &str) -> Result<u32, NnueError> {
-        let b = self.take(4, what)?;
-        Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-    }
-    fn string16(&mut self, what: &str) -> Result<String, NnueError> {
-        let b = self.take(2, what)?;
-        let n = u16::from_le_bytes([b[0], b[1]]) as usize;
-        let s = self.take(n, what)?;
-        String::from_utf8(s.to_vec()).map_err(|_| NnueError::Header(format!("{what} is not UTF-8")))
-    }
+/// A string of up to 65,535 bytes after its u16 length.
+fn string16(r: &mut ByteReader, what: &str) -> Result<String, NnueError> {
+    let b = r.take(2, what)?;
+    let n = u16::from_le_bytes([b[0], b[1]]) as usize;
+    let s = r.take(n, what)?;
+    String::from_utf8(s.to_vec()).map_err(|_| NnueError::Header(format!("{what} is not UTF-8")))
 }
 
 #[cfg(test)]

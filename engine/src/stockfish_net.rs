@@ -21,6 +21,7 @@
 //! rows padded to 32 inputs). Nothing may follow. Stockfish refuses a file whose version or
 //! hashes differ, so this reader does too, naming what differs.
 
+use crate::bytes::{ByteReader, Short};
 use crate::features::{FeatureError, FeatureSet, HalfKaV2Hm};
 use crate::nnue::Dense;
 use crate::simd::{AlignedI16, Kernel};
@@ -153,61 +154,45 @@ impl std::fmt::Debug for StockfishNet {
     }
 }
 
-struct Reader<'a> {
-    bytes: &'a [u8],
-    at: usize,
+impl From<Short> for SfNetError {
+    fn from(s: Short) -> SfNetError {
+        SfNetError::Truncated {
+            what: s.what,
+            offset: s.offset,
+            needed: s.needed,
+            have: s.have,
+        }
+    }
 }
 
-impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize, what: &str) -> Result<&'a [u8], SfNetError> {
-        let end = self.at.checked_add(n).filter(|&e| e <= self.bytes.len());
-        let Some(end) = end else {
-            return Err(SfNetError::Truncated {
-                what: what.to_string(),
-                offset: self.at,
-                needed: n,
-                have: self.bytes.len(),
-            });
-        };
-        let out = &self.bytes[self.at..end];
-        self.at = end;
-        Ok(out)
+fn hash(r: &mut ByteReader, what: &str, expected: u32) -> Result<(), SfNetError> {
+    let found = r.u32(what)?;
+    if found != expected {
+        return Err(SfNetError::Hash {
+            what: what.to_string(),
+            found,
+            expected,
+        });
     }
+    Ok(())
+}
 
-    fn u32(&mut self, what: &str) -> Result<u32, SfNetError> {
-        let b = self.take(4, what)?;
-        Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-    }
+fn i8s(r: &mut ByteReader, n: usize, what: &str) -> Result<Vec<i8>, Short> {
+    Ok(r.take(n, what)?.iter().map(|&b| b as i8).collect())
+}
 
-    fn hash(&mut self, what: &str, expected: u32) -> Result<(), SfNetError> {
-        let found = self.u32(what)?;
-        if found != expected {
-            return Err(SfNetError::Hash {
-                what: what.to_string(),
-                found,
-                expected,
-            });
-        }
-        Ok(())
-    }
+fn i16s(r: &mut ByteReader, n: usize, what: &str) -> Result<Vec<i16>, Short> {
+    let b = r.take(n * 2, what)?;
+    Ok(b.chunks_exact(2)
+        .map(|c| i16::from_le_bytes([c[0], c[1]]))
+        .collect())
+}
 
-    fn i8s(&mut self, n: usize, what: &str) -> Result<Vec<i8>, SfNetError> {
-        Ok(self.take(n, what)?.iter().map(|&b| b as i8).collect())
-    }
-
-    fn i16s(&mut self, n: usize, what: &str) -> Result<Vec<i16>, SfNetError> {
-        let b = self.take(n * 2, what)?;
-        Ok(b.chunks_exact(2)
-            .map(|c| i16::from_le_bytes([c[0], c[1]]))
-            .collect())
-    }
-
-    fn i32s(&mut self, n: usize, what: &str) -> Result<Vec<i32>, SfNetError> {
-        let b = self.take(n * 4, what)?;
-        Ok(b.chunks_exact(4)
-            .map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-            .collect())
-    }
+fn i32s(r: &mut ByteReader, n: usize, what: &str) -> Result<Vec<i32>, Short> {
+    let b = r.take(n * 4, what)?;
+    Ok(b.chunks_exact(4)
+        .map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect())
 }
 
 /// Bytes of a file of this architecture with an empty description.
@@ -227,41 +212,39 @@ impl StockfishNet {
     }
 
     pub fn from_bytes(bytes: &[u8]) -> Result<StockfishNet, SfNetError> {
-        let mut r = Reader { bytes, at: 0 };
+        let mut r = ByteReader::new(bytes);
         let version = r.u32("the version")?;
         if version != VERSION {
             return Err(SfNetError::Version { found: version });
         }
-        r.hash("the file's architecture", FILE_HASH)?;
+        hash(&mut r, "the file's architecture", FILE_HASH)?;
         let len = r.u32("the description's length")? as usize;
         let description = r.take(len, "the description")?.to_vec();
-        r.hash("the feature transformer's", TRANSFORMER_HASH)?;
-        let ft_bias = r.i16s(HALF, "the feature transformer's biases")?;
-        let ft_weights = r
-            .i16s(INPUTS * HALF, "the feature transformer's weights")?
-            .into();
-        let psqt_weights = r.i32s(INPUTS * BUCKETS, "the PSQT weights")?;
+        hash(&mut r, "the feature transformer's", TRANSFORMER_HASH)?;
+        let ft_bias = i16s(&mut r, HALF, "the feature transformer's biases")?;
+        let ft_weights = i16s(&mut r, INPUTS * HALF, "the feature transformer's weights")?.into();
+        let psqt_weights = i32s(&mut r, INPUTS * BUCKETS, "the PSQT weights")?;
         let mut stacks = Vec::with_capacity(BUCKETS);
         for s in 0..BUCKETS {
             let name = |part: &str| format!("layer stack {s}'s {part}");
-            r.hash(&name("layers'"), STACK_HASH)?;
+            hash(&mut r, &name("layers'"), STACK_HASH)?;
             let fc0 = (
-                r.i32s(FC0_OUT, &name("fc_0 biases"))?,
-                r.i8s(FC0_OUT * HALF, &name("fc_0 weights"))?,
+                i32s(&mut r, FC0_OUT, &name("fc_0 biases"))?,
+                i8s(&mut r, FC0_OUT * HALF, &name("fc_0 weights"))?,
             );
             let fc1 = (
-                r.i32s(FC1_OUT, &name("fc_1 biases"))?,
-                r.i8s(FC1_OUT * FC1_IN, &name("fc_1 weights"))?,
+                i32s(&mut r, FC1_OUT, &name("fc_1 biases"))?,
+                i8s(&mut r, FC1_OUT * FC1_IN, &name("fc_1 weights"))?,
             );
             let fc2 = (
-                r.i32s(1, &name("fc_2 bias"))?[0],
-                r.i8s(FC2_IN, &name("fc_2 weights"))?,
+                i32s(&mut r, 1, &name("fc_2 bias"))?[0],
+                i8s(&mut r, FC2_IN, &name("fc_2 weights"))?,
             );
             stacks.push(LayerStack::new(fc0, fc1, fc2));
         }
-        if r.at != bytes.len() {
+        if r.remaining() > 0 {
             return Err(SfNetError::Trailing {
-                extra: bytes.len() - r.at,
+                extra: r.remaining(),
             });
         }
         Ok(StockfishNet {
