@@ -3,7 +3,7 @@
 
 use crate::nets::{index_net, read_net};
 use crate::{JobError, Lake};
-use lakefish_engine::nnue::Network;
+use lakefish_engine::eval::Evaluator;
 use lakefish_engine::stockfish_net::{FILE_HASH, SfEvaluation, StockfishNet};
 use lakefish_schemas::NetManifest;
 use lakefish_schemas::nets::{NetFormat, QuantizationError, name_for_sha256, net_keys};
@@ -59,50 +59,32 @@ pub async fn import_stockfish(lake: &Lake, bytes: Vec<u8>) -> Result<NetManifest
     Ok(manifest)
 }
 
-/// A net loaded for evaluation, in whichever format it is.
-pub enum LoadedNet {
-    Lakefish(Network),
-    Stockfish(Box<StockfishNet>),
-}
-
-impl LoadedNet {
-    /// Reads a net file of either format (told apart by their first bytes).
-    pub fn from_bytes(bytes: &[u8]) -> Result<LoadedNet, String> {
-        if bytes.starts_with(lakefish_engine::nnue::MAGIC) {
-            return Network::from_bytes(bytes)
-                .map(LoadedNet::Lakefish)
-                .map_err(|e| e.to_string());
+/// Evaluates one FEN with `net` (from [`Evaluator::from_net_bytes`]), from White's side:
+/// Stockfish's internal units for a Stockfish net (what its `eval` prints as "NNUE
+/// evaluation", times 361), centipawns for a lakefish net.
+pub fn evaluate_fen(net: &Evaluator, fen: &str) -> Result<FenEvaluation, String> {
+    let pos: Chess = fen
+        .parse::<Fen>()
+        .map_err(|e| format!("not a FEN: {e}"))?
+        .into_position(CastlingMode::Standard)
+        .map_err(|e| format!("not a legal position: {e}"))?;
+    let turn = pos.turn();
+    match net {
+        Evaluator::Nnue(net) => {
+            let v = net
+                .evaluate_board(pos.board(), turn)
+                .map_err(|e| e.to_string())?;
+            let white = if turn.is_white() { v } else { -v };
+            Ok(FenEvaluation { white, sf: None })
         }
-        StockfishNet::from_bytes(bytes)
-            .map(|n| LoadedNet::Stockfish(Box::new(n)))
-            .map_err(|e| format!("neither a lakefish net nor a Stockfish 15.1 one: {e}"))
-    }
-
-    /// Evaluates one FEN, from White's side: Stockfish's internal units for a Stockfish net
-    /// (what its `eval` prints as "NNUE evaluation", times 361), centipawns for a lakefish net.
-    pub fn evaluate_fen(&self, fen: &str) -> Result<FenEvaluation, String> {
-        let pos: Chess = fen
-            .parse::<Fen>()
-            .map_err(|e| format!("not a FEN: {e}"))?
-            .into_position(CastlingMode::Standard)
-            .map_err(|e| format!("not a legal position: {e}"))?;
-        let turn = pos.turn();
-        match self {
-            LoadedNet::Lakefish(net) => {
-                let v = net
-                    .evaluate_board(pos.board(), turn)
-                    .map_err(|e| e.to_string())?;
-                let white = if turn.is_white() { v } else { -v };
-                Ok(FenEvaluation { white, sf: None })
-            }
-            LoadedNet::Stockfish(net) => {
-                let e = net.evaluate(pos.board(), turn).map_err(|e| e.to_string())?;
-                Ok(FenEvaluation {
-                    white: e.white(turn),
-                    sf: Some(e),
-                })
-            }
+        Evaluator::Stockfish(net) => {
+            let e = net.evaluate(pos.board(), turn).map_err(|e| e.to_string())?;
+            Ok(FenEvaluation {
+                white: e.white(turn),
+                sf: Some(e),
+            })
         }
+        other => Err(format!("{} is not a net", other.describe())),
     }
 }
 

@@ -214,6 +214,24 @@ fn stockfish_s_own_net_imports_and_exports_byte_for_byte() {
         "architecture hash 0x3c103e72",
     );
     bad("empty.nnue", b"", "the version");
+    // A damaged file handed to `nets eval` is refused naming it, nothing printed.
+    let out = run(
+        dir.path(),
+        &[
+            "nets",
+            "eval",
+            "truncated.nnue",
+            "4k3/8/8/8/8/8/8/4K3 w - - 0 1",
+        ],
+        None,
+    );
+    assert!(!out.status.success());
+    assert!(out.stdout.is_empty());
+    let err = stderr(&out);
+    assert!(
+        err.contains("truncated.nnue") && err.contains("neither a lakefish net"),
+        "{err}"
+    );
     let ls = run(dir.path(), &["nets", "ls"], None);
     assert_success(&ls);
     assert_eq!(

@@ -4,7 +4,7 @@
 
 use crate::backend::Backend;
 use anyhow::{Context, bail};
-use lakefish_jobs::foreign_nets::LoadedNet;
+use lakefish_engine::eval::Evaluator;
 use lakefish_schemas::nets::NetFormat;
 use std::io::BufRead;
 
@@ -158,10 +158,10 @@ pub async fn run(lake: &str, api: Option<String>, what: NetsCommand) -> anyhow::
             } else {
                 backend.net_file(&name).await?.1.to_vec()
             };
-            let net = LoadedNet::from_bytes(&bytes).map_err(|e| anyhow::anyhow!("{name}: {e}"))?;
+            let net =
+                Evaluator::from_net_bytes(&bytes).map_err(|e| anyhow::anyhow!("{name}: {e}"))?;
             let print = |fen: &str| -> anyhow::Result<()> {
-                let e = net
-                    .evaluate_fen(fen)
+                let e = lakefish_jobs::foreign_nets::evaluate_fen(&net, fen)
                     .map_err(|e| anyhow::anyhow!("{fen:?}: {e}"))?;
                 if !buckets {
                     println!("{}", e.white);
