@@ -22,3 +22,4 @@ pub mod simd;
 pub mod sprt;
 pub mod stockfish_net;
 pub mod uci;
+pub mod uci_client;

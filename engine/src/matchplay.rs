@@ -1,16 +1,21 @@
 //! Engine-vs-engine games for SPRT: colour-reversed pairs from one opening, limited by nodes
-//! (deterministic: the same nets, opening and limits give the same games) or by a clock,
-//! with resign and draw adjudication; games written as PGN.
+//! (deterministic for lakefish's own engine: the same nets, opening and limits give the same
+//! games) or by a clock, with resign and draw adjudication; games written as PGN. A side is
+//! lakefish's engine in-process or any UCI engine as a child process; an engine that plays an
+//! illegal move, crashes, stalls, loses on time or does not answer loses the game, with the
+//! reason kept, and a fresh process plays the next game.
 
 use std::time::{Duration, Instant};
 
 use shakmaty::fen::Fen;
 use shakmaty::san::SanPlus;
+use shakmaty::uci::UciMove;
 use shakmaty::zobrist::Zobrist64;
-use shakmaty::{Chess, Color, EnPassantMode, Position};
+use shakmaty::{CastlingMode, Chess, Color, EnPassantMode, Position};
 
 use crate::eval::Evaluator;
 use crate::search::{Limits, Score, Searcher};
+use crate::uci_client::{EngineFault, UciCommand, UciProcess, position_command};
 
 /// How games are played and when they are cut short.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -32,6 +37,24 @@ pub struct MatchConfig {
     pub draw_moves: u32,
     pub draw_after_ply: u32,
     pub hash_mb: usize,
+    /// How far past its clock a UCI engine's `bestmove` may arrive before it is a time
+    /// forfeit (fastchess's `timemargin`), in milliseconds.
+    #[serde(default)]
+    pub time_margin_ms: u64,
+    /// How long past its limit (the clock, or none at a node limit) a UCI engine may stay
+    /// silent before it is stalled: it loses and its process is killed.
+    #[serde(default = "default_stall_ms")]
+    pub stall_ms: u64,
+    /// How long a UCI engine may take to answer `uci` and `isready`.
+    #[serde(default = "default_handshake_ms")]
+    pub handshake_ms: u64,
+}
+
+fn default_stall_ms() -> u64 {
+    10_000
+}
+fn default_handshake_ms() -> u64 {
+    10_000
 }
 
 impl Default for MatchConfig {
@@ -46,6 +69,9 @@ impl Default for MatchConfig {
             draw_moves: 8,
             draw_after_ply: 60,
             hash_mb: 8,
+            time_margin_ms: 0,
+            stall_ms: default_stall_ms(),
+            handshake_ms: default_handshake_ms(),
         }
     }
 }
@@ -62,6 +88,28 @@ pub enum Termination {
     DrawAdjudication,
     PlyLimit,
     TimeForfeit,
+    /// The loser sent a move that is not legal (or none).
+    IllegalMove,
+    /// The loser's process ended mid-game.
+    Crash,
+    /// The loser sent no `bestmove` within its limit plus the stall margin.
+    Stall,
+    /// The loser did not start or did not answer `uci` / `isready`.
+    Unresponsive,
+}
+
+impl Termination {
+    /// Ends that count against the engine that lost, per engine, in a test's integrity counts.
+    pub fn is_fault(self) -> bool {
+        matches!(
+            self,
+            Termination::TimeForfeit
+                | Termination::IllegalMove
+                | Termination::Crash
+                | Termination::Stall
+                | Termination::Unresponsive
+        )
+    }
 }
 
 /// `Some(color)` for a win, `None` for a draw.
@@ -78,6 +126,12 @@ pub struct GameRecord {
     /// "1-0", "0-1" or "1/2-1/2".
     pub result: String,
     pub termination: Termination,
+    /// What went wrong, for a game that ended by a fault (names the engine and the move).
+    #[serde(default)]
+    pub reason: Option<String>,
+    /// PGN `TimeControl`: `8+0.08`, or `-` for node-limited games.
+    #[serde(default)]
+    pub time_control: Option<String>,
 }
 
 impl GameRecord {
@@ -103,6 +157,7 @@ impl GameRecord {
             ("Result", &self.result),
             ("FEN", &self.opening),
             ("SetUp", "1"),
+            ("TimeControl", self.time_control.as_deref().unwrap_or("-")),
             ("Termination", termination_text(self.termination)),
             ("PlyCount", &self.moves.len().to_string()),
         ] {
@@ -139,6 +194,12 @@ impl GameRecord {
             }
             white = !white;
         }
+        if let Some(reason) = &self.reason {
+            let comment = format!("{{{}}}", reason.replace(['{', '}'], ""));
+            for word in comment.split(' ') {
+                push(word.to_string(), &mut line, &mut s);
+            }
+        }
         push(self.result.clone(), &mut line, &mut s);
         s.push_str(line.trim_end());
         s.push_str("\n\n");
@@ -157,6 +218,10 @@ fn termination_text(t: Termination) -> &'static str {
         Termination::DrawAdjudication => "adjudication: draw",
         Termination::PlyLimit => "adjudication: ply limit",
         Termination::TimeForfeit => "time forfeit",
+        Termination::IllegalMove => "rules infraction: illegal move",
+        Termination::Crash => "abandoned: crash",
+        Termination::Stall => "abandoned: stall",
+        Termination::Unresponsive => "abandoned: unresponsive",
     }
 }
 
@@ -185,11 +250,146 @@ pub fn rule_ending(pos: &Chess, key: u64, keys: &[u64]) -> Option<(Winner, Termi
     (seen >= 2).then_some((None, Termination::Repetition))
 }
 
-/// A side of a match: a name and what it evaluates with.
+/// A side of a match: a name (the PGN's `White`/`Black`) and the engine that plays it.
 #[derive(Debug, Clone)]
 pub struct Player {
     pub name: String,
-    pub evaluator: Evaluator,
+    pub engine: PlayerEngine,
+}
+
+#[derive(Debug, Clone)]
+pub enum PlayerEngine {
+    /// lakefish's own search, in this process, with this evaluation.
+    Builtin(Evaluator),
+    /// Any UCI engine, started as a child process for each game.
+    Uci(UciCommand),
+}
+
+impl Player {
+    pub fn builtin(name: impl Into<String>, evaluator: Evaluator) -> Player {
+        Player {
+            name: name.into(),
+            engine: PlayerEngine::Builtin(evaluator),
+        }
+    }
+}
+
+/// One side's engine for the length of a game.
+enum Mover {
+    Builtin(Box<Searcher>),
+    Uci(UciProcess),
+}
+
+/// What a side answered for one move.
+struct Reply {
+    mv: Result<shakmaty::Move, (Termination, String)>,
+    /// Centipawns from the mover's view, when it said.
+    cp: Option<i32>,
+}
+
+impl Mover {
+    fn start(player: &Player, config: &MatchConfig) -> Result<Mover, EngineFault> {
+        Ok(match &player.engine {
+            PlayerEngine::Builtin(eval) => {
+                Mover::Builtin(Box::new(Searcher::new(eval.clone(), config.hash_mb)))
+            }
+            PlayerEngine::Uci(cmd) => {
+                let handshake = Duration::from_millis(config.handshake_ms);
+                let mut p = UciProcess::start(cmd, handshake)?;
+                p.new_game(handshake)?;
+                Mover::Uci(p)
+            }
+        })
+    }
+
+    /// One move at `pos`; `left` is the mover's clock when there is one.
+    #[allow(clippy::too_many_arguments)]
+    fn play(
+        &mut self,
+        name: &str,
+        pos: &Chess,
+        keys: &[u64],
+        start_fen: &str,
+        uci_moves: &[String],
+        limits: &Limits,
+        left: Option<Duration>,
+        config: &MatchConfig,
+    ) -> Reply {
+        match self {
+            Mover::Builtin(searcher) => {
+                let started = Instant::now();
+                let result = searcher.search(pos, keys, limits, |_| {});
+                let cp = Score::from_internal(result.value, pos).centipawns_or_mate();
+                let margin = Duration::from_millis(config.time_margin_ms);
+                if left.is_some_and(|l| started.elapsed() > l + margin) {
+                    return Reply {
+                        mv: Err((Termination::TimeForfeit, format!("{name} lost on time"))),
+                        cp: Some(cp),
+                    };
+                }
+                let mv = result.best.expect("a legal move exists");
+                Reply {
+                    mv: Ok(mv),
+                    cp: Some(cp),
+                }
+            }
+            Mover::Uci(process) => {
+                let go = match (left, limits.nodes) {
+                    (Some(_), _) => format!(
+                        "go wtime {} btime {} winc {} binc {}",
+                        limits.wtime.unwrap_or_default().as_millis(),
+                        limits.btime.unwrap_or_default().as_millis(),
+                        limits.winc.unwrap_or_default().as_millis(),
+                        limits.binc.unwrap_or_default().as_millis()
+                    ),
+                    (None, nodes) => format!("go nodes {}", nodes.unwrap_or(5000)),
+                };
+                let margin = Duration::from_millis(config.time_margin_ms);
+                let wait = left.map_or(Duration::ZERO, |l| l + margin)
+                    + Duration::from_millis(config.stall_ms);
+                let reply = match process.go(&position_command(start_fen, uci_moves), &go, wait) {
+                    Ok(r) => r,
+                    Err(fault) => {
+                        let t = match fault {
+                            EngineFault::Stalled(_) => Termination::Stall,
+                            EngineFault::Crashed(_) => Termination::Crash,
+                            EngineFault::Unresponsive(_) => Termination::Unresponsive,
+                        };
+                        return Reply {
+                            mv: Err((t, format!("{name} {fault}"))),
+                            cp: None,
+                        };
+                    }
+                };
+                let cp = reply.score.map(Score::centipawns_or_mate);
+                if let Some(l) = left
+                    && reply.elapsed > l + margin
+                {
+                    let text = format!(
+                        "{name} lost on time ({} ms with {} ms left)",
+                        reply.elapsed.as_millis(),
+                        l.as_millis()
+                    );
+                    return Reply {
+                        mv: Err((Termination::TimeForfeit, text)),
+                        cp,
+                    };
+                }
+                let legal = UciMove::from_ascii(reply.bestmove.as_bytes())
+                    .ok()
+                    .and_then(|u| u.to_move(pos).ok());
+                let mv = legal.ok_or_else(|| {
+                    let shown: String = reply.bestmove.chars().take(40).collect();
+                    let fen = Fen::from_position(pos, EnPassantMode::Legal);
+                    (
+                        Termination::IllegalMove,
+                        format!("{name} played an illegal move {shown:?} in {fen}"),
+                    )
+                });
+                Reply { mv, cp }
+            }
+        }
+    }
 }
 
 /// Plays one game from `opening`.
@@ -199,23 +399,14 @@ pub fn play_game(
     opening: &Chess,
     config: &MatchConfig,
 ) -> GameRecord {
-    let mut searchers = [
-        Searcher::new(black.evaluator.clone(), config.hash_mb),
-        Searcher::new(white.evaluator.clone(), config.hash_mb),
-    ];
-    let mut clocks = config
-        .clock
-        .map(|(base, _)| [Duration::from_millis(base); 2]);
-    let mut pos = opening.clone();
-    let mut keys: Vec<u64> = Vec::new();
-    let mut moves = Vec::new();
-    // Scores in centipawns from White's view, one per ply played.
-    let mut white_scores: Vec<i32> = Vec::new();
-    let key = |p: &Chess| p.zobrist_hash::<Zobrist64>(EnPassantMode::Legal).0;
-    let finish = |winner: Winner, termination: Termination, moves: Vec<String>| GameRecord {
+    let start_fen = Fen::from_position(opening, EnPassantMode::Legal).to_string();
+    let finish = |winner: Winner,
+                  termination: Termination,
+                  reason: Option<String>,
+                  moves: Vec<String>| GameRecord {
         white: white.name.clone(),
         black: black.name.clone(),
-        opening: Fen::from_position(opening, EnPassantMode::Legal).to_string(),
+        opening: start_fen.clone(),
         moves,
         result: match winner {
             Some(Color::White) => "1-0",
@@ -224,65 +415,111 @@ pub fn play_game(
         }
         .to_string(),
         termination,
+        reason,
+        time_control: Some(match config.clock {
+            Some((base, inc)) => format!("{}+{}", base as f64 / 1000.0, inc as f64 / 1000.0),
+            None => "-".into(),
+        }),
     };
+    // Black's engine first, so index by `Color as usize`; White starts second, so a White
+    // that does not answer is found before it would move.
+    let mut movers = Vec::with_capacity(2);
+    for (player, colour) in [(black, Color::Black), (white, Color::White)] {
+        match Mover::start(player, config) {
+            Ok(m) => movers.push(m),
+            Err(fault) => {
+                let text = format!("{} {fault}", player.name);
+                let t = match fault {
+                    EngineFault::Crashed(_) => Termination::Crash,
+                    _ => Termination::Unresponsive,
+                };
+                return finish(Some(!colour), t, Some(text), Vec::new());
+            }
+        }
+    }
+    let mut clocks = config
+        .clock
+        .map(|(base, _)| [Duration::from_millis(base); 2]);
+    let mut pos = opening.clone();
+    let mut keys: Vec<u64> = Vec::new();
+    let mut moves = Vec::new();
+    let mut uci_moves: Vec<String> = Vec::new();
+    // Scores in centipawns from White's view, one per ply played (`None`: the engine gave none).
+    let mut white_scores: Vec<Option<i32>> = Vec::new();
+    let key = |p: &Chess| p.zobrist_hash::<Zobrist64>(EnPassantMode::Legal).0;
     loop {
         let k = key(&pos);
         if let Some((winner, termination)) = rule_ending(&pos, k, &keys) {
-            return finish(winner, termination, moves);
+            return finish(winner, termination, None, moves);
         }
         if moves.len() as u32 >= config.max_plies {
-            return finish(None, Termination::PlyLimit, moves);
+            return finish(None, Termination::PlyLimit, None, moves);
         }
         if let Some(w) = adjudicate(&white_scores, moves.len() as u32, config) {
             return match w {
-                Some(c) => finish(Some(c), Termination::ResignAdjudication, moves),
-                None => finish(None, Termination::DrawAdjudication, moves),
+                Some(c) => finish(Some(c), Termination::ResignAdjudication, None, moves),
+                None => finish(None, Termination::DrawAdjudication, None, moves),
             };
         }
 
         let turn = pos.turn();
+        let inc = Duration::from_millis(config.clock.map_or(0, |(_, i)| i));
         let limits = match clocks {
-            Some(c) => {
-                let inc = Duration::from_millis(config.clock.map_or(0, |(_, i)| i));
-                Limits {
-                    wtime: Some(c[Color::White as usize]),
-                    btime: Some(c[Color::Black as usize]),
-                    winc: Some(inc),
-                    binc: Some(inc),
-                    ..Limits::default()
-                }
-            }
+            Some(c) => Limits {
+                wtime: Some(c[Color::White as usize]),
+                btime: Some(c[Color::Black as usize]),
+                winc: Some(inc),
+                binc: Some(inc),
+                ..Limits::default()
+            },
             None => Limits::nodes(config.nodes.unwrap_or(5000)),
         };
+        let left = clocks.map(|c| c[turn as usize]);
+        let name = if turn == Color::White {
+            &white.name
+        } else {
+            &black.name
+        };
         let started = Instant::now();
-        let result = searchers[turn as usize].search(&pos, &keys, &limits, |_| {});
-        if let (Some(c), Some((_, inc))) = (clocks.as_mut(), config.clock) {
+        let reply = movers[turn as usize].play(
+            name, &pos, &keys, &start_fen, &uci_moves, &limits, left, config,
+        );
+        let mv = match reply.mv {
+            Ok(mv) => mv,
+            Err((termination, text)) => return finish(Some(!turn), termination, Some(text), moves),
+        };
+        if let Some(c) = clocks.as_mut() {
             let left = &mut c[turn as usize];
-            let used = started.elapsed();
-            if used > *left {
-                return finish(Some(!turn), Termination::TimeForfeit, moves);
-            }
-            *left = *left - used + Duration::from_millis(inc);
+            *left = left.saturating_sub(started.elapsed()) + inc;
         }
-        let mv = result.best.expect("a legal move exists");
-        let cp = Score::from_internal(result.value, &pos).centipawns_or_mate();
-        white_scores.push(if turn == Color::White { cp } else { -cp });
+        white_scores.push(
+            reply
+                .cp
+                .map(|cp| if turn == Color::White { cp } else { -cp }),
+        );
         moves.push(SanPlus::from_move(pos.clone(), mv).to_string());
+        uci_moves.push(mv.to_uci(CastlingMode::Standard).to_string());
         keys.push(k);
         pos.play_unchecked(mv);
     }
 }
 
 /// `Some(Some(color))`: that side wins by adjudication; `Some(None)`: a draw; `None`: play on.
-fn adjudicate(white_scores: &[i32], plies: u32, config: &MatchConfig) -> Option<Winner> {
+fn adjudicate(white_scores: &[Option<i32>], plies: u32, config: &MatchConfig) -> Option<Winner> {
     let n = white_scores.len();
     let resign = 2 * config.resign_moves as usize;
     if config.resign_moves > 0 && n >= resign {
         let last = &white_scores[n - resign..];
-        if last.iter().all(|&s| s >= config.resign_cp) {
+        if last
+            .iter()
+            .all(|s| s.is_some_and(|s| s >= config.resign_cp))
+        {
             return Some(Some(Color::White));
         }
-        if last.iter().all(|&s| s <= -config.resign_cp) {
+        if last
+            .iter()
+            .all(|s| s.is_some_and(|s| s <= -config.resign_cp))
+        {
             return Some(Some(Color::Black));
         }
     }
@@ -292,7 +529,7 @@ fn adjudicate(white_scores: &[i32], plies: u32, config: &MatchConfig) -> Option<
         && n >= draw
         && white_scores[n - draw..]
             .iter()
-            .all(|s| s.abs() <= config.draw_cp)
+            .all(|s| s.is_some_and(|s| s.abs() <= config.draw_cp))
     {
         return Some(None);
     }
@@ -339,10 +576,7 @@ mod tests {
     use super::*;
 
     fn classical(name: &str) -> Player {
-        Player {
-            name: name.into(),
-            evaluator: Evaluator::Classical,
-        }
+        Player::builtin(name, Evaluator::Classical)
     }
 
     #[test]
@@ -390,16 +624,111 @@ mod tests {
         );
     }
 
+    fn faulty(mode: &str) -> Player {
+        let script = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../tests/engines/faulty_uci.py"
+        );
+        Player {
+            name: format!("faulty-{mode}"),
+            engine: PlayerEngine::Uci(UciCommand {
+                program: "python3".into(),
+                args: vec![script.into(), mode.into()],
+                options: vec![],
+            }),
+        }
+    }
+
+    #[test]
+    fn each_way_an_engine_fails_ends_its_game_with_the_reason() {
+        let config = MatchConfig {
+            nodes: Some(300),
+            stall_ms: 1500,
+            handshake_ms: 3000,
+            ..MatchConfig::default()
+        };
+        let open = Chess::default();
+        for (mode, termination) in [
+            ("illegal", Termination::IllegalMove),
+            ("garbage", Termination::IllegalMove),
+            ("crash", Termination::Crash),
+            ("stall", Termination::Stall),
+            ("mute", Termination::Unresponsive),
+        ] {
+            let name = format!("faulty-{mode}");
+            // As White it loses at its first move; as Black after lakefish's first.
+            let g = play_game(&faulty(mode), &classical("lakefish"), &open, &config);
+            assert_eq!(
+                (g.termination, g.result.as_str()),
+                (termination, "0-1"),
+                "{g:?}"
+            );
+            assert!(g.moves.is_empty(), "{g:?}");
+            let reason = g.reason.clone().unwrap_or_default();
+            assert!(reason.starts_with(&name), "{mode}: {reason}");
+            let g = play_game(&classical("lakefish"), &faulty(mode), &open, &config);
+            assert_eq!(
+                (g.termination, g.result.as_str()),
+                (termination, "1-0"),
+                "{g:?}"
+            );
+            let played = if mode == "mute" { 0 } else { 1 };
+            assert_eq!(g.moves.len(), played, "{g:?}");
+            assert!(g.termination.is_fault());
+            let pgn = g.to_pgn("t", "1");
+            assert!(pgn.contains("[Result \"1-0\"]"), "{pgn}");
+            assert!(
+                pgn.contains(&format!("{{{name}")),
+                "the reason is a comment: {pgn}"
+            );
+            assert!(pgn.contains("[TimeControl \"-\"]"), "{pgn}");
+        }
+        let pgn = play_game(&faulty("garbage"), &classical("b"), &open, &config).to_pgn("t", "1");
+        assert!(
+            pgn.len() < 2000,
+            "junk is not copied into the PGN: {} bytes",
+            pgn.len()
+        );
+        assert!(pgn.contains("rules infraction"), "{pgn}");
+    }
+
+    #[test]
+    fn a_uci_engine_past_its_clock_loses_on_time() {
+        let config = MatchConfig {
+            nodes: None,
+            clock: Some((400, 0)),
+            stall_ms: 3000,
+            ..MatchConfig::default()
+        };
+        let g = play_game(&faulty("slow"), &classical("b"), &Chess::default(), &config);
+        assert_eq!(g.termination, Termination::TimeForfeit, "{g:?}");
+        assert_eq!(g.result, "0-1");
+        assert!(g.reason.unwrap().contains("lost on time"));
+        assert_eq!(g.time_control.as_deref(), Some("0.4+0"));
+    }
+
     #[test]
     fn adjudication_rules() {
         let c = MatchConfig::default();
-        assert_eq!(adjudicate(&[700; 8], 8, &c), Some(Some(Color::White)));
-        assert_eq!(adjudicate(&[700; 7], 7, &c), None);
-        assert_eq!(adjudicate(&[-900; 8], 8, &c), Some(Some(Color::Black)));
-        assert_eq!(adjudicate(&[5; 16], 70, &c), Some(None));
-        assert_eq!(adjudicate(&[5; 16], 40, &c), None, "too early for a draw");
-        let mut mixed = vec![700; 8];
-        mixed[3] = 100;
+        assert_eq!(adjudicate(&[Some(700); 8], 8, &c), Some(Some(Color::White)));
+        assert_eq!(adjudicate(&[Some(700); 7], 7, &c), None);
+        assert_eq!(
+            adjudicate(&[Some(-900); 8], 8, &c),
+            Some(Some(Color::Black))
+        );
+        assert_eq!(adjudicate(&[Some(5); 16], 70, &c), Some(None));
+        assert_eq!(
+            adjudicate(&[Some(5); 16], 40, &c),
+            None,
+            "too early for a draw"
+        );
+        let mut mixed = vec![Some(700); 8];
+        mixed[3] = Some(100);
         assert_eq!(adjudicate(&mixed, 8, &c), None);
+        // An engine that gives no score never gets a game adjudicated on its word.
+        mixed[3] = None;
+        mixed[4] = None;
+        assert_eq!(adjudicate(&mixed, 8, &c), None);
+        assert_eq!(adjudicate(&[None; 16], 70, &c), None);
     }
 }

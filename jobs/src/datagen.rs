@@ -58,8 +58,8 @@ pub fn datagen(
     spec: &DatagenSpec,
 ) -> Result<serde_json::Value, JobError> {
     spec.validate().map_err(JobError::Payload)?;
-    let side = ctx.block_on(crate::sprt::resolve_side(&ctx.lake, &spec.net))?;
-    let evaluator = ctx.block_on(crate::nets::load_evaluator(&ctx.lake, &side.name))?;
+    let net = ctx.block_on(crate::nets::resolve_evaluation(&ctx.lake, &spec.net))?;
+    let evaluator = ctx.block_on(crate::nets::load_evaluator(&ctx.lake, &net))?;
     let config = DatagenConfig {
         random_plies: spec.random_plies,
         depth: spec.depth,
@@ -104,7 +104,7 @@ pub fn datagen(
                     results.lock().expect("results")[i] = Some(samples);
                     let n = done.fetch_add(1, Ordering::Relaxed) + 1;
                     progress.report(&Progress {
-                        stage: format!("self-play with {}", side.name),
+                        stage: format!("self-play with {}", net),
                         done: n as u64,
                         total: Some(games as u64),
                         unit: "games".into(),
@@ -143,7 +143,7 @@ pub fn datagen(
     };
     let summary = lakefish_ingest::ingest_binpack::ingest_selfplay(ctx, job_id, &ingest)?;
     Ok(serde_json::json!({
-        "net": side.name,
+        "net": net,
         "games": games,
         "positions": positions,
         "first_mover_results": {"losses": results_count[0], "draws": results_count[1], "wins": results_count[2]},

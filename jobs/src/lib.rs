@@ -12,6 +12,7 @@
 
 pub mod catalog;
 pub mod datagen;
+pub mod engines;
 pub mod foreign_nets;
 pub mod masks;
 pub mod metrics;

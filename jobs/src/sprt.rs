@@ -7,13 +7,14 @@
 //! leaves the bounds decides the test, whatever order the batches finished in.
 
 use lakefish_engine::book::Book;
-use lakefish_engine::matchplay::{MatchConfig, Player, play_pair};
+use lakefish_engine::matchplay::{MatchConfig, Player, Termination, play_pair};
 use lakefish_engine::random_games::SplitMix;
 use lakefish_engine::sprt::{
     Pentanomial, SprtBounds, SprtDecision, elo_estimate, llr_logistic, llr_normalized,
 };
 use lakefish_lake::catalog::{CatalogEntry, CatalogKind, CatalogQuery};
-use lakefish_schemas::sprt::{EloSummary, SPRT_PREFIX, SprtSide, parse_tc};
+use lakefish_schemas::engines::SideRequest;
+use lakefish_schemas::sprt::{EloSummary, Incidents, SPRT_PREFIX, SprtSide, parse_tc};
 use lakefish_schemas::{
     JobId, JobSpec, Progress, SprtBatch, SprtPlan, SprtSpec, SprtState, SprtStatus, SprtTask,
 };
@@ -37,12 +38,12 @@ fn pgn_key(id: &str) -> String {
     format!("{SPRT_PREFIX}/{id}/games.pgn")
 }
 
-/// `requested` with `best` resolved now (see [`crate::nets::resolve_evaluation`]).
-pub(crate) async fn resolve_side(lake: &Lake, requested: &str) -> Result<SprtSide, JobError> {
-    Ok(SprtSide {
-        name: crate::nets::resolve_evaluation(lake, requested).await?,
-        requested: requested.to_string(),
-    })
+/// A side with `best` resolved now (see [`crate::engines::resolve_side`]).
+pub(crate) async fn resolve_side(
+    lake: &Lake,
+    requested: &SideRequest,
+) -> Result<SprtSide, JobError> {
+    crate::engines::resolve_side(lake, requested).await
 }
 
 /// The largest opening book read (books are parsed whole, in the API process too).
@@ -135,6 +136,7 @@ fn match_config(spec: &SprtSpec) -> MatchConfig {
             Some(spec.nodes.unwrap_or(5000))
         },
         clock,
+        time_margin_ms: spec.time_margin_ms,
         ..MatchConfig::default()
     }
 }
@@ -174,14 +176,8 @@ fn arena(ctx: &JobContext, plan: &SprtPlan) -> Result<Arena, JobError> {
         key: book_key(&plan.id),
         reason: e.to_string(),
     })?;
-    let new = Player {
-        name: plan.new.name.clone(),
-        evaluator: ctx.block_on(crate::nets::load_evaluator(&ctx.lake, &plan.new.name))?,
-    };
-    let base = Player {
-        name: plan.base.name.clone(),
-        evaluator: ctx.block_on(crate::nets::load_evaluator(&ctx.lake, &plan.base.name))?,
-    };
+    let new = ctx.block_on(crate::engines::player(&ctx.lake, &plan.new))?;
+    let base = ctx.block_on(crate::engines::player(&ctx.lake, &plan.base))?;
     Ok(Arena {
         config: match_config(&plan.spec),
         plan: plan.clone(),
@@ -218,6 +214,7 @@ fn play_batch(arena: &Arena, index: u64, threads: usize) -> SprtBatch {
         wdl: [0; 3],
         penta: [0; 5],
         pgn: String::new(),
+        incidents: [Incidents::default(); 2],
     };
     for (i, r) in results
         .into_inner()
@@ -233,6 +230,15 @@ fn play_batch(arena: &Arena, index: u64, threads: usize) -> SprtBatch {
         batch.wdl[2] += l;
         batch.penta[r.bin()] += 1;
         for (g, game) in r.games.iter().enumerate() {
+            // `new` is White in the first game of a pair; the side that faulted lost.
+            if game.termination.is_fault() {
+                let white_lost = game.result == "0-1";
+                let new_lost = (g == 0) == white_lost;
+                count_incident(
+                    &mut batch.incidents[usize::from(!new_lost)],
+                    game.termination,
+                );
+            }
             let event = format!("lakefish sprt {}", arena.plan.id);
             batch
                 .pgn
@@ -240,6 +246,17 @@ fn play_batch(arena: &Arena, index: u64, threads: usize) -> SprtBatch {
         }
     }
     batch
+}
+
+fn count_incident(counts: &mut Incidents, t: Termination) {
+    match t {
+        Termination::IllegalMove => counts.illegal_moves += 1,
+        Termination::TimeForfeit => counts.time_forfeits += 1,
+        Termination::Crash => counts.crashes += 1,
+        Termination::Stall => counts.stalls += 1,
+        Termination::Unresponsive => counts.unresponsive += 1,
+        _ => {}
+    }
 }
 
 /// Plays and stores batch `index` unless it is already stored.
@@ -305,6 +322,7 @@ fn summarize(plan: &SprtPlan, batches: &[SprtBatch]) -> (SprtStatus, usize) {
         upper: plan.upper,
     };
     let (mut wdl, mut penta) = ([0u64; 3], [0u64; 5]);
+    let mut incidents = [Incidents::default(); 2];
     let mut history = Vec::new();
     let mut state = SprtState::Running;
     let mut used = 0;
@@ -315,6 +333,8 @@ fn summarize(plan: &SprtPlan, batches: &[SprtBatch]) -> (SprtStatus, usize) {
         for (total, n) in penta.iter_mut().zip(b.penta) {
             *total += n;
         }
+        incidents[0].add(&b.incidents[0]);
+        incidents[1].add(&b.incidents[1]);
         used += 1;
         let value = llr(plan, Pentanomial(penta));
         history.push(value);
@@ -356,6 +376,8 @@ fn summarize(plan: &SprtPlan, batches: &[SprtBatch]) -> (SprtStatus, usize) {
         batches: used as u64,
         llr_history: history,
         elo,
+        new_incidents: incidents[0],
+        base_incidents: incidents[1],
         spec: plan.spec.clone(),
         created: plan.created.clone(),
     };

@@ -7,6 +7,7 @@
 pub mod config;
 pub mod datagen;
 pub mod dataset;
+pub mod engines;
 pub mod games;
 pub mod job;
 pub mod mask;

@@ -11,17 +11,23 @@
 //! the first batch after which the LLR is outside its bounds: so the result is the same
 //! whatever the number of workers and the order batches finished in.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
+
+use crate::engines::SideRequest;
 
 pub const SPRT_PREFIX: &str = "sprt";
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SprtSpec {
-    /// The candidate: a registered net name, `best`, or `classical`.
-    pub new: String,
-    /// The baseline, named the same ways.
-    pub base: String,
+    /// The candidate: `ENGINE[+NET][,OPTION=VALUE...]` (a registered engine, optionally with
+    /// a registered net and UCI options) or its fields; a bare net name (`nn-….nnue`, `best`,
+    /// `classical`) is lakefish's own engine with that net.
+    pub new: SideRequest,
+    /// The baseline, written the same ways.
+    pub base: SideRequest,
     /// Opening book (EPD or PGN): a local path readable where the test is planned, or a lake
     /// key `lake:raw/...`.
     pub book: String,
@@ -54,8 +60,16 @@ pub struct SprtSpec {
     /// Shuffles the book's order; pair `i` plays opening `i` of the shuffled book, cycling.
     #[serde(default)]
     pub seed: u64,
+    /// Milliseconds a UCI engine's `bestmove` may arrive after its clock ran out before it
+    /// loses on time (fastchess's `timemargin`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub time_margin_ms: u64,
 }
 
+// Left out when 0, so a test planned before the field existed keeps its id.
+fn is_zero(v: &u64) -> bool {
+    *v == 0
+}
 fn d_elo1() -> f64 {
     2.0
 }
@@ -77,14 +91,14 @@ fn d_concurrency() -> u32 {
 
 impl SprtSpec {
     pub fn validate(&self) -> Result<(), String> {
-        for (field, v) in [
-            ("new", &self.new),
-            ("base", &self.base),
-            ("book", &self.book),
-        ] {
-            if v.trim().is_empty() {
-                return Err(format!("{field} is empty"));
-            }
+        for (field, side) in [("new", &self.new), ("base", &self.base)] {
+            side.parse().map_err(|e| format!("{field}: {e}"))?;
+        }
+        if self.book.trim().is_empty() {
+            return Err("book is empty".into());
+        }
+        if self.time_margin_ms > 60_000 {
+            return Err("time_margin_ms must be at most 60000".into());
         }
         if !self.elo0.is_finite() || !self.elo1.is_finite() {
             return Err("elo0 and elo1 must be finite numbers".into());
@@ -152,13 +166,51 @@ pub fn parse_tc(tc: &str) -> Result<(u64, u64), String> {
     Ok((base, inc))
 }
 
-/// An evaluation as a test resolved it.
+/// A side as a test resolved it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SprtSide {
-    /// `classical` or a registered net's name.
+    /// For lakefish's engine, the evaluation: `classical` or a registered net's name (`best`
+    /// resolved). For another engine, the side's name in the PGN: `ENGINE[+NET][,OPT=V...]`.
     pub name: String,
-    /// What the spec said (`best` resolves to a name when the test starts).
+    /// What the spec said.
     pub requested: String,
+    /// The registered engine; absent for lakefish's own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine: Option<String>,
+    /// The registered net passed to that engine (`best` resolved).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub net: Option<String>,
+    /// UCI options of the side (over the engine's defaults).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub options: BTreeMap<String, String>,
+}
+
+/// How often a side's engine let its games down, each such game lost
+/// (fastchess's match-integrity checks).
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
+pub struct Incidents {
+    pub illegal_moves: u64,
+    pub time_forfeits: u64,
+    pub crashes: u64,
+    pub stalls: u64,
+    /// No answer to `uci` / `isready`, or the engine did not start.
+    pub unresponsive: u64,
+}
+
+impl Incidents {
+    pub fn total(&self) -> u64 {
+        self.illegal_moves + self.time_forfeits + self.crashes + self.stalls + self.unresponsive
+    }
+
+    pub fn add(&mut self, other: &Incidents) {
+        self.illegal_moves += other.illegal_moves;
+        self.time_forfeits += other.time_forfeits;
+        self.crashes += other.crashes;
+        self.stalls += other.stalls;
+        self.unresponsive += other.unresponsive;
+    }
 }
 
 /// `sprt/<id>/test.json`.
@@ -185,6 +237,9 @@ pub struct SprtBatch {
     /// Pairs by the candidate's half points: LL, LD, DD+WL, WD, WW.
     pub penta: [u64; 5],
     pub pgn: String,
+    /// Games each side lost by a fault: `[new, base]`.
+    #[serde(default)]
+    pub incidents: [Incidents; 2],
 }
 
 /// A queued batch of an SPRT (internal job kind `sprt_batch`).
@@ -266,6 +321,12 @@ pub struct SprtStatus {
     pub batches: u64,
     pub llr_history: Vec<f64>,
     pub elo: Option<EloSummary>,
+    /// Games the candidate lost by a fault (illegal move, time, crash, stall, no answer).
+    #[serde(default)]
+    pub new_incidents: Incidents,
+    /// The same for the baseline.
+    #[serde(default)]
+    pub base_incidents: Incidents,
     pub spec: SprtSpec,
     pub created: String,
 }

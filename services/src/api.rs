@@ -61,7 +61,7 @@ pub enum Body {
     Other(&'static str),
 }
 
-fn json<T: JsonSchema>() -> Body {
+pub(crate) fn json<T: JsonSchema>() -> Body {
     Body::Json(|g| g.subschema_for::<T>())
 }
 
@@ -85,7 +85,7 @@ pub struct Route {
     pub page: bool,
 }
 
-fn route(
+pub(crate) fn route(
     method: Method,
     path: &'static str,
     summary: &'static str,
@@ -105,12 +105,12 @@ fn route(
 }
 
 impl Route {
-    fn ok(mut self, status: StatusCode, body: Body) -> Self {
+    pub(crate) fn ok(mut self, status: StatusCode, body: Body) -> Self {
         self.ok.push((status, body));
         self
     }
 
-    fn errors(mut self, codes: &[StatusCode]) -> Self {
+    pub(crate) fn errors(mut self, codes: &[StatusCode]) -> Self {
         self.errors.extend_from_slice(codes);
         self
     }
@@ -120,7 +120,7 @@ impl Route {
         self
     }
 
-    fn request(mut self, body: Body) -> Self {
+    pub(crate) fn request(mut self, body: Body) -> Self {
         self.request = Some(body);
         self
     }
@@ -436,6 +436,9 @@ pub fn routes() -> Vec<Route> {
         .ok(OK, json::<lakefish_schemas::pipeline::PipelineRun>())
         .errors(&[NOT_FOUND, UNAVAILABLE]),
     ]
+    .into_iter()
+    .chain(crate::engines_api::routes())
+    .collect()
 }
 
 pub fn router(state: AppState) -> Router {
@@ -576,7 +579,7 @@ async fn submit_job(
 }
 
 /// A JSON body that could not be read: too large (413) or malformed (400).
-fn body_error(s: &AppState, e: axum::extract::rejection::BytesRejection) -> ApiError {
+pub(crate) fn body_error(s: &AppState, e: axum::extract::rejection::BytesRejection) -> ApiError {
     match e.status() {
         StatusCode::PAYLOAD_TOO_LARGE => {
             ApiError::TooLarge(format!("request body larger than {} bytes", s.max_body()))

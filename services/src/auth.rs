@@ -18,7 +18,8 @@ pub fn needed_scope(method: &Method, path: &str) -> Option<Scope> {
     if method == Method::GET || method == Method::HEAD {
         return Some(Scope::Read);
     }
-    if path.starts_with("/v1/pipelines/") {
+    // Registered engines run on every worker: code execution, so admin only.
+    if path.starts_with("/v1/pipelines/") || path.starts_with("/v1/engines") {
         return Some(Scope::Admin);
     }
     Some(Scope::Submit)

@@ -11,6 +11,7 @@ pub mod auth;
 pub mod bodies;
 pub mod charts;
 pub mod dashboard;
+pub mod engines_api;
 pub mod error;
 pub mod extract;
 pub mod lists;

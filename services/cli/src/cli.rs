@@ -107,6 +107,16 @@ pub enum Command {
     ///
     /// Content-addressed: the same bytes registered again change nothing.
     Register(RegisterArgs),
+    /// The engine registry: UCI engines (Stockfish, yours) that SPRTs can play as sides,
+    /// written ENGINE[+NET][,OPTION=VALUE...] in `lakefish sprt --new/--base`.
+    Engines {
+        /// Go through a running service instead of the lake directly (admin token to add or
+        /// remove: LAKEFISH_TOKEN).
+        #[arg(long, env = "LAKEFISH_API")]
+        api: Option<String>,
+        #[command(subcommand)]
+        what: crate::engines_cmd::EnginesCommand,
+    },
     /// The net registry: list, show a manifest, or pull a net's file (hash-checked).
     Nets {
         /// Read through a running service instead of the lake directly.

@@ -9,6 +9,7 @@ mod cli_progress;
 mod client;
 mod config;
 mod engine_cmd;
+mod engines_cmd;
 mod lake_cmd;
 mod local;
 mod nets_cmd;
@@ -86,6 +87,7 @@ fn main() -> anyhow::Result<()> {
         Command::Quantize(a) => here(JobSpec::Quantize(a.spec()?), a.threads),
         Command::Register(a) => here(JobSpec::Register(a.spec()?), None),
         Command::Shuffle(a) => here(JobSpec::Shuffle(a.spec()?), a.threads),
+        Command::Engines { api, what } => rt.block_on(engines_cmd::run(lake, api, what)),
         Command::Nets { api, what } => rt.block_on(nets_cmd::run(lake, api, what)),
         Command::Runs { id } => rt.block_on(lake_cmd::runs(lake, id)),
         Command::Datasets => rt.block_on(lake_cmd::datasets(lake)),

@@ -15,10 +15,13 @@ pub struct SprtArgs {
 
 #[derive(clap::Args)]
 pub struct RunArgs {
-    /// The candidate: a registered net name, `best`, or `classical`.
+    /// The candidate: ENGINE[+NET][,OPTION=VALUE...] — a registered engine (lakefish engines
+    /// ls), optionally with a registered net (passed in the engine's net option, EvalFile for
+    /// Stockfish) and UCI options, e.g. 'stockfish,UCI_LimitStrength=true,UCI_Elo=2000'.
+    /// A bare net name (nn-....nnue, best, classical) is lakefish's own engine with that net.
     #[arg(long)]
     pub new: Option<String>,
-    /// The baseline: a registered net name, `best`, or `classical`.
+    /// The baseline, written the same way.
     #[arg(long)]
     pub base: Option<String>,
     /// Opening book, EPD or PGN (samples in ../shared/data/openings/); with --api, upload it
@@ -55,6 +58,10 @@ pub struct RunArgs {
     /// Shuffles the book's order.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
+    /// On the clock: milliseconds a UCI engine's move may come after its time ran out
+    /// before it loses on time (fastchess's timemargin).
+    #[arg(long, default_value_t = 0)]
+    pub time_margin_ms: u64,
     /// Queue the test on a running service instead of playing it here.
     #[arg(long)]
     pub api: Option<String>,
@@ -106,8 +113,8 @@ impl RunArgs {
             None => bail!("{flag} is required (see lakefish sprt --help)"),
         };
         let spec = SprtSpec {
-            new: need(&self.new, "--new")?,
-            base: need(&self.base, "--base")?,
+            new: need(&self.new, "--new")?.as_str().into(),
+            base: need(&self.base, "--base")?.as_str().into(),
             book: need(&self.book, "--book")?,
             nodes: self.nodes,
             tc: self.tc.clone(),
@@ -120,6 +127,7 @@ impl RunArgs {
             max_pairs: self.max_pairs,
             concurrency: 4,
             seed: self.seed,
+            time_margin_ms: self.time_margin_ms,
         };
         spec.validate().map_err(anyhow::Error::msg)?;
         Ok(spec)
@@ -148,6 +156,14 @@ pub fn print_status(s: &SprtStatus) {
             e.nelo_error,
             100.0 * e.los
         );
+    }
+    for (side, i) in [("new", &s.new_incidents), ("base", &s.base_incidents)] {
+        if i.total() > 0 {
+            println!(
+                "  {side} lost by fault: {} illegal moves, {} on time, {} crashes, {} stalls, {} unresponsive",
+                i.illegal_moves, i.time_forfeits, i.crashes, i.stalls, i.unresponsive
+            );
+        }
     }
 }
 
