@@ -457,3 +457,103 @@ async fn undecodable_path_parameters_and_wrong_methods_answer_json() {
     assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED);
     assert!(body["error"].is_string(), "{body}");
 }
+
+/// The engine registry: anyone with `read` lists it, only `admin` changes it (a registered
+/// command runs on every worker), and bad specs are refused naming the field.
+#[tokio::test]
+async fn engines_are_registered_by_admins_only_and_checked() {
+    let token = |name: &str, secret: &str, scopes: Vec<Scope>| TokenConfig {
+        name: name.into(),
+        sha256: token_sha256(secret),
+        scopes,
+    };
+    let config = Config {
+        auth: AuthConfig {
+            anonymous_read: false,
+            tokens: vec![
+                token("submitter", "lf_sub", vec![Scope::Read, Scope::Submit]),
+                token("admin", "lf_admin", vec![Scope::Admin]),
+            ],
+        },
+        ..Config::default()
+    };
+    let app = app(config).await;
+    let sf = r#"{"name":"stockfish","command":"/usr/games/stockfish","options":{"Threads":"1"}}"#;
+    let (status, _, err) = send(&app, "POST", "/v1/engines", sf, Some("lf_sub")).await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{err}");
+    assert!(
+        err["error"].as_str().unwrap().contains("\"admin\""),
+        "{err}"
+    );
+    let (status, _, body) = send(&app, "POST", "/v1/engines", sf, Some("lf_admin")).await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    assert_eq!(body["net_option"], "EvalFile");
+    let (status, _, _) = send(&app, "POST", "/v1/engines", sf, Some("lf_admin")).await;
+    assert_eq!(status, StatusCode::OK, "the same spec again");
+    let other = sf.replace("\"1\"", "\"2\"");
+    let (status, _, err) = send(&app, "POST", "/v1/engines", &other, Some("lf_admin")).await;
+    assert_eq!(status, StatusCode::CONFLICT, "{err}");
+    for (bad, says) in [
+        (r#"{"name":"lakefish","command":"/bin/x"}"#, "own engine"),
+        (r#"{"name":"nn-x","command":"/bin/x"}"#, "read as a net"),
+        (r#"{"name":"x","command":"x"}"#, "absolute path"),
+        (
+            r#"{"name":"x","command":"/bin/x","cmd":1}"#,
+            "unknown field",
+        ),
+        (
+            r#"{"name":"x","command":"/bin/x","options":{"A\nquit":"1"}}"#,
+            "printable",
+        ),
+        (r#"{"name":"x","command":"lake:engines/bin/00"}"#, "hex"),
+        ("{not json", "invalid engine"),
+    ] {
+        let (status, _, err) = send(&app, "POST", "/v1/engines", bad, Some("lf_admin")).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{bad}: {err}");
+        let msg = err["error"].as_str().unwrap();
+        assert!(msg.contains(says), "{bad}: {msg}");
+    }
+    let (status, _, listed) = send(&app, "GET", "/v1/engines", "", Some("lf_sub")).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(listed["builtin"], "lakefish");
+    assert_eq!(listed["engines"].as_array().unwrap().len(), 1, "{listed}");
+    let (status, _, one) = send(&app, "GET", "/v1/engines/stockfish", "", Some("lf_sub")).await;
+    assert_eq!(
+        (status, one["options"]["Threads"].as_str()),
+        (StatusCode::OK, Some("1"))
+    );
+    let (status, _, _) = send(&app, "GET", "/v1/engines/..%2Fx", "", Some("lf_sub")).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let (status, _, _) = send(&app, "DELETE", "/v1/engines/stockfish", "", Some("lf_sub")).await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    let (status, _, gone) = send(
+        &app,
+        "DELETE",
+        "/v1/engines/stockfish",
+        "",
+        Some("lf_admin"),
+    )
+    .await;
+    assert_eq!(
+        (status, gone["removed"].as_bool()),
+        (StatusCode::OK, Some(true))
+    );
+    let (status, _, _) = send(
+        &app,
+        "DELETE",
+        "/v1/engines/stockfish",
+        "",
+        Some("lf_admin"),
+    )
+    .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    // An SPRT side naming an engine that is not registered is a 400 saying so.
+    let sprt =
+        r#"{"new":"stockfish+best,Threads=1","base":"classical","book":"lake:raw/books/b.epd"}"#;
+    let (status, _, err) = send(&app, "POST", "/v1/sprt", sprt, Some("lf_sub")).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{err}");
+    assert!(
+        err["error"].as_str().unwrap().contains("not registered"),
+        "{err}"
+    );
+}

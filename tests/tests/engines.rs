@@ -1,0 +1,264 @@
+//! Any UCI engine as a side of an SPRT, with Debian's Stockfish 15.1 as the real engine:
+//! strength settings decide the right way, engines that misbehave lose their games with the
+//! reason and the test carries on, and a binary that is not the registered one is refused.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use lakefish_tests::*;
+use serde_json::Value;
+
+const STOCKFISH: &str = "/usr/games/stockfish";
+
+fn run(lake: &Path, args: &[&str]) -> Output {
+    Command::new(lakefish_bin())
+        .arg("--lake")
+        .arg(lake)
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn book(dir: &Path) -> String {
+    let p = dir.join("book.epd");
+    std::fs::write(
+        &p,
+        "rnbqkbnr/pppppppp/8/8/4P3/8/PPPP1PPP/RNBQKBNR b KQkq -\n\
+         rnbqkbnr/pppppppp/8/8/3P4/8/PPP1PPPP/RNBQKBNR b KQkq -\n\
+         rnbqkbnr/pppppppp/8/8/2P5/8/PP1PPPPP/RNBQKBNR b KQkq -\n\
+         rnbqkbnr/pppppppp/8/8/8/5N2/PPPPPPPP/RNBQKB1R b KQkq -\n",
+    )
+    .unwrap();
+    p.to_str().unwrap().to_string()
+}
+
+/// Runs `lakefish sprt` and returns the stored result.
+fn sprt(lake: &Path, args: &[&str]) -> Value {
+    let out = run(lake, &[&["sprt"], args].concat());
+    assert_success(&out);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let id = stdout
+        .split_whitespace()
+        .nth(1)
+        .unwrap()
+        .trim_end_matches(':');
+    let result = lake.join(format!("sprt/{id}/result.json"));
+    serde_json::from_slice(&std::fs::read(&result).unwrap()).unwrap()
+}
+
+fn have_stockfish() -> bool {
+    let ok = Path::new(STOCKFISH).exists();
+    if !ok {
+        eprintln!("{STOCKFISH} is missing: make test installs it (apt: stockfish)");
+    }
+    ok
+}
+
+#[test]
+fn stockfish_strength_settings_decide_for_the_stronger_side() {
+    assert!(have_stockfish());
+    let dir = tempfile::tempdir().unwrap();
+    let lake = dir.path().join("lake");
+    let book = book(dir.path());
+    let out = run(
+        &lake,
+        &[
+            "engines",
+            "add",
+            "stockfish",
+            "--command",
+            STOCKFISH,
+            "--option",
+            "Threads=1",
+        ],
+    );
+    assert_success(&out);
+    let registered = String::from_utf8_lossy(&out.stdout);
+    assert!(registered.contains("bench "), "{registered}");
+    let strong = "stockfish,UCI_LimitStrength=true,UCI_Elo=2500";
+    let weak = "stockfish,UCI_LimitStrength=true,UCI_Elo=1500";
+    let common = [
+        "--book",
+        &book,
+        "--tc",
+        "1+0.01",
+        "--elo0",
+        "0",
+        "--elo1",
+        "200",
+        "--model",
+        "logistic",
+        "--batch-pairs",
+        "2",
+        "--max-pairs",
+        "40",
+    ];
+    let up = sprt(
+        &lake,
+        &[&["--new", strong, "--base", weak], &common[..]].concat(),
+    );
+    assert_eq!(up["state"], "accepted", "{up}");
+    assert!(up["wins"].as_u64().unwrap() > up["losses"].as_u64().unwrap());
+    assert_eq!(up["new"]["engine"], "stockfish");
+    assert_eq!(up["new"]["options"]["UCI_Elo"], "2500");
+    let down = sprt(
+        &lake,
+        &[&["--new", weak, "--base", strong], &common[..]].concat(),
+    );
+    assert_eq!(down["state"], "rejected", "{down}");
+    // Every game is in the PGN with both engines' names, the clock and how it ended.
+    let id = up["id"].as_str().unwrap();
+    let pgn = std::fs::read_to_string(lake.join(format!("sprt/{id}/games.pgn"))).unwrap();
+    assert_eq!(
+        pgn.matches("[Event ").count() as u64,
+        up["games"].as_u64().unwrap()
+    );
+    assert!(pgn.contains("[White \"stockfish,UCI_Elo=2500,UCI_LimitStrength=true\"]"));
+    assert!(pgn.contains("[TimeControl \"1+0.01\"]"), "{pgn}");
+    assert!(pgn.contains("[Termination "));
+}
+
+/// An engine that plays like Stockfish for three moves, then misbehaves.
+fn register_faulty(lake: &Path, mode: &str) -> String {
+    let script = workspace_root().join("tests/engines/faulty_uci.py");
+    let name = format!("faulty-{mode}");
+    let python = ["/usr/bin/python3", "/bin/python3"]
+        .into_iter()
+        .find(|p| Path::new(p).exists())
+        .expect("python3");
+    let out = run(
+        lake,
+        &[
+            "engines",
+            "add",
+            &name,
+            "--command",
+            python,
+            "--arg",
+            script.to_str().unwrap(),
+            "--arg",
+            mode,
+            "--arg",
+            "3",
+            "--arg",
+            STOCKFISH,
+            "--no-check",
+        ],
+    );
+    assert_success(&out);
+    name
+}
+
+#[test]
+fn engines_that_misbehave_lose_with_the_reason_and_the_test_carries_on() {
+    assert!(have_stockfish());
+    let dir = tempfile::tempdir().unwrap();
+    let lake = dir.path().join("lake");
+    let book = book(dir.path());
+    for (mode, limit, counter, reason) in [
+        (
+            "illegal",
+            ["--nodes", "1000"],
+            "illegal_moves",
+            "played an illegal move",
+        ),
+        (
+            "crash",
+            ["--nodes", "1000"],
+            "crashes",
+            "exited during a search",
+        ),
+        ("stall", ["--nodes", "1000"], "stalls", "sent no bestmove"),
+        ("slow", ["--tc", "1+0.01"], "time_forfeits", "lost on time"),
+    ] {
+        let engine = register_faulty(&lake, mode);
+        let s = sprt(
+            &lake,
+            &[
+                &["--new", &engine, "--base", "classical", "--book", &book][..],
+                &limit[..],
+                &[
+                    "--elo0",
+                    "0",
+                    "--elo1",
+                    "100",
+                    "--batch-pairs",
+                    "1",
+                    "--max-pairs",
+                    "1",
+                ],
+            ]
+            .concat(),
+        );
+        // Both games of the pair were played to an end and counted, each lost by the fault.
+        assert_eq!(s["games"], 2, "{mode}: {s}");
+        assert_eq!(s["losses"], 2, "{mode}: {s}");
+        assert_eq!(s["new_incidents"][counter], 2, "{mode}: {s}");
+        assert_eq!(s["base_incidents"][counter], 0, "{mode}: {s}");
+        let id = s["id"].as_str().unwrap();
+        let pgn = std::fs::read_to_string(lake.join(format!("sprt/{id}/games.pgn"))).unwrap();
+        assert_eq!(pgn.matches(reason).count(), 2, "{mode}: {pgn}");
+        // The fault came mid-game: each game has the engine's first three moves.
+        assert!(
+            pgn.contains("[PlyCount \"6\"]") || pgn.contains("[PlyCount \"7\"]"),
+            "{pgn}"
+        );
+    }
+}
+
+#[test]
+fn a_binary_that_is_not_the_registered_one_is_refused() {
+    assert!(have_stockfish());
+    let dir = tempfile::tempdir().unwrap();
+    let lake = dir.path().join("lake");
+    let book = book(dir.path());
+    let copy = dir.path().join("sf-copy");
+    std::fs::copy(STOCKFISH, &copy).unwrap();
+    // Registered with its sha256 but a bench node count the binary does not print.
+    let out = run(
+        &lake,
+        &[
+            "engines",
+            "add",
+            "sfcopy",
+            "--command",
+            copy.to_str().unwrap(),
+            "--bench",
+            "1234",
+        ],
+    );
+    assert_success(&out);
+    let play = |lake: &Path| {
+        run(
+            lake,
+            &[
+                "sprt",
+                "--new",
+                "sfcopy",
+                "--base",
+                "classical",
+                "--book",
+                &book,
+                "--nodes",
+                "500",
+                "--max-pairs",
+                "1",
+                "--batch-pairs",
+                "1",
+            ],
+        )
+    };
+    let out = play(&lake);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("refusing to play"), "{err}");
+    assert!(err.contains("the registration says 1234"), "{err}");
+    // Another binary at the registered path: its sha256 gives it away before any bench.
+    let mut bytes = std::fs::read(&copy).unwrap();
+    bytes.push(0);
+    std::fs::write(&copy, bytes).unwrap();
+    let out = play(&lake);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.contains("its sha256 is"), "{err}");
+}
