@@ -5,10 +5,135 @@
 use shakmaty::zobrist::Zobrist64;
 use shakmaty::{Chess, Color, EnPassantMode, Move, Position};
 
+use std::time::Duration;
+
+use shakmaty::uci::UciMove;
+use shakmaty::{CastlingMode, fen::Fen};
+
 use crate::eval::Evaluator;
 use crate::matchplay::rule_ending;
 use crate::random_games::SplitMix;
+use crate::scores::{centipawns_to_internal, mate_to_internal, material};
 use crate::search::{Limits, Score, Searcher};
+use crate::uci_client::{UciCommand, UciProcess, position_command};
+
+/// What plays self-play games: lakefish's search, or another UCI engine.
+pub trait SelfplayEngine {
+    /// Called before each game (and before its opening check).
+    fn new_game(&mut self) -> Result<(), String>;
+    /// The move to play at `pos` (reached from `start` by `moves`; `keys` are the earlier
+    /// positions' Zobrist keys) and its score, internal units, side to move's view.
+    fn best(
+        &mut self,
+        start: &Chess,
+        moves: &[Move],
+        pos: &Chess,
+        keys: &[u64],
+        limits: &Limits,
+    ) -> Result<(Move, i32), String>;
+}
+
+impl SelfplayEngine for Searcher {
+    fn new_game(&mut self) -> Result<(), String> {
+        self.clear();
+        Ok(())
+    }
+
+    fn best(
+        &mut self,
+        _start: &Chess,
+        _moves: &[Move],
+        pos: &Chess,
+        keys: &[u64],
+        limits: &Limits,
+    ) -> Result<(Move, i32), String> {
+        let r = self.search(pos, keys, limits, |_| {});
+        Ok((r.best.expect("a legal move exists"), r.value))
+    }
+}
+
+/// A UCI engine for self-play: one process kept across games (`ucinewgame` between them),
+/// started again after it failed. Its `info ... score` becomes internal units with the same
+/// win-rate normalization lakefish's engine prints with.
+pub struct UciSelfplay {
+    command: UciCommand,
+    process: Option<UciProcess>,
+    /// How long `uci`/`isready` and each search may take.
+    pub handshake: Duration,
+    pub stall: Duration,
+}
+
+impl UciSelfplay {
+    pub fn new(command: UciCommand) -> UciSelfplay {
+        UciSelfplay {
+            command,
+            process: None,
+            handshake: Duration::from_secs(10),
+            stall: Duration::from_secs(60),
+        }
+    }
+}
+
+impl SelfplayEngine for UciSelfplay {
+    fn new_game(&mut self) -> Result<(), String> {
+        if self.process.is_none() {
+            self.process =
+                Some(UciProcess::start(&self.command, self.handshake).map_err(|e| e.to_string())?);
+        }
+        let p = self.process.as_mut().expect("started");
+        if let Err(e) = p.new_game(self.handshake) {
+            self.process = None;
+            return Err(e.to_string());
+        }
+        Ok(())
+    }
+
+    fn best(
+        &mut self,
+        start: &Chess,
+        moves: &[Move],
+        pos: &Chess,
+        _keys: &[u64],
+        limits: &Limits,
+    ) -> Result<(Move, i32), String> {
+        let p = self.process.as_mut().ok_or("the engine is not running")?;
+        let fen = Fen::from_position(start, EnPassantMode::Legal).to_string();
+        let line: Vec<String> = moves
+            .iter()
+            .map(|m| m.to_uci(CastlingMode::Standard).to_string())
+            .collect();
+        let go = match (limits.depth, limits.nodes) {
+            (Some(d), _) => format!("go depth {d}"),
+            (None, n) => format!("go nodes {}", n.unwrap_or(5000)),
+        };
+        let reply = match p.go(&position_command(&fen, &line), &go, self.stall) {
+            Ok(r) => r,
+            Err(e) => {
+                self.process = None;
+                return Err(e.to_string());
+            }
+        };
+        let Some(mv) = UciMove::from_ascii(reply.bestmove.as_bytes())
+            .ok()
+            .and_then(|u| u.to_move(pos).ok())
+        else {
+            self.process = None;
+            let shown: String = reply.bestmove.chars().take(40).collect();
+            return Err(format!(
+                "illegal move {shown:?} in {}",
+                Fen::from_position(pos, EnPassantMode::Legal)
+            ));
+        };
+        let value = match reply.score {
+            Some(Score::Cp(cp)) => {
+                i32::from(centipawns_to_internal(cp as f64, material(pos.board())))
+            }
+            Some(Score::Mate(m)) => i32::from(mate_to_internal(m)),
+            None => return Err("no score in its info lines".into()),
+        };
+        Ok((mv, value))
+    }
+}
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct DatagenConfig {
@@ -96,8 +221,19 @@ fn random_opening(rng: &mut SplitMix, plies: u32) -> Chess {
 /// Plays game `seed` and returns its samples in order (the same seed, evaluation and
 /// config give the same samples).
 pub fn selfplay_game(evaluator: &Evaluator, config: &DatagenConfig, seed: u64) -> Vec<Sample> {
-    let mut rng = SplitMix(seed);
     let mut searcher = Searcher::new(evaluator.clone(), config.hash_mb);
+    selfplay_game_with(&mut searcher, config, seed).expect("lakefish's search does not fail")
+}
+
+/// [`selfplay_game`] with any engine. An engine that fails (crash, stall, illegal move, no
+/// score) loses the game: `Err` says why, and nothing of the game is kept.
+pub fn selfplay_game_with(
+    searcher: &mut dyn SelfplayEngine,
+    config: &DatagenConfig,
+    seed: u64,
+) -> Result<Vec<Sample>, String> {
+    let mut rng = SplitMix(seed);
+    searcher.new_game()?;
     let limits = match config.depth {
         Some(d) => Limits::depth(d),
         None => Limits::nodes(config.nodes.unwrap_or(5000)),
@@ -106,9 +242,9 @@ pub fn selfplay_game(evaluator: &Evaluator, config: &DatagenConfig, seed: u64) -
     if let Some(max_cp) = config.adjudication.opening_max_cp {
         // Bounded: a config no opening can meet still yields games.
         for _ in 0..100 {
-            let verdict = searcher.search(&pos, &[], &limits, |_| {});
-            searcher.clear();
-            let cp = Score::from_internal(verdict.value, &pos).centipawns_or_mate();
+            let (_, value) = searcher.best(&pos, &[], &pos, &[], &limits)?;
+            searcher.new_game()?;
+            let cp = Score::from_internal(value, &pos).centipawns_or_mate();
             if cp.abs() <= max_cp {
                 break;
             }
@@ -121,6 +257,8 @@ pub fn selfplay_game(evaluator: &Evaluator, config: &DatagenConfig, seed: u64) -
     let mut keys: Vec<u64> = Vec::new();
     let mut samples: Vec<Sample> = Vec::new();
     let mut searched = 0u32;
+    let start = pos.clone();
+    let mut played: Vec<Move> = Vec::new();
     let ply_of =
         |p: &Chess| ((p.fullmoves().get() - 1) * 2 + (p.turn() == Color::Black) as u32) as u16;
     // The winner, None for a draw.
@@ -129,10 +267,9 @@ pub fn selfplay_game(evaluator: &Evaluator, config: &DatagenConfig, seed: u64) -
         if let Some((winner, _)) = rule_ending(&pos, key, &keys) {
             break winner;
         }
-        let result = searcher.search(&pos, &keys, &limits, |_| {});
-        let mv = result.best.expect("a legal move exists");
+        let (mv, value) = searcher.best(&start, &played, &pos, &keys, &limits)?;
         if searched >= config.max_plies {
-            let cp = Score::from_internal(result.value, &pos).centipawns_or_mate();
+            let cp = Score::from_internal(value, &pos).centipawns_or_mate();
             break if cp.abs() < config.draw_cp {
                 None
             } else if cp > 0 {
@@ -144,11 +281,11 @@ pub fn selfplay_game(evaluator: &Evaluator, config: &DatagenConfig, seed: u64) -
         samples.push(Sample {
             pos: pos.clone(),
             mv,
-            score: result.value.clamp(i16::MIN as i32 + 1, i16::MAX as i32) as i16,
+            score: value.clamp(i16::MIN as i32 + 1, i16::MAX as i32) as i16,
             ply: ply_of(&pos),
             result: 0,
         });
-        let cp = Score::from_internal(result.value, &pos).centipawns_or_mate();
+        let cp = Score::from_internal(value, &pos).centipawns_or_mate();
         if let Some(rule) = adjudicate.win {
             let ahead =
                 (cp.abs() >= rule.cp).then(|| if cp > 0 { pos.turn() } else { !pos.turn() });
@@ -170,6 +307,7 @@ pub fn selfplay_game(evaluator: &Evaluator, config: &DatagenConfig, seed: u64) -
             }
         }
         keys.push(key);
+        played.push(mv);
         pos.play_unchecked(mv);
         searched += 1;
     };
@@ -180,7 +318,7 @@ pub fn selfplay_game(evaluator: &Evaluator, config: &DatagenConfig, seed: u64) -
             Some(_) => -1,
         };
     }
-    samples
+    Ok(samples)
 }
 
 #[cfg(test)]

@@ -5,7 +5,10 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use lakefish_engine::datagen::{Adjudication, DatagenConfig, Sample, ScoreRun, selfplay_game};
+use lakefish_engine::datagen::{
+    Adjudication, DatagenConfig, Sample, ScoreRun, UciSelfplay, selfplay_game, selfplay_game_with,
+};
+use lakefish_engine::matchplay::PlayerEngine;
 use lakefish_schemas::{DatagenSpec, IngestSpec, JobId, Progress};
 use sfbinpack::TrainingDataEntry;
 use sfbinpack::chess::coords::Square;
@@ -58,8 +61,19 @@ pub fn datagen(
     spec: &DatagenSpec,
 ) -> Result<serde_json::Value, JobError> {
     spec.validate().map_err(JobError::Payload)?;
-    let net = ctx.block_on(crate::nets::resolve_evaluation(&ctx.lake, &spec.net))?;
-    let evaluator = ctx.block_on(crate::nets::load_evaluator(&ctx.lake, &net))?;
+    // Who plays: lakefish's engine with a net, or a registered engine (`engine`).
+    let (net, player) = match &spec.engine {
+        Some(side) => {
+            let side = ctx.block_on(crate::engines::resolve_side(&ctx.lake, side))?;
+            let player = ctx.block_on(crate::engines::player(&ctx.lake, &side))?;
+            (side.name, player.engine)
+        }
+        None => {
+            let net = ctx.block_on(crate::nets::resolve_evaluation(&ctx.lake, &spec.net))?;
+            let evaluator = ctx.block_on(crate::nets::load_evaluator(&ctx.lake, &net))?;
+            (net, PlayerEngine::Builtin(evaluator))
+        }
+    };
     let config = DatagenConfig {
         random_plies: spec.random_plies,
         depth: spec.depth,
@@ -90,18 +104,39 @@ pub fn datagen(
     let next = AtomicUsize::new(0);
     let done = AtomicUsize::new(0);
     let results: Mutex<Vec<Option<Vec<Sample>>>> = Mutex::new(vec![None; games]);
+    // Games an engine failed (crash, stall, illegal move, no score): left out, counted.
+    let failures: Mutex<Vec<String>> = Mutex::new(Vec::new());
     let progress = Arc::clone(&ctx.progress);
     std::thread::scope(|s| {
         for _ in 0..ctx.threads.max(1).min(games) {
             s.spawn(|| {
+                let mut uci = match &player {
+                    PlayerEngine::Uci(cmd) => Some(UciSelfplay::new(cmd.clone())),
+                    PlayerEngine::Builtin(_) => None,
+                };
                 loop {
                     let i = next.fetch_add(1, Ordering::Relaxed);
                     if i >= games {
                         break;
                     }
                     let seed = spec.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ i as u64;
-                    let samples = selfplay_game(&evaluator, &config, seed);
-                    results.lock().expect("results")[i] = Some(samples);
+                    let samples = match (&player, uci.as_mut()) {
+                        (PlayerEngine::Builtin(evaluator), _) => {
+                            Some(selfplay_game(evaluator, &config, seed))
+                        }
+                        (_, Some(engine)) => match selfplay_game_with(engine, &config, seed) {
+                            Ok(samples) => Some(samples),
+                            Err(why) => {
+                                failures
+                                    .lock()
+                                    .expect("failures")
+                                    .push(format!("game {i}: {why}"));
+                                None
+                            }
+                        },
+                        _ => unreachable!("a UCI player has its engine"),
+                    };
+                    results.lock().expect("results")[i] = samples;
                     let n = done.fetch_add(1, Ordering::Relaxed) + 1;
                     progress.report(&Progress {
                         stage: format!("self-play with {}", net),
@@ -114,6 +149,14 @@ pub fn datagen(
             });
         }
     });
+    let failures = failures.into_inner().expect("failures");
+    if failures.len() * 2 > games {
+        return Err(JobError::Failed(format!(
+            "{net} failed {} of {games} games, first {}",
+            failures.len(),
+            failures[0]
+        )));
+    }
     let mut writer = sfbinpack::CompressedTrainingDataEntryWriter::new_in_memory()
         .map_err(|e| JobError::Internal(format!("binpack writer: {e}")))?;
     let (mut positions, mut results_count) = (0u64, [0u64; 3]);
@@ -147,6 +190,8 @@ pub fn datagen(
         "games": games,
         "positions": positions,
         "first_mover_results": {"losses": results_count[0], "draws": results_count[1], "wins": results_count[2]},
+        "failed_games": failures.len(),
+        "first_failure": failures.first(),
         "binpack": key,
         "binpack_bytes": size,
         "ingest": summary,

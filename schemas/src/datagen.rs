@@ -8,8 +8,14 @@ use crate::DatasetName;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct DatagenSpec {
-    /// The evaluation both sides search with: a registered net, `best`, or `classical`.
+    /// The evaluation both sides search with: a registered net, `best`, or `classical`
+    /// (lakefish's engine; ignored when `engine` is given).
     pub net: String,
+    /// Another engine plays and scores the games instead: a side,
+    /// `ENGINE[+NET][,OPTION=VALUE...]` (a registered engine, e.g. `stockfish,Threads=1`),
+    /// searching with the same node or depth limit; its `info ... score` is the label.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine: Option<crate::engines::SideRequest>,
     pub dataset: DatasetName,
     pub games: u64,
     /// Game `i` plays from seed `(seed, i)`: the same seed gives the same games.
@@ -72,6 +78,9 @@ impl DatagenSpec {
     pub fn validate(&self) -> Result<(), String> {
         if self.net.trim().is_empty() {
             return Err("net is empty".into());
+        }
+        if let Some(e) = &self.engine {
+            e.parse().map_err(|m| format!("engine: {m}"))?;
         }
         if !(1..=10_000_000).contains(&self.games) {
             return Err("games must be between 1 and 10000000".into());

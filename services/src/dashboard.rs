@@ -203,6 +203,33 @@ fn sprt_table(tests: &[SprtStatus]) -> String {
 }
 
 /// Registered nets link to their page; `classical` and the like are plain text.
+/// Games each side lost by a fault, per engine (fastchess's match-integrity counts).
+fn integrity_table(st: &SprtStatus) -> String {
+    let mut t = String::from(
+        "<h3>Match integrity</h3><table class=\"integrity\"><tr><th>side</th><th>engine</th><th>illegal moves</th><th>time forfeits</th><th>crashes</th><th>stalls</th><th>unresponsive</th></tr>",
+    );
+    for (label, side, i) in [
+        ("new", &st.new, &st.new_incidents),
+        ("base", &st.base, &st.base_incidents),
+    ] {
+        let engine = side
+            .engine
+            .as_deref()
+            .unwrap_or(lakefish_schemas::engines::BUILTIN_ENGINE);
+        t.push_str(&format!(
+            r#"<tr><td>{label}</td><td>{}</td><td class="num">{}</td><td class="num">{}</td><td class="num">{}</td><td class="num">{}</td><td class="num">{}</td></tr>"#,
+            escape(engine),
+            i.illegal_moves,
+            i.time_forfeits,
+            i.crashes,
+            i.stalls,
+            i.unresponsive
+        ));
+    }
+    t.push_str("</table>");
+    t
+}
+
 fn net_link(name: &str) -> String {
     if name.starts_with("nn-") {
         format!(r#"<a href="/ui/nets/{n}">{n}</a>"#, n = escape(name))
@@ -614,7 +641,7 @@ pub async fn sprt(State(s): State<AppState>, PagePath(id): PagePath) -> Page {
         .unwrap_or_else(|| "no games counted yet".into());
     let p = st.penta;
     let b = format!(
-        r#"<p>{} vs {}: {} &nbsp; LLR <b>{:.3}</b> in [{:.3}, {:.3}] after {} games ({} batches).</p><p>W/D/L {}/{}/{} &nbsp; pentanomial [{}, {}, {}, {}, {}]</p><p>{}</p>{chart}<p><a href="/v1/sprt/{id}/pgn">Games (PGN)</a> · <a href="/v1/sprt/{id}">JSON</a></p>"#,
+        r#"<p>{} vs {}: {} &nbsp; LLR <b>{:.3}</b> in [{:.3}, {:.3}] after {} games ({} batches).</p><p>W/D/L {}/{}/{} &nbsp; pentanomial [{}, {}, {}, {}, {}]</p><p>{}</p>{chart}{integrity}<p><a href="/v1/sprt/{id}/pgn">Games (PGN)</a> · <a href="/v1/sprt/{id}">JSON</a></p>"#,
         net_link(&st.new.name),
         net_link(&st.base.name),
         state_badge(st.state.as_str()),
@@ -633,6 +660,7 @@ pub async fn sprt(State(s): State<AppState>, PagePath(id): PagePath) -> Page {
         p[4],
         escape(&elo),
         id = escape(&st.id),
+        integrity = integrity_table(&st),
     );
     Ok(layout(
         &format!("SPRT {}", st.id),

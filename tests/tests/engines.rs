@@ -262,3 +262,127 @@ fn a_binary_that_is_not_the_registered_one_is_refused() {
     assert!(!out.status.success());
     assert!(err.contains("its sha256 is"), "{err}");
 }
+
+/// Stockfish at a node limit plays and scores self-play games; the data is ingested, masked,
+/// shuffled and trains a net, and the same seed gives the same games.
+#[test]
+fn stockfish_self_play_data_trains_a_net() {
+    assert!(have_stockfish());
+    let dir = tempfile::tempdir().unwrap();
+    let lake = dir.path().join("lake");
+    let ok = |args: &[&str]| {
+        let out = run(&lake, args);
+        assert_success(&out);
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    ok(&[
+        "engines",
+        "add",
+        "stockfish",
+        "--command",
+        STOCKFISH,
+        "--option",
+        "Threads=1",
+        "--no-check",
+    ]);
+    let datagen = |dataset: &str| {
+        ok(&[
+            "datagen",
+            "--engine",
+            "stockfish,Hash=8",
+            "--games",
+            "24",
+            "--nodes",
+            "1500",
+            "--seed",
+            "7",
+            "--random-plies",
+            "8",
+            "--dataset",
+            dataset,
+            "--win-cp",
+            "1500",
+        ])
+    };
+    let said = datagen("sf1");
+    let summary: Value = serde_json::from_str(said.trim()).unwrap_or_else(|_| {
+        let at = said.find('{').unwrap();
+        serde_json::from_str(&said[at..]).unwrap()
+    });
+    assert_eq!(summary["net"], "stockfish,Hash=8", "{summary}");
+    assert_eq!(summary["failed_games"], 0, "{summary}");
+    let positions = summary["positions"].as_u64().unwrap();
+    assert!(positions > 24 * 10, "{summary}");
+    let again = datagen("sf2");
+    let key = |s: &str| s.split("raw/selfplay/").nth(1).unwrap()[4..16].to_string();
+    assert_eq!(
+        key(&said),
+        key(&again),
+        "the same seed gives the same games"
+    );
+
+    // Every position is stored with Stockfish's score (internal units): of both signs,
+    // almost all below the 1500 cp win adjudication (about 5,000 internal units).
+    let script = "import pyarrow.dataset as d, sys\n\
+        t = d.dataset(sys.argv[1], format='parquet').to_table(columns=['score'])\n\
+        s = t.column('score').to_pylist()\n\
+        print(len(s), sum(x is None for x in s), sum(abs(x) < 6000 for x in s if x is not None), \
+        sum(x > 0 for x in s if x is not None), sum(x < 0 for x in s if x is not None))";
+    let out = Command::new(venv_bin("python"))
+        .args(["-c", script])
+        .arg(lake.join("positions/source=selfplay/dataset=sf1"))
+        .output()
+        .unwrap();
+    assert_success(&out);
+    let n: Vec<u64> = String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .map(|v| v.parse().unwrap())
+        .collect();
+    assert_eq!(n[0], positions, "one row per position");
+    assert_eq!(n[1], 0, "no position without a score");
+    assert!(
+        n[2] * 10 > n[0] * 9,
+        "mostly below mate and adjudication scores: {n:?}"
+    );
+    assert!(n[3] > 0 && n[4] > 0, "both signs: {n:?}");
+    ok(&[
+        "mask",
+        "quiet",
+        "--source",
+        "selfplay",
+        "--dataset",
+        "sf1",
+        "--name",
+        "q",
+    ]);
+    let said = ok(&[
+        "shuffle",
+        "--source",
+        "selfplay",
+        "--dataset",
+        "sf1",
+        "--mask",
+        "q",
+        "--chunks",
+        "2",
+        "--seed",
+        "1",
+    ]);
+    let at = said.find("sh-").unwrap();
+    let shuffle: String = said[at..]
+        .chars()
+        .take_while(|c| c.is_ascii_alphanumeric() || *c == '-')
+        .collect();
+    let said = ok(&[
+        "train",
+        "--shuffle",
+        &shuffle,
+        "--batch-size",
+        "256",
+        "--max-steps",
+        "10",
+        "--val-chunks",
+        "1",
+    ]);
+    assert!(said.contains("run-"), "{said}");
+}

@@ -412,6 +412,17 @@ async fn walk_dashboard(api: &str, first: &serde_json::Value, second: &serde_jso
     assert_eq!(sprt_page.matches("class=\"level\"").count(), 2);
     assert!(sprt_page.contains("<span class=\"state accepted\">accepted</span>"));
     assert!(sprt_page.contains(&format!("LLR <b>{:.3}</b>", sprt["llr"].as_f64().unwrap())));
+    // Per-engine integrity counts: lakefish's own engine on both sides, no faults.
+    assert!(
+        sprt_page.contains("<h3>Match integrity</h3>"),
+        "{sprt_page}"
+    );
+    assert_eq!(
+        sprt_page
+            .matches("<td>lakefish</td><td class=\"num\">0</td>")
+            .count(),
+        2
+    );
 
     // Pipelines: both, with the runs and the scheduled one's failure.
     let pipelines = page("/ui/pipelines", "pipelines");

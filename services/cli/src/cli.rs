@@ -780,6 +780,11 @@ pub struct DatagenArgs {
     /// The evaluation both sides use: a registered net, `best`, or `classical`.
     #[arg(long, default_value = "best")]
     pub net: String,
+    /// Play and score the games with another engine instead of lakefish's:
+    /// ENGINE[+NET][,OPTION=VALUE...], a registered engine (lakefish engines ls), e.g.
+    /// 'stockfish,Threads=1' with --nodes 5000. Its `info ... score` labels each position.
+    #[arg(long)]
+    pub engine: Option<String>,
     /// Dataset to ingest the games into.
     #[arg(long)]
     pub dataset: String,
@@ -834,6 +839,7 @@ impl DatagenArgs {
     pub fn spec(&self) -> anyhow::Result<lakefish_schemas::DatagenSpec> {
         let spec = lakefish_schemas::DatagenSpec {
             net: self.net.clone(),
+            engine: self.engine.as_deref().map(Into::into),
             dataset: DatasetName::new(&self.dataset)?,
             games: self.games,
             seed: self.seed,
