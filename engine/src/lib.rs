@@ -15,6 +15,7 @@ pub mod fen;
 pub mod matchplay;
 pub mod nnue;
 pub mod random_games;
+pub mod rating;
 pub mod rules;
 pub mod scores;
 pub mod search;

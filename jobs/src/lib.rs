@@ -14,6 +14,7 @@ pub mod catalog;
 pub mod datagen;
 pub mod engines;
 pub mod foreign_nets;
+pub mod gauntlet;
 pub mod masks;
 pub mod metrics;
 pub mod nets;

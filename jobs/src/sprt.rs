@@ -339,6 +339,7 @@ fn summarize(plan: &SprtPlan, batches: &[SprtBatch]) -> (SprtStatus, usize) {
         let value = llr(plan, Pentanomial(penta));
         history.push(value);
         state = match bounds.decide(value) {
+            _ if plan.spec.fixed_length => SprtState::Running,
             SprtDecision::AcceptH1 => SprtState::Accepted,
             SprtDecision::AcceptH0 => SprtState::Rejected,
             SprtDecision::Continue => SprtState::Running,

@@ -64,6 +64,10 @@ pub struct SprtSpec {
     /// loses on time (fastchess's `timemargin`).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub time_margin_ms: u64,
+    /// A match of exactly `max_pairs` pairs that the LLR never stops (a gauntlet's levels);
+    /// it ends `inconclusive` with its counts and Elo.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub fixed_length: bool,
 }
 
 // Left out when 0, so a test planned before the field existed keeps its id.
@@ -329,4 +333,69 @@ pub struct SprtStatus {
     pub base_incidents: Incidents,
     pub spec: SprtSpec,
     pub created: String,
+}
+
+/// A gauntlet: an engine placed on another engine's Elo scale by fixed-length matches
+/// against it at several `UCI_LimitStrength`/`UCI_Elo` settings (`lakefish gauntlet`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GauntletSpec {
+    /// The side to place: `ENGINE[+NET][,OPTION=VALUE...]` or a net for lakefish's engine.
+    pub engine: SideRequest,
+    /// The registered engine whose `UCI_Elo` scale it is placed on (Stockfish 15.1's runs
+    /// from 1350 to 2850).
+    pub against: String,
+    /// `UCI_Elo` of each level.
+    pub levels: Vec<u32>,
+    /// Game pairs per level.
+    pub pairs: u64,
+    pub book: String,
+    #[serde(default)]
+    pub nodes: Option<u64>,
+    #[serde(default)]
+    pub tc: Option<String>,
+    #[serde(default)]
+    pub seed: u64,
+}
+
+impl GauntletSpec {
+    pub fn validate(&self) -> Result<(), String> {
+        self.engine.parse().map_err(|e| format!("engine: {e}"))?;
+        crate::engines::check_engine_name(&self.against).map_err(|e| format!("against: {e}"))?;
+        if self.levels.is_empty() || self.levels.len() > 20 {
+            return Err("levels: give 1 to 20 UCI_Elo values".into());
+        }
+        if self.levels.iter().any(|l| !(1..=5000).contains(l)) {
+            return Err("levels: each UCI_Elo between 1 and 5000".into());
+        }
+        if !(1..=10_000).contains(&self.pairs) {
+            return Err("pairs must be between 1 and 10000".into());
+        }
+        self.level_spec(self.levels[0]).validate()
+    }
+
+    /// The fixed-length match of one level.
+    pub fn level_spec(&self, elo: u32) -> SprtSpec {
+        SprtSpec {
+            new: self.engine.clone(),
+            base: SideRequest::Text(format!(
+                "{},UCI_LimitStrength=true,UCI_Elo={elo}",
+                self.against
+            )),
+            book: self.book.clone(),
+            nodes: self.nodes,
+            tc: self.tc.clone(),
+            elo0: 0.0,
+            elo1: 10.0,
+            alpha: 0.05,
+            beta: 0.05,
+            model: "logistic".into(),
+            batch_pairs: self.pairs.min(8) as u32,
+            max_pairs: self.pairs,
+            concurrency: 4,
+            seed: self.seed,
+            time_margin_ms: 0,
+            fixed_length: true,
+        }
+    }
 }

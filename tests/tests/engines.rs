@@ -386,3 +386,158 @@ fn stockfish_self_play_data_trains_a_net() {
     ]);
     assert!(said.contains("run-"), "{said}");
 }
+
+/// A binary uploaded to the lake: each worker fetches it into its cache, checks its sha256
+/// and runs its copy; a damaged object in the lake is refused, not run.
+#[test]
+fn an_uploaded_engine_is_fetched_checked_and_run() {
+    assert!(have_stockfish());
+    let dir = tempfile::tempdir().unwrap();
+    let lake = dir.path().join("lake");
+    let cache = dir.path().join("cache");
+    let book = book(dir.path());
+    let with_cache = |args: &[&str]| {
+        Command::new(lakefish_bin())
+            .arg("--lake")
+            .arg(&lake)
+            .args(args)
+            .env("LAKEFISH_CACHE_DIR", &cache)
+            .output()
+            .unwrap()
+    };
+    let out = with_cache(&[
+        "engines",
+        "add",
+        "sfup",
+        "--upload",
+        STOCKFISH,
+        "--no-check",
+    ]);
+    assert_success(&out);
+    let show: Value =
+        serde_json::from_slice(&with_cache(&["engines", "show", "sfup"]).stdout).unwrap();
+    let command = show["command"].as_str().unwrap();
+    let sha = command.strip_prefix("lake:engines/bin/").expect(command);
+    let play = || {
+        with_cache(&[
+            "sprt",
+            "--new",
+            "sfup",
+            "--base",
+            "classical",
+            "--book",
+            &book,
+            "--nodes",
+            "500",
+            "--max-pairs",
+            "1",
+            "--batch-pairs",
+            "1",
+            "--seed",
+            "3",
+        ])
+    };
+    let out = play();
+    assert_success(&out);
+    let copy = cache.join("engines").join(sha);
+    let bytes = std::fs::read(&copy).unwrap();
+    assert_eq!(bytes, std::fs::read(STOCKFISH).unwrap());
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(
+        std::fs::metadata(&copy).unwrap().permissions().mode() & 0o111,
+        0o111
+    );
+    // Damage the lake's copy and drop the cache: the worker refuses to run it.
+    std::fs::write(
+        lake.join("engines/bin").join(sha),
+        b"#!/bin/sh\necho pwned\n",
+    )
+    .unwrap();
+    std::fs::remove_dir_all(&cache).unwrap();
+    let out = with_cache(&[
+        "sprt",
+        "--new",
+        "sfup",
+        "--base",
+        "classical",
+        "--book",
+        &book,
+        "--nodes",
+        "500",
+        "--max-pairs",
+        "1",
+        "--batch-pairs",
+        "1",
+        "--seed",
+        "4",
+    ]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("do not hash to its name"), "{err}");
+    assert!(!copy.exists(), "nothing unchecked lands in the cache");
+}
+
+/// The gauntlet places lakefish's engine on Stockfish's UCI_Elo scale: it scores more
+/// against the weaker level, and the estimate lies between the levels' reach.
+#[test]
+fn a_gauntlet_places_lakefish_on_stockfish_s_scale() {
+    assert!(have_stockfish());
+    let dir = tempfile::tempdir().unwrap();
+    let lake = dir.path().join("lake");
+    let book = book(dir.path());
+    let out = run(
+        &lake,
+        &[
+            "engines",
+            "add",
+            "stockfish",
+            "--command",
+            STOCKFISH,
+            "--option",
+            "Threads=1",
+            "--no-check",
+        ],
+    );
+    assert_success(&out);
+    let out = run(
+        &lake,
+        &[
+            "gauntlet",
+            "--engine",
+            "classical",
+            "--levels",
+            "1350,2600",
+            "--pairs",
+            "3",
+            "--tc",
+            "1+0.01",
+            "--book",
+            &book,
+            "--json",
+        ],
+    );
+    assert_success(&out);
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["engine"], "classical");
+    assert_eq!(report["games"], 12, "{report}");
+    let levels = report["levels"].as_array().unwrap();
+    assert_eq!(levels.len(), 2);
+    let score = |i: usize| levels[i]["score"].as_f64().unwrap();
+    assert!(score(0) > score(1), "{report}");
+    for l in levels {
+        // Each level is a stored, fixed-length match: all its pairs played.
+        let id = l["sprt"].as_str().unwrap();
+        let s: Value = serde_json::from_slice(
+            &std::fs::read(lake.join(format!("sprt/{id}/result.json"))).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(
+            (s["games"].as_u64(), s["state"].as_str()),
+            (Some(6), Some("inconclusive"))
+        );
+    }
+    if let Some(elo) = report["elo"].as_f64() {
+        assert!((800.0..3200.0).contains(&elo), "{report}");
+        assert!(report["elo_error"].as_f64().unwrap() > 0.0);
+    }
+}

@@ -62,6 +62,10 @@ pub enum Command {
     /// Counts W/D/L and pentanomial pairs, and stops when the LLR (fishtest's normalized
     /// model by default) leaves ln(β/(1-α)), ln((1-β)/α). Games go to sprt/<id>/games.pgn.
     Sprt(crate::sprt_cmd::SprtArgs),
+    /// Place an engine (or a net in lakefish's engine) on Stockfish's Elo scale: fixed-length
+    /// matches against a registered engine at several UCI_LimitStrength/UCI_Elo levels, then
+    /// the maximum-likelihood Elo with its 95% interval.
+    Gauntlet(crate::sprt_cmd::GauntletArgs),
     /// Self-play training data: games with a few random opening plies, then searched moves;
     /// every position with its score, best move, ply and the game's result, written as a
     /// binpack (raw/selfplay/...) and ingested as positions/source=selfplay/dataset=NAME.

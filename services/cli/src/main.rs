@@ -44,6 +44,7 @@ fn main() -> anyhow::Result<()> {
     match cli.command {
         Command::Engine(_) => unreachable!("handled above"),
         Command::Sprt(a) => rt.block_on(sprt_cmd::run(lake, rt.handle(), a)),
+        Command::Gauntlet(a) => rt.block_on(sprt_cmd::gauntlet(lake, rt.handle(), a)),
         Command::Datagen(a) => here(JobSpec::Datagen(a.spec()?), a.threads),
         Command::Serve {
             listen,

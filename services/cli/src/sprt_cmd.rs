@@ -128,6 +128,7 @@ impl RunArgs {
             concurrency: 4,
             seed: self.seed,
             time_margin_ms: self.time_margin_ms,
+            fixed_length: false,
         };
         spec.validate().map_err(anyhow::Error::msg)?;
         Ok(spec)
@@ -229,4 +230,108 @@ pub async fn run(lake: &str, rt: &tokio::runtime::Handle, args: SprtArgs) -> any
             Ok(())
         }
     }
+}
+
+/// `lakefish gauntlet`: places an engine on another engine's Elo scale.
+#[derive(clap::Args)]
+pub struct GauntletArgs {
+    /// The side to place: ENGINE[+NET][,OPTION=VALUE...], or a net (best, classical,
+    /// nn-....nnue) for lakefish's own engine.
+    #[arg(long)]
+    pub engine: String,
+    /// The registered engine whose UCI_Elo scale it is placed on.
+    #[arg(long, default_value = "stockfish")]
+    pub against: String,
+    /// UCI_Elo of each level, comma-separated (Stockfish 15.1: 1350 to 2850).
+    #[arg(long, value_delimiter = ',', default_value = "1350,1700,2000,2300")]
+    pub levels: Vec<u32>,
+    /// Game pairs (colour-reversed) per level.
+    #[arg(long, default_value_t = 20)]
+    pub pairs: u64,
+    /// Opening book, EPD or PGN.
+    #[arg(long)]
+    pub book: String,
+    /// Nodes per move for both sides.
+    #[arg(long, conflicts_with = "tc")]
+    pub nodes: Option<u64>,
+    /// Time control base+increment in seconds (UCI_Elo is meant for the clock).
+    #[arg(long, default_value = "4+0.04")]
+    pub tc: Option<String>,
+    /// Shuffles the book's order.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Threads (games at once; default: all cores).
+    #[arg(long)]
+    pub threads: Option<usize>,
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub async fn gauntlet(
+    lake: &str,
+    rt: &tokio::runtime::Handle,
+    args: GauntletArgs,
+) -> anyhow::Result<()> {
+    let spec = lakefish_schemas::sprt::GauntletSpec {
+        engine: args.engine.as_str().into(),
+        against: args.against.clone(),
+        levels: args.levels.clone(),
+        pairs: args.pairs,
+        book: args.book.clone(),
+        nodes: args.nodes,
+        tc: if args.nodes.is_some() {
+            None
+        } else {
+            args.tc.clone()
+        },
+        seed: args.seed,
+    };
+    spec.validate().map_err(anyhow::Error::msg)?;
+    let (lake, rt2, threads) = (lake.to_string(), rt.clone(), args.threads);
+    let report = tokio::task::spawn_blocking(move || -> anyhow::Result<_> {
+        let l = rt2.block_on(crate::config::open_lake_for_writing(&lake))?;
+        let ctx = lakefish_jobs::JobContext::new(l, rt2.clone())
+            .with_threads(
+                threads
+                    .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())),
+            )
+            .with_hooks(lakefish_jobs::Hooks {
+                inputs: lakefish_lake::input::InputPolicy::Unconfined,
+                ..Default::default()
+            });
+        Ok(lakefish_jobs::gauntlet::run_here(&ctx, &spec, |s| {
+            eprintln!(
+                "  {} vs {}: W {} D {} L {} ({})",
+                s.new.name, s.base.name, s.wins, s.draws, s.losses, s.id
+            )
+        })?)
+    })
+    .await??;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+        return Ok(());
+    }
+    println!("gauntlet of {} against {}", report.engine, report.against);
+    for l in &report.levels {
+        println!(
+            "  UCI_Elo {:>4}: W {} D {} L {}, score {:.1}% ({})",
+            l.uci_elo,
+            l.wins,
+            l.draws,
+            l.losses,
+            100.0 * l.score,
+            l.sprt
+        );
+    }
+    match (report.elo, report.elo_error) {
+        (Some(e), Some(err)) => println!(
+            "  Elo on {}'s UCI_Elo scale: {e:.0} ± {err:.0} (95%, {} games)",
+            report.against, report.games
+        ),
+        _ => println!(
+            "  no estimate: every game won or every game lost; add a stronger or weaker level"
+        ),
+    }
+    Ok(())
 }
