@@ -81,6 +81,9 @@ pub fn plan(ctx: &JobContext, spec: &SprtSpec) -> Result<SprtPlan, JobError> {
     // How many batches run at once changes nothing in the result, so not the test either.
     let mut same = spec.clone();
     same.concurrency = 0;
+    // A side given as fields is the same test as its text form.
+    same.new = SideRequest::Text(spec.new.to_string());
+    same.base = SideRequest::Text(spec.base.to_string());
     let book_sha = crate::nets::sha256_hex(epd.as_bytes());
     let identity =
         serde_json::json!({"spec": same, "new": new.name, "base": base.name, "book": book_sha});

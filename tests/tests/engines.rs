@@ -541,3 +541,114 @@ fn a_gauntlet_places_lakefish_on_stockfish_s_scale() {
         assert!(report["elo_error"].as_f64().unwrap() > 0.0);
     }
 }
+
+/// Stockfish against lakefish's engine at a node limit, fanned out over two workers (Redis
+/// queue, S3 lake, PostgreSQL records): the same counts, LLR and games as in-process.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_distributed_test_with_stockfish_equals_the_in_process_one() {
+    assert!(have_stockfish());
+    let dir = tempfile::tempdir().unwrap();
+    let book = book(dir.path());
+    let cluster = Cluster::start(dir.path(), "lakefish-engines", &["w1", "w2"]);
+    let api = cluster.api.clone();
+    let http = reqwest::Client::new();
+    let engine =
+        serde_json::json!({"name": "stockfish", "command": STOCKFISH, "options": {"Threads": "1"}});
+    let r = http
+        .post(format!("{api}/v1/engines"))
+        .json(&engine)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201);
+    let spec = serde_json::json!({
+        "new": {"engine": "stockfish", "options": {"Hash": "8"}}, "base": "classical",
+        "book": book, "nodes": 1000, "elo0": 0, "elo1": 100, "model": "logistic",
+        "batch_pairs": 2, "max_pairs": 12, "concurrency": 2,
+    });
+    let r = http
+        .post(format!("{api}/v1/sprt"))
+        .json(&spec)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 202);
+    let started: Value = r.json().await.unwrap();
+    let id = started["id"].as_str().unwrap().to_string();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(300);
+    let status = loop {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "sprt {id} did not finish"
+        );
+        let s = get_json(format!("{api}/v1/sprt/{id}")).await;
+        if s["state"] != "running" {
+            break s;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    };
+    assert_eq!(status["state"], "accepted", "{status}");
+    assert_eq!(status["new"]["name"], "stockfish,Hash=8");
+
+    let local = dir.path().join("local-lake");
+    let out = run(
+        &local,
+        &[
+            "engines",
+            "add",
+            "stockfish",
+            "--command",
+            STOCKFISH,
+            "--option",
+            "Threads=1",
+            "--no-check",
+        ],
+    );
+    assert_success(&out);
+    let here = sprt(
+        &local,
+        &[
+            "--new",
+            "stockfish,Hash=8",
+            "--base",
+            "classical",
+            "--book",
+            &book,
+            "--nodes",
+            "1000",
+            "--elo0",
+            "0",
+            "--elo1",
+            "100",
+            "--model",
+            "logistic",
+            "--batch-pairs",
+            "2",
+            "--max-pairs",
+            "12",
+        ],
+    );
+    assert_eq!(here["id"], status["id"], "the same test");
+    for k in [
+        "state",
+        "wins",
+        "draws",
+        "losses",
+        "penta",
+        "games",
+        "llr_history",
+        "new_incidents",
+    ] {
+        assert_eq!(here[k], status[k], "{k}");
+    }
+    let pgn = reqwest::get(format!("{api}/v1/sprt/{id}/pgn"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert_eq!(
+        pgn,
+        std::fs::read_to_string(local.join(format!("sprt/{id}/games.pgn"))).unwrap()
+    );
+}
