@@ -53,6 +53,14 @@ pub struct SearchReply {
     pub elapsed: Duration,
 }
 
+/// A fault during the handshake: the engine never became ready to play.
+fn unresponsive(fault: EngineFault) -> EngineFault {
+    match fault {
+        EngineFault::Crashed(m) | EngineFault::Stalled(m) => EngineFault::Unresponsive(m),
+        u @ EngineFault::Unresponsive(_) => u,
+    }
+}
+
 /// Lines longer than this are cut: an engine cannot make us buffer without bound.
 const MAX_LINE: usize = 64 * 1024;
 
@@ -114,9 +122,13 @@ impl UciProcess {
             id_name: None,
             label,
         };
-        engine
-            .send("uci")
-            .map_err(|e| EngineFault::Unresponsive(e.to_string()))?;
+        // An engine that is gone before it hears `uci` never answered it.
+        if engine.send("uci").is_err() {
+            return Err(EngineFault::Unresponsive(format!(
+                "{} exited before uciok",
+                engine.label
+            )));
+        }
         let deadline = Instant::now() + timeout;
         loop {
             match engine.next_line(deadline) {
@@ -144,11 +156,9 @@ impl UciProcess {
         for (name, value) in &command.options {
             engine
                 .send(&format!("setoption name {name} value {value}"))
-                .map_err(|e| EngineFault::Unresponsive(e.to_string()))?;
+                .map_err(unresponsive)?;
         }
-        engine
-            .ready(timeout)
-            .map_err(|e| EngineFault::Unresponsive(e.to_string()))?;
+        engine.ready(timeout).map_err(unresponsive)?;
         Ok(engine)
     }
 
