@@ -262,6 +262,10 @@ fn check_parsed(side: &ParsedSide) -> Result<(), String> {
     if side.head.len() > 256 || side.net.as_ref().is_some_and(|n| n.len() > 256) {
         return Err("names of at most 256 characters".into());
     }
+    let odd = |s: &str| s.chars().any(|c| c.is_control() || c.is_whitespace());
+    if odd(&side.head) || side.net.as_deref().is_some_and(odd) {
+        return Err("engine and net names hold no spaces or control characters".into());
+    }
     if side.options.len() > 64 {
         return Err("at most 64 options".into());
     }
@@ -293,6 +297,8 @@ mod tests {
             "sf,=1",
             "sf,Hash=1\nquit",
             "sf,Move value=1",
+            "nn-1.nnue\nsf",
+            "sf+nn x",
         ] {
             assert!(parse_side(bad).is_err(), "{bad:?}");
         }

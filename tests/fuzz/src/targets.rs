@@ -41,6 +41,8 @@ pub fn all() -> Vec<Target> {
         job_spec(),
         sprt_tc(),
         config(),
+        crate::engine_targets::sprt_side(),
+        crate::engine_targets::uci_info(),
     ]
 }
 

@@ -55,6 +55,16 @@ fn uci() {
 }
 
 #[test]
+fn sprt_side() {
+    run("sprt_side", 20000);
+}
+
+#[test]
+fn uci_info() {
+    run("uci_info", 20000);
+}
+
+#[test]
 fn fen() {
     run("fen", 20000);
 }
