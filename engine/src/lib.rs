@@ -14,6 +14,7 @@ pub mod features;
 pub mod fen;
 pub mod matchplay;
 pub mod nnue;
+pub mod packed_board;
 pub mod random_games;
 pub mod rating;
 pub mod rules;

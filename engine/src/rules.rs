@@ -132,6 +132,44 @@ pub fn move_facts(fen: &str, uci: &str) -> Result<MoveFacts, RulesError> {
     })
 }
 
+/// [`move_facts`] on a board already unpacked (a shuffle chunk's packed board): no FEN is
+/// parsed and the move is not checked for legality (the dataset's ingest did that). A capture
+/// is a move onto an opponent's man or a pawn changing file (en passant); castling, written
+/// either way, lands on an empty square or the mover's own rook, so it is never one.
+pub fn move_facts_on_board(
+    board: &shakmaty::Board,
+    turn: shakmaty::Color,
+    uci: &str,
+) -> Result<MoveFacts, RulesError> {
+    let unreadable = || RulesError::Uci {
+        uci: uci.to_string(),
+    };
+    let in_check = board
+        .king_of(turn)
+        .is_some_and(|k| board.attacks_to(k, turn.other(), board.occupied()).any());
+    match uci.parse::<UciMove>().map_err(|_| unreadable())? {
+        UciMove::Null => Ok(MoveFacts {
+            in_check,
+            capture: false,
+            promotion: false,
+        }),
+        UciMove::Normal {
+            from,
+            to,
+            promotion,
+        } => {
+            let pawn_sideways =
+                board.role_at(from) == Some(shakmaty::Role::Pawn) && from.file() != to.file();
+            Ok(MoveFacts {
+                in_check,
+                capture: board.color_at(to) == Some(turn.other()) || pawn_sideways,
+                promotion: promotion.is_some(),
+            })
+        }
+        UciMove::Put { .. } => Err(unreadable()),
+    }
+}
+
 #[cfg(test)]
 mod facts_tests {
     use super::*;
@@ -182,5 +220,40 @@ mod facts_tests {
         // Standard castling is still the king's two-square move.
         let castle = "r3k2r/8/8/8/8/8/8/R3K2R w KQkq - 0 1";
         assert!(!move_facts(castle, "e1g1").unwrap().capture);
+    }
+
+    /// On every legal move of positions with checks, captures, en passant, promotions and
+    /// castling both ways, the packed board's facts equal the FEN's.
+    #[test]
+    fn facts_on_a_packed_board_equal_those_from_the_fen() {
+        use shakmaty::Position;
+        let fens = [
+            START_FEN,
+            "4k3/8/8/3pP3/8/8/8/4K3 w - d6 0 2",
+            "4k3/8/8/8/8/8/3q4/4K3 w - - 0 1",
+            "r3k2r/pPp2ppp/8/3Pp3/8/8/P1P2PpP/R3K2R w KQkq e6 0 1",
+            "r3k2r/pPp2ppp/8/3Pp3/8/8/P1P2PpP/R3K2R b KQkq - 0 1",
+            "bqnbrk1r/pp3ppp/3ppn2/2p5/5P2/P2P4/NPP1P1PP/BQ1BRK1R w HEhe - 2 9",
+        ];
+        let mut moves = 0;
+        for fen in fens {
+            let pos = parse_in_mode(fen, CastlingMode::detect).unwrap();
+            let packed = crate::packed_board::pack_fen(fen).unwrap();
+            let (board, turn) = crate::packed_board::board_of(&packed).unwrap();
+            let mode = pos.castles().mode();
+            for m in pos.legal_moves() {
+                let uci = m.to_uci(mode).to_string();
+                assert_eq!(
+                    move_facts_on_board(&board, turn, &uci).unwrap(),
+                    move_facts(fen, &uci).unwrap(),
+                    "{fen} {uci}"
+                );
+                moves += 1;
+            }
+        }
+        assert!(moves > 100, "{moves}");
+        assert!(
+            move_facts_on_board(&shakmaty::Board::new(), shakmaty::Color::White, "junk").is_err()
+        );
     }
 }

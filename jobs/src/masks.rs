@@ -49,6 +49,38 @@ pub fn keep_row(
     score: Option<i16>,
     ply: u16,
 ) -> Result<bool, String> {
+    keep_row_with(def, score, ply, || {
+        lakefish_engine::rules::move_facts(fen, uci)
+    })
+}
+
+/// [`keep_row`] on a shuffle chunk's packed board instead of its FEN: the same decision for
+/// every row a dataset's ingest accepted (the move is not checked for legality again).
+pub fn keep_packed_row(
+    def: &MaskDefinition,
+    board: &lakefish_engine::packed_board::PackedBoard,
+    uci: &str,
+    score: Option<i16>,
+    ply: u16,
+) -> Result<bool, String> {
+    keep_row_with(def, score, ply, || {
+        let (board, turn) = lakefish_engine::packed_board::board_of(board).map_err(|e| {
+            lakefish_engine::rules::RulesError::Position {
+                fen: "(packed board)".into(),
+                reason: e.to_string(),
+            }
+        })?;
+        lakefish_engine::rules::move_facts_on_board(&board, turn, uci)
+    })
+}
+
+fn keep_row_with(
+    def: &MaskDefinition,
+    score: Option<i16>,
+    ply: u16,
+    facts: impl FnOnce()
+        -> Result<lakefish_engine::rules::MoveFacts, lakefish_engine::rules::RulesError>,
+) -> Result<bool, String> {
     let Some(score) = score else {
         return Ok(false);
     };
@@ -61,7 +93,7 @@ pub fn keep_row(
     {
         return Ok(false);
     }
-    let f = lakefish_engine::rules::move_facts(fen, uci).map_err(|e| e.to_string())?;
+    let f = facts().map_err(|e| e.to_string())?;
     Ok(!f.in_check && !f.capture && !f.promotion)
 }
 

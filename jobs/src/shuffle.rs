@@ -21,7 +21,7 @@ use bytes::Bytes;
 use lakefish_engine::random_games::SplitMix;
 use lakefish_lake::catalog::{CatalogEntry, CatalogKind, CatalogQuery};
 use lakefish_lake::datasets::read_manifest;
-use lakefish_lake::parts::encode_parquet_on;
+use lakefish_lake::parts::{chunk_writer_properties, encode_parquet_with};
 use lakefish_lake::records::now;
 use lakefish_schemas::positions::dataset_prefix;
 use lakefish_schemas::shuffle::{
@@ -196,6 +196,149 @@ fn decode_deal(bytes: Option<Bytes>, key: &str) -> Result<RecordBatch, JobError>
     one_batch(reader, "shuffle deal file", key)
 }
 
+/// `batch` (rows of a `positions` part) with the `board` column of shuffle chunks: each FEN
+/// packed once here, so training never parses it. A batch that has the column already is
+/// returned as it is. A FEN that cannot be packed is an error naming `key` and the row.
+pub fn with_boards(batch: RecordBatch, key: &str) -> Result<RecordBatch, JobError> {
+    use arrow_array::{Array, FixedSizeBinaryArray, StringArray};
+    use lakefish_engine::packed_board::{PACKED_BOARD_BYTES, pack_fen};
+    use lakefish_schemas::positions::{COL_BOARD, COL_FEN, chunk_schema};
+    if batch.column_by_name(COL_BOARD).is_some() {
+        return Ok(batch);
+    }
+    let fen = batch
+        .column_by_name(COL_FEN)
+        .and_then(|c| c.as_any().downcast_ref::<StringArray>())
+        .ok_or_else(|| corrupt("shuffle input", key, "column fen missing or not text"))?;
+    let mut boards = vec![0u8; fen.len() * PACKED_BOARD_BYTES];
+    for (i, out) in boards.chunks_exact_mut(PACKED_BOARD_BYTES).enumerate() {
+        let packed = pack_fen(fen.value(i)).map_err(|e| {
+            corrupt(
+                "shuffle input",
+                key,
+                format!("row {i}: FEN {:?}: {e}", fen.value(i)),
+            )
+        })?;
+        out.copy_from_slice(&packed);
+    }
+    let boards = FixedSizeBinaryArray::try_new(PACKED_BOARD_BYTES as i32, boards.into(), None)
+        .map_err(|e| JobError::Internal(format!("packed boards of {key}: {e}")))?;
+    let schema = chunk_schema();
+    let mut columns = Vec::with_capacity(schema.fields().len());
+    for field in schema.fields().iter().take(schema.fields().len() - 1) {
+        columns.push(batch.column_by_name(field.name()).cloned().ok_or_else(|| {
+            corrupt(
+                "shuffle input",
+                key,
+                format!("column {} missing", field.name()),
+            )
+        })?);
+    }
+    columns.push(std::sync::Arc::new(boards));
+    RecordBatch::try_new(schema, columns).map_err(|e| corrupt("shuffle input", key, e.to_string()))
+}
+
+/// One row of a shuffle chunk as text: the FEN from its packed board (or, in a chunk from
+/// before packed boards, its FEN column), and the row's other cells.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct ChunkRow {
+    pub fen: String,
+    pub score: Option<i16>,
+    pub result: Option<i8>,
+    pub ply: u16,
+    #[serde(rename = "move")]
+    pub mv: String,
+    /// Whether `fen` was decoded from a packed board.
+    pub packed: bool,
+}
+
+/// The first `limit` rows of chunk `index` of committed shuffle `id`.
+pub fn chunk_rows_as_text(
+    ctx: &JobContext,
+    id: &str,
+    index: u32,
+    limit: usize,
+) -> Result<Vec<ChunkRow>, JobError> {
+    use arrow_array::{
+        Array, FixedSizeBinaryArray, Int8Array, Int16Array, StringArray, UInt16Array,
+    };
+    use lakefish_schemas::positions::{
+        COL_BOARD, COL_FEN, COL_MOVE, COL_PLY, COL_RESULT, COL_SCORE,
+    };
+    lakefish_schemas::names::check_segment("shuffle id", id, 64).map_err(|e| JobError::Input {
+        input: id.to_string(),
+        reason: e.to_string(),
+    })?;
+    let m = ctx
+        .block_on(read_shuffle_manifest(&ctx.lake, id))?
+        .ok_or_else(|| JobError::Input {
+            input: id.to_string(),
+            reason: "no such shuffle (no committed manifest)".into(),
+        })?;
+    let chunk = m
+        .chunks
+        .get(index as usize)
+        .ok_or_else(|| JobError::Input {
+            input: id.to_string(),
+            reason: format!(
+                "chunk {index} of {}: it has chunks 0 to {}",
+                m.chunks.len(),
+                m.chunks.len().saturating_sub(1)
+            ),
+        })?;
+    let key = format!("{}/{}", shuffle_prefix(id), chunk.name);
+    let bytes = ctx
+        .block_on(ctx.lake.get(&key))?
+        .ok_or_else(|| corrupt("shuffle chunk", &key, "missing"))?;
+    let batch = lakefish_lake::parts::read_chunk(
+        bytes,
+        &[COL_BOARD, COL_SCORE, COL_RESULT, COL_PLY, COL_MOVE],
+    )
+    .map_err(|e| corrupt("shuffle chunk", &key, e))?;
+    fn col<'a, T: 'static>(b: &'a RecordBatch, name: &str, key: &str) -> Result<&'a T, JobError> {
+        b.column_by_name(name)
+            .and_then(|c| c.as_any().downcast_ref::<T>())
+            .ok_or_else(|| {
+                corrupt(
+                    "shuffle chunk",
+                    key,
+                    format!("column {name} missing or of the wrong type"),
+                )
+            })
+    }
+    let boards = batch
+        .column_by_name(COL_BOARD)
+        .map(|_| col::<FixedSizeBinaryArray>(&batch, COL_BOARD, &key))
+        .transpose()?;
+    let fens = match boards {
+        Some(_) => None,
+        None => Some(col::<StringArray>(&batch, COL_FEN, &key)?),
+    };
+    let score = col::<Int16Array>(&batch, COL_SCORE, &key)?;
+    let result = col::<Int8Array>(&batch, COL_RESULT, &key)?;
+    let ply = col::<UInt16Array>(&batch, COL_PLY, &key)?;
+    let mv = col::<StringArray>(&batch, COL_MOVE, &key)?;
+    (0..batch.num_rows().min(limit))
+        .map(|i| {
+            let fen = match (boards, fens) {
+                (Some(b), _) => lakefish_engine::packed_board::from_bytes(b.value(i))
+                    .and_then(lakefish_engine::packed_board::unpack_fen)
+                    .map_err(|e| corrupt("shuffle chunk", &key, format!("row {i}: {e}")))?,
+                (None, Some(f)) => f.value(i).to_string(),
+                (None, None) => unreachable!("one of the two columns was found"),
+            };
+            Ok(ChunkRow {
+                fen,
+                score: score.is_valid(i).then(|| score.value(i)),
+                result: result.is_valid(i).then(|| result.value(i)),
+                ply: ply.value(i),
+                mv: mv.value(i).to_string(),
+                packed: boards.is_some(),
+            })
+        })
+        .collect()
+}
+
 /// The pile of row `row` of input part `part`: uniform, and the same wherever it is computed.
 pub fn pile_of(seed: u64, part: usize, row: u64, piles: u32) -> u32 {
     let mut r = SplitMix(
@@ -246,6 +389,7 @@ pub fn deal_part(ctx: &JobContext, plan: &ShufflePlan, index: usize) -> Result<u
         }
         dealt += rows.len() as u64;
         let picked = arrow_select::take::take_record_batch(&batch, &UInt32Array::from(rows))?;
+        let picked = with_boards(picked, &key)?;
         let out = format!(
             "{}/from-{index:05}.{DEAL_EXTENSION}",
             deal_prefix(&plan.id, pile as u32)
@@ -287,9 +431,15 @@ pub fn shuffle_pile(
         .block_on(ctx.lake.get_many(&keys))?
         .into_iter()
         .zip(&keys)
-        .map(|(bytes, k)| match k.ends_with(".parquet") {
-            true => decode_batch(bytes, k),
-            false => decode_deal(bytes, k),
+        .map(|(bytes, k)| {
+            // Deal files from before packed boards get theirs here.
+            with_boards(
+                match k.ends_with(".parquet") {
+                    true => decode_batch(bytes, k)?,
+                    false => decode_deal(bytes, k)?,
+                },
+                k,
+            )
         })
         .collect::<Result<Vec<_>, _>>()?;
     // Row i of the pile is row `i - offset` of the batch it fell in, batches in part order.
@@ -306,11 +456,11 @@ pub fn shuffle_pile(
     }
     // One gather straight from the deal batches (no concatenated copy first).
     let refs: Vec<&RecordBatch> = batches.iter().collect();
-    let schema = lakefish_schemas::positions::schema();
+    let schema = lakefish_schemas::positions::chunk_schema();
     let shuffled = if refs.is_empty() {
         RecordBatch::new_empty(schema)
     } else {
-        // The chunk gets the plain positions schema (the deal files carry the input part's
+        // The chunk gets the plain chunk schema (the deal files carry the input part's
         // file metadata, which depends on which part came first) and its checks.
         let gathered = arrow_select::interleave::interleave_record_batch(&refs, &rows)?;
         RecordBatch::try_new(schema, gathered.columns().to_vec())
@@ -318,7 +468,12 @@ pub fn shuffle_pile(
     };
     let name = chunk_file_name(pile);
     let key = format!("{}/{name}", shuffle_prefix(&plan.id));
-    let bytes = encode_parquet_on(&shuffled, &key, ctx.threads)?;
+    let bytes = encode_parquet_with(
+        &shuffled,
+        &key,
+        ctx.threads,
+        chunk_writer_properties(lakefish_engine::packed_board::PACKED_BOARD_LAYOUT),
+    )?;
     // A duplicate delivery racing the commit may have read a pile whose files were already
     // removed: once committed, the committed chunk stands.
     if let Some(m) = ctx.block_on(read_shuffle_manifest(&ctx.lake, &plan.id))?

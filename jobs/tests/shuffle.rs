@@ -310,7 +310,10 @@ fn deal_files_of_the_older_parquet_format_are_read_once() {
                     .unwrap();
             let batches: Vec<_> = reader.map(Result::unwrap).collect();
             assert_eq!(batches.len(), 1);
-            let bytes = lakefish_lake::parts::encode_parquet(&batches[0], "t").unwrap();
+            // Old deal files had no packed boards either: pass 2 makes them.
+            let old = batches[0].project(&[0, 1, 2, 3, 4, 5]).unwrap();
+            assert!(old.column_by_name("board").is_none());
+            let bytes = lakefish_lake::parts::encode_parquet(&old, "t").unwrap();
             std::fs::write(path.with_extension("parquet"), bytes).unwrap();
             if !keep_new {
                 std::fs::remove_file(&path).unwrap();
@@ -324,4 +327,88 @@ fn deal_files_of_the_older_parquet_format_are_read_once() {
     assert_eq!(mb.rows, ma.rows);
     let chunks_b = chunks_of(&b, &mb.id);
     assert!(chunks_a == chunks_b, "byte-identical chunks");
+}
+
+/// Every chunk row carries its position packed (layout named in the file), and the packed
+/// board prints back as exactly the row's FEN: on generated games and, where ../shared has
+/// it, on the real binpack sample. `chunk_rows_as_text` reads the boards.
+#[test]
+fn chunks_carry_packed_boards_that_print_back_as_their_fens() {
+    use arrow_array::{Array, FixedSizeBinaryArray, StringArray};
+    use lakefish_engine::packed_board::{PACKED_BOARD_LAYOUT, from_bytes, unpack_fen};
+    let fx = with_data(true);
+    let real = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../shared/data/binpack/small.binpack");
+    let mut datasets = vec!["a", "b"];
+    if real.exists() {
+        fx.ingest(&[real.to_str().unwrap().to_string()], "real", 50_000)
+            .unwrap();
+        let m = MaskSpec {
+            dataset: DatasetName::new("real").unwrap(),
+            source: Source::Binpack,
+            definition: MaskDefinition::quiet(),
+        };
+        mask_dataset(&fx.ctx(), &JobId::new(), &m).unwrap();
+        datasets.push("real");
+    }
+    let mut s = spec(4, 5);
+    s.datasets = datasets
+        .iter()
+        .map(|d| DatasetName::new(d).unwrap())
+        .collect();
+    let m = shuffle_here(&fx.ctx(), &s).unwrap();
+    let mut rows = 0;
+    for (name, bytes) in chunks_of(&fx, &m.id) {
+        let reader =
+            parquet::file::reader::SerializedFileReader::new(bytes::Bytes::from(bytes.clone()))
+                .unwrap();
+        let meta = parquet::file::reader::FileReader::metadata(&reader)
+            .file_metadata()
+            .key_value_metadata()
+            .cloned()
+            .unwrap_or_default();
+        assert!(
+            meta.iter().any(|kv| kv.key == "lakefish.board_layout"
+                && kv.value.as_deref() == Some(PACKED_BOARD_LAYOUT)),
+            "{name}: {meta:?}"
+        );
+        let batch = lakefish_lake::parts::read_chunk(bytes.into(), &[]).unwrap();
+        let fen = batch
+            .column_by_name("fen")
+            .unwrap()
+            .as_any()
+            .downcast_ref::<StringArray>()
+            .unwrap();
+        let board = batch
+            .column_by_name("board")
+            .unwrap()
+            .as_any()
+            .downcast_ref::<FixedSizeBinaryArray>()
+            .unwrap();
+        for i in 0..batch.num_rows() {
+            let packed = from_bytes(board.value(i)).unwrap();
+            assert_eq!(unpack_fen(packed).unwrap(), fen.value(i), "{name} row {i}");
+            rows += 1;
+        }
+    }
+    assert_eq!(rows, m.rows as usize);
+    if datasets.contains(&"real") {
+        assert!(
+            rows > 100_000,
+            "the real sample's quiet rows are in: {rows}"
+        );
+    }
+    let text = lakefish_jobs::shuffle::chunk_rows_as_text(&fx.ctx(), &m.id, 1, 5).unwrap();
+    assert_eq!(text.len(), 5);
+    assert!(
+        text.iter()
+            .all(|r| r.packed && r.fen.split(' ').count() == 6)
+    );
+    // Outside input is refused by name, not looked up.
+    for (id, index) in [("../etc", 0), ("sh-000000000000", 0), (m.id.as_str(), 99)] {
+        let e = lakefish_jobs::shuffle::chunk_rows_as_text(&fx.ctx(), id, index, 5)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(id), "{e}");
+    }
 }

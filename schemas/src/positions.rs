@@ -24,11 +24,18 @@ pub const COL_MOVE: &str = "move";
 pub const COL_RESULT: &str = "result";
 pub const COL_PLY: &str = "ply";
 pub const COL_GAME_ID: &str = "game_id";
+/// Shuffle chunks only: the position as a packed board (`lakefish_engine::packed_board`),
+/// made from `fen` when the shuffle deals the row, so training parses no text.
+pub const COL_BOARD: &str = "board";
+/// Bytes of a `board` cell.
+pub const BOARD_BYTES: i32 = 32;
 
 /// Parquet key-value metadata keys written into every part.
 pub const META_TABLE: &str = "lakefish.table";
 pub const META_SCHEMA_VERSION: &str = "lakefish.schema_version";
 pub const META_SCORE_UNIT: &str = "lakefish.score_unit";
+/// Chunks with a `board` column name its layout here (`lakefish-packed-board-v1`).
+pub const META_BOARD_LAYOUT: &str = "lakefish.board_layout";
 
 pub fn schema() -> Arc<Schema> {
     let fields = vec![
@@ -48,6 +55,22 @@ pub fn schema() -> Arc<Schema> {
             "rows of one game (binpack: one move chain) share it and stay in order",
         )),
     ];
+    Arc::new(Schema::new(fields))
+}
+
+/// A shuffle chunk: the `positions` columns and `board`. Chunks written before packed boards
+/// lack `board`; readers take either.
+pub fn chunk_schema() -> Arc<Schema> {
+    let mut fields: Vec<Field> = schema()
+        .fields()
+        .iter()
+        .map(|f| f.as_ref().clone())
+        .collect();
+    fields.push(
+        Field::new(COL_BOARD, DataType::FixedSizeBinary(BOARD_BYTES), false).with_metadata(doc(
+            "the position packed in 32 bytes (layout named in the file's lakefish.board_layout)",
+        )),
+    );
     Arc::new(Schema::new(fields))
 }
 

@@ -16,14 +16,27 @@ use tch::Device;
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct TrainBench {
     pub file: String,
-    pub positions: u64,
     pub threads: usize,
     pub batch_size: usize,
     pub arch: String,
     /// Where the training steps ran (`Cpu`, `Cuda(0)`).
     pub device: String,
-    /// Loader alone, one thread: positions per second.
+    pub pytorch_version: Option<String>,
+    /// One entry per feature set, all over the same chunks in this run.
+    pub features: Vec<FeatureBench>,
+}
+
+/// The loaders, the trainer and the reference for one feature set.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct FeatureBench {
+    pub features: String,
+    pub positions: u64,
+    /// The old loader (boards parsed from FEN text every time), one thread: positions/s.
+    pub old_loader_positions_per_s_per_core: f64,
+    /// Loader alone on packed boards, one thread: positions per second.
     pub loader_positions_per_s_per_core: f64,
+    /// new / old, one thread each (target: at least 5).
+    pub loader_new_to_old: f64,
     /// Loader alone, all threads.
     pub loader_positions_per_s: f64,
     /// Forward, loss, backward, Adam and clipping, batches already in memory (on the device).
@@ -35,7 +48,6 @@ pub struct TrainBench {
     pub pytorch_positions_per_s: Option<f64>,
     /// trainer / PyTorch (target: at least 1).
     pub trainer_to_pytorch: Option<f64>,
-    pub pytorch_version: Option<String>,
 }
 
 /// Where the PyTorch reference runs: a Python with torch 2.11 and the script.
@@ -72,6 +84,7 @@ fn run_reference(
     r: &TorchReference,
     batches_file: &std::path::Path,
     arch: &str,
+    inputs: usize,
     steps: usize,
     threads: usize,
     device: Device,
@@ -79,7 +92,7 @@ fn run_reference(
     let out = std::process::Command::new(&r.python)
         .arg(&r.script)
         .arg(batches_file)
-        .args(["--arch", arch, "--inputs", "768"])
+        .args(["--arch", arch, "--inputs", &inputs.to_string()])
         .args([
             "--steps",
             &steps.to_string(),
@@ -104,9 +117,14 @@ fn run_reference(
     Ok((rate, v["torch"].as_str().unwrap_or("?").to_string()))
 }
 
+/// Shuffles the quiet rows of `file` into a scratch lake (untimed), then for each feature set:
+/// the old loader (FEN text) and the new (packed boards) on one thread, the new on all
+/// threads, `steps` training steps of 256x2-32-32 at batch 16384 on `device`, and the plain
+/// PyTorch loop on the same batches where `reference` is given.
 pub fn bench_train(
     rt: &tokio::runtime::Handle,
     file: &str,
+    feature_sets: &[FeatureSetKind],
     threads: usize,
     steps: usize,
     device: Device,
@@ -133,104 +151,132 @@ pub fn bench_train(
             ctx: ctx.clone(),
             keys,
         });
-        let features = FeatureSetKind::All768;
         let batch_size = 16384;
         let order: Vec<usize> = (0..m.chunks.len()).collect();
-
-        let stream = |t: usize| {
-            stream_batches(
-                source.clone(),
-                order.clone(),
-                features,
-                RowOptions::default(),
-                batch_size,
-                0,
-                t,
-            )
-        };
-        // Timed as training consumes batches: each handed back once used.
-        let time_loader = |t: usize| -> Result<f64, TrainError> {
-            let start = Instant::now();
-            let mut batches = stream(t);
-            while let Some(b) = batches.next() {
-                batches.give_back(std::hint::black_box(b?));
-            }
-            Ok(start.elapsed().as_secs_f64())
-        };
-        let one = time_loader(1)?;
-        let all = time_loader(threads)?;
-        // Once more, kept (untimed), for the trainer steps and the reference.
-        let batches = stream(threads).collect::<Result<Vec<Batch>, _>>()?;
-        let positions = (batches.len() * batch_size) as u64;
-        if batches.is_empty() {
-            return Err(TrainError::Spec(format!(
-                "{file} gives fewer than {batch_size} quiet positions"
-            )));
-        }
-
-        tch::set_num_threads(threads as i32);
-        tch::manual_seed(1);
         let arch = lakefish_train::model::ModelArch::Lakefish(Arch::parse("256x2-32-32")?);
-        let model = Model::new(
-            &arch,
-            features.inputs() as i64,
-            features.max_active() as i64,
-            device,
-        );
-        let mut adam = Adam::new(&model);
-        let tensors: Vec<BatchTensors> = batches
-            .iter()
-            .map(|b| BatchTensors::new(b, device))
-            .collect();
-        let step = |t: &BatchTensors, adam: &mut Adam| {
-            let _ = train_step(&model, adam, t, Loss::Elmo, 1.0, 361.0, 1e-3);
-        };
-        // A GPU runs the steps asynchronously: wait for the queued ones before reading the clock.
-        let sync = || {
-            if let Device::Cuda(i) = device {
-                tch::Cuda::synchronize(i as i64);
-            }
-        };
-        step(&tensors[0], &mut adam); // warm-up
-        sync();
-        let start = Instant::now();
-        for i in 0..steps {
-            step(&tensors[i % tensors.len()], &mut adam);
-        }
-        sync();
-        let trainer = (steps * batch_size) as f64 / start.elapsed().as_secs_f64();
-        let loader_one = positions as f64 / one;
-        let pytorch = match reference {
-            Some(r) => {
-                let path = dir.join("batches.bin");
-                write_batches(&path, &batches)
-                    .map_err(|e| TrainError::Internal(format!("{}: {e}", path.display())))?;
-                Some(run_reference(
-                    r,
-                    &path,
-                    &arch.to_string(),
-                    steps,
-                    threads,
-                    device,
-                )?)
-            }
-            None => None,
-        };
-        Ok(TrainBench {
+        let mut report = TrainBench {
             file: file.to_string(),
-            positions,
             threads,
             batch_size,
             arch: arch.to_string(),
             device: format!("{device:?}"),
-            loader_positions_per_s_per_core: loader_one,
-            loader_positions_per_s: positions as f64 / all,
-            trainer_positions_per_s: trainer,
-            loader_to_trainer: loader_one / trainer,
-            pytorch_positions_per_s: pytorch.as_ref().map(|p| p.0),
-            trainer_to_pytorch: pytorch.as_ref().map(|p| trainer / p.0),
-            pytorch_version: pytorch.map(|p| p.1),
-        })
+            pytorch_version: None,
+            features: Vec::new(),
+        };
+        for &features in feature_sets {
+            let stream = |t: usize, parse_fen: bool| {
+                stream_batches(
+                    source.clone(),
+                    order.clone(),
+                    features,
+                    RowOptions {
+                        parse_fen,
+                        ..RowOptions::default()
+                    },
+                    batch_size,
+                    0,
+                    t,
+                )
+            };
+            // Timed as training consumes batches: each handed back once used.
+            let time_loader = |t: usize, parse_fen: bool| -> Result<f64, TrainError> {
+                let start = Instant::now();
+                let mut batches = stream(t, parse_fen);
+                while let Some(b) = batches.next() {
+                    batches.give_back(std::hint::black_box(b?));
+                }
+                Ok(start.elapsed().as_secs_f64())
+            };
+            // Old and new alternate, twice each, the better of each kept: this machine's
+            // speed drifts within a run.
+            let (mut old, mut new) = (f64::MAX, f64::MAX);
+            for _ in 0..2 {
+                old = old.min(time_loader(1, true)?);
+                new = new.min(time_loader(1, false)?);
+            }
+            let all = time_loader(threads, false)?;
+            // Once more, kept (untimed), for the trainer steps and the reference; the old
+            // loader's batches must be the same.
+            let batches = stream(threads, false).collect::<Result<Vec<Batch>, _>>()?;
+            let positions = (batches.len() * batch_size) as u64;
+            if batches.is_empty() {
+                return Err(TrainError::Spec(format!(
+                    "{file} gives fewer than {batch_size} quiet positions"
+                )));
+            }
+            if stream(threads, true).collect::<Result<Vec<Batch>, _>>()? != batches {
+                return Err(TrainError::Internal(format!(
+                    "{features}: the old and the new loader made different batches"
+                )));
+            }
+
+            tch::set_num_threads(threads as i32);
+            tch::manual_seed(1);
+            let model = Model::new(
+                &arch,
+                features.inputs() as i64,
+                features.max_active() as i64,
+                device,
+            );
+            let mut adam = Adam::new(&model);
+            let tensors: Vec<BatchTensors> = batches
+                .iter()
+                .map(|b| BatchTensors::new(b, device))
+                .collect();
+            let step = |t: &BatchTensors, adam: &mut Adam| {
+                let _ = train_step(&model, adam, t, Loss::Elmo, 1.0, 361.0, 1e-3);
+            };
+            // A GPU runs the steps asynchronously: wait for the queued ones before reading
+            // the clock.
+            let sync = || {
+                if let Device::Cuda(i) = device {
+                    tch::Cuda::synchronize(i as i64);
+                }
+            };
+            step(&tensors[0], &mut adam); // warm-up
+            sync();
+            let start = Instant::now();
+            for i in 0..steps {
+                step(&tensors[i % tensors.len()], &mut adam);
+            }
+            sync();
+            let trainer = (steps * batch_size) as f64 / start.elapsed().as_secs_f64();
+            drop(tensors);
+            let pytorch = match reference {
+                Some(r) => {
+                    let path = dir.join("batches.bin");
+                    write_batches(&path, &batches)
+                        .map_err(|e| TrainError::Internal(format!("{}: {e}", path.display())))?;
+                    let got = run_reference(
+                        r,
+                        &path,
+                        &arch.to_string(),
+                        features.inputs(),
+                        steps,
+                        threads,
+                        device,
+                    )?;
+                    let _ = std::fs::remove_file(&path);
+                    Some(got)
+                }
+                None => None,
+            };
+            let (loader_old, loader_new) = (positions as f64 / old, positions as f64 / new);
+            report.pytorch_version = pytorch.as_ref().map(|p| p.1.clone());
+            report.features.push(FeatureBench {
+                features: features.to_string(),
+                positions,
+                old_loader_positions_per_s_per_core: loader_old,
+                loader_positions_per_s_per_core: loader_new,
+                loader_new_to_old: loader_new / loader_old,
+                loader_positions_per_s: positions as f64 / all,
+                trainer_positions_per_s: trainer,
+                loader_to_trainer: loader_new / trainer,
+                pytorch_positions_per_s: pytorch.as_ref().map(|p| p.0),
+                trainer_to_pytorch: pytorch.as_ref().map(|p| trainer / p.0),
+            });
+        }
+        Ok(report)
     })();
     let _ = std::fs::remove_dir_all(&dir);
     out

@@ -76,6 +76,27 @@ pub fn writer_properties() -> WriterProperties {
         .build()
 }
 
+/// Writer settings for shuffle chunks: a part's, plus the packed board's layout in the
+/// metadata (`board_layout`, from `lakefish_engine::packed_board`) and no dictionary or
+/// statistics for the board column (fixed binary that neither helps).
+pub fn chunk_writer_properties(board_layout: &str) -> WriterProperties {
+    let board = ColumnPath::from(positions::COL_BOARD);
+    let mut meta: Vec<KeyValue> = positions::file_metadata()
+        .into_iter()
+        .map(|(k, v)| KeyValue::new(k, v))
+        .collect();
+    meta.push(KeyValue::new(
+        positions::META_BOARD_LAYOUT.to_string(),
+        board_layout.to_string(),
+    ));
+    writer_properties()
+        .into_builder()
+        .set_column_dictionary_enabled(board.clone(), false)
+        .set_column_statistics_enabled(board, EnabledStatistics::None)
+        .set_key_value_metadata(Some(meta))
+        .build()
+}
+
 fn strings(
     chunks: &[PositionColumns],
     pick: impl Fn(&PositionColumns) -> (&[u8], &[u32]),
@@ -308,6 +329,40 @@ pub fn read_whole(
         .and_then(|b| b.build())
         .map_err(|e| e.to_string())?;
     let schema = schema.unwrap_or_else(|| arrow_array::RecordBatchReader::schema(&reader));
+    let batches = reader
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| e.to_string())?;
+    arrow_select::concat::concat_batches(&schema, &batches).map_err(|e| e.to_string())
+}
+
+/// The columns `want` of a shuffle chunk (every column when `want` is empty), as one record
+/// batch. A chunk written before packed boards has no `board`: `fen` comes instead, so a
+/// reader tells the two apart by which column it got. Training reads only what it uses,
+/// which is why a chunk's FEN text is never decoded on the packed path.
+pub fn read_chunk(bytes: bytes::Bytes, want: &[&str]) -> Result<RecordBatch, String> {
+    use parquet::arrow::ProjectionMask;
+    let builder = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(bytes)
+        .map_err(|e| e.to_string())?;
+    let builder = if want.is_empty() {
+        builder
+    } else {
+        let fields = builder.schema().fields().clone();
+        let has = |name: &str| fields.iter().any(|f| f.name() == name);
+        let mut names: Vec<&str> = want.to_vec();
+        if names.contains(&positions::COL_BOARD) && !has(positions::COL_BOARD) {
+            names.push(COL_FEN);
+        }
+        let mut roots = Vec::with_capacity(names.len());
+        for (i, f) in fields.iter().enumerate() {
+            if names.contains(&f.name().as_str()) {
+                roots.push(i);
+            }
+        }
+        let mask = ProjectionMask::roots(builder.parquet_schema(), roots);
+        builder.with_projection(mask)
+    };
+    let reader = builder.build().map_err(|e| e.to_string())?;
+    let schema = arrow_array::RecordBatchReader::schema(&reader);
     let batches = reader
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| e.to_string())?;

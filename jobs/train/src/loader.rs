@@ -8,10 +8,12 @@
 //! sees exactly the batches the uninterrupted run would have seen.
 
 use crate::TrainError;
-use arrow_array::{Array, RecordBatch};
+use arrow_array::{
+    Array, FixedSizeBinaryArray, Int8Array, Int16Array, RecordBatch, StringArray, UInt16Array,
+};
 use lakefish_engine::features::FeatureSetKind;
-use lakefish_jobs::masks::keep_row;
-use lakefish_lake::parts::PositionsView;
+use lakefish_engine::packed_board;
+use lakefish_jobs::masks::{keep_packed_row, keep_row};
 use lakefish_schemas::MaskDefinition;
 use rayon::prelude::*;
 use shakmaty::{Board, Color};
@@ -148,13 +150,77 @@ pub fn parse_fen_board(fen: &str) -> Result<(Board, Color), String> {
 /// Rows per piece of a chunk decoded by one task (see [`chunk_rows`]).
 const PIECE_ROWS: usize = 2048;
 
+/// Where a chunk's boards come from: packed boards (chunks since packed boards), or FEN text
+/// parsed row by row (older chunks, and the old loader the bench measures beside the new).
+#[derive(Clone, Copy)]
+enum Boards<'a> {
+    Packed(&'a FixedSizeBinaryArray),
+    Fen(&'a StringArray),
+}
+
+impl Boards<'_> {
+    fn board(&self, i: usize) -> Result<(Board, Color), String> {
+        match self {
+            Boards::Packed(b) => packed_board::from_bytes(b.value(i))
+                .and_then(packed_board::board_of)
+                .map_err(|e| format!("packed board: {e}")),
+            Boards::Fen(f) => {
+                parse_fen_board(f.value(i)).map_err(|e| format!("FEN {:?}: {e}", f.value(i)))
+            }
+        }
+    }
+
+    fn keep(
+        &self,
+        def: &MaskDefinition,
+        i: usize,
+        uci: &str,
+        score: i16,
+        ply: u16,
+    ) -> Result<bool, String> {
+        match self {
+            Boards::Packed(b) => {
+                let board = packed_board::from_bytes(b.value(i)).map_err(|e| e.to_string())?;
+                keep_packed_row(def, board, uci, Some(score), ply)
+            }
+            Boards::Fen(f) => keep_row(def, f.value(i), uci, Some(score), ply),
+        }
+    }
+}
+
+/// The columns the loader reads from a chunk: no FEN text where packed boards exist
+/// ([`ChunkSource::read`] gives `fen` instead for chunks without them), the move and ply
+/// only for a filter. `parse_fen` asks for the text (the old loader, for comparisons).
+pub fn loader_columns(filter: bool, parse_fen: bool) -> Vec<&'static str> {
+    use lakefish_schemas::positions::{
+        COL_BOARD, COL_FEN, COL_MOVE, COL_PLY, COL_RESULT, COL_SCORE,
+    };
+    let mut out = vec![
+        if parse_fen { COL_FEN } else { COL_BOARD },
+        COL_SCORE,
+        COL_RESULT,
+    ];
+    if filter {
+        out.extend([COL_MOVE, COL_PLY]);
+    }
+    out
+}
+
+fn column<'a, T: 'static>(batch: &'a RecordBatch, name: &str) -> Result<&'a T, String> {
+    batch
+        .column_by_name(name)
+        .and_then(|c| c.as_any().downcast_ref::<T>())
+        .ok_or_else(|| format!("column {name} missing or of the wrong type"))
+}
+
 /// Decodes the rows of one chunk into batch layout, in row order, on the current rayon pool:
 /// pieces of [`PIECE_ROWS`] rows are decoded in parallel, each straight into its own
-/// [`Batch`] (no allocation per row). Rows without a score or a result are left out (a
-/// trainer cannot use them), and so are rows a `filter` mask (the predicate of stored masks,
-/// `lakefish_jobs::masks::keep_row`) drops. With `mirror`, each board is flipped left to
-/// right (files a↔h) before its features are taken: the same position seen from the other
-/// wing, which a net should score the same (augmentation). A malformed FEN is an error
+/// [`Batch`] (no allocation per row). Boards come from the chunk's packed `board` column
+/// where the batch has it, else from its FEN text. Rows without a score or a result are left
+/// out (a trainer cannot use them), and so are rows a `filter` mask (the predicate of stored
+/// masks, `lakefish_jobs::masks::keep_row`) drops. With `mirror`, each board is flipped left
+/// to right (files a↔h) before its features are taken: the same position seen from the other
+/// wing, which a net should score the same (augmentation). A malformed board is an error
 /// naming the chunk and row.
 pub fn chunk_rows(
     batch: &RecordBatch,
@@ -163,16 +229,28 @@ pub fn chunk_rows(
     mirror: bool,
     chunk: &str,
 ) -> Result<Vec<Batch>, TrainError> {
-    let view = PositionsView::of(batch).map_err(|reason| TrainError::Data {
+    use lakefish_schemas::positions::{
+        COL_BOARD, COL_FEN, COL_MOVE, COL_PLY, COL_RESULT, COL_SCORE,
+    };
+    let data = |reason: String| TrainError::Data {
         chunk: chunk.to_string(),
         reason,
-    })?;
-    let (fen, score, result) = (view.fen, view.score, view.result);
-    let filter_cols = filter.map(|def| (def, view.mv, view.ply));
-    let row_error = |i: usize, reason: String| TrainError::Data {
-        chunk: chunk.to_string(),
-        reason: format!("row {i}: {reason}"),
     };
+    let boards = match column::<FixedSizeBinaryArray>(batch, COL_BOARD) {
+        Ok(b) => Boards::Packed(b),
+        Err(_) => Boards::Fen(column::<StringArray>(batch, COL_FEN).map_err(data)?),
+    };
+    let score = column::<Int16Array>(batch, COL_SCORE).map_err(data)?;
+    let result = column::<Int8Array>(batch, COL_RESULT).map_err(data)?;
+    let filter_cols = match filter {
+        Some(def) => Some((
+            def,
+            column::<StringArray>(batch, COL_MOVE).map_err(data)?,
+            column::<UInt16Array>(batch, COL_PLY).map_err(data)?,
+        )),
+        None => None,
+    };
+    let row_error = |i: usize, reason: String| data(format!("row {i}: {reason}"));
     let starts: Vec<usize> = (0..batch.num_rows()).step_by(PIECE_ROWS).collect();
     starts
         .par_iter()
@@ -185,20 +263,14 @@ pub fn chunk_rows(
                     continue;
                 }
                 if let Some((def, moves, ply)) = filter_cols {
-                    let keep = keep_row(
-                        def,
-                        fen.value(i),
-                        moves.value(i),
-                        Some(score.value(i)),
-                        ply.value(i),
-                    )
-                    .map_err(|reason| row_error(i, reason))?;
+                    let keep = boards
+                        .keep(def, i, moves.value(i), score.value(i), ply.value(i))
+                        .map_err(|reason| row_error(i, reason))?;
                     if !keep {
                         continue;
                     }
                 }
-                let (mut board, turn) = parse_fen_board(fen.value(i))
-                    .map_err(|reason| row_error(i, format!("FEN {:?}: {reason}", fen.value(i))))?;
+                let (mut board, turn) = boards.board(i).map_err(|reason| row_error(i, reason))?;
                 if mirror {
                     board.flip_horizontal();
                 }
@@ -209,7 +281,7 @@ pub fn chunk_rows(
                     active.clear();
                     features
                         .active_features(&board, perspective, &mut active)
-                        .map_err(|e| row_error(i, format!("FEN {:?}: {e}", fen.value(i))))?;
+                        .map_err(|e| row_error(i, e.to_string()))?;
                     offsets.push(indices.len() as i64);
                     indices.extend(active.iter().map(|&f| f as i64));
                 }
@@ -226,7 +298,9 @@ pub fn chunk_rows(
 pub trait ChunkSource: Send + Sync {
     fn chunks(&self) -> usize;
     fn name(&self, i: usize) -> String;
-    fn read(&self, i: usize) -> Result<RecordBatch, TrainError>;
+    /// Chunk `i` with at least the columns named (all of them when none are), and `fen` in
+    /// place of a `board` the chunk lacks ([`lakefish_lake::parts::read_chunk`]).
+    fn read(&self, i: usize, columns: &[&str]) -> Result<RecordBatch, TrainError>;
 }
 
 /// Batches as the loader produces them; hand each one back with [`BatchStream::give_back`]
@@ -285,6 +359,9 @@ pub struct RowOptions {
     pub filter: Option<MaskDefinition>,
     /// Boards flipped a↔h before their features are taken ([`chunk_rows`]).
     pub mirror: bool,
+    /// Boards parsed from the FEN text even where packed boards exist: the loader as it
+    /// was before them, kept for `lakefish bench train`'s side-by-side measurement.
+    pub parse_fen: bool,
 }
 
 /// Streams batches of `batch_size` over `order` (chunk indices), skipping the first `skip`
@@ -302,7 +379,12 @@ pub fn stream_batches(
     skip: usize,
     threads: usize,
 ) -> BatchStream {
-    let RowOptions { filter, mirror } = rows;
+    let RowOptions {
+        filter,
+        mirror,
+        parse_fen,
+    } = rows;
+    let columns = loader_columns(filter.is_some(), parse_fen);
     assert!(batch_size > 0, "a batch holds at least one row");
     let (tx, rx) = sync_channel::<Message>(2);
     let (spare_tx, spare_rx) = sync_channel::<Batch>(4);
@@ -319,7 +401,7 @@ pub fn stream_batches(
                     return;
                 }
             };
-            let chunks = read_ahead(source.clone(), order, (threads / 4).clamp(1, 4));
+            let chunks = read_ahead(source.clone(), order, columns, (threads / 4).clamp(1, 4));
             let new_batch = || match spare_rx.try_recv() {
                 Ok(mut b) => {
                     b.clear();
@@ -384,16 +466,17 @@ pub fn stream_batches(
 fn read_ahead(
     source: std::sync::Arc<dyn ChunkSource>,
     order: Vec<usize>,
+    columns: Vec<&'static str>,
     readers: usize,
 ) -> impl Iterator<Item = (usize, Result<RecordBatch, TrainError>)> {
     let receivers: Vec<_> = (0..readers)
         .map(|k| {
             let (tx, rx) = sync_channel::<(usize, Result<RecordBatch, TrainError>)>(1);
-            let source = source.clone();
+            let (source, columns) = (source.clone(), columns.clone());
             let mine: Vec<usize> = order.iter().copied().skip(k).step_by(readers).collect();
             std::thread::spawn(move || {
                 for i in mine {
-                    if tx.send((i, source.read(i))).is_err() {
+                    if tx.send((i, source.read(i, &columns))).is_err() {
                         return;
                     }
                 }
@@ -420,9 +503,12 @@ mod tests {
     use super::*;
     use arrow_array::{ArrayRef, Int8Array, Int16Array, StringArray, UInt16Array, UInt64Array};
     use lakefish_engine::random_games::{SplitMix, random_game};
+    use lakefish_lake::parts::PositionsView;
     use std::sync::Arc;
 
-    /// Chunks held in memory: rows of random games, some without a score or a result.
+    /// Chunks held in memory: rows of random games, some without a score or a result; the
+    /// odd ones with packed boards (as shuffles write them now), the even ones without (as
+    /// before).
     struct Chunks(Vec<RecordBatch>);
 
     impl ChunkSource for Chunks {
@@ -432,8 +518,17 @@ mod tests {
         fn name(&self, i: usize) -> String {
             format!("chunk-{i}")
         }
-        fn read(&self, i: usize) -> Result<RecordBatch, TrainError> {
-            Ok(self.0[i].clone())
+        /// The columns asked for, as a Parquet chunk gives them.
+        fn read(&self, i: usize, columns: &[&str]) -> Result<RecordBatch, TrainError> {
+            let b = &self.0[i];
+            let mut names = columns.to_vec();
+            if names.contains(&"board") && b.column_by_name("board").is_none() {
+                names.push("fen");
+            }
+            let keep: Vec<usize> = (0..b.num_columns())
+                .filter(|&c| names.contains(&b.schema().field(c).name().as_str()))
+                .collect();
+            Ok(b.project(&keep).unwrap())
         }
     }
 
@@ -443,7 +538,8 @@ mod tests {
         let mut played = Vec::new().into_iter();
         let batches = rows_per_chunk
             .iter()
-            .map(|&n| {
+            .enumerate()
+            .map(|(chunk, &n)| {
                 let (mut fen, mut mv, mut score, mut result) = (vec![], vec![], vec![], vec![]);
                 for _ in 0..n {
                     let m = played.next().unwrap_or_else(|| {
@@ -466,7 +562,12 @@ mod tests {
                     Arc::new(UInt16Array::from(vec![20u16; rows])),
                     Arc::new(UInt64Array::from(vec![1u64; rows])),
                 ];
-                RecordBatch::try_new(lakefish_schemas::positions::schema(), columns).unwrap()
+                let b =
+                    RecordBatch::try_new(lakefish_schemas::positions::schema(), columns).unwrap();
+                match chunk % 2 {
+                    1 => lakefish_jobs::shuffle::with_boards(b, "test").unwrap(),
+                    _ => b,
+                }
             })
             .collect();
         Chunks(batches)
@@ -571,7 +672,8 @@ mod tests {
                     (4096, 0, false),
                 ] {
                     let want = reference(&c, &order, features, filter, mirror, batch_size, skip);
-                    for threads in [1, 3, 8, 16] {
+                    // The old loader (FEN text) too, on every chunk.
+                    for (threads, parse_fen) in [(1, false), (3, true), (8, false), (16, true)] {
                         let mut stream = stream_batches(
                             c.clone(),
                             order.clone(),
@@ -579,6 +681,7 @@ mod tests {
                             RowOptions {
                                 filter: filter.cloned(),
                                 mirror,
+                                parse_fen,
                             },
                             batch_size,
                             skip,
@@ -616,9 +719,9 @@ mod tests {
         fn name(&self, i: usize) -> String {
             self.0.name(i)
         }
-        fn read(&self, i: usize) -> Result<RecordBatch, TrainError> {
+        fn read(&self, i: usize, columns: &[&str]) -> Result<RecordBatch, TrainError> {
             assert_ne!(i, 1, "chunk 1 cannot be read");
-            self.0.read(i)
+            self.0.read(i, columns)
         }
     }
 
@@ -680,6 +783,54 @@ mod tests {
         let msg = err.to_string();
         assert!(
             msg.contains("chunk-0") && msg.contains(&format!("row {bad}:")),
+            "{msg}"
+        );
+    }
+
+    /// A damaged packed board (a piece code that is no piece) is an error naming the chunk,
+    /// the row and the board, never a panic or a silently wrong position.
+    #[test]
+    fn a_damaged_packed_board_names_its_chunk_and_row() {
+        use arrow_array::FixedSizeBinaryArray;
+        let mut c = chunks(&[10, 300]);
+        let b = &c.0[1];
+        let col = b.schema().index_of("board").unwrap();
+        let boards = b
+            .column(col)
+            .as_any()
+            .downcast_ref::<FixedSizeBinaryArray>()
+            .unwrap();
+        let bad = (0..b.num_rows())
+            .find(|&i| b.column(1).is_valid(i) && b.column(3).is_valid(i))
+            .unwrap();
+        let cells: Vec<Vec<u8>> = (0..b.num_rows())
+            .map(|i| {
+                let mut cell = boards.value(i).to_vec();
+                if i == bad {
+                    cell[8] = 0x77;
+                }
+                cell
+            })
+            .collect();
+        let mut columns = b.columns().to_vec();
+        columns[col] = Arc::new(FixedSizeBinaryArray::try_from_iter(cells.into_iter()).unwrap());
+        c.0[1] = RecordBatch::try_new(b.schema(), columns).unwrap();
+        let err = stream_batches(
+            Arc::new(c),
+            vec![1],
+            FeatureSetKind::HalfKp,
+            RowOptions::default(),
+            16,
+            0,
+            2,
+        )
+        .find_map(|b| b.err())
+        .expect("an error");
+        let msg = err.to_string();
+        assert!(
+            msg.contains("chunk-1")
+                && msg.contains(&format!("row {bad}:"))
+                && msg.contains("packed board"),
             "{msg}"
         );
     }

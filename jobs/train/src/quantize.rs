@@ -368,7 +368,7 @@ fn probe_positions(
     };
     let (mut stm, mut nstm) = (Vec::new(), Vec::new());
     for &i in order {
-        let chunk = source.read(i)?;
+        let chunk = source.read(i, &[lakefish_schemas::positions::COL_FEN])?;
         let name = source.keys[i].clone();
         let fen = PositionsView::of(&chunk)
             .map_err(|reason| TrainError::Data {

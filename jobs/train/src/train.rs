@@ -39,7 +39,7 @@ impl ChunkSource for LakeChunks {
     fn name(&self, i: usize) -> String {
         self.keys[i].clone()
     }
-    fn read(&self, i: usize) -> Result<RecordBatch, TrainError> {
+    fn read(&self, i: usize, columns: &[&str]) -> Result<RecordBatch, TrainError> {
         let key = &self.keys[i];
         let bytes = self
             .ctx
@@ -52,8 +52,7 @@ impl ChunkSource for LakeChunks {
             chunk: key.clone(),
             reason: e,
         };
-        lakefish_lake::parts::read_whole(bytes, Some(lakefish_schemas::positions::schema()))
-            .map_err(bad)
+        lakefish_lake::parts::read_chunk(bytes, columns).map_err(bad)
     }
 }
 
@@ -446,6 +445,7 @@ fn validate(
         RowOptions {
             filter: spec.filter.clone(),
             mirror: false,
+            parse_fen: false,
         },
         spec.batch_size.min(4096) as usize,
         0,
@@ -644,6 +644,7 @@ fn continue_run(
             RowOptions {
                 filter: spec.filter.clone(),
                 mirror: spec.mirror && at.epoch % 2 == 1,
+                parse_fen: false,
             },
             batch_size,
             at.batch as usize,

@@ -10,6 +10,7 @@ pub fn run(rt: &tokio::runtime::Runtime, what: BenchCommand) -> anyhow::Result<(
     match what {
         BenchCommand::Train {
             file,
+            features,
             threads,
             steps,
             device,
@@ -20,6 +21,10 @@ pub fn run(rt: &tokio::runtime::Runtime, what: BenchCommand) -> anyhow::Result<(
             let device = lakefish_train::train::select_device(
                 lakefish_schemas::DeviceChoice::parse(&device).map_err(anyhow::Error::msg)?,
             )?;
+            let feature_sets = features
+                .iter()
+                .map(|f| lakefish_engine::features::FeatureSetKind::from_name(f))
+                .collect::<Result<Vec<_>, _>>()?;
             let reference = std::path::Path::new(&torch_python).exists().then(|| {
                 lakefish_bench::train::TorchReference {
                     python: torch_python.clone().into(),
@@ -34,40 +39,55 @@ pub fn run(rt: &tokio::runtime::Runtime, what: BenchCommand) -> anyhow::Result<(
             let r = lakefish_bench::train::bench_train(
                 rt.handle(),
                 &file,
+                &feature_sets,
                 threads,
                 steps,
                 device,
                 reference.as_ref(),
             )?;
             println!(
-                "file                     {} ({} positions in batches)",
-                r.file, r.positions
+                "file {}, {} threads, {} on {}",
+                r.file, r.threads, r.arch, r.device
             );
-            println!(
-                "loader, 1 thread         {:>12.0} positions/s",
-                r.loader_positions_per_s_per_core
-            );
-            println!(
-                "loader, {} threads        {:>12.0} positions/s",
-                r.threads, r.loader_positions_per_s
-            );
-            println!(
-                "trainer {} b{} ({}) {:>12.0} positions/s ({} threads)",
-                r.arch, r.batch_size, r.device, r.trainer_positions_per_s, r.threads
-            );
-            println!(
-                "loader per core / trainer {:>11.1} (target >= 10)",
-                r.loader_to_trainer
-            );
-            if let (Some(p), Some(ratio)) = (r.pytorch_positions_per_s, r.trainer_to_pytorch) {
+            for f in &r.features {
+                let name = &f.features;
+                println!("{name} positions in batches {}", f.positions);
                 println!(
-                    "plain PyTorch {} ({}) {:>12.0} positions/s ({} threads)",
-                    r.pytorch_version.as_deref().unwrap_or("?"),
-                    r.device,
-                    p,
-                    r.threads
+                    "{name} loader old, 1 thread {:>12.0} positions/s (FEN text)",
+                    f.old_loader_positions_per_s_per_core
                 );
-                println!("trainer / PyTorch       {:>12.2} (target >= 1)", ratio);
+                println!(
+                    "{name} loader new, 1 thread {:>12.0} positions/s (packed boards)",
+                    f.loader_positions_per_s_per_core
+                );
+                println!(
+                    "{name} loader new, {} threads {:>11.0} positions/s",
+                    r.threads, f.loader_positions_per_s
+                );
+                println!(
+                    "{name} trainer b{} {:>12.0} positions/s",
+                    r.batch_size, f.trainer_positions_per_s
+                );
+                if let Some(p) = f.pytorch_positions_per_s {
+                    println!(
+                        "{name} plain PyTorch {} {:>12.0} positions/s",
+                        r.pytorch_version.as_deref().unwrap_or("?"),
+                        p
+                    );
+                }
+            }
+            for f in &r.features {
+                println!(
+                    "{} loader new/old {:.2} (target >= 5)",
+                    f.features, f.loader_new_to_old
+                );
+                if let Some(ratio) = f.trainer_to_pytorch {
+                    println!("{} trainer/PyTorch {ratio:.2}", f.features);
+                }
+                println!(
+                    "{} loader per core/trainer {:.1} (target >= 10)",
+                    f.features, f.loader_to_trainer
+                );
             }
             println!("{}", serde_json::to_string(&r)?);
             Ok(())

@@ -169,6 +169,21 @@ pub enum Command {
     },
     /// List the datasets committed to the lake.
     Datasets,
+    /// Print rows of one shuffle chunk: FEN (decoded from the packed board training reads),
+    /// score, result, ply and move, tab-separated (or JSON lines with --json).
+    Chunk {
+        /// The shuffle (sh-...).
+        shuffle: String,
+        /// Which chunk (0 is the first).
+        #[arg(default_value_t = 0)]
+        index: u32,
+        /// Rows to print.
+        #[arg(long, default_value_t = 20)]
+        limit: usize,
+        /// One JSON object per row.
+        #[arg(long)]
+        json: bool,
+    },
     /// Copy local files into the lake as raw/<source>/<file name> (prints the lake: keys).
     Upload {
         /// Local files to copy (each keeps its file name).
@@ -722,6 +737,10 @@ pub enum BenchCommand {
     Train {
         /// A .binpack file whose quiet rows are shuffled into a scratch lake untimed.
         file: String,
+        /// Feature sets to measure, comma-separated (each: old and new loader, trainer,
+        /// PyTorch, over the same chunks).
+        #[arg(long, value_delimiter = ',', default_value = "all768,halfkp")]
+        features: Vec<String>,
         /// CPU threads (default: all cores).
         #[arg(long)]
         threads: Option<usize>,

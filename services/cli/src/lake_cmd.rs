@@ -28,6 +28,35 @@ pub async fn datasets(lake: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `lakefish chunk SHUFFLE [INDEX]`: a chunk's rows as text.
+pub fn chunk(
+    rt: &tokio::runtime::Runtime,
+    lake: &str,
+    shuffle: &str,
+    index: u32,
+    limit: usize,
+    json: bool,
+) -> anyhow::Result<()> {
+    let ctx = lakefish_jobs::JobContext::new(open_lake(lake)?, rt.handle().clone());
+    let rows = lakefish_jobs::shuffle::chunk_rows_as_text(&ctx, shuffle, index, limit)?;
+    let cell = |v: Option<String>| v.unwrap_or_else(|| "-".into());
+    for r in rows {
+        if json {
+            println!("{}", serde_json::to_string(&r)?);
+        } else {
+            println!(
+                "{}\t{}\t{}\t{}\t{}",
+                r.fen,
+                cell(r.score.map(|s| s.to_string())),
+                cell(r.result.map(|s| s.to_string())),
+                r.ply,
+                r.mv
+            );
+        }
+    }
+    Ok(())
+}
+
 /// `lakefish upload FILE... --source S`: files into `raw/` (or `books/`) of the lake.
 /// `lakefish upload`: copies files into `raw/` under the same rule as the API: the same bytes
 /// again change nothing, other bytes under a taken name are refused unless `replace`.

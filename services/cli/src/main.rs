@@ -92,6 +92,12 @@ fn main() -> anyhow::Result<()> {
         Command::Nets { api, what } => rt.block_on(nets_cmd::run(lake, api, what)),
         Command::Runs { id } => rt.block_on(lake_cmd::runs(lake, id)),
         Command::Datasets => rt.block_on(lake_cmd::datasets(lake)),
+        Command::Chunk {
+            shuffle,
+            index,
+            limit,
+            json,
+        } => lake_cmd::chunk(&rt, lake, &shuffle, index, limit, json),
         Command::Upload {
             files,
             source,

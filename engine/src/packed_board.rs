@@ -1,0 +1,370 @@
+//! The packed board: a position in 32 fixed bytes, made once from its FEN when a shuffle
+//! deals rows, so that training reads boards without parsing text every epoch.
+//!
+//! Layout `lakefish-packed-board-v1` (the name shuffle chunks record in their metadata):
+//!
+//! | bytes  | what |
+//! |--------|------|
+//! | 0..8   | occupancy, u64 little-endian, bit i = square i (a1 = 0, b1 = 1, …, h8 = 63) |
+//! | 8..24  | one 4-bit code per occupied square in ascending square order, low nibble first: role in bits 0-2 (pawn 1, knight 2, bishop 3, rook 4, queen 5, king 6), bit 3 set for Black; unused nibbles 0 |
+//! | 24     | bit 0: Black to move; other bits 0 |
+//! | 25..28 | the FEN's castling field as up to four 5-bit tokens (bits 0-4, 5-9, 10-14, 15-19 of a little-endian u24, in FEN order; 0 ends): `K Q k q` are 1-4, `A`-`H` 5-12, `a`-`h` 13-20 (X-FEN and Shredder-FEN files), so the field prints back as it was written |
+//! | 28     | en-passant square 0..63 as the FEN gives it, 255 for none |
+//! | 29     | half-move clock, saturating at 255 |
+//! | 30..32 | full-move number, u16 little-endian, saturating at 65,535 |
+//!
+//! At most 32 men fit (no position reachable in chess has more); a board with more is refused.
+//! This module reads and writes FEN text itself (no shakmaty position is built), because the
+//! shuffle packs millions of rows per second.
+
+use shakmaty::{Bitboard, Board, ByColor, ByRole, Color, Role, Square};
+
+/// Bytes in one packed board.
+pub const PACKED_BOARD_BYTES: usize = 32;
+/// The layout's name, recorded in the metadata of every chunk that carries packed boards.
+pub const PACKED_BOARD_LAYOUT: &str = "lakefish-packed-board-v1";
+
+/// One position, packed ([module docs](self)).
+pub type PackedBoard = [u8; PACKED_BOARD_BYTES];
+
+/// Why a FEN could not be packed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PackError {
+    #[error("unreadable piece placement: {0}")]
+    Placement(&'static str),
+    #[error("{0} men on the board; a packed board holds at most 32")]
+    TooManyMen(u32),
+    #[error("side to move {0:?} is neither w nor b")]
+    SideToMove(String),
+    #[error("unreadable castling field {0:?}")]
+    Castling(String),
+    #[error("unreadable en-passant square {0:?}")]
+    EnPassant(String),
+    #[error("unreadable move counter {0:?}")]
+    Counter(String),
+}
+
+/// Why bytes are not a packed board.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum UnpackError {
+    #[error("{0} bytes; a packed board has 32")]
+    Length(usize),
+    #[error("piece code {code} on square {square} is not a piece")]
+    Piece { code: u8, square: u8 },
+    #[error("more than 32 occupied squares")]
+    TooManyMen,
+    #[error("en-passant byte {0} is neither a square nor 255")]
+    EnPassant(u8),
+    #[error("castling token {0} is not a castling letter")]
+    Castling(u32),
+}
+
+const CASTLING_LETTERS: &[u8; 20] = b"KQkqABCDEFGHabcdefgh";
+
+fn piece_code(letter: u8) -> Option<u8> {
+    let role = match letter.to_ascii_lowercase() {
+        b'p' => 1,
+        b'n' => 2,
+        b'b' => 3,
+        b'r' => 4,
+        b'q' => 5,
+        b'k' => 6,
+        _ => return None,
+    };
+    Some(role | if letter.is_ascii_lowercase() { 8 } else { 0 })
+}
+
+fn piece_letter(code: u8) -> Option<u8> {
+    let role = code & 7;
+    if !(1..=6).contains(&role) || code > 15 {
+        return None;
+    }
+    let upper = b"PNBRQK"[role as usize - 1];
+    Some(if code & 8 != 0 {
+        upper.to_ascii_lowercase()
+    } else {
+        upper
+    })
+}
+
+/// Packs a FEN. The move counters may be left out (0 and 1 are taken then).
+pub fn pack_fen(fen: &str) -> Result<PackedBoard, PackError> {
+    let mut fields = fen.split(' ').filter(|f| !f.is_empty());
+    let placement = fields.next().unwrap_or("");
+    // Pieces by square first (the placement runs from a8 to h1), then packed in square order.
+    let mut codes = [0u8; 64];
+    let (mut rank, mut file, mut men) = (7i32, 0i32, 0u32);
+    for &c in placement.as_bytes() {
+        match c {
+            b'/' => {
+                if file != 8 {
+                    return Err(PackError::Placement("a rank without 8 squares"));
+                }
+                rank -= 1;
+                file = 0;
+                if rank < 0 {
+                    return Err(PackError::Placement("more than 8 ranks"));
+                }
+            }
+            b'1'..=b'8' => file += (c - b'0') as i32,
+            _ => {
+                let code = piece_code(c).ok_or(PackError::Placement("not a piece letter"))?;
+                if file >= 8 {
+                    return Err(PackError::Placement("a rank without 8 squares"));
+                }
+                codes[(rank * 8 + file) as usize] = code;
+                file += 1;
+                men += 1;
+            }
+        }
+        if file > 8 {
+            return Err(PackError::Placement("a rank without 8 squares"));
+        }
+    }
+    if rank != 0 || file != 8 {
+        return Err(PackError::Placement("not 8 ranks of 8 squares"));
+    }
+    if men > 32 {
+        return Err(PackError::TooManyMen(men));
+    }
+    let mut out = [0u8; PACKED_BOARD_BYTES];
+    let mut occupancy = 0u64;
+    let mut n = 0usize;
+    for (sq, &code) in codes.iter().enumerate() {
+        if code != 0 {
+            occupancy |= 1 << sq;
+            out[8 + n / 2] |= code << (4 * (n % 2));
+            n += 1;
+        }
+    }
+    out[..8].copy_from_slice(&occupancy.to_le_bytes());
+    out[24] = match fields.next() {
+        Some("w") => 0,
+        Some("b") => 1,
+        other => return Err(PackError::SideToMove(other.unwrap_or("").to_string())),
+    };
+    let castling = fields.next().unwrap_or("-");
+    let mut tokens = 0u32;
+    if castling != "-" {
+        if castling.len() > 4 {
+            return Err(PackError::Castling(castling.to_string()));
+        }
+        for (i, c) in castling.bytes().enumerate() {
+            let t = CASTLING_LETTERS
+                .iter()
+                .position(|&l| l == c)
+                .ok_or_else(|| PackError::Castling(castling.to_string()))?;
+            tokens |= (t as u32 + 1) << (5 * i);
+        }
+    }
+    out[25..28].copy_from_slice(&tokens.to_le_bytes()[..3]);
+    out[28] = match fields.next().unwrap_or("-") {
+        "-" => 255,
+        ep => match ep.as_bytes() {
+            &[f @ b'a'..=b'h', r @ b'1'..=b'8'] => (r - b'1') * 8 + (f - b'a'),
+            _ => return Err(PackError::EnPassant(ep.to_string())),
+        },
+    };
+    let counter = |text: Option<&str>, default: u64| -> Result<u64, PackError> {
+        text.map_or(Ok(default), |t| {
+            t.parse::<u64>()
+                .map_err(|_| PackError::Counter(t.to_string()))
+        })
+    };
+    out[29] = counter(fields.next(), 0)?.min(255) as u8;
+    let full = counter(fields.next(), 1)?.min(u16::MAX as u64) as u16;
+    out[30..32].copy_from_slice(&full.to_le_bytes());
+    Ok(out)
+}
+
+/// The men of a packed board as (square, code) in ascending square order, checked.
+fn men(b: &PackedBoard) -> Result<impl Iterator<Item = (u8, u8)> + '_, UnpackError> {
+    let occupancy = u64::from_le_bytes(b[..8].try_into().expect("8 bytes"));
+    if occupancy.count_ones() > 32 {
+        return Err(UnpackError::TooManyMen);
+    }
+    let mut rest = occupancy;
+    let mut n = 0usize;
+    Ok(std::iter::from_fn(move || {
+        if rest == 0 {
+            return None;
+        }
+        let sq = rest.trailing_zeros() as u8;
+        rest &= rest - 1;
+        let code = (b[8 + n / 2] >> (4 * (n % 2))) & 15;
+        n += 1;
+        Some((sq, code))
+    }))
+}
+
+/// Reads bytes as a packed board (a chunk's `board` cell).
+pub fn from_bytes(bytes: &[u8]) -> Result<&PackedBoard, UnpackError> {
+    bytes
+        .try_into()
+        .map_err(|_| UnpackError::Length(bytes.len()))
+}
+
+/// The FEN of a packed board: the text it was packed from, save for move counters beyond
+/// the saturation limits.
+pub fn unpack_fen(b: &PackedBoard) -> Result<String, UnpackError> {
+    let mut letters = [0u8; 64];
+    for (sq, code) in men(b)? {
+        letters[sq as usize] = piece_letter(code).ok_or(UnpackError::Piece { code, square: sq })?;
+    }
+    let mut out = String::with_capacity(90);
+    for rank in (0..8).rev() {
+        let mut empty = 0u8;
+        for file in 0..8 {
+            match letters[rank * 8 + file] {
+                0 => empty += 1,
+                l => {
+                    if empty > 0 {
+                        out.push((b'0' + empty) as char);
+                        empty = 0;
+                    }
+                    out.push(l as char);
+                }
+            }
+        }
+        if empty > 0 {
+            out.push((b'0' + empty) as char);
+        }
+        if rank > 0 {
+            out.push('/');
+        }
+    }
+    out.push_str(if b[24] & 1 == 1 { " b " } else { " w " });
+    let tokens = u32::from_le_bytes([b[25], b[26], b[27], 0]);
+    if tokens == 0 {
+        out.push('-');
+    }
+    for i in 0..4 {
+        match (tokens >> (5 * i)) & 31 {
+            0 => break,
+            t @ 1..=20 => out.push(CASTLING_LETTERS[t as usize - 1] as char),
+            t => return Err(UnpackError::Castling(t)),
+        }
+    }
+    match b[28] {
+        255 => out.push_str(" -"),
+        sq @ 0..=63 => {
+            out.push(' ');
+            out.push((b'a' + sq % 8) as char);
+            out.push((b'1' + sq / 8) as char);
+        }
+        other => return Err(UnpackError::EnPassant(other)),
+    }
+    let full = u16::from_le_bytes([b[30], b[31]]);
+    out.push_str(&format!(" {} {full}", b[29]));
+    Ok(out)
+}
+
+/// The board and side to move of a packed board, for feature extraction and the quiet
+/// filters: no text is read.
+pub fn board_of(b: &PackedBoard) -> Result<(Board, Color), UnpackError> {
+    let mut by_role = ByRole::<Bitboard>::default();
+    let mut by_color = ByColor::<Bitboard>::default();
+    for (sq, code) in men(b)? {
+        let role = Role::try_from(code & 7).map_err(|_| UnpackError::Piece { code, square: sq })?;
+        let bit = Bitboard::from_square(Square::new(sq as u32));
+        *by_role.get_mut(role) |= bit;
+        *by_color.get_mut(Color::from_white(code & 8 == 0)) |= bit;
+    }
+    let board = Board::try_from_bitboards(by_role, by_color)
+        .map_err(|_| UnpackError::Piece { code: 0, square: 0 })?;
+    let turn = if b[24] & 1 == 1 {
+        Color::Black
+    } else {
+        Color::White
+    };
+    Ok((board, turn))
+}
+
+/// The en-passant square a packed board records, if any.
+pub fn ep_square(b: &PackedBoard) -> Option<Square> {
+    (b[28] < 64).then(|| Square::new(b[28] as u32))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const FENS: &[&str] = &[
+        "rnbqkbnr/pppppppp/8/8/8/8/PPPPPPPP/RNBQKBNR w KQkq - 0 1",
+        "rnbqkbnr/pp1ppppp/8/2p5/4P3/8/PPPP1PPP/RNBQKBNR w KQkq c6 0 2",
+        "8/8/8/8/8/8/8/K6k b - - 99 300",
+        // Chess960: Shredder and X-FEN letters print back as written.
+        "bqnb1rkr/pp3ppp/3ppn2/2p5/5P2/P2P4/NPP1P1PP/BQ1BNRKR w HFhf - 2 9",
+        "rk2r3/8/8/8/8/8/8/RK2R3 w Aa - 0 1",
+        "r3k2r/8/8/8/8/8/8/R3K2R b Kq - 0 70000",
+    ];
+
+    #[test]
+    fn fens_round_trip() {
+        for fen in FENS {
+            let packed = pack_fen(fen).unwrap();
+            let back = unpack_fen(&packed).unwrap();
+            if fen.ends_with("70000") {
+                assert_eq!(back, fen.replace("70000", "65535"));
+            } else {
+                assert_eq!(&back, fen);
+            }
+        }
+    }
+
+    #[test]
+    fn boards_equal_shakmaty_s() {
+        for fen in FENS {
+            let setup = fen.parse::<shakmaty::fen::Fen>().unwrap().into_setup();
+            let (board, turn) = board_of(&pack_fen(fen).unwrap()).unwrap();
+            assert_eq!(board, setup.board, "{fen}");
+            assert_eq!(turn, setup.turn, "{fen}");
+            assert_eq!(ep_square(&pack_fen(fen).unwrap()), setup.ep_square);
+        }
+    }
+
+    #[test]
+    fn garbage_is_refused_with_the_reason() {
+        let cases: &[(&str, &str)] = &[
+            ("", "piece placement"),
+            ("rnbqkbnr/pppppppp/8/8/8/8/PPPPPPPP w KQkq - 0 1", "8 ranks"),
+            (
+                "rnbqkbnr/ppppppppp/8/8/8/8/PPPPPPPP/RNBQKBNR w - - 0 1",
+                "8 squares",
+            ),
+            (
+                "rnbqkbnr/pppppppp/9/8/8/8/PPPPPPPP/RNBQKBNR w - - 0 1",
+                "piece letter",
+            ),
+            (
+                "rnbqkbnr/pppppppx/8/8/8/8/PPPPPPPP/RNBQKBNR w - - 0 1",
+                "piece letter",
+            ),
+            (
+                "qqqqqqqq/qqqqqqqq/qqqqqqqq/8/8/qqqqqqqq/qqqqqqqq/K6k w - - 0 1",
+                "42 men",
+            ),
+            ("8/8/8/8/8/8/8/K6k x - - 0 1", "side to move"),
+            ("8/8/8/8/8/8/8/K6k w KQkqK - 0 1", "castling"),
+            ("8/8/8/8/8/8/8/K6k w Z - 0 1", "castling"),
+            ("8/8/8/8/8/8/8/K6k w - e9 0 1", "en-passant"),
+            ("8/8/8/8/8/8/8/K6k w - - x 1", "counter"),
+        ];
+        for (fen, want) in cases {
+            let e = pack_fen(fen).unwrap_err().to_string();
+            assert!(e.contains(want), "{fen}: {e}");
+        }
+        // Damaged bytes are refused too, never a panic.
+        assert!(from_bytes(&[0; 31]).is_err());
+        let mut b = pack_fen(FENS[0]).unwrap();
+        b[8] = 0x77; // code 7 is not a piece
+        assert!(unpack_fen(&b).is_err());
+        assert!(board_of(&b).is_err());
+        let mut b = pack_fen(FENS[0]).unwrap();
+        b[..8].copy_from_slice(&u64::MAX.to_le_bytes());
+        assert_eq!(unpack_fen(&b), Err(UnpackError::TooManyMen));
+        let mut b = pack_fen(FENS[0]).unwrap();
+        b[28] = 64;
+        assert!(unpack_fen(&b).is_err());
+    }
+}
