@@ -522,6 +522,53 @@ impl FeatureSetKind {
         dispatch!(self, S => S::active(board, perspective, out))
     }
 
+    /// Both perspectives' features of a board given as twelve piece planes (index
+    /// `6·colour + role`, White first, pawn … king; bit i = square i), `turn`'s appended to
+    /// `first` and the other side's to `second`, as `i64` (the batch layout). The same lists
+    /// in the same order as [`FeatureSetKind::active_features`] on the same board, without a
+    /// shakmaty board in between: the loader's path for packed boards.
+    pub fn active_pair_from_planes(
+        self,
+        planes: &[u64; 12],
+        turn: Color,
+        first: &mut Vec<i64>,
+        second: &mut Vec<i64>,
+    ) -> Result<(), FeatureError> {
+        fn pair<S: FeatureSet>(
+            planes: &[u64; 12],
+            turn: Color,
+            first: &mut Vec<i64>,
+            second: &mut Vec<i64>,
+        ) -> Result<(), FeatureError> {
+            for (perspective, out) in [(turn, first), (turn.other(), second)] {
+                let king = if S::KING_RELATIVE {
+                    let kings = planes[6 * black(perspective) as usize + 5];
+                    if kings.count_ones() != 1 {
+                        return Err(FeatureError::NoKing(perspective));
+                    }
+                    Square::new(kings.trailing_zeros())
+                } else {
+                    Square::A1
+                };
+                for (c, color) in Color::ALL.into_iter().enumerate() {
+                    for (r, role) in Role::ALL.into_iter().enumerate() {
+                        let piece = Piece { color, role };
+                        let mut rest = planes[6 * c + r];
+                        while rest != 0 {
+                            let sq = Square::new(rest.trailing_zeros());
+                            rest &= rest - 1;
+                            if let Some(i) = S::index(perspective, king, piece, sq) {
+                                out.push(i as i64);
+                            }
+                        }
+                    }
+                }
+            }
+            Ok(())
+        }
+        dispatch!(self, S => pair::<S>(planes, turn, first, second))
+    }
+
     /// See [`FeatureSet::needs_refresh`].
     #[inline]
     pub fn needs_refresh(self, perspective: Color, moved: Piece, from: Square, to: Square) -> bool {

@@ -61,18 +61,18 @@ pub enum UnpackError {
 
 const CASTLING_LETTERS: &[u8; 20] = b"KQkqABCDEFGHabcdefgh";
 
-fn piece_code(letter: u8) -> Option<u8> {
-    let role = match letter.to_ascii_lowercase() {
-        b'p' => 1,
-        b'n' => 2,
-        b'b' => 3,
-        b'r' => 4,
-        b'q' => 5,
-        b'k' => 6,
-        _ => return None,
-    };
-    Some(role | if letter.is_ascii_lowercase() { 8 } else { 0 })
-}
+/// Piece code by FEN letter (0: not a piece letter).
+const PIECE_CODES: [u8; 128] = {
+    let mut t = [0u8; 128];
+    let letters = *b"PNBRQK";
+    let mut i = 0;
+    while i < 6 {
+        t[letters[i] as usize] = i as u8 + 1;
+        t[letters[i].to_ascii_lowercase() as usize] = i as u8 + 9;
+        i += 1;
+    }
+    t
+};
 
 fn piece_letter(code: u8) -> Option<u8> {
     let role = code & 7;
@@ -91,48 +91,60 @@ fn piece_letter(code: u8) -> Option<u8> {
 pub fn pack_fen(fen: &str) -> Result<PackedBoard, PackError> {
     let mut fields = fen.split(' ').filter(|f| !f.is_empty());
     let placement = fields.next().unwrap_or("");
-    // Pieces by square first (the placement runs from a8 to h1), then packed in square order.
-    let mut codes = [0u8; 64];
-    let (mut rank, mut file, mut men) = (7i32, 0i32, 0u32);
+    // The placement runs from a8 to h1; men are collected per rank (files ascending) and the
+    // ranks then packed from the first rank up, so the codes come out in square order.
+    let mut ranks = [[0u8; 8]; 8]; // codes by rank index from the top, in file order
+    let mut files = [0u8; 8]; // each rank's occupancy, bit = file
+    let mut counts = [0usize; 8];
+    let (mut rank, mut file, mut men) = (0usize, 0u32, 0u32);
     for &c in placement.as_bytes() {
         match c {
             b'/' => {
                 if file != 8 {
                     return Err(PackError::Placement("a rank without 8 squares"));
                 }
-                rank -= 1;
+                rank += 1;
                 file = 0;
-                if rank < 0 {
+                if rank > 7 {
                     return Err(PackError::Placement("more than 8 ranks"));
                 }
             }
-            b'1'..=b'8' => file += (c - b'0') as i32,
+            b'1'..=b'8' => {
+                file += (c - b'0') as u32;
+                if file > 8 {
+                    return Err(PackError::Placement("a rank without 8 squares"));
+                }
+            }
             _ => {
-                let code = piece_code(c).ok_or(PackError::Placement("not a piece letter"))?;
+                let code = *PIECE_CODES.get(c as usize).unwrap_or(&0);
+                if code == 0 {
+                    return Err(PackError::Placement("not a piece letter"));
+                }
                 if file >= 8 {
                     return Err(PackError::Placement("a rank without 8 squares"));
                 }
-                codes[(rank * 8 + file) as usize] = code;
-                file += 1;
                 men += 1;
+                if men > 32 {
+                    let rest = placement.bytes().filter(u8::is_ascii_alphabetic).count();
+                    return Err(PackError::TooManyMen(rest as u32));
+                }
+                let n = counts[rank];
+                ranks[rank][n] = code;
+                files[rank] |= 1 << file;
+                counts[rank] = n + 1;
+                file += 1;
             }
         }
-        if file > 8 {
-            return Err(PackError::Placement("a rank without 8 squares"));
-        }
     }
-    if rank != 0 || file != 8 {
+    if rank != 7 || file != 8 {
         return Err(PackError::Placement("not 8 ranks of 8 squares"));
-    }
-    if men > 32 {
-        return Err(PackError::TooManyMen(men));
     }
     let mut out = [0u8; PACKED_BOARD_BYTES];
     let mut occupancy = 0u64;
     let mut n = 0usize;
-    for (sq, &code) in codes.iter().enumerate() {
-        if code != 0 {
-            occupancy |= 1 << sq;
+    for from_top in (0..8).rev() {
+        occupancy |= (files[from_top] as u64) << (8 * (7 - from_top));
+        for &code in &ranks[from_top][..counts[from_top]] {
             out[8 + n / 2] |= code << (4 * (n % 2));
             n += 1;
         }
@@ -278,6 +290,26 @@ pub fn board_of(b: &PackedBoard) -> Result<(Board, Color), UnpackError> {
         Color::White
     };
     Ok((board, turn))
+}
+
+/// The twelve piece planes of a packed board (index `6·colour + role`, White first, pawn …
+/// king) and the side to move: [`board_of`] without building a shakmaty board, for the
+/// loader's feature extraction.
+pub fn planes_of(b: &PackedBoard) -> Result<([u64; 12], Color), UnpackError> {
+    let mut planes = [0u64; 12];
+    for (sq, code) in men(b)? {
+        let role = code & 7;
+        if !(1..=6).contains(&role) {
+            return Err(UnpackError::Piece { code, square: sq });
+        }
+        planes[6 * (code >> 3) as usize + role as usize - 1] |= 1 << sq;
+    }
+    let turn = if b[24] & 1 == 1 {
+        Color::Black
+    } else {
+        Color::White
+    };
+    Ok((planes, turn))
 }
 
 /// The en-passant square a packed board records, if any.

@@ -9,12 +9,11 @@ score alone) and a blended λ. A net that fits its target but not the score show
 NET is anything `lakefish engine --net` takes: classical, nn-....nnue, a path.
 """
 import argparse
-import glob
+import json
 import math
+import random
 import re
 import subprocess
-
-import duckdb
 
 parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
 parser.add_argument("lake")
@@ -26,14 +25,21 @@ parser.add_argument("--scale", type=float, default=361.0)
 parser.add_argument("--bin", default="target/release/lakefish")
 args = parser.parse_args()
 
-chunks = sorted(glob.glob(f"{args.lake}/shuffled/{args.shuffle}/*.parquet"))
-if not chunks:
-    raise SystemExit(f"no chunks under {args.lake}/shuffled/{args.shuffle}/")
-rows = duckdb.sql(
-    f"select fen, score, result from read_parquet('{chunks[-1]}') "
-    f"where score is not null and result is not null "
-    f"using sample {args.rows} rows (reservoir, 7)"
-).fetchall()
+manifest = f"{args.lake}/shuffled/{args.shuffle}/_manifest.json"
+try:
+    with open(manifest) as f:
+        last = len(json.load(f)["chunks"]) - 1
+except FileNotFoundError:
+    raise SystemExit(f"no committed shuffle at {manifest}")
+# Chunks hold packed boards, not FEN text: `lakefish chunk` prints them as FENs.
+printed = subprocess.run(
+    [args.bin, "--lake", args.lake, "chunk", args.shuffle, str(last), "--limit", "100000000", "--json"],
+    capture_output=True, text=True, check=True,
+).stdout
+usable = [r for r in map(json.loads, printed.splitlines())
+          if r["score"] is not None and r["result"] is not None]
+rows = [(r["fen"], r["score"], r["result"])
+        for r in random.Random(7).sample(usable, min(args.rows, len(usable)))]
 
 
 def evaluations(net):
@@ -58,7 +64,7 @@ def loss(p, t):
     return -(t * math.log(p) + (1 - t) * math.log(1 - p)) + (t * math.log(tc) + (1 - t) * math.log(1 - tc))
 
 
-print(f"{len(rows)} rows of {chunks[-1]}")
+print(f"{len(rows)} rows of chunk {last} of {args.shuffle}")
 for net in args.nets:
     values = evaluations(net)
     for lam in (1.0, args.lam):

@@ -196,45 +196,72 @@ fn decode_deal(bytes: Option<Bytes>, key: &str) -> Result<RecordBatch, JobError>
     one_batch(reader, "shuffle deal file", key)
 }
 
-/// `batch` (rows of a `positions` part) with the `board` column of shuffle chunks: each FEN
-/// packed once here, so training never parses it. A batch that has the column already is
-/// returned as it is. A FEN that cannot be packed is an error naming `key` and the row.
+/// `batch` (rows of a `positions` part) in the layout of shuffle chunks: each FEN packed once
+/// here into the `board` column that replaces it, so training never parses text. A batch
+/// that has the column already is returned as it is. A FEN that cannot be packed is an error
+/// naming `key` and the row.
 pub fn with_boards(batch: RecordBatch, key: &str) -> Result<RecordBatch, JobError> {
-    use arrow_array::{Array, FixedSizeBinaryArray, StringArray};
-    use lakefish_engine::packed_board::{PACKED_BOARD_BYTES, pack_fen};
-    use lakefish_schemas::positions::{COL_BOARD, COL_FEN, chunk_schema};
-    if batch.column_by_name(COL_BOARD).is_some() {
+    if batch
+        .column_by_name(lakefish_schemas::positions::COL_BOARD)
+        .is_some()
+    {
         return Ok(batch);
     }
+    let rows: Vec<u32> = (0..batch.num_rows() as u32).collect();
+    let boards = pack_boards(&batch, &rows, key)?;
+    chunk_layout(&batch, boards, key)
+}
+
+/// The packed boards of rows `rows` of `batch`'s `fen` column, in that order.
+fn pack_boards(
+    batch: &RecordBatch,
+    rows: &[u32],
+    key: &str,
+) -> Result<arrow_array::ArrayRef, JobError> {
+    use arrow_array::{Array, FixedSizeBinaryArray, StringArray};
+    use lakefish_engine::packed_board::{PACKED_BOARD_BYTES, pack_fen};
     let fen = batch
-        .column_by_name(COL_FEN)
+        .column_by_name(lakefish_schemas::positions::COL_FEN)
         .and_then(|c| c.as_any().downcast_ref::<StringArray>())
         .ok_or_else(|| corrupt("shuffle input", key, "column fen missing or not text"))?;
-    let mut boards = vec![0u8; fen.len() * PACKED_BOARD_BYTES];
-    for (i, out) in boards.chunks_exact_mut(PACKED_BOARD_BYTES).enumerate() {
-        let packed = pack_fen(fen.value(i)).map_err(|e| {
+    let mut boards = vec![0u8; rows.len() * PACKED_BOARD_BYTES];
+    for (&row, out) in rows.iter().zip(boards.chunks_exact_mut(PACKED_BOARD_BYTES)) {
+        let text = fen.value(row as usize);
+        let packed = pack_fen(text).map_err(|e| {
             corrupt(
                 "shuffle input",
                 key,
-                format!("row {i}: FEN {:?}: {e}", fen.value(i)),
+                format!("row {row}: FEN {text:?}: {e}"),
             )
         })?;
         out.copy_from_slice(&packed);
     }
     let boards = FixedSizeBinaryArray::try_new(PACKED_BOARD_BYTES as i32, boards.into(), None)
         .map_err(|e| JobError::Internal(format!("packed boards of {key}: {e}")))?;
+    debug_assert_eq!(boards.len(), rows.len());
+    Ok(std::sync::Arc::new(boards))
+}
+
+/// A batch of chunk rows: `board` and the other columns of `rest` (by name; its `fen`, if
+/// any, left out), in the chunk schema.
+fn chunk_layout(
+    rest: &RecordBatch,
+    board: arrow_array::ArrayRef,
+    key: &str,
+) -> Result<RecordBatch, JobError> {
+    use lakefish_schemas::positions::{COL_BOARD, chunk_schema};
     let schema = chunk_schema();
-    let mut columns = Vec::with_capacity(schema.fields().len());
-    for field in schema.fields().iter().take(schema.fields().len() - 1) {
-        columns.push(batch.column_by_name(field.name()).cloned().ok_or_else(|| {
-            corrupt(
-                "shuffle input",
-                key,
-                format!("column {} missing", field.name()),
-            )
-        })?);
-    }
-    columns.push(std::sync::Arc::new(boards));
+    let columns = schema
+        .fields()
+        .iter()
+        .map(|field| match field.name().as_str() {
+            COL_BOARD => Ok(board.clone()),
+            name => rest
+                .column_by_name(name)
+                .cloned()
+                .ok_or_else(|| corrupt("shuffle input", key, format!("column {name} missing"))),
+        })
+        .collect::<Result<Vec<_>, _>>()?;
     RecordBatch::try_new(schema, columns).map_err(|e| corrupt("shuffle input", key, e.to_string()))
 }
 
@@ -248,6 +275,7 @@ pub struct ChunkRow {
     pub ply: u16,
     #[serde(rename = "move")]
     pub mv: String,
+    pub game_id: u64,
     /// Whether `fen` was decoded from a packed board.
     pub packed: bool,
 }
@@ -260,10 +288,10 @@ pub fn chunk_rows_as_text(
     limit: usize,
 ) -> Result<Vec<ChunkRow>, JobError> {
     use arrow_array::{
-        Array, FixedSizeBinaryArray, Int8Array, Int16Array, StringArray, UInt16Array,
+        Array, FixedSizeBinaryArray, Int8Array, Int16Array, StringArray, UInt16Array, UInt64Array,
     };
     use lakefish_schemas::positions::{
-        COL_BOARD, COL_FEN, COL_MOVE, COL_PLY, COL_RESULT, COL_SCORE,
+        COL_BOARD, COL_FEN, COL_GAME_ID, COL_MOVE, COL_PLY, COL_RESULT, COL_SCORE,
     };
     lakefish_schemas::names::check_segment("shuffle id", id, 64).map_err(|e| JobError::Input {
         input: id.to_string(),
@@ -292,7 +320,14 @@ pub fn chunk_rows_as_text(
         .ok_or_else(|| corrupt("shuffle chunk", &key, "missing"))?;
     let batch = lakefish_lake::parts::read_chunk(
         bytes,
-        &[COL_BOARD, COL_SCORE, COL_RESULT, COL_PLY, COL_MOVE],
+        &[
+            COL_BOARD,
+            COL_SCORE,
+            COL_RESULT,
+            COL_PLY,
+            COL_MOVE,
+            COL_GAME_ID,
+        ],
     )
     .map_err(|e| corrupt("shuffle chunk", &key, e))?;
     fn col<'a, T: 'static>(b: &'a RecordBatch, name: &str, key: &str) -> Result<&'a T, JobError> {
@@ -318,6 +353,7 @@ pub fn chunk_rows_as_text(
     let result = col::<Int8Array>(&batch, COL_RESULT, &key)?;
     let ply = col::<UInt16Array>(&batch, COL_PLY, &key)?;
     let mv = col::<StringArray>(&batch, COL_MOVE, &key)?;
+    let game = col::<UInt64Array>(&batch, COL_GAME_ID, &key)?;
     (0..batch.num_rows().min(limit))
         .map(|i| {
             let fen = match (boards, fens) {
@@ -333,6 +369,7 @@ pub fn chunk_rows_as_text(
                 result: result.is_valid(i).then(|| result.value(i)),
                 ply: ply.value(i),
                 mv: mv.value(i).to_string(),
+                game_id: game.value(i),
                 packed: boards.is_some(),
             })
         })
@@ -377,19 +414,35 @@ pub fn deal_part(ctx: &JobContext, plan: &ShufflePlan, index: usize) -> Result<u
             format!("has {} rows, its mask {}", batch.num_rows(), keep.len()),
         ));
     }
-    let mut by_pile: Vec<Vec<u32>> = vec![Vec::new(); spec.chunks as usize];
+    // Each pile's rows of the part, and where those rows' boards are among the selected
+    // rows' (packed once, in part order; the FEN text itself is never copied to a pile).
+    let mut by_pile: Vec<(Vec<u32>, Vec<u32>)> = vec![Default::default(); spec.chunks as usize];
+    let mut selected: Vec<u32> = Vec::new();
     for (row, _) in keep.iter().enumerate().filter(|(_, k)| **k) {
-        by_pile[pile_of(spec.seed, index, row as u64, spec.chunks) as usize].push(row as u32);
+        let pile = &mut by_pile[pile_of(spec.seed, index, row as u64, spec.chunks) as usize];
+        pile.0.push(row as u32);
+        pile.1.push(selected.len() as u32);
+        selected.push(row as u32);
     }
+    let boards = pack_boards(&batch, &selected, &key)?;
+    let fen_column = batch
+        .schema()
+        .index_of(lakefish_schemas::positions::COL_FEN)
+        .map_err(|e| corrupt("positions part", &key, e.to_string()))?;
+    let others: Vec<usize> = (0..batch.num_columns())
+        .filter(|&c| c != fen_column)
+        .collect();
+    let rest = batch.project(&others)?;
     let mut dealt = 0u64;
     let mut deals = Vec::new();
-    for (pile, rows) in by_pile.into_iter().enumerate() {
+    for (pile, (rows, at)) in by_pile.into_iter().enumerate() {
         if rows.is_empty() {
             continue;
         }
         dealt += rows.len() as u64;
-        let picked = arrow_select::take::take_record_batch(&batch, &UInt32Array::from(rows))?;
-        let picked = with_boards(picked, &key)?;
+        let picked = arrow_select::take::take_record_batch(&rest, &UInt32Array::from(rows))?;
+        let board = arrow_select::take::take(&boards, &UInt32Array::from(at), None)?;
+        let picked = chunk_layout(&picked, board, &key)?;
         let out = format!(
             "{}/from-{index:05}.{DEAL_EXTENSION}",
             deal_prefix(&plan.id, pile as u32)

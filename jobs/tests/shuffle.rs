@@ -49,8 +49,12 @@ fn chunks_of(fx: &LakeFixture, id: &str) -> BTreeMap<String, Vec<u8>> {
 
 /// The rows the quiet masks select, dataset by dataset, part by part.
 fn selected_rows(fx: &LakeFixture) -> Vec<PositionRow> {
+    selected_rows_of(fx, &["a", "b"])
+}
+
+fn selected_rows_of(fx: &LakeFixture, datasets: &[&str]) -> Vec<PositionRow> {
     let mut rows = Vec::new();
-    for ds in ["a", "b"] {
+    for &ds in datasets {
         let dir = fx.path(&format!("positions/source=binpack/dataset={ds}"));
         let mut parts: Vec<_> = std::fs::read_dir(&dir)
             .unwrap()
@@ -123,11 +127,71 @@ fn row_hash(r: &PositionRow) -> u64 {
     h
 }
 
+/// A batch in chunk layout (`board`) back in the `positions` layout (`fen`), as deal files
+/// were before packed boards.
+fn with_fen_text(b: &arrow_array::RecordBatch) -> arrow_array::RecordBatch {
+    use arrow_array::{Array, FixedSizeBinaryArray, StringArray};
+    use lakefish_engine::packed_board::{from_bytes, unpack_fen};
+    let board = b
+        .column_by_name("board")
+        .unwrap()
+        .as_any()
+        .downcast_ref::<FixedSizeBinaryArray>()
+        .unwrap();
+    let fens: Vec<String> = (0..board.len())
+        .map(|i| unpack_fen(from_bytes(board.value(i)).unwrap()).unwrap())
+        .collect();
+    let schema = lakefish_schemas::positions::schema();
+    let columns = schema
+        .fields()
+        .iter()
+        .map(|f| match f.name().as_str() {
+            "fen" => std::sync::Arc::new(StringArray::from(fens.clone())) as arrow_array::ArrayRef,
+            name => b.column_by_name(name).unwrap().clone(),
+        })
+        .collect();
+    arrow_array::RecordBatch::try_new(schema, columns).unwrap()
+}
+
+/// A chunk's rows as `positions` rows: FENs printed from the packed boards.
 fn chunk_rows(chunks: &BTreeMap<String, Vec<u8>>) -> Vec<Vec<PositionRow>> {
+    use arrow_array::{Array, FixedSizeBinaryArray, Int8Array, Int16Array, StringArray};
+    use arrow_array::{UInt16Array, UInt64Array};
+    use lakefish_engine::packed_board::{from_bytes, unpack_fen};
+    fn col<'a, T: 'static>(b: &'a arrow_array::RecordBatch, name: &str) -> &'a T {
+        b.column_by_name(name)
+            .unwrap_or_else(|| panic!("column {name}"))
+            .as_any()
+            .downcast_ref::<T>()
+            .unwrap()
+    }
     chunks
         .iter()
         .filter(|(k, _)| k.starts_with("chunk-"))
-        .map(|(k, v)| read_positions(v.clone().into(), k).unwrap())
+        .map(|(_, v)| {
+            let b = lakefish_lake::parts::read_chunk(v.clone().into(), &[]).unwrap();
+            assert!(b.column_by_name("fen").is_none(), "no FEN text in chunks");
+            let board = col::<FixedSizeBinaryArray>(&b, "board");
+            let (score, mv) = (
+                col::<Int16Array>(&b, "score"),
+                col::<StringArray>(&b, "move"),
+            );
+            let result = col::<Int8Array>(&b, "result");
+            let (ply, game) = (
+                col::<UInt16Array>(&b, "ply"),
+                col::<UInt64Array>(&b, "game_id"),
+            );
+            (0..b.num_rows())
+                .map(|i| PositionRow {
+                    fen: unpack_fen(from_bytes(board.value(i)).unwrap()).unwrap(),
+                    score: score.is_valid(i).then(|| score.value(i)),
+                    mv: mv.value(i).to_string(),
+                    result: result.is_valid(i).then(|| result.value(i)),
+                    ply: ply.value(i),
+                    game_id: game.value(i),
+                })
+                .collect()
+        })
         .collect()
 }
 
@@ -310,9 +374,8 @@ fn deal_files_of_the_older_parquet_format_are_read_once() {
                     .unwrap();
             let batches: Vec<_> = reader.map(Result::unwrap).collect();
             assert_eq!(batches.len(), 1);
-            // Old deal files had no packed boards either: pass 2 makes them.
-            let old = batches[0].project(&[0, 1, 2, 3, 4, 5]).unwrap();
-            assert!(old.column_by_name("board").is_none());
+            // Old deal files had FEN text, no packed boards: pass 2 packs them.
+            let old = with_fen_text(&batches[0]);
             let bytes = lakefish_lake::parts::encode_parquet(&old, "t").unwrap();
             std::fs::write(path.with_extension("parquet"), bytes).unwrap();
             if !keep_new {
@@ -329,13 +392,12 @@ fn deal_files_of_the_older_parquet_format_are_read_once() {
     assert!(chunks_a == chunks_b, "byte-identical chunks");
 }
 
-/// Every chunk row carries its position packed (layout named in the file), and the packed
-/// board prints back as exactly the row's FEN: on generated games and, where ../shared has
-/// it, on the real binpack sample. `chunk_rows_as_text` reads the boards.
+/// Every chunk row carries its position packed (layout named in the file, no FEN text), and
+/// the packed boards print back as exactly the rows' FENs: on generated games and, where
+/// ../shared has it, on the real binpack sample. `chunk_rows_as_text` reads the boards.
 #[test]
 fn chunks_carry_packed_boards_that_print_back_as_their_fens() {
-    use arrow_array::{Array, FixedSizeBinaryArray, StringArray};
-    use lakefish_engine::packed_board::{PACKED_BOARD_LAYOUT, from_bytes, unpack_fen};
+    use lakefish_engine::packed_board::PACKED_BOARD_LAYOUT;
     let fx = with_data(true);
     let real = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../shared/data/binpack/small.binpack");
@@ -357,8 +419,8 @@ fn chunks_carry_packed_boards_that_print_back_as_their_fens() {
         .map(|d| DatasetName::new(d).unwrap())
         .collect();
     let m = shuffle_here(&fx.ctx(), &s).unwrap();
-    let mut rows = 0;
-    for (name, bytes) in chunks_of(&fx, &m.id) {
+    let files = chunks_of(&fx, &m.id);
+    for (name, bytes) in &files {
         let reader =
             parquet::file::reader::SerializedFileReader::new(bytes::Bytes::from(bytes.clone()))
                 .unwrap();
@@ -372,32 +434,19 @@ fn chunks_carry_packed_boards_that_print_back_as_their_fens() {
                 && kv.value.as_deref() == Some(PACKED_BOARD_LAYOUT)),
             "{name}: {meta:?}"
         );
-        let batch = lakefish_lake::parts::read_chunk(bytes.into(), &[]).unwrap();
-        let fen = batch
-            .column_by_name("fen")
-            .unwrap()
-            .as_any()
-            .downcast_ref::<StringArray>()
-            .unwrap();
-        let board = batch
-            .column_by_name("board")
-            .unwrap()
-            .as_any()
-            .downcast_ref::<FixedSizeBinaryArray>()
-            .unwrap();
-        for i in 0..batch.num_rows() {
-            let packed = from_bytes(board.value(i)).unwrap();
-            assert_eq!(unpack_fen(packed).unwrap(), fen.value(i), "{name} row {i}");
-            rows += 1;
-        }
     }
-    assert_eq!(rows, m.rows as usize);
+    // The decoded rows are exactly the selected rows, FEN text included.
+    let want = selected_rows_of(&fx, &datasets);
+    let got: Vec<PositionRow> = chunk_rows(&files).into_iter().flatten().collect();
+    assert_eq!(got.len(), want.len());
     if datasets.contains(&"real") {
-        assert!(
-            rows > 100_000,
-            "the real sample's quiet rows are in: {rows}"
-        );
+        assert!(got.len() > 100_000, "the real sample's quiet rows are in");
     }
+    let mut a: Vec<String> = got.iter().map(|r| format!("{r:?}")).collect();
+    let mut b: Vec<String> = want.iter().map(|r| format!("{r:?}")).collect();
+    a.sort_unstable();
+    b.sort_unstable();
+    assert!(a == b, "the chunks' rows differ from the selected rows");
     let text = lakefish_jobs::shuffle::chunk_rows_as_text(&fx.ctx(), &m.id, 1, 5).unwrap();
     assert_eq!(text.len(), 5);
     assert!(

@@ -58,19 +58,22 @@ pub fn schema() -> Arc<Schema> {
     Arc::new(Schema::new(fields))
 }
 
-/// A shuffle chunk: the `positions` columns and `board`. Chunks written before packed boards
-/// lack `board`; readers take either.
+/// A shuffle chunk: the `positions` columns with `board` in place of `fen` (the text is
+/// packed once, when the shuffle deals the row; `lakefish chunk` prints it back). Chunks
+/// written before packed boards have `fen` instead; readers take either.
 pub fn chunk_schema() -> Arc<Schema> {
-    let mut fields: Vec<Field> = schema()
+    let fields: Vec<Field> = schema()
         .fields()
         .iter()
-        .map(|f| f.as_ref().clone())
+        .map(|f| match f.name().as_str() {
+            COL_FEN => Field::new(COL_BOARD, DataType::FixedSizeBinary(BOARD_BYTES), false)
+                .with_metadata(doc(
+                    "the position packed in 32 bytes (layout named in the file's \
+                     lakefish.board_layout)",
+                )),
+            _ => f.as_ref().clone(),
+        })
         .collect();
-    fields.push(
-        Field::new(COL_BOARD, DataType::FixedSizeBinary(BOARD_BYTES), false).with_metadata(doc(
-            "the position packed in 32 bytes (layout named in the file's lakefish.board_layout)",
-        )),
-    );
     Arc::new(Schema::new(fields))
 }
 

@@ -5,6 +5,7 @@
 use lakefish_engine::features::FeatureSetKind;
 use lakefish_jobs::{JobContext, Lake};
 use lakefish_train::TrainError;
+use lakefish_train::loader::ChunkSource;
 use lakefish_train::loader::{Batch, RowOptions, stream_batches};
 use lakefish_train::model::{Arch, BatchTensors, Loss, Model};
 use lakefish_train::train::{Adam, LakeChunks, train_step};
@@ -31,7 +32,8 @@ pub struct TrainBench {
 pub struct FeatureBench {
     pub features: String,
     pub positions: u64,
-    /// The old loader (boards parsed from FEN text every time), one thread: positions/s.
+    /// The old loader on the same chunks in the old layout (FEN text parsed every time), one
+    /// thread: positions/s.
     pub old_loader_positions_per_s_per_core: f64,
     /// Loader alone on packed boards, one thread: positions per second.
     pub loader_positions_per_s_per_core: f64,
@@ -39,6 +41,9 @@ pub struct FeatureBench {
     pub loader_new_to_old: f64,
     /// Loader alone, all threads.
     pub loader_positions_per_s: f64,
+    /// Reading the new loader's columns of every chunk alone, one thread (rows in batches
+    /// over the time).
+    pub chunk_read_positions_per_s: f64,
     /// Forward, loss, backward, Adam and clipping, batches already in memory (on the device).
     pub trainer_positions_per_s: f64,
     /// loader per core / trainer (target: at least 10).
@@ -48,6 +53,24 @@ pub struct FeatureBench {
     pub pytorch_positions_per_s: Option<f64>,
     /// trainer / PyTorch (target: at least 1).
     pub trainer_to_pytorch: Option<f64>,
+}
+
+/// A chunk batch in the layout chunks had before packed boards: `fen` text in `board`'s place.
+fn fen_layout(batch: &arrow_array::RecordBatch) -> Result<arrow_array::RecordBatch, String> {
+    let fens = lakefish_train::loader::chunk_fens(batch)?;
+    let schema = lakefish_schemas::positions::schema();
+    let columns = schema
+        .fields()
+        .iter()
+        .map(|f| match f.name().as_str() {
+            "fen" => Ok(Arc::new(arrow_array::StringArray::from(fens.clone())) as _),
+            name => batch
+                .column_by_name(name)
+                .cloned()
+                .ok_or_else(|| format!("column {name} missing")),
+        })
+        .collect::<Result<Vec<arrow_array::ArrayRef>, String>>()?;
+    arrow_array::RecordBatch::try_new(schema, columns).map_err(|e| e.to_string())
 }
 
 /// Where the PyTorch reference runs: a Python with torch 2.11 and the script.
@@ -136,7 +159,7 @@ pub fn bench_train(
         let lake = Lake::open(dir.to_str().unwrap_or_default(), &HashMap::new())?;
         let ctx = JobContext::new(lake, rt.clone()).with_threads(threads);
         let m = lakefish_jobs::shuffle::quiet_shuffle(&ctx, file, "bench", 4, 1)?;
-        let keys = m
+        let keys: Vec<String> = m
             .chunks
             .iter()
             .map(|c| {
@@ -147,10 +170,33 @@ pub fn bench_train(
                 )
             })
             .collect();
-        let source = Arc::new(LakeChunks {
-            ctx: ctx.clone(),
-            keys,
-        });
+        // The same chunks as shuffles wrote them before packed boards (FEN text, no
+        // `board`), for the old loader: it reads these, the new one the packed ones.
+        let mut old_keys = Vec::new();
+        for key in &keys {
+            let bytes = rt
+                .block_on(ctx.lake.get(key))?
+                .ok_or_else(|| TrainError::Internal(format!("{key} vanished")))?;
+            let batch = lakefish_lake::parts::read_chunk(bytes, &[])
+                .map_err(|e| TrainError::Internal(format!("{key}: {e}")))?;
+            let old_key = format!("{key}.fen.parquet");
+            let old =
+                fen_layout(&batch).map_err(|e| TrainError::Internal(format!("{key}: {e}")))?;
+            let encoded = lakefish_lake::parts::encode_parquet(&old, &old_key)?;
+            rt.block_on(ctx.lake.put(&old_key, encoded))?;
+            old_keys.push(old_key);
+        }
+        let sources = [
+            Arc::new(LakeChunks {
+                ctx: ctx.clone(),
+                keys: old_keys,
+            }),
+            Arc::new(LakeChunks {
+                ctx: ctx.clone(),
+                keys,
+            }),
+        ];
+        let source = sources[1].clone();
         let batch_size = 16384;
         let order: Vec<usize> = (0..m.chunks.len()).collect();
         let arch = lakefish_train::model::ModelArch::Lakefish(Arch::parse("256x2-32-32")?);
@@ -164,24 +210,21 @@ pub fn bench_train(
             features: Vec::new(),
         };
         for &features in feature_sets {
-            let stream = |t: usize, parse_fen: bool| {
+            let stream = |t: usize, old_chunks: bool| {
                 stream_batches(
-                    source.clone(),
+                    sources[usize::from(!old_chunks)].clone(),
                     order.clone(),
                     features,
-                    RowOptions {
-                        parse_fen,
-                        ..RowOptions::default()
-                    },
+                    RowOptions::default(),
                     batch_size,
                     0,
                     t,
                 )
             };
             // Timed as training consumes batches: each handed back once used.
-            let time_loader = |t: usize, parse_fen: bool| -> Result<f64, TrainError> {
+            let time_loader = |t: usize, old_chunks: bool| -> Result<f64, TrainError> {
                 let start = Instant::now();
-                let mut batches = stream(t, parse_fen);
+                let mut batches = stream(t, old_chunks);
                 while let Some(b) = batches.next() {
                     batches.give_back(std::hint::black_box(b?));
                 }
@@ -195,6 +238,14 @@ pub fn bench_train(
                 new = new.min(time_loader(1, false)?);
             }
             let all = time_loader(threads, false)?;
+            // The chunk reads alone (Parquet decode of the columns the new loader takes), one
+            // thread: the loader's reader threads run beside its decoding, so this bounds it.
+            let start = Instant::now();
+            let columns = lakefish_train::loader::loader_columns(false);
+            for &i in &order {
+                std::hint::black_box(source.read(i, &columns)?);
+            }
+            let read_only = start.elapsed().as_secs_f64();
             // Once more, kept (untimed), for the trainer steps and the reference; the old
             // loader's batches must be the same.
             let batches = stream(threads, false).collect::<Result<Vec<Batch>, _>>()?;
@@ -270,6 +321,7 @@ pub fn bench_train(
                 loader_positions_per_s_per_core: loader_new,
                 loader_new_to_old: loader_new / loader_old,
                 loader_positions_per_s: positions as f64 / all,
+                chunk_read_positions_per_s: positions as f64 / read_only,
                 trainer_positions_per_s: trainer,
                 loader_to_trainer: loader_new / trainer,
                 pytorch_positions_per_s: pytorch.as_ref().map(|p| p.0),

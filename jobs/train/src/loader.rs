@@ -39,6 +39,23 @@ pub fn material(board: &Board, turn: Color) -> f32 {
     (value(turn) - value(turn.other())) as f32
 }
 
+/// [`material`] from twelve piece planes (index `6·colour + role`, White first).
+pub fn material_of_planes(planes: &[u64; 12], turn: Color) -> f32 {
+    const VALUES: [i32; 5] = [208, 781, 825, 1276, 2538];
+    let side = |c: usize| -> i32 {
+        VALUES
+            .iter()
+            .enumerate()
+            .map(|(r, v)| planes[6 * c + r].count_ones() as i32 * v)
+            .sum()
+    };
+    let (white, black) = (side(0), side(1));
+    (match turn {
+        Color::White => white - black,
+        Color::Black => black - white,
+    }) as f32
+}
+
 /// A batch in the layout `embedding_bag` takes: indices of all rows back to back, and the
 /// offset where each row starts.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -188,18 +205,32 @@ impl Boards<'_> {
     }
 }
 
+/// Every row's FEN of a chunk batch: decoded from its packed boards, or its `fen` column in a
+/// chunk from before them. For the few readers that want text (quantization's probe
+/// positions); the loader itself never makes text.
+pub fn chunk_fens(batch: &RecordBatch) -> Result<Vec<String>, String> {
+    use lakefish_schemas::positions::{COL_BOARD, COL_FEN};
+    match column::<FixedSizeBinaryArray>(batch, COL_BOARD) {
+        Ok(b) => (0..b.len())
+            .map(|i| {
+                packed_board::from_bytes(b.value(i))
+                    .and_then(packed_board::unpack_fen)
+                    .map_err(|e| format!("row {i}: packed board: {e}"))
+            })
+            .collect(),
+        Err(_) => {
+            let f = column::<StringArray>(batch, COL_FEN)?;
+            Ok((0..f.len()).map(|i| f.value(i).to_string()).collect())
+        }
+    }
+}
+
 /// The columns the loader reads from a chunk: no FEN text where packed boards exist
 /// ([`ChunkSource::read`] gives `fen` instead for chunks without them), the move and ply
-/// only for a filter. `parse_fen` asks for the text (the old loader, for comparisons).
-pub fn loader_columns(filter: bool, parse_fen: bool) -> Vec<&'static str> {
-    use lakefish_schemas::positions::{
-        COL_BOARD, COL_FEN, COL_MOVE, COL_PLY, COL_RESULT, COL_SCORE,
-    };
-    let mut out = vec![
-        if parse_fen { COL_FEN } else { COL_BOARD },
-        COL_SCORE,
-        COL_RESULT,
-    ];
+/// only for a filter.
+pub fn loader_columns(filter: bool) -> Vec<&'static str> {
+    use lakefish_schemas::positions::{COL_BOARD, COL_MOVE, COL_PLY, COL_RESULT, COL_SCORE};
+    let mut out = vec![COL_BOARD, COL_SCORE, COL_RESULT];
     if filter {
         out.extend([COL_MOVE, COL_PLY]);
     }
@@ -229,6 +260,22 @@ pub fn chunk_rows(
     mirror: bool,
     chunk: &str,
 ) -> Result<Vec<Batch>, TrainError> {
+    let mut pieces = Vec::new();
+    chunk_rows_into(batch, features, filter, mirror, chunk, &mut pieces)?;
+    Ok(pieces)
+}
+
+/// [`chunk_rows`] into `pieces`, whose buffers are cleared and reused (grown as needed): the
+/// loader hands the same pieces in for every chunk, so decoding writes into memory already
+/// paged in instead of faulting in fresh pages for each chunk.
+pub fn chunk_rows_into(
+    batch: &RecordBatch,
+    features: FeatureSetKind,
+    filter: Option<&MaskDefinition>,
+    mirror: bool,
+    chunk: &str,
+    pieces: &mut Vec<Batch>,
+) -> Result<(), TrainError> {
     use lakefish_schemas::positions::{
         COL_BOARD, COL_FEN, COL_MOVE, COL_PLY, COL_RESULT, COL_SCORE,
     };
@@ -251,12 +298,18 @@ pub fn chunk_rows(
         None => None,
     };
     let row_error = |i: usize, reason: String| data(format!("row {i}: {reason}"));
-    let starts: Vec<usize> = (0..batch.num_rows()).step_by(PIECE_ROWS).collect();
-    starts
-        .par_iter()
-        .map(|&start| {
+    let n = batch.num_rows().div_ceil(PIECE_ROWS);
+    pieces.truncate(n);
+    pieces.resize_with(n, || {
+        Batch::with_capacity(PIECE_ROWS, features.max_active())
+    });
+    pieces
+        .par_iter_mut()
+        .enumerate()
+        .map(|(k, out)| {
+            out.clear();
+            let start = k * PIECE_ROWS;
             let end = (start + PIECE_ROWS).min(batch.num_rows());
-            let mut out = Batch::with_capacity(end - start, features.max_active());
             let mut active = Vec::with_capacity(features.max_active());
             for i in start..end {
                 if !(score.is_valid(i) && result.is_valid(i)) {
@@ -270,26 +323,54 @@ pub fn chunk_rows(
                         continue;
                     }
                 }
-                let (mut board, turn) = boards.board(i).map_err(|reason| row_error(i, reason))?;
-                if mirror {
-                    board.flip_horizontal();
-                }
-                for (perspective, indices, offsets) in [
-                    (turn, &mut out.stm_indices, &mut out.stm_offsets),
-                    (turn.other(), &mut out.nstm_indices, &mut out.nstm_offsets),
-                ] {
-                    active.clear();
-                    features
-                        .active_features(&board, perspective, &mut active)
-                        .map_err(|e| row_error(i, e.to_string()))?;
-                    offsets.push(indices.len() as i64);
-                    indices.extend(active.iter().map(|&f| f as i64));
-                }
+                let row_material = match boards {
+                    // Packed: features straight from the piece planes, no board built.
+                    Boards::Packed(b) => {
+                        let (mut planes, turn) = packed_board::from_bytes(b.value(i))
+                            .and_then(packed_board::planes_of)
+                            .map_err(|e| row_error(i, format!("packed board: {e}")))?;
+                        if mirror {
+                            for p in &mut planes {
+                                *p = shakmaty::Bitboard(*p).flip_horizontal().0;
+                            }
+                        }
+                        out.stm_offsets.push(out.stm_indices.len() as i64);
+                        out.nstm_offsets.push(out.nstm_indices.len() as i64);
+                        features
+                            .active_pair_from_planes(
+                                &planes,
+                                turn,
+                                &mut out.stm_indices,
+                                &mut out.nstm_indices,
+                            )
+                            .map_err(|e| row_error(i, e.to_string()))?;
+                        material_of_planes(&planes, turn)
+                    }
+                    Boards::Fen(_) => {
+                        let (mut board, turn) =
+                            boards.board(i).map_err(|reason| row_error(i, reason))?;
+                        if mirror {
+                            board.flip_horizontal();
+                        }
+                        for (perspective, indices, offsets) in [
+                            (turn, &mut out.stm_indices, &mut out.stm_offsets),
+                            (turn.other(), &mut out.nstm_indices, &mut out.nstm_offsets),
+                        ] {
+                            active.clear();
+                            features
+                                .active_features(&board, perspective, &mut active)
+                                .map_err(|e| row_error(i, e.to_string()))?;
+                            offsets.push(indices.len() as i64);
+                            indices.extend(active.iter().map(|&f| f as i64));
+                        }
+                        material(&board, turn)
+                    }
+                };
                 out.score.push(score.value(i) as f32);
                 out.result.push((result.value(i) as f32 + 1.0) / 2.0);
-                out.material.push(material(&board, turn));
+                out.material.push(row_material);
             }
-            Ok(out)
+            Ok(())
         })
         .collect()
 }
@@ -359,9 +440,6 @@ pub struct RowOptions {
     pub filter: Option<MaskDefinition>,
     /// Boards flipped a↔h before their features are taken ([`chunk_rows`]).
     pub mirror: bool,
-    /// Boards parsed from the FEN text even where packed boards exist: the loader as it
-    /// was before them, kept for `lakefish bench train`'s side-by-side measurement.
-    pub parse_fen: bool,
 }
 
 /// Streams batches of `batch_size` over `order` (chunk indices), skipping the first `skip`
@@ -379,12 +457,8 @@ pub fn stream_batches(
     skip: usize,
     threads: usize,
 ) -> BatchStream {
-    let RowOptions {
-        filter,
-        mirror,
-        parse_fen,
-    } = rows;
-    let columns = loader_columns(filter.is_some(), parse_fen);
+    let RowOptions { filter, mirror } = rows;
+    let columns = loader_columns(filter.is_some());
     assert!(batch_size > 0, "a batch holds at least one row");
     let (tx, rx) = sync_channel::<Message>(2);
     let (spare_tx, spare_rx) = sync_channel::<Batch>(4);
@@ -411,19 +485,25 @@ pub fn stream_batches(
             };
             let mut current = new_batch();
             let mut emitted = 0usize;
+            // Decoded pieces of the current chunk, their buffers reused chunk after chunk.
+            let mut pieces: Vec<Batch> = Vec::new();
             for (i, read) in chunks {
-                let pieces = read.and_then(|b| {
+                let decoded = read.and_then(|b| {
                     pool.install(|| {
-                        chunk_rows(&b, features, filter.as_ref(), mirror, &source.name(i))
+                        chunk_rows_into(
+                            &b,
+                            features,
+                            filter.as_ref(),
+                            mirror,
+                            &source.name(i),
+                            &mut pieces,
+                        )
                     })
                 });
-                let pieces = match pieces {
-                    Ok(p) => p,
-                    Err(e) => {
-                        let _ = tx.send(Message::Batch(Err(e)));
-                        return;
-                    }
-                };
+                if let Err(e) = decoded {
+                    let _ = tx.send(Message::Batch(Err(e)));
+                    return;
+                }
                 for piece in &pieces {
                     let mut row = 0;
                     while row < piece.len() {
@@ -503,12 +583,11 @@ mod tests {
     use super::*;
     use arrow_array::{ArrayRef, Int8Array, Int16Array, StringArray, UInt16Array, UInt64Array};
     use lakefish_engine::random_games::{SplitMix, random_game};
-    use lakefish_lake::parts::PositionsView;
     use std::sync::Arc;
 
     /// Chunks held in memory: rows of random games, some without a score or a result; the
-    /// odd ones with packed boards (as shuffles write them now), the even ones without (as
-    /// before).
+    /// odd ones with packed boards in place of FENs (as shuffles write them now), the even
+    /// ones with FENs (as before).
     struct Chunks(Vec<RecordBatch>);
 
     impl ChunkSource for Chunks {
@@ -586,14 +665,12 @@ mod tests {
         let mut rows = Vec::new();
         for &i in order {
             let b = &c.0[i];
-            let PositionsView {
-                fen,
-                score,
-                result,
-                mv,
-                ply,
-                ..
-            } = PositionsView::of(b).unwrap();
+            let fens = chunk_fens(b).unwrap();
+            let fen = StringArray::from(fens);
+            let score = column::<Int16Array>(b, "score").unwrap();
+            let result = column::<Int8Array>(b, "result").unwrap();
+            let mv = column::<StringArray>(b, "move").unwrap();
+            let ply = column::<UInt16Array>(b, "ply").unwrap();
             for r in 0..b.num_rows() {
                 if score.is_null(r) || result.is_null(r) {
                     continue;
@@ -672,8 +749,7 @@ mod tests {
                     (4096, 0, false),
                 ] {
                     let want = reference(&c, &order, features, filter, mirror, batch_size, skip);
-                    // The old loader (FEN text) too, on every chunk.
-                    for (threads, parse_fen) in [(1, false), (3, true), (8, false), (16, true)] {
+                    for threads in [1, 3, 8, 16] {
                         let mut stream = stream_batches(
                             c.clone(),
                             order.clone(),
@@ -681,7 +757,6 @@ mod tests {
                             RowOptions {
                                 filter: filter.cloned(),
                                 mirror,
-                                parse_fen,
                             },
                             batch_size,
                             skip,

@@ -9,7 +9,6 @@ use crate::TrainError;
 use crate::loader::{Batch, ChunkSource, parse_fen_board};
 use crate::model::{BatchTensors, Model, ModelArch, OUTPUT_SCALE};
 use crate::train::{Adam, LakeChunks, load_checkpoint, read_run, resolve, run_prefix};
-use arrow_array::Array;
 use lakefish_engine::features::FeatureSetKind;
 use lakefish_engine::nnue::{
     Activation, Dense, FT_SCALE, Network, OUTPUT_BIAS_SCALE, OUTPUT_WEIGHT_SCALE,
@@ -19,7 +18,6 @@ use lakefish_engine::scores;
 use lakefish_engine::simd::Kernel;
 use lakefish_engine::stockfish_net::StockfishNet;
 use lakefish_jobs::JobContext;
-use lakefish_lake::parts::PositionsView;
 use lakefish_schemas::nets::quantized_keys;
 use lakefish_schemas::{Progress, QuantizationError, QuantizeReport, QuantizeSpec};
 use tch::Device;
@@ -368,19 +366,16 @@ fn probe_positions(
     };
     let (mut stm, mut nstm) = (Vec::new(), Vec::new());
     for &i in order {
-        let chunk = source.read(i, &[lakefish_schemas::positions::COL_FEN])?;
+        let chunk = source.read(i, &[lakefish_schemas::positions::COL_BOARD])?;
         let name = source.keys[i].clone();
-        let fen = PositionsView::of(&chunk)
-            .map_err(|reason| TrainError::Data {
-                chunk: name.clone(),
-                reason,
-            })?
-            .fen;
-        for row in 0..fen.len() {
+        let fens = crate::loader::chunk_fens(&chunk).map_err(|reason| TrainError::Data {
+            chunk: name.clone(),
+            reason,
+        })?;
+        for (row, text) in fens.iter().enumerate() {
             if probe.material.len() == limit {
                 return Ok(probe);
             }
-            let text = fen.value(row);
             let bad = |reason: String| TrainError::Data {
                 chunk: name.clone(),
                 reason: format!("row {row}: FEN {text:?}: {reason}"),

@@ -445,7 +445,6 @@ fn validate(
         RowOptions {
             filter: spec.filter.clone(),
             mirror: false,
-            parse_fen: false,
         },
         spec.batch_size.min(4096) as usize,
         0,
@@ -644,7 +643,6 @@ fn continue_run(
             RowOptions {
                 filter: spec.filter.clone(),
                 mirror: spec.mirror && at.epoch % 2 == 1,
-                parse_fen: false,
             },
             batch_size,
             at.batch as usize,

@@ -158,8 +158,14 @@ fn bad_inputs_fail_clearly_and_keep_the_last_good_checkpoint() {
     let m = fx.shuffle_manifest();
     let order = epoch_order(&[0, 1], 11, 0);
     let key = format!("shuffled/{}/{}", fx.shuffle, m.chunks[order[1]].name);
-    let bytes = fx.rt.block_on(fx.ctx.lake.get(&key)).unwrap().unwrap();
-    let mut rows = lakefish_lake::parts::read_positions(bytes, &key).unwrap();
+    // Written back in the layout before packed boards, which training still reads.
+    let mut rows = lakefish_jobs::shuffle::chunk_rows_as_text(
+        &fx.ctx,
+        &fx.shuffle,
+        order[1] as u32,
+        usize::MAX,
+    )
+    .unwrap();
     rows.last_mut().unwrap().fen =
         "rnbqkbnr/pppppppp/9/8/8/8/PPPPPPPP/RNBQKBNR w KQkq - 0 1".into();
     let mut chunk = lakefish_lake::parts::PositionColumns::default();
@@ -297,14 +303,14 @@ fn a_load_time_filter_trains_on_the_rows_it_keeps() {
     let min_ply = 40;
     let mut kept = 0u64;
     let train_chunks = &manifest.chunks[..manifest.chunks.len() - 1];
-    for c in train_chunks {
-        let key = format!(
-            "{}/{}",
-            lakefish_jobs::shuffle::shuffle_prefix(&fx.shuffle),
-            c.name
-        );
-        let bytes = fx.rt.block_on(fx.ctx.lake.get(&key)).unwrap().unwrap();
-        let rows = lakefish_lake::parts::read_positions(bytes, &key).unwrap();
+    for index in 0..train_chunks.len() {
+        let rows = lakefish_jobs::shuffle::chunk_rows_as_text(
+            &fx.ctx,
+            &fx.shuffle,
+            index as u32,
+            usize::MAX,
+        )
+        .unwrap();
         kept += rows
             .iter()
             .filter(|r| r.score.is_some() && r.result.is_some() && r.ply >= min_ply)

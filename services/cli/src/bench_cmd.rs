@@ -61,6 +61,10 @@ pub fn run(rt: &tokio::runtime::Runtime, what: BenchCommand) -> anyhow::Result<(
                     f.loader_positions_per_s_per_core
                 );
                 println!(
+                    "{name} chunk reads alone {:>12.0} positions/s (Parquet, 1 thread)",
+                    f.chunk_read_positions_per_s
+                );
+                println!(
                     "{name} loader new, {} threads {:>11.0} positions/s",
                     r.threads, f.loader_positions_per_s
                 );
