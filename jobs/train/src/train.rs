@@ -236,13 +236,17 @@ impl Adam {
                 if !g.defined() {
                     continue;
                 }
-                let _ = self.m[i].g_mul_scalar_(BETA1).g_add_(&(&g * (1.0 - BETA1)));
-                let _ = self.v[i]
-                    .g_mul_scalar_(BETA2)
-                    .g_add_(&(&g * &g * (1.0 - BETA2)));
-                let denom = (&self.v[i] / c2).sqrt() + EPS;
-                let update = (&self.m[i] / c1) / denom * lr;
-                let _ = p.shallow_clone().g_sub_(&update);
+                // In place, as torch.optim.Adam computes it, with two temporaries instead of
+                // nine: m ← lerp(m, g, 1−β1), v ← lerp(v, g², 1−β2),
+                // p ← p − (lr/c1)·m / (√v/√c2 + ε).
+                let _ = self.m[i].lerp_(&g, 1.0 - BETA1);
+                let _ = self.v[i].lerp_(&(&g * &g), 1.0 - BETA2);
+                let mut denom = self.v[i].sqrt();
+                let _ = denom
+                    .g_div_scalar_(c2.sqrt())
+                    .g_add_scalar_(EPS)
+                    .g_div_scalar_(-lr / c1);
+                let _ = p.shallow_clone().addcdiv_(&self.m[i], &denom);
             }
         });
     }
