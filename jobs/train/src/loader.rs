@@ -844,22 +844,27 @@ mod tests {
         let mut columns = b.columns().to_vec();
         columns[0] = Arc::new(StringArray::from(fens));
         c.0[0] = RecordBatch::try_new(b.schema(), columns).unwrap();
-        let err = stream_batches(
+        let msg = first_error(c, 0, FeatureSetKind::All768);
+        assert!(
+            msg.contains("chunk-0") && msg.contains(&format!("row {bad}:")),
+            "{msg}"
+        );
+    }
+
+    /// The error that streaming chunk `chunk` of `c` ends with.
+    fn first_error(c: Chunks, chunk: usize, features: FeatureSetKind) -> String {
+        stream_batches(
             Arc::new(c),
-            vec![0],
-            FeatureSetKind::All768,
+            vec![chunk],
+            features,
             RowOptions::default(),
             16,
             0,
             2,
         )
         .find_map(|b| b.err())
-        .expect("an error");
-        let msg = err.to_string();
-        assert!(
-            msg.contains("chunk-0") && msg.contains(&format!("row {bad}:")),
-            "{msg}"
-        );
+        .expect("an error")
+        .to_string()
     }
 
     /// A damaged packed board (a piece code that is no piece) is an error naming the chunk,
@@ -890,18 +895,7 @@ mod tests {
         let mut columns = b.columns().to_vec();
         columns[col] = Arc::new(FixedSizeBinaryArray::try_from_iter(cells.into_iter()).unwrap());
         c.0[1] = RecordBatch::try_new(b.schema(), columns).unwrap();
-        let err = stream_batches(
-            Arc::new(c),
-            vec![1],
-            FeatureSetKind::HalfKp,
-            RowOptions::default(),
-            16,
-            0,
-            2,
-        )
-        .find_map(|b| b.err())
-        .expect("an error");
-        let msg = err.to_string();
+        let msg = first_error(c, 1, FeatureSetKind::HalfKp);
         assert!(
             msg.contains("chunk-1")
                 && msg.contains(&format!("row {bad}:"))
