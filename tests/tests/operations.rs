@@ -319,7 +319,11 @@ async fn openapi_describes_every_route() {
             let expected = match (method.as_str(), path.as_str()) {
                 (_, "/healthz") => None,
                 ("get", _) => Some("read"),
-                (_, p) if p.starts_with("/v1/pipelines/") => Some("admin"),
+                // Running pipelines by hand, and registering engines (code execution on
+                // every worker), need admin.
+                (_, p) if p.starts_with("/v1/pipelines/") || p.starts_with("/v1/engines") => {
+                    Some("admin")
+                }
                 _ => Some("submit"),
             };
             assert_eq!(scope, expected, "{method} {path}");
