@@ -57,6 +57,8 @@ pub enum UnpackError {
     EnPassant(u8),
     #[error("castling token {0} is not a castling letter")]
     Castling(u32),
+    #[error("flags byte {0:#04x} has bits other than the side to move")]
+    Flags(u8),
 }
 
 const CASTLING_LETTERS: &[u8; 20] = b"KQkqABCDEFGHabcdefgh";
@@ -245,16 +247,21 @@ pub fn unpack_fen(b: &PackedBoard) -> Result<String, UnpackError> {
             out.push('/');
         }
     }
+    if b[24] & !1 != 0 {
+        return Err(UnpackError::Flags(b[24]));
+    }
     out.push_str(if b[24] & 1 == 1 { " b " } else { " w " });
     let tokens = u32::from_le_bytes([b[25], b[26], b[27], 0]);
     if tokens == 0 {
         out.push('-');
     }
-    for i in 0..4 {
-        match (tokens >> (5 * i)) & 31 {
-            0 => break,
-            t @ 1..=20 => out.push(CASTLING_LETTERS[t as usize - 1] as char),
-            t => return Err(UnpackError::Castling(t)),
+    // Tokens fill the low bits in order: after the first empty one, every bit is clear.
+    let mut ended = false;
+    for i in 0..5 {
+        match ((tokens >> (5 * i)) & 31, ended || i == 4) {
+            (0, _) => ended = true,
+            (t @ 1..=20, false) => out.push(CASTLING_LETTERS[t as usize - 1] as char),
+            (t, _) => return Err(UnpackError::Castling(t)),
         }
     }
     match b[28] {
@@ -398,5 +405,52 @@ mod tests {
         let mut b = pack_fen(FENS[0]).unwrap();
         b[28] = 64;
         assert!(unpack_fen(&b).is_err());
+        // Castling tokens after an empty one, bits beyond the four tokens, stray flags.
+        for (byte, value) in [(25, 0b1110_0000), (27, 0b0001_0000), (24, 0b10)] {
+            let mut b = pack_fen(FENS[0]).unwrap();
+            b[25..28].fill(0);
+            b[byte] |= value;
+            assert!(unpack_fen(&b).is_err(), "byte {byte} = {value:#b}");
+        }
+    }
+
+    /// The loader's features from the piece planes equal those of the board shakmaty parses
+    /// from the FEN, list for list and in order, for every feature set, mirrored or not, on
+    /// positions of random games.
+    #[test]
+    fn features_from_planes_equal_those_from_the_board() {
+        use crate::features::FeatureSetKind;
+        let mut positions = 0;
+        for seed in 0..40 {
+            for played in crate::random_games::random_game(seed, 120) {
+                let setup = played
+                    .fen
+                    .parse::<shakmaty::fen::Fen>()
+                    .unwrap()
+                    .into_setup();
+                let (mut planes, turn) = planes_of(&pack_fen(&played.fen).unwrap()).unwrap();
+                let mut board = setup.board.clone();
+                if seed % 2 == 1 {
+                    board.flip_horizontal();
+                    for p in &mut planes {
+                        *p = Bitboard(*p).flip_horizontal().0;
+                    }
+                }
+                for kind in FeatureSetKind::ALL {
+                    let (mut stm, mut nstm) = (Vec::new(), Vec::new());
+                    kind.active_pair_from_planes(&planes, turn, &mut stm, &mut nstm)
+                        .unwrap();
+                    let (mut want_stm, mut want_nstm) = (Vec::new(), Vec::new());
+                    kind.active_features(&board, turn, &mut want_stm).unwrap();
+                    kind.active_features(&board, turn.other(), &mut want_nstm)
+                        .unwrap();
+                    let widen = |v: Vec<u32>| v.into_iter().map(i64::from).collect::<Vec<_>>();
+                    assert_eq!(stm, widen(want_stm), "{kind} {}", played.fen);
+                    assert_eq!(nstm, widen(want_nstm), "{kind} {}", played.fen);
+                }
+                positions += 1;
+            }
+        }
+        assert!(positions > 1000, "{positions}");
     }
 }

@@ -309,9 +309,8 @@ pub fn chunk_rows_as_text(
         .ok_or_else(|| JobError::Input {
             input: id.to_string(),
             reason: format!(
-                "chunk {index} of {}: it has chunks 0 to {}",
-                m.chunks.len(),
-                m.chunks.len().saturating_sub(1)
+                "no chunk {index}: the shuffle has {} chunks",
+                m.chunks.len()
             ),
         })?;
     let key = format!("{}/{}", shuffle_prefix(id), chunk.name);

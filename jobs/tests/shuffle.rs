@@ -398,6 +398,10 @@ fn deal_files_of_the_older_parquet_format_are_read_once() {
 #[test]
 fn chunks_carry_packed_boards_that_print_back_as_their_fens() {
     use lakefish_engine::packed_board::PACKED_BOARD_LAYOUT;
+    assert_eq!(
+        PACKED_BOARD_LAYOUT,
+        lakefish_schemas::positions::BOARD_LAYOUT
+    );
     let fx = with_data(true);
     let real = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../shared/data/binpack/small.binpack");
@@ -447,6 +451,18 @@ fn chunks_carry_packed_boards_that_print_back_as_their_fens() {
     a.sort_unstable();
     b.sort_unstable();
     assert!(a == b, "the chunks' rows differ from the selected rows");
+    // A chunk whose boards are of another layout is refused, not misread.
+    let (name, bytes) = files.iter().next().unwrap();
+    let batch = lakefish_lake::parts::read_chunk(bytes.clone().into(), &[]).unwrap();
+    let other = lakefish_lake::parts::encode_parquet_with(
+        &batch,
+        name,
+        1,
+        lakefish_lake::parts::chunk_writer_properties("lakefish-packed-board-v9"),
+    )
+    .unwrap();
+    let e = lakefish_lake::parts::read_chunk(other.into(), &["board"]).unwrap_err();
+    assert!(e.contains("lakefish-packed-board-v9"), "{e}");
     let text = lakefish_jobs::shuffle::chunk_rows_as_text(&fx.ctx(), &m.id, 1, 5).unwrap();
     assert_eq!(text.len(), 5);
     assert!(

@@ -34,8 +34,11 @@ pub const BOARD_BYTES: i32 = 32;
 pub const META_TABLE: &str = "lakefish.table";
 pub const META_SCHEMA_VERSION: &str = "lakefish.schema_version";
 pub const META_SCORE_UNIT: &str = "lakefish.score_unit";
-/// Chunks with a `board` column name its layout here (`lakefish-packed-board-v1`).
+/// Chunks with a `board` column name its layout here.
 pub const META_BOARD_LAYOUT: &str = "lakefish.board_layout";
+/// The one board layout this version reads and writes (`lakefish_engine::packed_board`
+/// defines it; a test keeps the two names equal).
+pub const BOARD_LAYOUT: &str = "lakefish-packed-board-v1";
 
 pub fn schema() -> Arc<Schema> {
     let fields = vec![

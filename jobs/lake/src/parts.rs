@@ -343,6 +343,26 @@ pub fn read_chunk(bytes: bytes::Bytes, want: &[&str]) -> Result<RecordBatch, Str
     use parquet::arrow::ProjectionMask;
     let builder = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(bytes)
         .map_err(|e| e.to_string())?;
+    // Boards of another layout (a newer lakefish's) must not be read as this one's.
+    if builder
+        .schema()
+        .fields()
+        .iter()
+        .any(|f| f.name() == positions::COL_BOARD)
+    {
+        let layout = builder
+            .metadata()
+            .file_metadata()
+            .key_value_metadata()
+            .and_then(|kv| kv.iter().find(|kv| kv.key == positions::META_BOARD_LAYOUT))
+            .and_then(|kv| kv.value.clone());
+        if layout.as_deref() != Some(positions::BOARD_LAYOUT) {
+            return Err(format!(
+                "board layout {layout:?}, not {} (written by another lakefish version?)",
+                positions::BOARD_LAYOUT
+            ));
+        }
+    }
     let builder = if want.is_empty() {
         builder
     } else {

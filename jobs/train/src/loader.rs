@@ -210,15 +210,21 @@ impl Boards<'_> {
 /// positions); the loader itself never makes text.
 pub fn chunk_fens(batch: &RecordBatch) -> Result<Vec<String>, String> {
     use lakefish_schemas::positions::{COL_BOARD, COL_FEN};
-    match column::<FixedSizeBinaryArray>(batch, COL_BOARD) {
-        Ok(b) => (0..b.len())
-            .map(|i| {
-                packed_board::from_bytes(b.value(i))
-                    .and_then(packed_board::unpack_fen)
-                    .map_err(|e| format!("row {i}: packed board: {e}"))
-            })
-            .collect(),
-        Err(_) => {
+    match batch.column_by_name(COL_BOARD) {
+        Some(_) => {
+            let b = column::<FixedSizeBinaryArray>(batch, COL_BOARD)?;
+            (0..b.len())
+                .map(|i| {
+                    if b.is_null(i) {
+                        return Err(format!("row {i}: the board cell is empty"));
+                    }
+                    packed_board::from_bytes(b.value(i))
+                        .and_then(packed_board::unpack_fen)
+                        .map_err(|e| format!("row {i}: packed board: {e}"))
+                })
+                .collect()
+        }
+        None => {
             let f = column::<StringArray>(batch, COL_FEN)?;
             Ok((0..f.len()).map(|i| f.value(i).to_string()).collect())
         }
@@ -283,9 +289,16 @@ pub fn chunk_rows_into(
         chunk: chunk.to_string(),
         reason,
     };
-    let boards = match column::<FixedSizeBinaryArray>(batch, COL_BOARD) {
-        Ok(b) => Boards::Packed(b),
-        Err(_) => Boards::Fen(column::<StringArray>(batch, COL_FEN).map_err(data)?),
+    let boards = match batch.column_by_name(COL_BOARD) {
+        Some(_) => {
+            let b = column::<FixedSizeBinaryArray>(batch, COL_BOARD).map_err(data)?;
+            // A damaged file may declare the column nullable: an empty cell is no position.
+            if b.null_count() > 0 {
+                return Err(data(format!("{} board cells are empty", b.null_count())));
+            }
+            Boards::Packed(b)
+        }
+        None => Boards::Fen(column::<StringArray>(batch, COL_FEN).map_err(data)?),
     };
     let score = column::<Int16Array>(batch, COL_SCORE).map_err(data)?;
     let result = column::<Int8Array>(batch, COL_RESULT).map_err(data)?;
