@@ -16,7 +16,7 @@ source = "binpack"
 prefix = "raw/binpack/"
 [pipelines.retrain.datagen]
 net = "best"
-games = 150
+games = 400
 nodes = 300
 [pipelines.retrain.shuffle]
 chunks = 4
