@@ -44,10 +44,14 @@ async fn kill_its_worker(
 async fn worker_killed_mid_ingest_and_mid_training_is_picked_up_again() {
     let dir = tempfile::tempdir().unwrap();
     let one = binpack_input(dir.path());
-    // Six copies back to back (a binpack is a sequence of self-contained chunks): long enough
-    // to be caught running.
+    // Copies back to back (a binpack is a sequence of self-contained chunks): long enough to
+    // be caught running. Six of the real sample; the generated input (without ../shared) is
+    // a seventh of its size and ingested six times over in under half a second, before a
+    // worker could be killed, so it gets more copies.
+    let one_bytes = std::fs::read(&one).unwrap();
+    let copies: u64 = if one_bytes.len() < 512 * 1024 { 60 } else { 6 };
     let big = dir.path().join("six.binpack");
-    std::fs::write(&big, std::fs::read(&one).unwrap().repeat(6)).unwrap();
+    std::fs::write(&big, one_bytes.repeat(copies as usize)).unwrap();
     // The reference count: one copy ingested in-process into a local lake.
     let out = std::process::Command::new(lakefish_bin())
         .args(["--lake", "local", "ingest", "binpack"])
@@ -74,8 +78,8 @@ async fn worker_killed_mid_ingest_and_mid_training_is_picked_up_again() {
     assert_eq!(rec.state, JobState::Succeeded, "{rec:?}");
     assert!(rec.attempts >= 2, "{rec:?}");
     assert_ne!(rec.worker.as_deref(), Some(killed.as_str()), "{rec:?}");
-    // No duplicate rows: exactly six copies' worth.
-    assert_eq!(rec.result.as_ref().unwrap()["rows"], 6 * rows_one);
+    // No duplicate rows: exactly the copies' worth.
+    assert_eq!(rec.result.as_ref().unwrap()["rows"], copies * rows_one);
     // No partial objects: the dataset's prefix holds exactly the committed parts and the
     // manifest.
     let lake = cluster.s3.lake("lake");
@@ -84,10 +88,10 @@ async fn worker_killed_mid_ingest_and_mid_training_is_picked_up_again() {
         .await
         .unwrap()
         .expect("committed");
-    assert_eq!(manifest.rows, 6 * rows_one);
+    assert_eq!(manifest.rows, copies * rows_one);
     assert_eq!(
         manifest.parts.iter().map(|p| p.rows).sum::<u64>(),
-        6 * rows_one
+        copies * rows_one
     );
     let prefix = lakefish_schemas::positions::dataset_prefix(Source::Binpack, &name);
     let stored: BTreeSet<String> = lake
