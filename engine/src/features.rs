@@ -32,7 +32,13 @@ pub enum FeatureError {
     /// King-relative sets index everything by the perspective's king square.
     #[error("{0:?} has no king or more than one; king-relative features need exactly one")]
     NoKing(Color),
+    /// A legal chess position has at most 32 men.
+    #[error("{0} men on the board; at most {MAX_MEN} fit a position")]
+    TooManyMen(u32),
 }
+
+/// The most men a board holds: what the feature buffers are sized for.
+pub const MAX_MEN: u32 = 32;
 
 /// A feature-set name the trainer's CLI did not recognise.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -524,22 +530,26 @@ impl FeatureSetKind {
 
     /// Both perspectives' features of a board given as twelve piece planes (index
     /// `6·colour + role`, White first, pawn … king; bit i = square i), `turn`'s appended to
-    /// `first` and the other side's to `second`, as `i64` (the batch layout). The same lists
+    /// `first` and the other side's to `second`, as `i32` (the batch layout). The same lists
     /// in the same order as [`FeatureSetKind::active_features`] on the same board, without a
     /// shakmaty board in between: the loader's path for packed boards.
     pub fn active_pair_from_planes(
         self,
         planes: &[u64; 12],
         turn: Color,
-        first: &mut Vec<i64>,
-        second: &mut Vec<i64>,
+        first: &mut Vec<i32>,
+        second: &mut Vec<i32>,
     ) -> Result<(), FeatureError> {
         fn pair<S: FeatureSet>(
             planes: &[u64; 12],
             turn: Color,
-            first: &mut Vec<i64>,
-            second: &mut Vec<i64>,
+            first: &mut Vec<i32>,
+            second: &mut Vec<i32>,
         ) -> Result<(), FeatureError> {
+            let men: u32 = planes.iter().map(|p| p.count_ones()).sum();
+            if men > MAX_MEN {
+                return Err(FeatureError::TooManyMen(men));
+            }
             for (perspective, out) in [(turn, first), (turn.other(), second)] {
                 let king = if S::KING_RELATIVE {
                     let kings = planes[6 * black(perspective) as usize + 5];
@@ -550,6 +560,11 @@ impl FeatureSetKind {
                 } else {
                     Square::A1
                 };
+                // Into a buffer on the stack, then one copy: the loader's hot loop, where a
+                // `push` per feature (length and capacity in memory) costs more than the
+                // index arithmetic.
+                let mut found = [0i32; MAX_MEN as usize];
+                let mut n = 0;
                 for (c, color) in Color::ALL.into_iter().enumerate() {
                     for (r, role) in Role::ALL.into_iter().enumerate() {
                         let piece = Piece { color, role };
@@ -558,11 +573,13 @@ impl FeatureSetKind {
                             let sq = Square::new(rest.trailing_zeros());
                             rest &= rest - 1;
                             if let Some(i) = S::index(perspective, king, piece, sq) {
-                                out.push(i as i64);
+                                found[n] = i as i32;
+                                n += 1;
                             }
                         }
                     }
                 }
+                out.extend_from_slice(&found[..n]);
             }
             Ok(())
         }

@@ -303,21 +303,40 @@ pub fn board_of(b: &PackedBoard) -> Result<(Board, Color), UnpackError> {
 /// king) and the side to move: [`board_of`] without building a shakmaty board, for the
 /// loader's feature extraction.
 pub fn planes_of(b: &PackedBoard) -> Result<([u64; 12], Color), UnpackError> {
-    let mut planes = [0u64; 12];
-    for (sq, code) in men(b)? {
-        let role = code & 7;
-        if !(1..=6).contains(&role) {
-            return Err(UnpackError::Piece { code, square: sq });
-        }
-        planes[6 * (code >> 3) as usize + role as usize - 1] |= 1 << sq;
+    let occupancy = u64::from_le_bytes(b[..8].try_into().expect("8 bytes"));
+    if occupancy.count_ones() > 32 {
+        return Err(UnpackError::TooManyMen);
+    }
+    // The loader's hot path: codes shifted out of one 128-bit word, each man's bit or-ed into
+    // the plane its code names. Codes that are no piece land in four spare planes, checked
+    // once at the end instead of a branch per man.
+    let mut codes = u128::from_le_bytes(b[8..24].try_into().expect("16 bytes"));
+    let mut planes = [0u64; 16];
+    let mut rest = occupancy;
+    while rest != 0 {
+        let bit = rest & rest.wrapping_neg();
+        rest ^= bit;
+        planes[CODE_PLANES[(codes & 15) as usize] as usize] |= bit;
+        codes >>= 4;
+    }
+    if planes[12..].iter().any(|&p| p != 0) {
+        // Slow path, for the error message: the first man whose code is no piece.
+        let (square, code) = men(b)?
+            .find(|&(_, code)| !(1..=6).contains(&(code & 7)))
+            .expect("a spare plane holds a man");
+        return Err(UnpackError::Piece { code, square });
     }
     let turn = if b[24] & 1 == 1 {
         Color::Black
     } else {
         Color::White
     };
-    Ok((planes, turn))
+    Ok((planes[..12].try_into().expect("12 planes"), turn))
 }
+
+/// The plane of each 4-bit piece code (`6·colour + role − 1`); codes that are no piece map
+/// to the spare planes 12..16.
+const CODE_PLANES: [u8; 16] = [12, 0, 1, 2, 3, 4, 5, 13, 14, 6, 7, 8, 9, 10, 11, 15];
 
 /// The en-passant square a packed board records, if any.
 pub fn ep_square(b: &PackedBoard) -> Option<Square> {
@@ -399,6 +418,20 @@ mod tests {
         b[8] = 0x77; // code 7 is not a piece
         assert!(unpack_fen(&b).is_err());
         assert!(board_of(&b).is_err());
+        // The loader's path names the first man whose code is no piece (a1: low nibble 7).
+        assert_eq!(
+            planes_of(&b),
+            Err(UnpackError::Piece { code: 7, square: 0 })
+        );
+        for code in [0u8, 7, 8, 15] {
+            let mut b = pack_fen(FENS[0]).unwrap();
+            b[23] = (b[23] & 0x0f) | (code << 4); // the last man, h8
+            assert_eq!(
+                planes_of(&b),
+                Err(UnpackError::Piece { code, square: 63 }),
+                "code {code}"
+            );
+        }
         let mut b = pack_fen(FENS[0]).unwrap();
         b[..8].copy_from_slice(&u64::MAX.to_le_bytes());
         assert_eq!(unpack_fen(&b), Err(UnpackError::TooManyMen));
@@ -444,7 +477,7 @@ mod tests {
                     kind.active_features(&board, turn, &mut want_stm).unwrap();
                     kind.active_features(&board, turn.other(), &mut want_nstm)
                         .unwrap();
-                    let widen = |v: Vec<u32>| v.into_iter().map(i64::from).collect::<Vec<_>>();
+                    let widen = |v: Vec<u32>| v.into_iter().map(|f| f as i32).collect::<Vec<_>>();
                     assert_eq!(stm, widen(want_stm), "{kind} {}", played.fen);
                     assert_eq!(nstm, widen(want_nstm), "{kind} {}", played.fen);
                 }
@@ -452,5 +485,13 @@ mod tests {
             }
         }
         assert!(positions > 1000, "{positions}");
+        // Planes from elsewhere with more men than a board holds are refused, not overrun.
+        for kind in FeatureSetKind::ALL {
+            let (mut stm, mut nstm) = (Vec::new(), Vec::new());
+            let e = kind
+                .active_pair_from_planes(&[u64::MAX; 12], Color::White, &mut stm, &mut nstm)
+                .unwrap_err();
+            assert!(e.to_string().contains("768 men"), "{kind}: {e}");
+        }
     }
 }

@@ -21,7 +21,7 @@ import torch
 def read_batches(path):
     """Batches as the bench writes them: per batch three little-endian u64 counts (rows,
     stm indices, nstm indices), then stm indices, stm offsets, nstm indices, nstm offsets
-    (i64) and score, result (f32)."""
+    (i32, as the trainer gives them to embedding_bag) and score, result (f32)."""
     out = []
     with open(path, "rb") as f:
         data = f.read()
@@ -36,10 +36,10 @@ def read_batches(path):
             at += a.nbytes
             return torch.from_numpy(a.copy())
 
-        stm_i = take(n_stm, "<i8")
-        stm_o = take(rows, "<i8")
-        nstm_i = take(n_nstm, "<i8")
-        nstm_o = take(rows, "<i8")
+        stm_i = take(n_stm, "<i4")
+        stm_o = take(rows, "<i4")
+        nstm_i = take(n_nstm, "<i4")
+        nstm_o = take(rows, "<i4")
         score = take(rows, "<f4").unsqueeze(1)
         result = take(rows, "<f4").unsqueeze(1)
         out.append((stm_i, stm_o, nstm_i, nstm_o, score, result))

@@ -57,13 +57,15 @@ pub fn material_of_planes(planes: &[u64; 12], turn: Color) -> f32 {
 }
 
 /// A batch in the layout `embedding_bag` takes: indices of all rows back to back, and the
-/// offset where each row starts.
+/// offset where each row starts. Both are `i32` (`embedding_bag` takes int32 indices with
+/// int32 offsets): half the bytes of `i64` to write, copy and move to a device, and every
+/// feature set's index and a batch's offsets fit with room to spare.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Batch {
-    pub stm_indices: Vec<i64>,
-    pub stm_offsets: Vec<i64>,
-    pub nstm_indices: Vec<i64>,
-    pub nstm_offsets: Vec<i64>,
+    pub stm_indices: Vec<i32>,
+    pub stm_offsets: Vec<i32>,
+    pub nstm_indices: Vec<i32>,
+    pub nstm_offsets: Vec<i32>,
     pub score: Vec<f32>,
     pub result: Vec<f32>,
     pub material: Vec<f32>,
@@ -80,10 +82,10 @@ impl Batch {
 
     /// A row with features only (score, result and material zero): for evaluating nets.
     pub fn push_features(&mut self, stm: &[u32], nstm: &[u32]) {
-        self.stm_offsets.push(self.stm_indices.len() as i64);
-        self.stm_indices.extend(stm.iter().map(|&i| i as i64));
-        self.nstm_offsets.push(self.nstm_indices.len() as i64);
-        self.nstm_indices.extend(nstm.iter().map(|&i| i as i64));
+        self.stm_offsets.push(self.stm_indices.len() as i32);
+        self.stm_indices.extend(stm.iter().map(|&i| i as i32));
+        self.nstm_offsets.push(self.nstm_indices.len() as i32);
+        self.nstm_indices.extend(nstm.iter().map(|&i| i as i32));
         self.score.push(0.0);
         self.result.push(0.0);
         self.material.push(0.0);
@@ -116,15 +118,15 @@ impl Batch {
     /// Appends rows `rows` of `src`, in order: whole slices copied, offsets rebased.
     pub fn append_rows(&mut self, src: &Batch, rows: std::ops::Range<usize>) {
         fn side(
-            dst_i: &mut Vec<i64>,
-            dst_o: &mut Vec<i64>,
-            src_i: &[i64],
-            src_o: &[i64],
+            dst_i: &mut Vec<i32>,
+            dst_o: &mut Vec<i32>,
+            src_i: &[i32],
+            src_o: &[i32],
             rows: &std::ops::Range<usize>,
         ) {
             let from = src_o[rows.start] as usize;
             let to = src_o.get(rows.end).map_or(src_i.len(), |&o| o as usize);
-            let shift = dst_i.len() as i64 - from as i64;
+            let shift = dst_i.len() as i32 - from as i32;
             dst_o.extend(src_o[rows.clone()].iter().map(|&o| o + shift));
             dst_i.extend_from_slice(&src_i[from..to]);
         }
@@ -347,8 +349,8 @@ pub fn chunk_rows_into(
                                 *p = shakmaty::Bitboard(*p).flip_horizontal().0;
                             }
                         }
-                        out.stm_offsets.push(out.stm_indices.len() as i64);
-                        out.nstm_offsets.push(out.nstm_indices.len() as i64);
+                        out.stm_offsets.push(out.stm_indices.len() as i32);
+                        out.nstm_offsets.push(out.nstm_indices.len() as i32);
                         features
                             .active_pair_from_planes(
                                 &planes,
@@ -373,8 +375,8 @@ pub fn chunk_rows_into(
                             features
                                 .active_features(&board, perspective, &mut active)
                                 .map_err(|e| row_error(i, e.to_string()))?;
-                            offsets.push(indices.len() as i64);
-                            indices.extend(active.iter().map(|&f| f as i64));
+                            offsets.push(indices.len() as i32);
+                            indices.extend(active.iter().map(|&f| f as i32));
                         }
                         material(&board, turn)
                     }

@@ -193,7 +193,7 @@ pub struct BatchTensors {
 
 impl BatchTensors {
     pub fn new(b: &Batch, device: Device) -> BatchTensors {
-        let t = |v: &[i64]| Tensor::from_slice(v).to_device(device);
+        let t = |v: &[i32]| Tensor::from_slice(v).to_device(device);
         let f = |v: &[f32]| Tensor::from_slice(v).to_device(device).unsqueeze(1);
         BatchTensors {
             stm_indices: t(&b.stm_indices),

@@ -424,7 +424,7 @@ fn compare(
         let out = model.forward(&t) * OUTPUT_SCALE;
         Vec::<f32>::try_from(out.flatten(0, -1))
     })?;
-    let ends = |offsets: &[i64], indices: &[i64], i: usize| {
+    let ends = |offsets: &[i32], indices: &[i32], i: usize| {
         let start = offsets[i] as usize;
         let end = offsets.get(i + 1).map_or(indices.len(), |&e| e as usize);
         indices[start..end]

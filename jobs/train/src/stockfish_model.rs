@@ -86,7 +86,8 @@ fn material_psqt(inputs: i64, device: Device) -> Tensor {
 /// features (HalfKAv2_hm has one per piece, kings included).
 fn buckets(b: &BatchTensors) -> Tensor {
     let total = b.stm_indices.size()[0];
-    let starts = &b.stm_offsets;
+    // Offsets come as int32 (the batch layout); gather wants int64.
+    let starts = b.stm_offsets.to_kind(tch::Kind::Int64);
     let ends = Tensor::cat(
         &[
             starts.narrow(0, 1, starts.size()[0] - 1),
