@@ -48,6 +48,11 @@ pub struct TrainSpec {
     pub seed: u64,
     #[serde(default)]
     pub device: DeviceChoice,
+    /// How the feature transformer's weights are updated: `auto` (sparse on the CPU for
+    /// halfkp and halfka_v2_hm, else dense), `sparse` (only the rows a batch uses, lazy Adam; CPU only) or `dense`
+    /// (Adam over every weight, libtorch's backward).
+    #[serde(default, skip_serializing_if = "FtUpdate::is_auto")]
+    pub ft_update: FtUpdate,
     /// Continue this run from its last checkpoint instead of starting a new one.
     #[serde(default)]
     pub resume: Option<String>,
@@ -132,6 +137,24 @@ named_enum!(
         Cuda = "cuda",
     }
 );
+
+named_enum!(
+    /// The feature transformer's update: `auto` (sparse on the CPU for halfkp and
+    /// halfka_v2_hm, else dense),
+    /// `sparse` (rows a batch uses only, lazy Adam; CPU only), `dense` (every weight).
+    FtUpdate, "ft_update", {
+        #[default]
+        Auto = "auto",
+        Sparse = "sparse",
+        Dense = "dense",
+    }
+);
+
+impl FtUpdate {
+    pub fn is_auto(&self) -> bool {
+        *self == FtUpdate::Auto
+    }
+}
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]

@@ -44,8 +44,13 @@ pub struct FeatureBench {
     /// Reading the new loader's columns of every chunk alone, one thread (rows in batches
     /// over the time).
     pub chunk_read_positions_per_s: f64,
-    /// Forward, loss, backward, Adam and clipping, batches already in memory (on the device).
+    /// Forward, loss, backward, Adam and clipping, batches already in memory (on the device),
+    /// as the trainer runs them there: on the CPU with the sparse transformer update.
     pub trainer_positions_per_s: f64,
+    /// The same with dense Adam through libtorch's own backward (the GPU's path).
+    pub dense_trainer_positions_per_s: f64,
+    /// With the sparse transformer update (CPU only), whichever the trainer picks.
+    pub sparse_trainer_positions_per_s: Option<f64>,
     /// loader per core / trainer (target: at least 10).
     pub loader_to_trainer: f64,
     /// The plain PyTorch loop (`infra/bench/torch_reference.py`) on the same batches, same
@@ -262,6 +267,7 @@ pub fn bench_train(
             }
 
             tch::set_num_threads(threads as i32);
+            lakefish_train::keep_tensors_in_heap();
             tch::manual_seed(1);
             let model = Model::new(
                 &arch,
@@ -269,14 +275,10 @@ pub fn bench_train(
                 features.max_active() as i64,
                 device,
             );
-            let mut adam = Adam::new(&model);
             let tensors: Vec<BatchTensors> = batches
                 .iter()
                 .map(|b| BatchTensors::new(b, device))
                 .collect();
-            let step = |t: &BatchTensors, adam: &mut Adam| {
-                let _ = train_step(&model, adam, t, Loss::Elmo, 1.0, 361.0, 1e-3);
-            };
             // A GPU runs the steps asynchronously: wait for the queued ones before reading
             // the clock.
             let sync = || {
@@ -284,14 +286,41 @@ pub fn bench_train(
                     tch::Cuda::synchronize(i as i64);
                 }
             };
-            step(&tensors[0], &mut adam); // warm-up
-            sync();
-            let start = Instant::now();
-            for i in 0..steps {
-                step(&tensors[i % tensors.len()], &mut adam);
+            // Dense Adam through libtorch's backward, and (on the CPU, where the trainer
+            // uses it) the sparse transformer update; the better of two rounds each,
+            // alternated.
+            let time_steps = |adam: &mut Adam| -> Result<f64, TrainError> {
+                let _ = train_step(&model, adam, &tensors[0], Loss::Elmo, 1.0, 361.0, 1e-3)?; // warm-up
+                sync();
+                let start = Instant::now();
+                for i in 0..steps {
+                    let _ = train_step(
+                        &model,
+                        adam,
+                        &tensors[i % tensors.len()],
+                        Loss::Elmo,
+                        1.0,
+                        361.0,
+                        1e-3,
+                    )?;
+                }
+                sync();
+                Ok((steps * batch_size) as f64 / start.elapsed().as_secs_f64())
+            };
+            let (mut dense, mut sparse) = (0f64, None::<f64>);
+            let (mut dense_adam, mut sparse_adam) = (Adam::new(&model), Adam::sparse(&model));
+            for _ in 0..2 {
+                dense = dense.max(time_steps(&mut dense_adam)?);
+                if device == Device::Cpu {
+                    let rate = time_steps(&mut sparse_adam)?;
+                    sparse = Some(sparse.map_or(rate, |s: f64| s.max(rate)));
+                }
             }
-            sync();
-            let trainer = (steps * batch_size) as f64 / start.elapsed().as_secs_f64();
+            // As `--ft-update auto` trains: sparse where the feature set is wide enough.
+            let trainer = match sparse {
+                Some(s) if features.inputs() > lakefish_train::train::SPARSE_MIN_INPUTS => s,
+                _ => dense,
+            };
             drop(tensors);
             let pytorch = match reference {
                 Some(r) => {
@@ -323,6 +352,8 @@ pub fn bench_train(
                 loader_positions_per_s: positions as f64 / all,
                 chunk_read_positions_per_s: positions as f64 / read_only,
                 trainer_positions_per_s: trainer,
+                dense_trainer_positions_per_s: dense,
+                sparse_trainer_positions_per_s: sparse,
                 loader_to_trainer: loader_new / trainer,
                 pytorch_positions_per_s: pytorch.as_ref().map(|p| p.0),
                 trainer_to_pytorch: pytorch.as_ref().map(|p| trainer / p.0),

@@ -8,11 +8,33 @@ pub mod cuda;
 pub mod loader;
 pub mod model;
 pub mod quantize;
+pub mod sparse;
 pub mod stockfish_model;
 pub mod train;
 
 use lakefish_jobs::{JobContext, JobError};
 use lakefish_schemas::{JobId, TrainSpec};
+
+/// Keeps libtorch's large tensors in the process heap between training steps.
+///
+/// glibc serves allocations above its mmap threshold (at most 32 MiB, usually far less) with
+/// a fresh `mmap` and returns them with `munmap` on free. A CPU step allocates and frees
+/// tensors of tens of MiB (activations, gradients) every step, so each step faulted in and
+/// cleared every page again: about a third of a halfkp step (docs/BENCHMARKS.md, "Sparse on
+/// the CPU"). With mmap off and the trim threshold high, freed blocks are reused as they are.
+/// The process keeps its peak heap until exit, which a training worker reaches anyway on its
+/// next step. Called once per process, before training; idempotent.
+pub fn keep_tensors_in_heap() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        // SAFETY: mallopt only sets allocator parameters; any thread may call it at any time.
+        #[cfg(target_env = "gnu")]
+        unsafe {
+            libc::mallopt(libc::M_MMAP_MAX, 0);
+            libc::mallopt(libc::M_TRIM_THRESHOLD, i32::MAX);
+        }
+    });
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum TrainError {

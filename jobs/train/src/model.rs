@@ -5,6 +5,7 @@
 //! exact resume needs: weights, Adam moments and the step, by name.
 
 use crate::loader::Batch;
+use crate::sparse::SparseBags;
 use tch::{Device, Kind, Tensor};
 
 pub use lakefish_engine::nnue::{
@@ -116,10 +117,17 @@ impl Model {
 
     /// Network output (`[batch, 1]`); times [`OUTPUT_SCALE`] it is a score in internal units.
     pub fn forward(&self, b: &BatchTensors) -> Tensor {
+        self.forward_with(b, None)
+    }
+
+    /// [`Model::forward`]; with `sparse`, the feature transformer's bags are taken without a
+    /// gradient path to its weights and recorded there, for the trainer's own sparse update
+    /// ([`crate::sparse`]).
+    pub fn forward_with(&self, b: &BatchTensors, sparse: Option<&mut SparseBags>) -> Tensor {
         if self.arch == ModelArch::Stockfish {
-            return crate::stockfish_model::forward(self, b);
+            return crate::stockfish_model::forward(self, b, sparse);
         }
-        let mut inputs = self.dense_inputs(b);
+        let mut inputs = self.dense_inputs_with(b, sparse);
         let last = inputs.len() - 1;
         let x = inputs.pop().expect("an output layer");
         x.linear(
@@ -132,13 +140,21 @@ impl Model {
     /// clipped ReLU (squared for SCReLU nets): what the quantizer calibrates biases with.
     /// Lakefish architectures only.
     pub fn dense_inputs(&self, b: &BatchTensors) -> Vec<Tensor> {
+        self.dense_inputs_with(b, None)
+    }
+
+    fn dense_inputs_with(
+        &self,
+        b: &BatchTensors,
+        mut sparse: Option<&mut SparseBags>,
+    ) -> Vec<Tensor> {
         let ModelArch::Lakefish(arch) = &self.arch else {
             panic!("dense_inputs of a {} model", self.arch);
         };
         let w = self.param("ft.weight");
         let bias = self.param("ft.bias");
-        let bag = |idx: &Tensor, off: &Tensor| {
-            Tensor::embedding_bag::<Tensor>(w, idx, off, false, 0, false, None, false).0 + bias
+        let mut bag = |idx: &Tensor, off: &Tensor| {
+            crate::sparse::bag(sparse.as_deref_mut(), "ft.weight", w, idx, off) + bias
         };
         let stm = bag(&b.stm_indices, &b.stm_offsets);
         let nstm = bag(&b.nstm_indices, &b.nstm_offsets);

@@ -110,20 +110,26 @@ fn pick(x: &Tensor, bucket: &Tensor, width: i64) -> Tensor {
 }
 
 /// Network output `[batch, 1]`; times 600 it is internal units, side to move.
-pub fn forward(model: &Model, b: &BatchTensors) -> Tensor {
+/// With `sparse`, the transformer's and the PSQT's bags are recorded there for the trainer's
+/// sparse update ([`crate::sparse`]).
+pub fn forward(
+    model: &Model,
+    b: &BatchTensors,
+    mut sparse: Option<&mut crate::sparse::SparseBags>,
+) -> Tensor {
     let param = |name: &str| model.param(name);
-    let bag = |w: &Tensor, idx: &Tensor, off: &Tensor| {
-        Tensor::embedding_bag::<Tensor>(w, idx, off, false, 0, false, None, false).0
+    let mut bag = |name: &str, idx: &Tensor, off: &Tensor| {
+        crate::sparse::bag(sparse.as_deref_mut(), name, param(name), idx, off)
     };
-    let (w, bias) = (param("ft.weight"), param("ft.bias"));
+    let bias = param("ft.bias");
     let pairwise = |a: Tensor| {
         let a = a.clamp(0.0, 1.0);
         a.narrow(1, 0, HALF as i64 / 2)
             * a.narrow(1, HALF as i64 / 2, HALF as i64 / 2)
             * (127.0 / 128.0)
     };
-    let us = pairwise(bag(w, &b.stm_indices, &b.stm_offsets) + bias);
-    let them = pairwise(bag(w, &b.nstm_indices, &b.nstm_offsets) + bias);
+    let us = pairwise(bag("ft.weight", &b.stm_indices, &b.stm_offsets) + bias);
+    let them = pairwise(bag("ft.weight", &b.nstm_indices, &b.nstm_offsets) + bias);
     let x = Tensor::cat(&[us, them], 1);
     let bucket = buckets(b);
 
@@ -146,9 +152,16 @@ pub fn forward(model: &Model, b: &BatchTensors) -> Tensor {
         &bucket,
         1,
     );
-    let psqt = param("psqt.weight");
-    let p_us = pick(&bag(psqt, &b.stm_indices, &b.stm_offsets), &bucket, 1);
-    let p_them = pick(&bag(psqt, &b.nstm_indices, &b.nstm_offsets), &bucket, 1);
+    let p_us = pick(
+        &bag("psqt.weight", &b.stm_indices, &b.stm_offsets),
+        &bucket,
+        1,
+    );
+    let p_them = pick(
+        &bag("psqt.weight", &b.nstm_indices, &b.nstm_offsets),
+        &bucket,
+        1,
+    );
     out + skip + (p_us - p_them) / 2.0
 }
 

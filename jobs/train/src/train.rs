@@ -10,10 +10,11 @@
 use crate::TrainError;
 use crate::loader::{Batch, ChunkSource, RowOptions, stream_batches};
 use crate::model::{BatchTensors, Loss, Model, ModelArch, OUTPUT_SCALE, loss, target};
+use crate::sparse::SparseBags;
 use arrow_array::RecordBatch;
 use lakefish_engine::features::FeatureSetKind;
 use lakefish_jobs::{JobContext, Lake};
-use lakefish_schemas::train::{METRICS_FILE, RUN_FILE};
+use lakefish_schemas::train::{FtUpdate, METRICS_FILE, RUN_FILE};
 use lakefish_schemas::{
     DeviceChoice, FeatureSet, JobId, LossName, Progress, RunRecord, ShuffleManifest, TrainSpec,
 };
@@ -62,10 +63,16 @@ pub(crate) struct Setup {
     pub(crate) arch: ModelArch,
     loss: Loss,
     device: Device,
+    /// The transformer's update touches only the rows a batch uses ([`crate::sparse`]).
+    sparse_ft: bool,
     pub(crate) train: Vec<usize>,
     pub(crate) val: Vec<usize>,
     pub(crate) source: Arc<LakeChunks>,
 }
+
+/// `--ft-update auto` updates the transformer sparsely on the CPU for feature sets wider
+/// than this (halfkp, halfka_v2_hm), densely for all768.
+pub const SPARSE_MIN_INPUTS: usize = 768;
 
 /// The device a run trains on: `cpu`; `cuda` (an error saying why when CUDA cannot be used
 /// here); `auto`, CUDA when it can be used and the CPU otherwise.
@@ -139,6 +146,18 @@ pub(crate) fn resolve(
         LossName::Power => Loss::Power(2.6),
     };
     let device = select_device(spec.device)?;
+    let sparse_ft = match (spec.ft_update, device) {
+        // all768's batches touch every one of its 768 rows: nothing to skip, and the dense
+        // path measures faster there (docs/BENCHMARKS.md, "Sparse on the CPU").
+        (FtUpdate::Auto, d) => d == Device::Cpu && features.inputs() > SPARSE_MIN_INPUTS,
+        (FtUpdate::Sparse, Device::Cpu) => true,
+        (FtUpdate::Sparse, d) => {
+            return Err(TrainError::Spec(format!(
+                "--ft-update sparse runs on the CPU only; this run trains on {d:?} (use auto or dense)"
+            )));
+        }
+        (FtUpdate::Dense, _) => false,
+    };
     let manifest = ctx
         .block_on(lakefish_jobs::shuffle::read_shuffle_manifest(
             &ctx.lake,
@@ -180,6 +199,7 @@ pub(crate) fn resolve(
             arch,
             loss,
             device,
+            sparse_ft,
             train: (0..n - val).collect(),
             val: (n - val..n).collect(),
             source,
@@ -211,6 +231,10 @@ pub struct Adam {
     m: Vec<Tensor>,
     v: Vec<Tensor>,
     step: i64,
+    /// Whether the feature transformer's rows are updated sparsely ([`crate::sparse`]):
+    /// only the rows a batch touches, lazily. CPU only.
+    sparse: bool,
+    scratch: crate::sparse::Scratch,
 }
 
 const BETA1: f64 = 0.9;
@@ -223,13 +247,51 @@ impl Adam {
             m: model.params.iter().map(|(_, p)| p.zeros_like()).collect(),
             v: model.params.iter().map(|(_, p)| p.zeros_like()).collect(),
             step: 0,
+            sparse: false,
+            scratch: Default::default(),
         }
     }
 
-    pub(crate) fn update(&mut self, model: &Model, lr: f64) {
+    /// Adam whose feature-transformer update touches only the rows each batch uses (lazy
+    /// Adam, [`crate::sparse`]); the model's parameters must be on the CPU.
+    pub fn sparse(model: &Model) -> Adam {
+        Adam {
+            sparse: true,
+            ..Adam::new(model)
+        }
+    }
+
+    pub(crate) fn update(
+        &mut self,
+        model: &Model,
+        lr: f64,
+        bags: &SparseBags,
+    ) -> Result<(), TrainError> {
         self.step += 1;
         let c1 = 1.0 - BETA1.powi(self.step as i32);
         let c2 = 1.0 - BETA2.powi(self.step as i32);
+        let step = crate::sparse::AdamStep {
+            lr,
+            beta1: BETA1,
+            beta2: BETA2,
+            eps: EPS,
+            c1,
+            c2,
+        };
+        for (i, (name, p)) in model.params.iter().enumerate() {
+            let of_param: Vec<_> = bags.bags.iter().filter(|b| &b.param == name).collect();
+            if !of_param.is_empty() {
+                crate::sparse::sparse_adam(
+                    &of_param,
+                    p,
+                    &self.m[i],
+                    &self.v[i],
+                    step,
+                    &mut self.scratch,
+                )
+                .map_err(|e| TrainError::Internal(format!("sparse update of {name}: {e}")))?;
+            }
+        }
         tch::no_grad(|| {
             for (i, (_, p)) in model.params.iter().enumerate() {
                 let g = p.grad();
@@ -249,6 +311,7 @@ impl Adam {
                 let _ = p.shallow_clone().addcdiv_(&self.m[i], &denom);
             }
         });
+        Ok(())
     }
 }
 
@@ -261,7 +324,7 @@ pub fn train_step(
     lambda: f64,
     scale: f64,
     lr: f64,
-) -> Tensor {
+) -> Result<Tensor, TrainError> {
     for (_, p) in &model.params {
         let mut g = p.grad();
         if g.defined() {
@@ -269,13 +332,15 @@ pub fn train_step(
         }
     }
     let tgt = target(&batch.score, &batch.result, lambda, scale);
-    let l = loss(kind, &(model.forward(batch) * OUTPUT_SCALE), &tgt, scale);
+    let mut bags = SparseBags::default();
+    let out = model.forward_with(batch, adam.sparse.then_some(&mut bags));
+    let l = loss(kind, &(out * OUTPUT_SCALE), &tgt, scale);
     l.backward();
-    adam.update(model, lr);
+    adam.update(model, lr, &bags)?;
     model.clip();
     // The loss stays on the device: reading it here would make the CPU wait for every step
     // to finish on a GPU; the training loop reads the sum every metrics row.
-    l.detach()
+    Ok(l.detach())
 }
 
 /// Where a run stands in its data, saved in every checkpoint.
@@ -490,6 +555,7 @@ pub fn train(ctx: &JobContext, job: &JobId, spec: &TrainSpec) -> Result<RunRecor
     let (setup, manifest) = resolve(ctx, spec)?;
     let threads = ctx.threads.max(1);
     tch::set_num_threads(threads as i32);
+    crate::keep_tensors_in_heap();
     let now = lakefish_lake::records::now;
     // A new run, or the one to resume (same settings except the step budget).
     let (id, record) = match &spec.resume {
@@ -569,7 +635,11 @@ fn continue_run(
         setup.features.max_active() as i64,
         setup.device,
     );
-    let mut adam = Adam::new(&model);
+    let mut adam = if setup.sparse_ft {
+        Adam::sparse(&model)
+    } else {
+        Adam::new(&model)
+    };
     let mut at = Position {
         step: 0,
         epoch: 0,
@@ -662,7 +732,7 @@ fn continue_run(
             let t = BatchTensors::new(&b, setup.device);
             window.3 += b.len() as u64;
             batches.give_back(b);
-            let lv = train_step(&model, &mut adam, &t, setup.loss, lambda, spec.scale, lr)
+            let lv = train_step(&model, &mut adam, &t, setup.loss, lambda, spec.scale, lr)?
                 .to_kind(tch::Kind::Double);
             at.step += 1;
             at.batch += 1;

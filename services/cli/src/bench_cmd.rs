@@ -72,6 +72,13 @@ pub fn run(rt: &tokio::runtime::Runtime, what: BenchCommand) -> anyhow::Result<(
                     "{name} trainer b{} {:>12.0} positions/s",
                     r.batch_size, f.trainer_positions_per_s
                 );
+                println!(
+                    "{name} trainer, dense Adam {:>8.0} positions/s (libtorch backward)",
+                    f.dense_trainer_positions_per_s
+                );
+                if let Some(s) = f.sparse_trainer_positions_per_s {
+                    println!("{name} trainer, sparse FT {s:>9.0} positions/s (lazy Adam)");
+                }
                 if let Some(p) = f.pytorch_positions_per_s {
                     println!(
                         "{name} plain PyTorch {} {:>12.0} positions/s",

@@ -484,6 +484,12 @@ pub struct TrainArgs {
     /// auto, cpu or cuda.
     #[arg(long, default_value = "auto")]
     pub device: String,
+    /// The feature transformer's update: auto (sparse on the CPU for halfkp and halfka_v2_hm,
+    /// else dense), sparse
+    /// (only the rows a batch uses, lazy Adam, much faster for halfkp and halfka_v2_hm; CPU
+    /// only) or dense (Adam over every weight).
+    #[arg(long, default_value = "auto")]
+    pub ft_update: String,
     /// Continue this run from its last checkpoint (same settings; more steps or epochs).
     #[arg(long)]
     pub resume: Option<String>,
@@ -526,6 +532,8 @@ impl TrainArgs {
             checkpoint_every: self.checkpoint_every,
             seed: self.seed,
             device: lakefish_schemas::DeviceChoice::parse(&self.device)
+                .map_err(anyhow::Error::msg)?,
+            ft_update: lakefish_schemas::train::FtUpdate::parse(&self.ft_update)
                 .map_err(anyhow::Error::msg)?,
             resume: self.resume.clone(),
             init_from: match &self.init_from {
@@ -739,7 +747,11 @@ pub enum BenchCommand {
         file: String,
         /// Feature sets to measure, comma-separated (each: old and new loader, trainer,
         /// PyTorch, over the same chunks).
-        #[arg(long, value_delimiter = ',', default_value = "all768,halfkp")]
+        #[arg(
+            long,
+            value_delimiter = ',',
+            default_value = "all768,halfkp,halfka_v2_hm"
+        )]
         features: Vec<String>,
         /// CPU threads (default: all cores).
         #[arg(long)]
