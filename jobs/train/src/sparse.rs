@@ -113,11 +113,19 @@ pub fn sparse_adam(
         if !g.defined() {
             return Ok(()); // the loss did not depend on this step's transformer output
         }
+        let indices = Vec::<i32>::try_from(&bag.indices).map_err(|e| e.to_string())?;
+        let offsets = Vec::<i32>::try_from(&bag.offsets).map_err(|e| e.to_string())?;
+        // Every index belongs to exactly one row, and each row has a gradient row.
+        if offsets.first().is_some_and(|&o| o != 0) || g.size()[0] != offsets.len() as i64 {
+            return Err(format!(
+                "{} offsets starting at {:?} for a gradient of {:?}",
+                offsets.len(),
+                offsets.first(),
+                g.size()
+            ));
+        }
         grads.push(g.contiguous());
-        bag_indices.push((
-            Vec::<i32>::try_from(&bag.indices).map_err(|e| e.to_string())?,
-            Vec::<i32>::try_from(&bag.offsets).map_err(|e| e.to_string())?,
-        ));
+        bag_indices.push((indices, offsets));
     }
     let grads = Tensor::cat(&grads, 0);
     if grads.size() != [grads.size()[0], width as i64] || grads.kind() != Kind::Float {
@@ -220,4 +228,121 @@ pub fn sparse_adam(
             }
         });
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn step(t: i32) -> AdamStep {
+        let (beta1, beta2) = (0.9, 0.999);
+        AdamStep {
+            lr: 1e-2,
+            beta1,
+            beta2,
+            eps: 1e-8,
+            c1: 1.0 - f64::powi(beta1, t),
+            c2: 1.0 - f64::powi(beta2, t),
+        }
+    }
+
+    /// Three bags over a 6-row weight: rows 0..=3 used, 4 and 5 never.
+    fn batch() -> (Tensor, Tensor, Tensor) {
+        let indices = Tensor::from_slice(&[0i32, 2, 3, 1, 2, 0, 3]);
+        let offsets = Tensor::from_slice(&[0i32, 3, 5]);
+        let coeffs =
+            Tensor::from_slice(&[0.5f32, -1.0, 2.0, 0.25, 1.5, -0.75, 3.0, 1.0, -2.0]).view([3, 3]);
+        (indices, offsets, coeffs)
+    }
+
+    #[test]
+    fn touched_rows_get_dense_adam_and_untouched_rows_stay() {
+        tch::manual_seed(3);
+        let w0 = Tensor::randn([6, 3], (Kind::Float, tch::Device::Cpu));
+        let (indices, offsets, coeffs) = batch();
+
+        // Dense: libtorch's backward, then Adam's first step over every weight.
+        let wd = w0.copy().set_requires_grad(true);
+        let out =
+            Tensor::embedding_bag::<Tensor>(&wd, &indices, &offsets, false, 0, false, None, false)
+                .0;
+        (out * &coeffs).sum(Kind::Float).backward();
+        let g = wd.grad();
+        let s = step(1);
+        let m = &g * (1.0 - s.beta1);
+        let v = &g * &g * (1.0 - s.beta2);
+        let want = w0.copy() - (m.copy() * (s.lr / s.c1)) / (v.sqrt() / s.c2.sqrt() + s.eps);
+
+        // Sparse: the same batch through a recorded bag.
+        let ws = w0.copy();
+        let mut bags = SparseBags::default();
+        let out = bag(Some(&mut bags), "ft.weight", &ws, &indices, &offsets);
+        (out * &coeffs).sum(Kind::Float).backward();
+        let (ms, vs) = (ws.zeros_like(), ws.zeros_like());
+        let refs: Vec<&SparseBag> = bags.bags.iter().collect();
+        sparse_adam(&refs, &ws, &ms, &vs, s, &mut Scratch::default()).unwrap();
+
+        let used = want.narrow(0, 0, 4);
+        assert!(
+            ws.narrow(0, 0, 4).allclose(&used, 1e-6, 1e-6, false),
+            "{ws} vs {want}"
+        );
+        assert!(
+            ms.narrow(0, 0, 4)
+                .allclose(&m.narrow(0, 0, 4), 1e-6, 1e-7, false)
+        );
+        assert!(
+            vs.narrow(0, 0, 4)
+                .allclose(&v.narrow(0, 0, 4), 1e-6, 1e-9, false)
+        );
+        // Rows 4 and 5 were in no bag: not moved, moments untouched.
+        assert!(ws.narrow(0, 4, 2).equal(&w0.narrow(0, 4, 2)));
+        assert_eq!(
+            ms.narrow(0, 4, 2).abs().sum(Kind::Float).double_value(&[]),
+            0.0
+        );
+        // And the step really moved the used rows.
+        assert!(!ws.narrow(0, 0, 4).equal(&w0.narrow(0, 0, 4)));
+    }
+
+    #[test]
+    fn indices_outside_the_weight_are_an_error_not_a_write() {
+        let w = Tensor::zeros([4, 2], (Kind::Float, tch::Device::Cpu));
+        let (m, v) = (w.zeros_like(), w.zeros_like());
+        let leaf = Tensor::ones([1, 2], (Kind::Float, tch::Device::Cpu)).set_requires_grad(true);
+        (&leaf * 2.0).sum(Kind::Float).backward();
+        for bad in [4i32, -1, i32::MAX] {
+            let b = SparseBag {
+                param: "ft.weight".into(),
+                leaf: leaf.shallow_clone(),
+                indices: Tensor::from_slice(&[0i32, bad]),
+                offsets: Tensor::from_slice(&[0i32]),
+            };
+            let e = sparse_adam(&[&b], &w, &m, &v, step(1), &mut Scratch::default()).unwrap_err();
+            assert!(
+                e.contains(&format!("feature index {bad} outside 0..4")),
+                "{e}"
+            );
+            assert_eq!(w.abs().sum(Kind::Float).double_value(&[]), 0.0);
+        }
+        // Offsets that skip indices, run past them or go backwards are refused too.
+        for (indices, offsets) in [
+            (&[0i32][..], &[3i32][..]),
+            (&[0, 1], &[1]),
+            (&[0, 1, 2], &[0, 2, 1]),
+        ] {
+            let leaf = Tensor::ones([offsets.len() as i64, 2], (Kind::Float, tch::Device::Cpu))
+                .set_requires_grad(true);
+            leaf.sum(Kind::Float).backward();
+            let b = SparseBag {
+                param: "ft.weight".into(),
+                leaf,
+                indices: Tensor::from_slice(indices),
+                offsets: Tensor::from_slice(offsets),
+            };
+            let got = sparse_adam(&[&b], &w, &m, &v, step(1), &mut Scratch::default());
+            assert!(got.is_err(), "{indices:?} {offsets:?}");
+        }
+        assert_eq!(w.abs().sum(Kind::Float).double_value(&[]), 0.0);
+    }
 }
