@@ -209,8 +209,20 @@ pub struct BatchTensors {
 
 impl BatchTensors {
     pub fn new(b: &Batch, device: Device) -> BatchTensors {
-        let t = |v: &[i32]| Tensor::from_slice(v).to_device(device);
-        let f = |v: &[f32]| Tensor::from_slice(v).to_device(device).unsqueeze(1);
+        // To a GPU: through pinned host memory (libtorch's caching host allocator reuses the
+        // blocks) and without blocking, so the CPU goes on to the next batch while the copy
+        // and the previous step run; the copy is queued on the step's stream, so it cannot
+        // overtake the step reading it. The CPU path is the plain tensor.
+        let move_to = |t: Tensor| {
+            if device.is_cuda() {
+                t.pin_memory(device)
+                    .to_device_(device, t.kind(), true, false)
+            } else {
+                t
+            }
+        };
+        let t = |v: &[i32]| move_to(Tensor::from_slice(v));
+        let f = |v: &[f32]| move_to(Tensor::from_slice(v)).unsqueeze(1);
         BatchTensors {
             stm_indices: t(&b.stm_indices),
             stm_offsets: t(&b.stm_offsets),

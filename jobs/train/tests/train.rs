@@ -393,7 +393,10 @@ fn the_sparse_transformer_update_resumes_exactly_and_differs_from_dense() {
     let b = run(8, FtUpdate::Sparse, Some(b.id));
     let (wa, wb) = (last_checkpoint(&fx, &a.id), last_checkpoint(&fx, &b.id));
     for ((na, ta), (_, tb)) in wa.iter().zip(&wb) {
-        assert!(ta.equal(tb), "tensor {na} differs after resume (auto is sparse here)");
+        assert!(
+            ta.equal(tb),
+            "tensor {na} differs after resume (auto is sparse here)"
+        );
     }
     let dense = run(8, FtUpdate::Dense, None);
     let wd = last_checkpoint(&fx, &dense.id);
@@ -403,7 +406,10 @@ fn the_sparse_transformer_update_resumes_exactly_and_differs_from_dense() {
             .map(|(_, t)| t.shallow_clone())
             .unwrap()
     };
-    assert!(!ft(&wa).equal(&ft(&wd)), "sparse and dense made the same transformer");
+    assert!(
+        !ft(&wa).equal(&ft(&wd)),
+        "sparse and dense made the same transformer"
+    );
     // The dense layers see the same kind of update either way: both runs learned.
     assert!(dense.val_loss.iter().all(|v| v.is_finite()));
 }
