@@ -153,12 +153,26 @@ impl Model {
         };
         let w = self.param("ft.weight");
         let bias = self.param("ft.bias");
-        let mut bag = |idx: &Tensor, off: &Tensor| {
-            crate::sparse::bag(sparse.as_deref_mut(), "ft.weight", w, idx, off) + bias
+        let clipped = match sparse.as_deref_mut() {
+            // Bias and clamp inside the sparse update: libtorch's clamp backward (a scalar
+            // `where` over [batch, 2·l1]) was the largest single cost of a sparse step.
+            Some(s) => {
+                let mut bag = |idx: &Tensor, off: &Tensor| {
+                    s.clamped_bag(("ft.weight", w), ("ft.bias", bias), idx, off)
+                };
+                let stm = bag(&b.stm_indices, &b.stm_offsets);
+                let nstm = bag(&b.nstm_indices, &b.nstm_offsets);
+                Tensor::cat(&[stm, nstm], 1)
+            }
+            None => {
+                let bag = |idx: &Tensor, off: &Tensor| {
+                    crate::sparse::bag(None, "ft.weight", w, idx, off) + bias
+                };
+                let stm = bag(&b.stm_indices, &b.stm_offsets);
+                let nstm = bag(&b.nstm_indices, &b.nstm_offsets);
+                Tensor::cat(&[stm, nstm], 1).clamp(0.0, 1.0)
+            }
         };
-        let stm = bag(&b.stm_indices, &b.stm_offsets);
-        let nstm = bag(&b.nstm_indices, &b.nstm_offsets);
-        let clipped = Tensor::cat(&[stm, nstm], 1).clamp(0.0, 1.0);
         let mut inputs = vec![match arch.activation {
             Activation::Crelu => clipped,
             Activation::Screlu => clipped.square(),

@@ -31,6 +31,41 @@ pub struct SparseBag {
     pub leaf: Tensor,
     pub indices: Tensor,
     pub offsets: Tensor,
+    /// When set, the leaf is `clamp(bag + bias, 0, 1)` of this bias parameter: its gradient
+    /// passes only where the leaf is strictly inside (0, 1), and sums into the bias's too.
+    /// (libtorch's clamp also passes it at exactly 0 and 1, which a sum of floats all but
+    /// never hits.)
+    pub bias: Option<String>,
+}
+
+impl SparseBags {
+    /// `clamp(embedding_bag(weight) + bias, 0, 1)` as one leaf, recorded with both parameters
+    /// for the sparse update, which applies the clamp's and the bias's backward itself.
+    pub fn clamped_bag(
+        &mut self,
+        (param, weight): (&str, &Tensor),
+        (bias_name, bias): (&str, &Tensor),
+        indices: &Tensor,
+        offsets: &Tensor,
+    ) -> Tensor {
+        let out = tch::no_grad(|| {
+            let mut out = Tensor::embedding_bag::<Tensor>(
+                weight, indices, offsets, false, 0, false, None, false,
+            )
+            .0;
+            let _ = out.g_add_(bias).clamp_(0.0, 1.0);
+            out
+        })
+        .set_requires_grad(true);
+        self.bags.push(SparseBag {
+            param: param.to_string(),
+            leaf: out.shallow_clone(),
+            indices: indices.shallow_clone(),
+            offsets: offsets.shallow_clone(),
+            bias: Some(bias_name.to_string()),
+        });
+        out
+    }
 }
 
 /// `embedding_bag` (sum) of `weight` (the parameter `param`). With `sparse`, without a
@@ -55,6 +90,7 @@ pub fn bag(
         leaf: out.shallow_clone(),
         indices: indices.shallow_clone(),
         offsets: offsets.shallow_clone(),
+        bias: None,
     });
     out
 }
@@ -71,76 +107,147 @@ pub struct AdamStep {
     pub c2: f64,
 }
 
-/// Reusable buffers of the counting sort (kept between steps: no allocation per step).
+/// Reusable buffers of a step (kept between steps: no allocation per step).
 #[derive(Default)]
 pub struct Scratch {
     starts: Vec<u32>,
     entries: Vec<u32>,
+    grads: Vec<f32>,
 }
 
 /// Features a task of the parallel update owns (rows of the weight, `m` and `v`).
 const FEATURES_PER_TASK: usize = 64;
 
-/// Sums each touched feature's gradient over the bags that read `weight` and applies lazy
-/// Adam to those rows of `weight`, `m` and `v` (all `[inputs, width]`, contiguous f32 on the
-/// CPU). An index outside `0..inputs` is an error, not a write out of bounds.
+/// A parameter with its Adam moments, all the same shape, contiguous f32 on the CPU.
+pub struct WithMoments<'a> {
+    pub param: &'a Tensor,
+    pub m: &'a Tensor,
+    pub v: &'a Tensor,
+}
+
+impl WithMoments<'_> {
+    /// The three as mutable slices, checked to be `len` contiguous f32 on the CPU.
+    fn slices(&self, len: usize) -> Result<[&mut [f32]; 3], String> {
+        let size = self.param.size();
+        for t in [self.param, self.m, self.v] {
+            let numel: i64 = t.size().iter().product();
+            if t.size() != size
+                || numel as usize != len
+                || t.kind() != Kind::Float
+                || !t.is_contiguous()
+                || t.device() != tch::Device::Cpu
+            {
+                return Err(format!(
+                    "sparse Adam wants contiguous f32 CPU tensors of {len} values, got {:?} {:?}",
+                    t.size(),
+                    t.kind()
+                ));
+            }
+        }
+        // SAFETY: three distinct tensors (a parameter and its two moments), each a contiguous
+        // f32 CPU buffer of `len` values (checked above), touched by nothing else during the
+        // optimizer step.
+        Ok([self.param, self.m, self.v]
+            .map(|t| unsafe { std::slice::from_raw_parts_mut(t.data_ptr() as *mut f32, len) }))
+    }
+}
+
+/// Adam on one row, as torch.optim.Adam computes it: m ← lerp(m, g, 1−β1),
+/// v ← lerp(v, g², 1−β2), w ← w − (lr/c1)·m / (√v/√c2 + ε).
+#[inline(always)]
+fn adam_row(w: &mut [f32], m: &mut [f32], v: &mut [f32], g: &[f32], k: &RowConstants) {
+    for (((w, m), v), &g) in w.iter_mut().zip(m.iter_mut()).zip(v.iter_mut()).zip(g) {
+        *m += k.b1 * (g - *m);
+        *v += k.b2 * (g * g - *v);
+        *w -= k.step_size * *m / (v.sqrt() / k.sqrt_c2 + k.eps);
+    }
+}
+
+struct RowConstants {
+    b1: f32,
+    b2: f32,
+    sqrt_c2: f32,
+    eps: f32,
+    step_size: f32,
+}
+
+/// Sums each touched feature's gradient over the bags that read `weight` (`[inputs, width]`)
+/// and applies lazy Adam to those rows of the weight and its moments; with `bias` (the bags
+/// are clamped, [`SparseBags::clamped_bag`]) the masked gradient's column sums update the
+/// bias with plain Adam. An index outside `0..inputs` or offsets that do not fit the indices
+/// are an error, before anything is written.
 pub fn sparse_adam(
     bags: &[&SparseBag],
-    weight: &Tensor,
-    m: &Tensor,
-    v: &Tensor,
+    weight: WithMoments,
+    bias: Option<WithMoments>,
     step: AdamStep,
     scratch: &mut Scratch,
 ) -> Result<(), String> {
-    let size = weight.size();
-    let (inputs, width) = (size[0] as usize, size[1] as usize);
-    for t in [weight, m, v] {
-        if t.size() != size
-            || t.kind() != Kind::Float
-            || !t.is_contiguous()
-            || t.device() != tch::Device::Cpu
-        {
-            return Err(format!(
-                "sparse Adam wants contiguous f32 CPU tensors of {size:?}"
-            ));
-        }
+    let size = weight.param.size();
+    if size.len() != 2 {
+        return Err(format!(
+            "a transformer weight is [inputs, width], not {size:?}"
+        ));
     }
-    // The leaves' gradients, side by side: entry `k` of the sort is row `k` of `grads`.
-    let mut grads = Vec::with_capacity(bags.len());
+    let (inputs, width) = (size[0] as usize, size[1] as usize);
+    let Scratch {
+        starts,
+        entries,
+        grads,
+    } = scratch;
+
+    // Every bag's indices and offsets, checked; the leaves' gradients side by side in
+    // `grads` (entry `k` of the sort is row `k` there), masked where a clamp cut them.
     let mut bag_indices = Vec::with_capacity(bags.len());
+    let mut rows_total = 0usize;
     for bag in bags {
+        let indices = Vec::<i32>::try_from(&bag.indices).map_err(|e| e.to_string())?;
+        let offsets = Vec::<i32>::try_from(&bag.offsets).map_err(|e| e.to_string())?;
+        if offsets.first().is_some_and(|&o| o != 0) {
+            return Err(format!("offsets start at {:?}, not 0", offsets.first()));
+        }
+        rows_total += offsets.len();
+        bag_indices.push((indices, offsets));
+    }
+    grads.clear();
+    grads.resize(rows_total * width, 0.0);
+    let mut at = 0usize;
+    for (bag, (_, offsets)) in bags.iter().zip(&bag_indices) {
         let g = bag.leaf.grad();
         if !g.defined() {
             return Ok(()); // the loss did not depend on this step's transformer output
         }
-        let indices = Vec::<i32>::try_from(&bag.indices).map_err(|e| e.to_string())?;
-        let offsets = Vec::<i32>::try_from(&bag.offsets).map_err(|e| e.to_string())?;
-        // Every index belongs to exactly one row, and each row has a gradient row.
-        if offsets.first().is_some_and(|&o| o != 0) || g.size()[0] != offsets.len() as i64 {
+        let want = [offsets.len() as i64, width as i64];
+        if g.size() != want || g.kind() != Kind::Float || bag.leaf.size() != want {
             return Err(format!(
-                "{} offsets starting at {:?} for a gradient of {:?}",
-                offsets.len(),
-                offsets.first(),
+                "gradient of shape {:?}, expected {want:?}",
                 g.size()
             ));
         }
-        grads.push(g.contiguous());
-        bag_indices.push((indices, offsets));
+        let (g, y) = (g.contiguous(), bag.leaf.contiguous());
+        let n = offsets.len() * width;
+        // SAFETY: both are contiguous f32 CPU tensors of `n` values (checked above), alive
+        // until the end of this block.
+        let (g, y) = unsafe {
+            (
+                std::slice::from_raw_parts(g.data_ptr() as *const f32, n),
+                std::slice::from_raw_parts(y.data_ptr() as *const f32, n),
+            )
+        };
+        let out = &mut grads[at..at + n];
+        if bag.bias.is_some() {
+            for ((o, &g), &y) in out.iter_mut().zip(g).zip(y) {
+                *o = if y > 0.0 && y < 1.0 { g } else { 0.0 };
+            }
+        } else {
+            out.copy_from_slice(g);
+        }
+        at += n;
     }
-    let grads = Tensor::cat(&grads, 0);
-    if grads.size() != [grads.size()[0], width as i64] || grads.kind() != Kind::Float {
-        return Err(format!(
-            "gradient of shape {:?}, expected [_, {width}]",
-            grads.size()
-        ));
-    }
-    // SAFETY: `grads` is a contiguous f32 CPU tensor we own for the rest of this function.
-    let g: &[f32] =
-        unsafe { std::slice::from_raw_parts(grads.data_ptr() as *const f32, grads.numel()) };
+    let g: &[f32] = grads;
 
     // Counting sort of every occurrence by feature: `entries[starts[f]..starts[f + 1]]` are
     // the gradient rows that read feature f, ascending.
-    let Scratch { starts, entries } = scratch;
     starts.clear();
     starts.resize(inputs + 1, 0);
     let mut total = 0usize;
@@ -177,22 +284,19 @@ pub fn sparse_adam(
         }
         row_base += rows as u32;
     }
-
-    // SAFETY: the three tensors are contiguous f32 CPU tensors of `inputs × width` (checked
-    // above), distinct parameters, and nothing else touches them during the optimizer step.
-    let (w, m, v) = unsafe {
-        (
-            std::slice::from_raw_parts_mut(weight.data_ptr() as *mut f32, inputs * width),
-            std::slice::from_raw_parts_mut(m.data_ptr() as *mut f32, inputs * width),
-            std::slice::from_raw_parts_mut(v.data_ptr() as *mut f32, inputs * width),
-        )
+    let bias = match &bias {
+        Some(b) => Some(b.slices(width)?),
+        None => None,
     };
-    // As torch.optim.Adam computes it: m ← lerp(m, g, 1−β1), v ← lerp(v, g², 1−β2),
-    // w ← w − (lr/c1)·m / (√v/√c2 + ε).
-    let (b1, b2) = ((1.0 - step.beta1) as f32, (1.0 - step.beta2) as f32);
-    let sqrt_c2 = step.c2.sqrt() as f32;
-    let eps = step.eps as f32;
-    let step_size = (step.lr / step.c1) as f32;
+    let [w, m, v] = weight.slices(inputs * width)?;
+
+    let k = RowConstants {
+        b1: (1.0 - step.beta1) as f32,
+        b2: (1.0 - step.beta2) as f32,
+        sqrt_c2: step.c2.sqrt() as f32,
+        eps: step.eps as f32,
+        step_size: (step.lr / step.c1) as f32,
+    };
     let chunk = FEATURES_PER_TASK * width;
     w.par_chunks_mut(chunk)
         .zip(m.par_chunks_mut(chunk))
@@ -201,13 +305,13 @@ pub fn sparse_adam(
         .for_each(|(task, ((w, m), v))| {
             let mut acc = vec![0f32; width];
             let first = task * FEATURES_PER_TASK;
-            for (k, ((w, m), v)) in w
+            for (i, ((w, m), v)) in w
                 .chunks_exact_mut(width)
                 .zip(m.chunks_exact_mut(width))
                 .zip(v.chunks_exact_mut(width))
                 .enumerate()
             {
-                let f = first + k;
+                let f = first + i;
                 let rows = &entries[starts[f] as usize..starts[f + 1] as usize];
                 if rows.is_empty() {
                     continue;
@@ -219,14 +323,19 @@ pub fn sparse_adam(
                         *a += s;
                     }
                 }
-                for (((w, m), v), &g) in w.iter_mut().zip(m.iter_mut()).zip(v.iter_mut()).zip(&acc)
-                {
-                    *m += b1 * (g - *m);
-                    *v += b2 * (g * g - *v);
-                    *w -= step_size * *m / (v.sqrt() / sqrt_c2 + eps);
-                }
+                adam_row(w, m, v, &acc, &k);
             }
         });
+    if let Some([bw, bm, bv]) = bias {
+        // Column sums of the masked gradient, in row order.
+        let mut acc = vec![0f32; width];
+        for row in g.chunks_exact(width) {
+            for (a, s) in acc.iter_mut().zip(row) {
+                *a += s;
+            }
+        }
+        adam_row(bw, bm, bv, &acc, &k);
+    }
     Ok(())
 }
 
@@ -280,7 +389,12 @@ mod tests {
         (out * &coeffs).sum(Kind::Float).backward();
         let (ms, vs) = (ws.zeros_like(), ws.zeros_like());
         let refs: Vec<&SparseBag> = bags.bags.iter().collect();
-        sparse_adam(&refs, &ws, &ms, &vs, s, &mut Scratch::default()).unwrap();
+        let weight = WithMoments {
+            param: &ws,
+            m: &ms,
+            v: &vs,
+        };
+        sparse_adam(&refs, weight, None, s, &mut Scratch::default()).unwrap();
 
         let used = want.narrow(0, 0, 4);
         assert!(
@@ -317,8 +431,14 @@ mod tests {
                 leaf: leaf.shallow_clone(),
                 indices: Tensor::from_slice(&[0i32, bad]),
                 offsets: Tensor::from_slice(&[0i32]),
+                bias: None,
             };
-            let e = sparse_adam(&[&b], &w, &m, &v, step(1), &mut Scratch::default()).unwrap_err();
+            let weight = WithMoments {
+                param: &w,
+                m: &m,
+                v: &v,
+            };
+            let e = sparse_adam(&[&b], weight, None, step(1), &mut Scratch::default()).unwrap_err();
             assert!(
                 e.contains(&format!("feature index {bad} outside 0..4")),
                 "{e}"
@@ -339,10 +459,88 @@ mod tests {
                 leaf,
                 indices: Tensor::from_slice(indices),
                 offsets: Tensor::from_slice(offsets),
+                bias: None,
             };
-            let got = sparse_adam(&[&b], &w, &m, &v, step(1), &mut Scratch::default());
+            let weight = WithMoments {
+                param: &w,
+                m: &m,
+                v: &v,
+            };
+            let got = sparse_adam(&[&b], weight, None, step(1), &mut Scratch::default());
             assert!(got.is_err(), "{indices:?} {offsets:?}");
         }
         assert_eq!(w.abs().sum(Kind::Float).double_value(&[]), 0.0);
+    }
+
+    /// The clamped bag with its bias: the same step as libtorch's `clamp(bag + bias)` with
+    /// dense Adam, for the touched rows and the bias.
+    #[test]
+    fn a_clamped_bag_with_bias_steps_as_libtorch_s_clamp_and_dense_adam() {
+        tch::manual_seed(5);
+        let w0 = Tensor::rand([6, 3], (Kind::Float, tch::Device::Cpu)) * 0.6 - 0.2;
+        let b0 = Tensor::from_slice(&[0.1f32, -0.3, 0.4]);
+        let (indices, offsets, coeffs) = batch();
+        let s = step(1);
+
+        let (wd, bd) = (
+            w0.copy().set_requires_grad(true),
+            b0.copy().set_requires_grad(true),
+        );
+        let out = (Tensor::embedding_bag::<Tensor>(
+            &wd, &indices, &offsets, false, 0, false, None, false,
+        )
+        .0 + &bd)
+            .clamp(0.0, 1.0);
+        // Some entries are clamped, some not: the mask matters.
+        let inside = out
+            .gt(0.0)
+            .logical_and(&out.lt(1.0))
+            .sum(Kind::Int64)
+            .int64_value(&[]);
+        assert!(inside > 0 && inside < 9, "{out}");
+        (out * &coeffs).sum(Kind::Float).backward();
+        let dense = |p: &Tensor, g: &Tensor| {
+            let m = g * (1.0 - s.beta1);
+            let v = g * g * (1.0 - s.beta2);
+            p - (m * (s.lr / s.c1)) / (v.sqrt() / s.c2.sqrt() + s.eps)
+        };
+        let (want_w, want_b) = (dense(&w0, &wd.grad()), dense(&b0, &bd.grad()));
+
+        let (ws, bs) = (w0.copy(), b0.copy());
+        let mut bags = SparseBags::default();
+        let out = bags.clamped_bag(("ft.weight", &ws), ("ft.bias", &bs), &indices, &offsets);
+        (out * &coeffs).sum(Kind::Float).backward();
+        let (wm, wv, bm, bv) = (
+            ws.zeros_like(),
+            ws.zeros_like(),
+            bs.zeros_like(),
+            bs.zeros_like(),
+        );
+        let refs: Vec<&SparseBag> = bags.bags.iter().collect();
+        sparse_adam(
+            &refs,
+            WithMoments {
+                param: &ws,
+                m: &wm,
+                v: &wv,
+            },
+            Some(WithMoments {
+                param: &bs,
+                m: &bm,
+                v: &bv,
+            }),
+            s,
+            &mut Scratch::default(),
+        )
+        .unwrap();
+        // Rows with a zero gradient (every bag reading them clamped) move in neither: dense
+        // Adam's first step of a zero gradient is zero too.
+        assert!(
+            ws.narrow(0, 0, 4)
+                .allclose(&want_w.narrow(0, 0, 4), 1e-6, 1e-6, false),
+            "{ws} vs {want_w}"
+        );
+        assert!(bs.allclose(&want_b, 1e-6, 1e-6, false), "{bs} vs {want_b}");
+        assert!(!bs.equal(&b0));
     }
 }

@@ -278,19 +278,29 @@ impl Adam {
             c1,
             c2,
         };
-        for (i, (name, p)) in model.params.iter().enumerate() {
+        let with_moments = |i: usize| crate::sparse::WithMoments {
+            param: &model.params[i].1,
+            m: &self.m[i],
+            v: &self.v[i],
+        };
+        for (i, (name, _)) in model.params.iter().enumerate() {
             let of_param: Vec<_> = bags.bags.iter().filter(|b| &b.param == name).collect();
-            if !of_param.is_empty() {
-                crate::sparse::sparse_adam(
-                    &of_param,
-                    p,
-                    &self.m[i],
-                    &self.v[i],
-                    step,
-                    &mut self.scratch,
-                )
+            let Some(first) = of_param.first() else {
+                continue;
+            };
+            let bias = match &first.bias {
+                Some(b) => Some(
+                    model
+                        .params
+                        .iter()
+                        .position(|(n, _)| n == b)
+                        .map(with_moments)
+                        .ok_or_else(|| TrainError::Internal(format!("no parameter {b}")))?,
+                ),
+                None => None,
+            };
+            crate::sparse::sparse_adam(&of_param, with_moments(i), bias, step, &mut self.scratch)
                 .map_err(|e| TrainError::Internal(format!("sparse update of {name}: {e}")))?;
-            }
         }
         tch::no_grad(|| {
             for (i, (_, p)) in model.params.iter().enumerate() {
