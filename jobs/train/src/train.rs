@@ -70,10 +70,6 @@ pub(crate) struct Setup {
     pub(crate) source: Arc<LakeChunks>,
 }
 
-/// `--ft-update auto` updates the transformer sparsely on the CPU for feature sets wider
-/// than this (halfkp, halfka_v2_hm), densely for all768.
-pub const SPARSE_MIN_INPUTS: usize = 768;
-
 /// The device a run trains on: `cpu`; `cuda` (an error saying why when CUDA cannot be used
 /// here); `auto`, CUDA when it can be used and the CPU otherwise.
 ///
@@ -147,9 +143,9 @@ pub(crate) fn resolve(
     };
     let device = select_device(spec.device)?;
     let sparse_ft = match (spec.ft_update, device) {
-        // all768's batches touch every one of its 768 rows: nothing to skip, and the dense
-        // path measures faster there (docs/BENCHMARKS.md, "Sparse on the CPU").
-        (FtUpdate::Auto, d) => d == Device::Cpu && features.inputs() > SPARSE_MIN_INPUTS,
+        // Faster on the CPU for every feature set, all768 included, whose batches touch
+        // nearly all of its rows (docs/BENCHMARKS.md, "Sparse on the CPU"); GPUs stay dense.
+        (FtUpdate::Auto, d) => d == Device::Cpu,
         (FtUpdate::Sparse, Device::Cpu) => true,
         (FtUpdate::Sparse, d) => {
             return Err(TrainError::Spec(format!(
