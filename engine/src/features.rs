@@ -550,37 +550,44 @@ impl FeatureSetKind {
             if men > MAX_MEN {
                 return Err(FeatureError::TooManyMen(men));
             }
-            for (perspective, out) in [(turn, first), (turn.other(), second)] {
-                let king = if S::KING_RELATIVE {
-                    let kings = planes[6 * black(perspective) as usize + 5];
-                    if kings.count_ones() != 1 {
-                        return Err(FeatureError::NoKing(perspective));
-                    }
-                    Square::new(kings.trailing_zeros())
-                } else {
-                    Square::A1
-                };
-                // Into a buffer on the stack, then one copy: the loader's hot loop, where a
-                // `push` per feature (length and capacity in memory) costs more than the
-                // index arithmetic.
-                let mut found = [0i32; MAX_MEN as usize];
-                let mut n = 0;
-                for (c, color) in Color::ALL.into_iter().enumerate() {
-                    for (r, role) in Role::ALL.into_iter().enumerate() {
-                        let piece = Piece { color, role };
-                        let mut rest = planes[6 * c + r];
-                        while rest != 0 {
-                            let sq = Square::new(rest.trailing_zeros());
-                            rest &= rest - 1;
-                            if let Some(i) = S::index(perspective, king, piece, sq) {
-                                found[n] = i as i32;
-                                n += 1;
-                            }
+            let king = |perspective: Color| {
+                if !S::KING_RELATIVE {
+                    return Ok(Square::A1);
+                }
+                let kings = planes[6 * black(perspective) as usize + 5];
+                if kings.count_ones() != 1 {
+                    return Err(FeatureError::NoKing(perspective));
+                }
+                Ok(Square::new(kings.trailing_zeros()))
+            };
+            let (us, them) = (turn, turn.other());
+            let (our_king, their_king) = (king(us)?, king(them)?);
+            // Both perspectives in one pass over the men, each into a buffer on the stack,
+            // then one copy each: the loader's hot loop, where a `push` per feature (length
+            // and capacity in memory) cost more than the index arithmetic.
+            let mut ours = [0i32; MAX_MEN as usize];
+            let mut theirs = [0i32; MAX_MEN as usize];
+            let (mut n_ours, mut n_theirs) = (0, 0);
+            for (c, color) in Color::ALL.into_iter().enumerate() {
+                for (r, role) in Role::ALL.into_iter().enumerate() {
+                    let piece = Piece { color, role };
+                    let mut rest = planes[6 * c + r];
+                    while rest != 0 {
+                        let sq = Square::new(rest.trailing_zeros());
+                        rest &= rest - 1;
+                        if let Some(i) = S::index(us, our_king, piece, sq) {
+                            ours[n_ours] = i as i32;
+                            n_ours += 1;
+                        }
+                        if let Some(i) = S::index(them, their_king, piece, sq) {
+                            theirs[n_theirs] = i as i32;
+                            n_theirs += 1;
                         }
                     }
                 }
-                out.extend_from_slice(&found[..n]);
             }
+            first.extend_from_slice(&ours[..n_ours]);
+            second.extend_from_slice(&theirs[..n_theirs]);
             Ok(())
         }
         dispatch!(self, S => pair::<S>(planes, turn, first, second))

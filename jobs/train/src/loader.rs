@@ -500,26 +500,10 @@ pub fn stream_batches(
             };
             let mut current = new_batch();
             let mut emitted = 0usize;
-            // Decoded pieces of the current chunk, their buffers reused chunk after chunk.
-            let mut pieces: Vec<Batch> = Vec::new();
-            for (i, read) in chunks {
-                let decoded = read.and_then(|b| {
-                    pool.install(|| {
-                        chunk_rows_into(
-                            &b,
-                            features,
-                            filter.as_ref(),
-                            mirror,
-                            &source.name(i),
-                            &mut pieces,
-                        )
-                    })
-                });
-                if let Err(e) = decoded {
-                    let _ = tx.send(Message::Batch(Err(e)));
-                    return;
-                }
-                for piece in &pieces {
+            // Cuts a decoded chunk's pieces into batches, in row order; false once the
+            // consumer is gone.
+            let mut emit = |pieces: &[Batch]| -> bool {
+                for piece in pieces {
                     let mut row = 0;
                     while row < piece.len() {
                         let take = (batch_size - current.len()).min(piece.len() - row);
@@ -534,7 +518,7 @@ pub fn stream_batches(
                             if emitted >= skip {
                                 let full = std::mem::replace(&mut current, new_batch());
                                 if tx.send(Message::Batch(Ok(full))).is_err() {
-                                    return;
+                                    return false;
                                 }
                             } else {
                                 current.clear();
@@ -543,6 +527,52 @@ pub fn stream_batches(
                         }
                     }
                 }
+                true
+            };
+            let decode = |(i, read): (usize, Result<RecordBatch, TrainError>),
+                          pieces: &mut Vec<Batch>| {
+                read.and_then(|b| {
+                    chunk_rows_into(
+                        &b,
+                        features,
+                        filter.as_ref(),
+                        mirror,
+                        &source.name(i),
+                        pieces,
+                    )
+                })
+            };
+            // Two sets of decoded pieces, their buffers reused chunk after chunk: the pool
+            // decodes the next chunk into one while this thread cuts the other into batches.
+            let (mut ready, mut next_pieces): (Vec<Batch>, Vec<Batch>) = (Vec::new(), Vec::new());
+            let mut chunks = chunks;
+            let mut decoded = match chunks.next() {
+                Some(first) => pool.install(|| decode(first, &mut ready)),
+                None => Ok(()),
+            };
+            let mut more = true;
+            while more {
+                if let Err(e) = decoded {
+                    let _ = tx.send(Message::Batch(Err(e)));
+                    return;
+                }
+                let next = chunks.next();
+                more = next.is_some();
+                let mut next_decoded = Ok(());
+                let mut consumer_alive = true;
+                pool.in_place_scope(|scope| {
+                    if let Some(next) = next {
+                        let (pieces, out) = (&mut next_pieces, &mut next_decoded);
+                        let decode = &decode;
+                        scope.spawn(move |_| *out = decode(next, pieces));
+                    }
+                    consumer_alive = emit(&ready);
+                });
+                if !consumer_alive {
+                    return;
+                }
+                std::mem::swap(&mut ready, &mut next_pieces);
+                decoded = next_decoded;
             }
             let _ = tx.send(Message::End);
         })
