@@ -163,7 +163,7 @@ pub fn bench_train(
     let out = (|| {
         let lake = Lake::open(dir.to_str().unwrap_or_default(), &HashMap::new())?;
         let ctx = JobContext::new(lake, rt.clone()).with_threads(threads);
-        let m = lakefish_jobs::shuffle::quiet_shuffle(&ctx, file, "bench", 4, 1)?;
+        let m = lakefish_jobs::shuffle::quiet_shuffle(&ctx, file, "bench", 16, 1)?;
         let keys: Vec<String> = m
             .chunks
             .iter()

@@ -68,6 +68,7 @@ pub struct Batch {
     pub nstm_offsets: Vec<i32>,
     pub score: Vec<f32>,
     pub result: Vec<f32>,
+    /// One per row, or empty when the stream was not asked for it ([`RowOptions::material`]).
     pub material: Vec<f32>,
 }
 
@@ -149,7 +150,9 @@ impl Batch {
         );
         self.score.extend_from_slice(&src.score[rows.clone()]);
         self.result.extend_from_slice(&src.result[rows.clone()]);
-        self.material.extend_from_slice(&src.material[rows]);
+        if !src.material.is_empty() {
+            self.material.extend_from_slice(&src.material[rows]);
+        }
     }
 }
 
@@ -269,11 +272,12 @@ pub fn chunk_rows(
     chunk: &str,
 ) -> Result<Vec<Batch>, TrainError> {
     let mut pieces = Vec::new();
-    chunk_rows_into(batch, features, filter, mirror, chunk, &mut pieces)?;
+    chunk_rows_into(batch, features, filter, mirror, true, chunk, &mut pieces)?;
     Ok(pieces)
 }
 
-/// [`chunk_rows`] into `pieces`, whose buffers are cleared and reused (grown as needed): the
+/// [`chunk_rows`] into `pieces`, with each row's material only when `with_material` (training
+/// batches do not use it; validation does), and whose buffers are cleared and reused (grown as needed): the
 /// loader hands the same pieces in for every chunk, so decoding writes into memory already
 /// paged in instead of faulting in fresh pages for each chunk.
 pub fn chunk_rows_into(
@@ -281,6 +285,7 @@ pub fn chunk_rows_into(
     features: FeatureSetKind,
     filter: Option<&MaskDefinition>,
     mirror: bool,
+    with_material: bool,
     chunk: &str,
     pieces: &mut Vec<Batch>,
 ) -> Result<(), TrainError> {
@@ -318,6 +323,9 @@ pub fn chunk_rows_into(
     pieces.resize_with(n, || {
         Batch::with_capacity(PIECE_ROWS, features.max_active())
     });
+    // The common case, every row kept: scores and results are converted column-wise, and no
+    // row is checked one by one.
+    let every_row = filter.is_none() && score.null_count() == 0 && result.null_count() == 0;
     pieces
         .par_iter_mut()
         .enumerate()
@@ -326,18 +334,8 @@ pub fn chunk_rows_into(
             let start = k * PIECE_ROWS;
             let end = (start + PIECE_ROWS).min(batch.num_rows());
             let mut active = Vec::with_capacity(features.max_active());
-            for i in start..end {
-                if !(score.is_valid(i) && result.is_valid(i)) {
-                    continue;
-                }
-                if let Some((def, moves, ply)) = filter_cols {
-                    let keep = boards
-                        .keep(def, i, moves.value(i), score.value(i), ply.value(i))
-                        .map_err(|reason| row_error(i, reason))?;
-                    if !keep {
-                        continue;
-                    }
-                }
+            // Row i's offsets, features and (when wanted) material into `out`.
+            let mut features_of = |i: usize, out: &mut Batch| -> Result<(), TrainError> {
                 let row_material = match boards {
                     // Packed: features straight from the piece planes, no board built.
                     Boards::Packed(b) => {
@@ -359,7 +357,7 @@ pub fn chunk_rows_into(
                                 &mut out.nstm_indices,
                             )
                             .map_err(|e| row_error(i, e.to_string()))?;
-                        material_of_planes(&planes, turn)
+                        with_material.then(|| material_of_planes(&planes, turn))
                     }
                     Boards::Fen(_) => {
                         let (mut board, turn) =
@@ -378,12 +376,38 @@ pub fn chunk_rows_into(
                             offsets.push(indices.len() as i32);
                             indices.extend(active.iter().map(|&f| f as i32));
                         }
-                        material(&board, turn)
+                        with_material.then(|| material(&board, turn))
                     }
                 };
+                out.material.extend(row_material);
+                Ok(())
+            };
+            let to_result = |r: i8| (r as f32 + 1.0) / 2.0;
+            if every_row {
+                for i in start..end {
+                    features_of(i, out)?;
+                }
+                out.score
+                    .extend(score.values()[start..end].iter().map(|&s| s as f32));
+                out.result
+                    .extend(result.values()[start..end].iter().map(|&r| to_result(r)));
+                return Ok(());
+            }
+            for i in start..end {
+                if !(score.is_valid(i) && result.is_valid(i)) {
+                    continue;
+                }
+                if let Some((def, moves, ply)) = filter_cols {
+                    let keep = boards
+                        .keep(def, i, moves.value(i), score.value(i), ply.value(i))
+                        .map_err(|reason| row_error(i, reason))?;
+                    if !keep {
+                        continue;
+                    }
+                }
+                features_of(i, out)?;
                 out.score.push(score.value(i) as f32);
-                out.result.push((result.value(i) as f32 + 1.0) / 2.0);
-                out.material.push(row_material);
+                out.result.push(to_result(result.value(i)));
             }
             Ok(())
         })
@@ -455,6 +479,9 @@ pub struct RowOptions {
     pub filter: Option<MaskDefinition>,
     /// Boards flipped a↔h before their features are taken ([`chunk_rows`]).
     pub mirror: bool,
+    /// Each row's material balance in [`Batch::material`] (the material-only baseline of
+    /// validation); left empty otherwise.
+    pub material: bool,
 }
 
 /// Streams batches of `batch_size` over `order` (chunk indices), skipping the first `skip`
@@ -472,7 +499,11 @@ pub fn stream_batches(
     skip: usize,
     threads: usize,
 ) -> BatchStream {
-    let RowOptions { filter, mirror } = rows;
+    let RowOptions {
+        filter,
+        mirror,
+        material: with_material,
+    } = rows;
     let columns = loader_columns(filter.is_some());
     assert!(batch_size > 0, "a batch holds at least one row");
     let (tx, rx) = sync_channel::<Message>(2);
@@ -537,6 +568,7 @@ pub fn stream_batches(
                         features,
                         filter.as_ref(),
                         mirror,
+                        with_material,
                         &source.name(i),
                         pieces,
                     )
@@ -674,8 +706,11 @@ mod tests {
                     fen.push(m.fen);
                     mv.push(m.uci);
                     let r = rng.next_u64();
-                    score.push((!r.is_multiple_of(7)).then_some((r % 2001) as i16 - 1000));
-                    result.push((!r.is_multiple_of(11)).then_some((r % 3) as i8 - 1));
+                    // Chunks 3 and 4 have every cell (the loader's column-wise path), the
+                    // others some empty scores and results.
+                    let full = chunk >= 3;
+                    score.push((full || !r.is_multiple_of(7)).then_some((r % 2001) as i16 - 1000));
+                    result.push((full || !r.is_multiple_of(11)).then_some((r % 3) as i8 - 1));
                 }
                 let rows = fen.len();
                 let columns: Vec<ArrayRef> = vec![
@@ -793,7 +828,13 @@ mod tests {
                     (2048, 1, true),
                     (4096, 0, false),
                 ] {
-                    let want = reference(&c, &order, features, filter, mirror, batch_size, skip);
+                    let mut want =
+                        reference(&c, &order, features, filter, mirror, batch_size, skip);
+                    // Material only when asked for (both ways across the cases).
+                    let material = !mirror;
+                    if !material {
+                        want.iter_mut().for_each(|b| b.material.clear());
+                    }
                     for threads in [1, 3, 8, 16] {
                         let mut stream = stream_batches(
                             c.clone(),
@@ -802,6 +843,7 @@ mod tests {
                             RowOptions {
                                 filter: filter.cloned(),
                                 mirror,
+                                material,
                             },
                             batch_size,
                             skip,

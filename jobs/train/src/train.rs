@@ -520,6 +520,7 @@ fn validate(
         RowOptions {
             filter: spec.filter.clone(),
             mirror: false,
+            material: true,
         },
         spec.batch_size.min(4096) as usize,
         0,
@@ -723,6 +724,8 @@ fn continue_run(
             RowOptions {
                 filter: spec.filter.clone(),
                 mirror: spec.mirror && at.epoch % 2 == 1,
+                // Training steps do not use it.
+                material: false,
             },
             batch_size,
             at.batch as usize,
