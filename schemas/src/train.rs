@@ -48,8 +48,8 @@ pub struct TrainSpec {
     pub seed: u64,
     #[serde(default)]
     pub device: DeviceChoice,
-    /// How the feature transformer's weights are updated: `auto` (sparse on the CPU, dense
-    /// on a GPU), `sparse` (only the rows a batch uses, lazy Adam; CPU only) or `dense`
+    /// How the feature transformer's weights are updated: `auto` (sparse on the CPU for
+    /// halfkp and halfka_v2_hm, else dense), `sparse` (only the rows a batch uses, lazy Adam; CPU only) or `dense`
     /// (Adam over every weight, libtorch's backward).
     #[serde(default, skip_serializing_if = "FtUpdate::is_auto")]
     pub ft_update: FtUpdate,
@@ -139,8 +139,8 @@ named_enum!(
 );
 
 named_enum!(
-    /// The feature transformer's update: `auto` (sparse on the CPU, dense on a
-    /// GPU),
+    /// The feature transformer's update: `auto` (sparse on the CPU for halfkp
+    /// and halfka_v2_hm, else dense),
     /// `sparse` (rows a batch uses only, lazy Adam; CPU only), `dense` (every weight).
     FtUpdate, "ft_update", {
         #[default]

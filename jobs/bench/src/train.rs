@@ -316,8 +316,11 @@ pub fn bench_train(
                     sparse = Some(sparse.map_or(rate, |s: f64| s.max(rate)));
                 }
             }
-            // As `--ft-update auto` trains: sparse on the CPU, dense on a GPU.
-            let trainer = sparse.unwrap_or(dense);
+            // As `--ft-update auto` trains: sparse on the CPU for the wide feature sets.
+            let trainer = match sparse {
+                Some(s) if features.inputs() > lakefish_train::train::SPARSE_MIN_INPUTS => s,
+                _ => dense,
+            };
             drop(tensors);
             let pytorch = match reference {
                 Some(r) => {

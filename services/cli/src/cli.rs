@@ -484,7 +484,8 @@ pub struct TrainArgs {
     /// auto, cpu or cuda.
     #[arg(long, default_value = "auto")]
     pub device: String,
-    /// The feature transformer's update: auto (sparse on the CPU, dense on a GPU), sparse
+    /// The feature transformer's update: auto (sparse on the CPU for halfkp and halfka_v2_hm,
+    /// else dense), sparse
     /// (only the rows a batch uses, lazy Adam, 1.2-1.6x faster than dense on the CPU; CPU
     /// only) or dense (Adam over every weight).
     #[arg(long, default_value = "auto")]
