@@ -143,17 +143,13 @@ impl Model {
         self.dense_inputs_with(b, None)
     }
 
-    fn dense_inputs_with(
-        &self,
-        b: &BatchTensors,
-        mut sparse: Option<&mut SparseBags>,
-    ) -> Vec<Tensor> {
+    fn dense_inputs_with(&self, b: &BatchTensors, sparse: Option<&mut SparseBags>) -> Vec<Tensor> {
         let ModelArch::Lakefish(arch) = &self.arch else {
             panic!("dense_inputs of a {} model", self.arch);
         };
         let w = self.param("ft.weight");
         let bias = self.param("ft.bias");
-        let clipped = match sparse.as_deref_mut() {
+        let clipped = match sparse {
             // Bias and clamp inside the sparse update: libtorch's clamp backward (a scalar
             // `where` over [batch, 2·l1]) was the largest single cost of a sparse step.
             Some(s) => {

@@ -125,9 +125,10 @@ pub struct WithMoments<'a> {
     pub v: &'a Tensor,
 }
 
-impl WithMoments<'_> {
-    /// The three as mutable slices, checked to be `len` contiguous f32 on the CPU.
-    fn slices(&self, len: usize) -> Result<[&mut [f32]; 3], String> {
+impl<'a> WithMoments<'a> {
+    /// The three as mutable slices, checked to be `len` contiguous f32 on the CPU. Takes
+    /// `self`, so each parameter's slices are made once per update.
+    fn slices(self, len: usize) -> Result<[&'a mut [f32]; 3], String> {
         let size = self.param.size();
         for t in [self.param, self.m, self.v] {
             let numel: i64 = t.size().iter().product();
@@ -284,7 +285,7 @@ pub fn sparse_adam(
         }
         row_base += rows as u32;
     }
-    let bias = match &bias {
+    let bias = match bias {
         Some(b) => Some(b.slices(width)?),
         None => None,
     };
