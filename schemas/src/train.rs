@@ -239,3 +239,52 @@ pub struct RunRecord {
     pub created: String,
     pub updated: String,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(extra: serde_json::Value) -> Result<TrainSpec, String> {
+        let mut v = serde_json::json!({ "shuffle": "sh-0123456789ab" });
+        v.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        serde_json::from_value(v).map_err(|e| e.to_string())
+    }
+
+    /// The feature-transformer update from a job payload: known names only, `auto` by
+    /// default and left out of the stored spec (records from before it read the same).
+    #[test]
+    fn ft_update_takes_its_names_and_refuses_garbage() {
+        let plain = spec(serde_json::json!({})).unwrap();
+        assert_eq!(plain.ft_update, FtUpdate::Auto);
+        assert!(
+            !serde_json::to_string(&plain).unwrap().contains("ft_update"),
+            "auto is not written"
+        );
+        let sparse = spec(serde_json::json!({ "ft_update": "sparse" })).unwrap();
+        assert_eq!(sparse.ft_update, FtUpdate::Sparse);
+        let back: TrainSpec =
+            serde_json::from_str(&serde_json::to_string(&sparse).unwrap()).unwrap();
+        assert_eq!(back, sparse);
+        // A wrong name is refused with the names that exist.
+        for name in ["fast", "", "Sparse"] {
+            let e = spec(serde_json::json!({ "ft_update": name })).unwrap_err();
+            assert!(
+                e.contains("expected one of `auto`, `sparse`, `dense`"),
+                "{name:?}: {e}"
+            );
+        }
+        // A wrong type is refused too (serde's own message, as for every field).
+        for garbage in [
+            serde_json::json!(42),
+            serde_json::json!(null),
+            serde_json::json!([]),
+        ] {
+            let e = spec(serde_json::json!({ "ft_update": garbage })).unwrap_err();
+            assert!(e.contains("invalid type"), "{garbage}: {e}");
+        }
+        let e = FtUpdate::parse("fast").unwrap_err();
+        assert!(e.contains("auto, sparse, dense"), "{e}");
+    }
+}

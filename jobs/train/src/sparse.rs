@@ -49,23 +49,37 @@ impl SparseBags {
         offsets: &Tensor,
     ) -> Tensor {
         let out = tch::no_grad(|| {
-            let mut out = Tensor::embedding_bag::<Tensor>(
-                weight, indices, offsets, false, 0, false, None, false,
-            )
-            .0;
+            let mut out = sum_bag(weight, indices, offsets);
             let _ = out.g_add_(bias).clamp_(0.0, 1.0);
             out
-        })
-        .set_requires_grad(true);
+        });
+        self.record(param, out, indices, offsets, Some(bias_name))
+    }
+
+    /// `out` as a fresh leaf that requires a gradient, recorded for the sparse update.
+    fn record(
+        &mut self,
+        param: &str,
+        out: Tensor,
+        indices: &Tensor,
+        offsets: &Tensor,
+        bias: Option<&str>,
+    ) -> Tensor {
+        let out = out.set_requires_grad(true);
         self.bags.push(SparseBag {
             param: param.to_string(),
             leaf: out.shallow_clone(),
             indices: indices.shallow_clone(),
             offsets: offsets.shallow_clone(),
-            bias: Some(bias_name.to_string()),
+            bias: bias.map(str::to_string),
         });
         out
     }
+}
+
+/// `embedding_bag` in sum mode: each row's features' weight rows added up.
+fn sum_bag(weight: &Tensor, indices: &Tensor, offsets: &Tensor) -> Tensor {
+    Tensor::embedding_bag::<Tensor>(weight, indices, offsets, false, 0, false, None, false).0
 }
 
 /// `embedding_bag` (sum) of `weight` (the parameter `param`). With `sparse`, without a
@@ -78,21 +92,13 @@ pub fn bag(
     indices: &Tensor,
     offsets: &Tensor,
 ) -> Tensor {
-    let bag = |w: &Tensor| {
-        Tensor::embedding_bag::<Tensor>(w, indices, offsets, false, 0, false, None, false).0
-    };
-    let Some(sparse) = sparse else {
-        return bag(weight);
-    };
-    let out = tch::no_grad(|| bag(weight)).set_requires_grad(true);
-    sparse.bags.push(SparseBag {
-        param: param.to_string(),
-        leaf: out.shallow_clone(),
-        indices: indices.shallow_clone(),
-        offsets: offsets.shallow_clone(),
-        bias: None,
-    });
-    out
+    match sparse {
+        None => sum_bag(weight, indices, offsets),
+        Some(sparse) => {
+            let out = tch::no_grad(|| sum_bag(weight, indices, offsets));
+            sparse.record(param, out, indices, offsets, None)
+        }
+    }
 }
 
 /// Adam's constants for one step: `lr`, the betas, epsilon and the bias corrections.
