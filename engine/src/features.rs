@@ -33,8 +33,8 @@ pub enum FeatureError {
     #[error("{0:?} has no king or more than one; king-relative features need exactly one")]
     NoKing(Color),
     /// A legal chess position has at most 32 men.
-    #[error("{0} men on the board; at most {MAX_MEN} fit a position")]
-    TooManyMen(u32),
+    #[error("more than {MAX_MEN} men on the board; at most {MAX_MEN} fit a position")]
+    TooManyMen,
 }
 
 /// The most men a board holds: what the feature buffers are sized for.
@@ -59,6 +59,20 @@ pub trait FeatureSet {
     const MAX_ACTIVE: usize;
     /// Whether indices depend on the perspective's king square.
     const KING_RELATIVE: bool;
+
+    /// [`FeatureSet::index`] split the way the loader computes it: in one pass over a
+    /// position's men, before it knows where the kings stand. With `b = black(perspective)`,
+    /// `(x, a) = king_terms(perspective, king)` and `code = piece_code(piece)`:
+    /// `index = ((PIECE_TERMS[b][code] + (sq ^ SQUARE_FLIP[b])) ^ x) + a`, and
+    /// `PIECE_TERMS[b][code] == NO_INPUT` exactly where `index` is `None` (and for the codes
+    /// that are no piece). A test checks this for every set, perspective, king, piece and square.
+    const PIECE_TERMS: [[u32; 16]; 2];
+    /// See [`FeatureSet::PIECE_TERMS`].
+    const SQUARE_FLIP: [u32; 2];
+    /// 1 for the piece codes the set has an input for, else 0 (from `PIECE_TERMS`).
+    const HAS_INPUT: [u32; 16] = has_input(&Self::PIECE_TERMS[0]);
+    /// See [`FeatureSet::PIECE_TERMS`]: the XOR and the addend the own king's square brings.
+    fn king_terms(perspective: Color, king: Square) -> (u32, u32);
 
     /// Feature of `piece` on `sq` seen from `perspective`, whose own king stands on `king`
     /// (ignored by sets that are not king-relative). `None` when the set has no input for the
@@ -148,6 +162,51 @@ const fn role_index(role: Role) -> u32 {
     role as u32 - 1
 }
 
+/// A piece as one 4-bit code, as packed boards store it: the role in bits 0-2 (pawn 1 …
+/// king 6), bit 3 set for Black. Codes 0, 7, 8 and 15 are no piece.
+pub const fn piece_code(piece: Piece) -> u32 {
+    piece.role as u32 | (black(piece.color) << 3)
+}
+
+/// [`FeatureSet::PIECE_TERMS`]' marker for a piece code without an input.
+pub const NO_INPUT: u32 = u32::MAX;
+
+/// `[PIECE_TERMS[0], PIECE_TERMS[1]]` of a set whose term for a piece of `role` (pawn 0 …
+/// king 5) that is `them` (0 or 1) is the `Option<u32>` expression given (`None`: no input).
+macro_rules! piece_terms {
+    (|$role:ident, $them:ident| $term:expr) => {{
+        const fn term($role: u32, $them: u32) -> Option<u32> {
+            $term
+        }
+        let mut out = [[NO_INPUT; 16]; 2];
+        let mut b = 0;
+        while b < 2 {
+            let mut code = 0;
+            while code < 16 {
+                let role = code & 7;
+                if role >= 1 && role <= 6 {
+                    if let Some(t) = term(role - 1, b ^ (code >> 3)) {
+                        out[b as usize][code as usize] = t;
+                    }
+                }
+                code += 1;
+            }
+            b += 1;
+        }
+        out
+    }};
+}
+
+const fn has_input(terms: &[u32; 16]) -> [u32; 16] {
+    let mut out = [0; 16];
+    let mut code = 0;
+    while code < 16 {
+        out[code] = (terms[code] != NO_INPUT) as u32;
+        code += 1;
+    }
+    out
+}
+
 /// Twelve piece planes of 64 squares, no king dependence: the smallest set, useful as a
 /// baseline and for quick experiments.
 ///
@@ -162,6 +221,14 @@ impl FeatureSet for All768 {
     const INPUTS: usize = 768;
     const MAX_ACTIVE: usize = 32;
     const KING_RELATIVE: bool = false;
+
+    const PIECE_TERMS: [[u32; 16]; 2] = piece_terms!(|role, them| Some(384 * them + 64 * role));
+    const SQUARE_FLIP: [u32; 2] = [0, 56];
+
+    #[inline]
+    fn king_terms(_perspective: Color, _king: Square) -> (u32, u32) {
+        (0, 0)
+    }
 
     #[inline]
     fn index(perspective: Color, _king: Square, piece: Piece, sq: Square) -> Option<u32> {
@@ -193,6 +260,19 @@ impl FeatureSet for HalfKp {
     const INPUTS: usize = 64 * (10 * 64 + 1);
     const MAX_ACTIVE: usize = 30;
     const KING_RELATIVE: bool = true;
+
+    // Kings have no input.
+    const PIECE_TERMS: [[u32; 16]; 2] = piece_terms!(|role, them| if role == 5 {
+        None
+    } else {
+        Some(1 + 64 * (2 * role + them))
+    });
+    const SQUARE_FLIP: [u32; 2] = [0, 63];
+
+    #[inline]
+    fn king_terms(perspective: Color, king: Square) -> (u32, u32) {
+        (0, 641 * (king.to_u32() ^ (63 * black(perspective))))
+    }
 
     #[inline]
     fn index(perspective: Color, king: Square, piece: Piece, sq: Square) -> Option<u32> {
@@ -247,6 +327,20 @@ impl FeatureSet for HalfKaV2Hm {
     const INPUTS: usize = 32 * 11 * 64;
     const MAX_ACTIVE: usize = 32;
     const KING_RELATIVE: bool = true;
+
+    // Both kings share plane 10.
+    const PIECE_TERMS: [[u32; 16]; 2] = piece_terms!(|role, them| if role == 5 {
+        Some(64 * 10)
+    } else {
+        Some(64 * (2 * role + them))
+    });
+    const SQUARE_FLIP: [u32; 2] = [0, 56];
+
+    #[inline]
+    fn king_terms(perspective: Color, king: Square) -> (u32, u32) {
+        let horizontal = Self::orientation(perspective, king) & 7;
+        (horizontal, 704 * Self::king_bucket(perspective, king))
+    }
 
     #[inline]
     fn index(perspective: Color, king: Square, piece: Piece, sq: Square) -> Option<u32> {
@@ -528,69 +622,95 @@ impl FeatureSetKind {
         dispatch!(self, S => S::active(board, perspective, out))
     }
 
-    /// Both perspectives' features of a board given as twelve piece planes (index
-    /// `6·colour + role`, White first, pawn … king; bit i = square i), `turn`'s appended to
-    /// `first` and the other side's to `second`, as `i32` (the batch layout). The same lists
-    /// in the same order as [`FeatureSetKind::active_features`] on the same board, without a
-    /// shakmaty board in between: the loader's path for packed boards.
-    pub fn active_pair_from_planes(
+    /// Both perspectives' features of a position given as its men, `(square, piece code)`
+    /// ([`piece_code`]; squares 0..64) in ascending square order: `turn`'s appended to `first`
+    /// and the other side's to `second`, as `i32` (the batch layout), one entry per man with
+    /// an input, in the men's order. With `mirror` every square is flipped a↔h first. The
+    /// same features as [`FeatureSetKind::active_features`] on the same board (which lists
+    /// them by piece): the loader's path, one pass over the men with no branch per man and no
+    /// board built. Codes that are no piece get no feature; the caller vouches for them.
+    pub fn active_pair_from_men(
         self,
-        planes: &[u64; 12],
+        men: impl Iterator<Item = (u32, u32)>,
         turn: Color,
+        mirror: bool,
         first: &mut Vec<i32>,
         second: &mut Vec<i32>,
     ) -> Result<(), FeatureError> {
+        /// Where each code's square goes while the men pass: White's king, Black's, nowhere.
+        const KING_SLOT: [usize; 16] = [2, 2, 2, 2, 2, 2, 0, 2, 2, 2, 2, 2, 2, 2, 1, 2];
+        /// Kings counted in one register: White's in bits 0-7, Black's in bits 8-15.
+        const KING_COUNT: [u32; 16] = [0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 1 << 8, 0];
         fn pair<S: FeatureSet>(
-            planes: &[u64; 12],
+            men: impl Iterator<Item = (u32, u32)>,
             turn: Color,
+            mirror: bool,
             first: &mut Vec<i32>,
             second: &mut Vec<i32>,
         ) -> Result<(), FeatureError> {
-            let men: u32 = planes.iter().map(|p| p.count_ones()).sum();
-            if men > MAX_MEN {
-                return Err(FeatureError::TooManyMen(men));
-            }
-            let king = |perspective: Color| {
-                if !S::KING_RELATIVE {
-                    return Ok(Square::A1);
-                }
-                let kings = planes[6 * black(perspective) as usize + 5];
-                if kings.count_ones() != 1 {
-                    return Err(FeatureError::NoKing(perspective));
-                }
-                Ok(Square::new(kings.trailing_zeros()))
-            };
             let (us, them) = (turn, turn.other());
-            let (our_king, their_king) = (king(us)?, king(them)?);
-            // Both perspectives in one pass over the men, each into a buffer on the stack,
-            // then one copy each: the loader's hot loop, where a `push` per feature (length
-            // and capacity in memory) cost more than the index arithmetic.
-            let mut ours = [0i32; MAX_MEN as usize];
-            let mut theirs = [0i32; MAX_MEN as usize];
-            let (mut n_ours, mut n_theirs) = (0, 0);
-            for (c, color) in Color::ALL.into_iter().enumerate() {
-                for (r, role) in Role::ALL.into_iter().enumerate() {
-                    let piece = Piece { color, role };
-                    let mut rest = planes[6 * c + r];
-                    while rest != 0 {
-                        let sq = Square::new(rest.trailing_zeros());
-                        rest &= rest - 1;
-                        if let Some(i) = S::index(us, our_king, piece, sq) {
-                            ours[n_ours] = i as i32;
-                            n_ours += 1;
-                        }
-                        if let Some(i) = S::index(them, their_king, piece, sq) {
-                            theirs[n_theirs] = i as i32;
-                            n_theirs += 1;
-                        }
-                    }
+            let mirror = if mirror { 7 } else { 0 };
+            let terms_us = &S::PIECE_TERMS[black(us) as usize];
+            let terms_them = &S::PIECE_TERMS[black(them) as usize];
+            let flip_us = S::SQUARE_FLIP[black(us) as usize] ^ mirror;
+            let flip_them = S::SQUARE_FLIP[black(them) as usize] ^ mirror;
+            // Written into stack buffers indexed `& 63`, so no write is bounds-checked (at most
+            // 32 men are taken, and the write for a man without an input lands one past the
+            // last feature, overwritten by the next); no length bookkeeping per feature.
+            let mut ours = [0u32; 64];
+            let mut theirs = [0u32; 64];
+            let (mut n, mut seen) = (0usize, 0u32);
+            let mut kings = [0u32; 4];
+            let mut king_counts = 0u32;
+            let mut too_many = false;
+            for (sq, code) in men {
+                if seen == MAX_MEN {
+                    too_many = true;
+                    break;
                 }
+                seen += 1;
+                let code = (code & 15) as usize;
+                ours[n & 63] = terms_us[code].wrapping_add(sq ^ flip_us);
+                theirs[n & 63] = terms_them[code].wrapping_add(sq ^ flip_them);
+                n += S::HAS_INPUT[code] as usize;
+                kings[KING_SLOT[code] & 3] = (sq ^ mirror) & 63;
+                king_counts += KING_COUNT[code];
             }
-            first.extend_from_slice(&ours[..n_ours]);
-            second.extend_from_slice(&theirs[..n_theirs]);
+            let king_count = |c: Color| (king_counts >> (8 * black(c))) & 0xff;
+            if too_many {
+                return Err(FeatureError::TooManyMen);
+            } else if S::KING_RELATIVE && king_count(us) != 1 {
+                return Err(FeatureError::NoKing(us));
+            } else if S::KING_RELATIVE && king_count(them) != 1 {
+                return Err(FeatureError::NoKing(them));
+            }
+            let n = n.min(MAX_MEN as usize);
+            for (features, perspective, out) in [(&ours, us, first), (&theirs, them, second)] {
+                let king = Square::new(kings[black(perspective) as usize]);
+                let (x, a) = S::king_terms(perspective, king);
+                out.extend(features[..n].iter().map(|&f| ((f ^ x) + a) as i32));
+            }
             Ok(())
         }
-        dispatch!(self, S => pair::<S>(planes, turn, first, second))
+        dispatch!(self, S => pair::<S>(men, turn, mirror, first, second))
+    }
+
+    /// The men of `board` as [`FeatureSetKind::active_pair_from_men`] takes them.
+    pub fn men_of_board(board: &Board) -> impl Iterator<Item = (u32, u32)> + '_ {
+        // Each square's code from four bitboards, one per bit of the code ([`piece_code`]):
+        // no search through the piece sets per square.
+        let bits = |roles: [Role; 3]| roles.iter().fold(0u64, |b, &r| b | board.by_role(r).0);
+        let code_bits = [
+            bits([Role::Pawn, Role::Bishop, Role::Queen]),
+            bits([Role::Knight, Role::Bishop, Role::King]),
+            bits([Role::Rook, Role::Queen, Role::King]),
+            board.black().0,
+        ];
+        board.occupied().into_iter().map(move |sq| {
+            let sq = sq.to_u32();
+            let code = (0..4).fold(0, |c, k| c | (((code_bits[k] >> sq) & 1) as u32) << k);
+            (sq, code)
+        })
     }
 
     /// See [`FeatureSet::needs_refresh`].

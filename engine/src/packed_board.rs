@@ -192,7 +192,7 @@ pub fn pack_fen(fen: &str) -> Result<PackedBoard, PackError> {
 }
 
 /// The men of a packed board as (square, code) in ascending square order, checked.
-fn men(b: &PackedBoard) -> Result<impl Iterator<Item = (u8, u8)> + '_, UnpackError> {
+fn men_of(b: &PackedBoard) -> Result<impl Iterator<Item = (u8, u8)> + '_, UnpackError> {
     let occupancy = u64::from_le_bytes(b[..8].try_into().expect("8 bytes"));
     if occupancy.count_ones() > 32 {
         return Err(UnpackError::TooManyMen);
@@ -222,7 +222,7 @@ pub fn from_bytes(bytes: &[u8]) -> Result<&PackedBoard, UnpackError> {
 /// the saturation limits.
 pub fn unpack_fen(b: &PackedBoard) -> Result<String, UnpackError> {
     let mut letters = [0u8; 64];
-    for (sq, code) in men(b)? {
+    for (sq, code) in men_of(b)? {
         letters[sq as usize] = piece_letter(code).ok_or(UnpackError::Piece { code, square: sq })?;
     }
     let mut out = String::with_capacity(90);
@@ -283,7 +283,7 @@ pub fn unpack_fen(b: &PackedBoard) -> Result<String, UnpackError> {
 pub fn board_of(b: &PackedBoard) -> Result<(Board, Color), UnpackError> {
     let mut by_role = ByRole::<Bitboard>::default();
     let mut by_color = ByColor::<Bitboard>::default();
-    for (sq, code) in men(b)? {
+    for (sq, code) in men_of(b)? {
         let role = Role::try_from(code & 7).map_err(|_| UnpackError::Piece { code, square: sq })?;
         let bit = Bitboard::from_square(Square::new(sq as u32));
         *by_role.get_mut(role) |= bit;
@@ -321,7 +321,7 @@ pub fn planes_of(b: &PackedBoard) -> Result<([u64; 12], Color), UnpackError> {
     }
     if planes[12..].iter().any(|&p| p != 0) {
         // Slow path, for the error message: the first man whose code is no piece.
-        let (square, code) = men(b)?
+        let (square, code) = men_of(b)?
             .find(|&(_, code)| !(1..=6).contains(&(code & 7)))
             .expect("a spare plane holds a man");
         return Err(UnpackError::Piece { code, square });
@@ -332,6 +332,78 @@ pub fn planes_of(b: &PackedBoard) -> Result<([u64; 12], Color), UnpackError> {
         Color::White
     };
     Ok((planes[..12].try_into().expect("12 planes"), turn))
+}
+
+/// Why a packed board gives no feature lists.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BoardFeaturesError {
+    #[error("packed board: {0}")]
+    Unpack(#[from] UnpackError),
+    #[error(transparent)]
+    Features(#[from] crate::features::FeatureError),
+}
+
+/// Both perspectives' features of a packed board, the side to move's appended to `first` and
+/// the other side's to `second` ([`FeatureSetKind::active_pair_from_men`], squares flipped
+/// a↔h with `mirror`), and the side to move: the loader's hot path, one pass over the men
+/// straight from the occupancy and the codes, no planes or board built.
+///
+/// [`FeatureSetKind::active_pair_from_men`]: crate::features::FeatureSetKind::active_pair_from_men
+pub fn active_pair(
+    b: &PackedBoard,
+    kind: crate::features::FeatureSetKind,
+    mirror: bool,
+    first: &mut Vec<i32>,
+    second: &mut Vec<i32>,
+) -> Result<Color, BoardFeaturesError> {
+    let occupancy = u64::from_le_bytes(b[..8].try_into().expect("8 bytes"));
+    let men = occupancy.count_ones();
+    if men > 32 {
+        return Err(UnpackError::TooManyMen.into());
+    }
+    let codes = u128::from_le_bytes(b[8..24].try_into().expect("16 bytes"));
+    if has_bad_code(codes, men) {
+        // Slow path, for the error message: the first man whose code is no piece.
+        let (square, code) = men_of(b)?
+            .find(|&(_, code)| !(1..=6).contains(&(code & 7)))
+            .expect("a code is no piece");
+        return Err(UnpackError::Piece { code, square }.into());
+    }
+    let turn = if b[24] & 1 == 1 {
+        Color::Black
+    } else {
+        Color::White
+    };
+    // Each man's code read by its index (no 128-bit shift carried from man to man).
+    let (mut rest, mut k) = (occupancy, 0usize);
+    let men = std::iter::from_fn(move || {
+        if rest == 0 {
+            return None;
+        }
+        let sq = rest.trailing_zeros();
+        rest &= rest - 1;
+        let code = (b[8 + ((k >> 1) & 15)] >> ((k & 1) * 4)) & 15;
+        k += 1;
+        Some((sq, code as u32))
+    });
+    kind.active_pair_from_men(men, turn, mirror, first, second)?;
+    Ok(turn)
+}
+
+/// Whether any of the first `men` 4-bit codes is no piece (role bits 0 or 7), all codes at
+/// once: a few word operations instead of a test per man.
+fn has_bad_code(codes: u128, men: u32) -> bool {
+    const LOW: u128 = 0x1111_1111_1111_1111_1111_1111_1111_1111;
+    let used = if men >= 32 {
+        u128::MAX
+    } else {
+        (1u128 << (4 * men)) - 1
+    };
+    let role = codes & (LOW * 7);
+    // Bit 0 of each nibble: all three role bits set, or none of them.
+    let all = role & (role >> 1) & (role >> 2);
+    let none = !(role | (role >> 1) | (role >> 2));
+    (all | none) & LOW & used != 0
 }
 
 /// The plane of each 4-bit piece code (`6·colour + role − 1`); codes that are no piece map
@@ -447,51 +519,96 @@ mod tests {
         }
     }
 
-    /// The loader's features from the piece planes equal those of the board shakmaty parses
-    /// from the FEN, list for list and in order, for every feature set, mirrored or not, on
-    /// positions of random games.
+    /// The loader's features from packed boards equal, list for list and in order, those of
+    /// the same pass over the men of the board shakmaty parses from the FEN (the FEN loader's
+    /// path), and as sets those of `active_features`, for every feature set, mirrored or not,
+    /// on positions of random games.
     #[test]
-    fn features_from_planes_equal_those_from_the_board() {
+    fn features_from_packed_boards_equal_those_from_the_board() {
         use crate::features::FeatureSetKind;
         let mut positions = 0;
         for seed in 0..40 {
+            let mirror = seed % 2 == 1;
             for played in crate::random_games::random_game(seed, 120) {
                 let setup = played
                     .fen
                     .parse::<shakmaty::fen::Fen>()
                     .unwrap()
                     .into_setup();
-                let (mut planes, turn) = planes_of(&pack_fen(&played.fen).unwrap()).unwrap();
-                let mut board = setup.board.clone();
-                if seed % 2 == 1 {
-                    board.flip_horizontal();
-                    for p in &mut planes {
-                        *p = Bitboard(*p).flip_horizontal().0;
-                    }
+                let packed = pack_fen(&played.fen).unwrap();
+                let mut flipped = setup.board.clone();
+                if mirror {
+                    flipped.flip_horizontal();
                 }
                 for kind in FeatureSetKind::ALL {
-                    let (mut stm, mut nstm) = (Vec::new(), Vec::new());
-                    kind.active_pair_from_planes(&planes, turn, &mut stm, &mut nstm)
+                    let (mut stm, mut nstm) = (vec![7], vec![7]); // appended to, not cleared
+                    let turn = active_pair(&packed, kind, mirror, &mut stm, &mut nstm).unwrap();
+                    assert_eq!(turn, setup.turn);
+                    let (mut board_stm, mut board_nstm) = (vec![7], vec![7]);
+                    let men = FeatureSetKind::men_of_board(&setup.board);
+                    kind.active_pair_from_men(men, turn, mirror, &mut board_stm, &mut board_nstm)
                         .unwrap();
-                    let (mut want_stm, mut want_nstm) = (Vec::new(), Vec::new());
-                    kind.active_features(&board, turn, &mut want_stm).unwrap();
-                    kind.active_features(&board, turn.other(), &mut want_nstm)
-                        .unwrap();
-                    let widen = |v: Vec<u32>| v.into_iter().map(|f| f as i32).collect::<Vec<_>>();
-                    assert_eq!(stm, widen(want_stm), "{kind} {}", played.fen);
-                    assert_eq!(nstm, widen(want_nstm), "{kind} {}", played.fen);
+                    assert_eq!(stm, board_stm, "{kind} {}", played.fen);
+                    assert_eq!(nstm, board_nstm, "{kind} {}", played.fen);
+                    for (got, perspective) in [(&stm, turn), (&nstm, turn.other())] {
+                        let mut want = vec![7];
+                        kind.active_features(&flipped, perspective, &mut want)
+                            .unwrap();
+                        let mut want: Vec<i32> = want.into_iter().map(|f| f as i32).collect();
+                        let mut got = got.clone();
+                        got.sort_unstable();
+                        want.sort_unstable();
+                        assert_eq!(got, want, "{kind} {perspective:?} {}", played.fen);
+                    }
                 }
                 positions += 1;
             }
         }
         assert!(positions > 1000, "{positions}");
-        // Planes from elsewhere with more men than a board holds are refused, not overrun.
+    }
+
+    /// Damaged boards give the error that names what is wrong, and leave the lists as they
+    /// were.
+    #[test]
+    fn features_of_damaged_boards_are_refused() {
+        use crate::features::{FeatureError, FeatureSetKind};
+        let kind = FeatureSetKind::HalfKp;
+        let refused = |b: &PackedBoard| {
+            let (mut stm, mut nstm) = (vec![1, 2], vec![3]);
+            let e = active_pair(b, kind, false, &mut stm, &mut nstm).unwrap_err();
+            assert_eq!((stm, nstm), (vec![1, 2], vec![3]));
+            e
+        };
+        for (square, byte, shift) in [(0u8, 8, 0), (63, 23, 4)] {
+            for code in [0u8, 7, 8, 15] {
+                let mut b = pack_fen(FENS[0]).unwrap();
+                b[byte] = (b[byte] & !(15 << shift)) | (code << shift);
+                assert_eq!(
+                    refused(&b),
+                    BoardFeaturesError::Unpack(UnpackError::Piece { code, square })
+                );
+            }
+        }
+        let mut b = pack_fen(FENS[0]).unwrap();
+        b[..8].copy_from_slice(&u64::MAX.to_le_bytes());
+        assert_eq!(refused(&b), UnpackError::TooManyMen.into());
+        // No white king: the king-relative sets have no list, all768 has one.
+        let b = pack_fen("8/8/8/8/8/8/8/7k w - - 0 1").unwrap();
+        assert_eq!(refused(&b), FeatureError::NoKing(Color::White).into());
+        let (mut stm, mut nstm) = (vec![], vec![]);
+        active_pair(&b, FeatureSetKind::All768, false, &mut stm, &mut nstm).unwrap();
+        assert_eq!((stm.len(), nstm.len()), (1, 1));
+        // More men than a board holds, from elsewhere than a packed board: refused, not
+        // overrun.
         for kind in FeatureSetKind::ALL {
+            let men = (0..64).map(|sq| (sq, 1)).chain((0..64).map(|sq| (sq, 9)));
             let (mut stm, mut nstm) = (Vec::new(), Vec::new());
             let e = kind
-                .active_pair_from_planes(&[u64::MAX; 12], Color::White, &mut stm, &mut nstm)
+                .active_pair_from_men(men, Color::White, false, &mut stm, &mut nstm)
                 .unwrap_err();
-            assert!(e.to_string().contains("768 men"), "{kind}: {e}");
+            assert_eq!(e, FeatureError::TooManyMen, "{kind}");
+            assert!(e.to_string().contains("more than 32 men"), "{kind}: {e}");
+            assert!(stm.is_empty() && nstm.is_empty());
         }
     }
 }

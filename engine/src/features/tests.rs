@@ -482,3 +482,42 @@ fn features_incremental_updates_match_full_recompute() {
         "{seen:?}"
     );
 }
+
+/// The split the loader computes (`PIECE_TERMS`, `SQUARE_FLIP`, `king_terms`) is `index`, for
+/// every perspective, king square, piece and square, and has no input exactly where `index`
+/// has none; codes that are no piece have no input.
+#[test]
+fn piece_terms_recompose_every_index() {
+    fn check<S: FeatureSet>() {
+        for perspective in Color::ALL {
+            let b = black(perspective) as usize;
+            for code in [0, 7, 8, 15] {
+                assert_eq!(S::PIECE_TERMS[b][code], NO_INPUT, "{} code {code}", S::NAME);
+                assert_eq!(S::HAS_INPUT[code], 0);
+            }
+            for king in Square::ALL {
+                let (x, a) = S::king_terms(perspective, king);
+                for color in Color::ALL {
+                    for role in Role::ALL {
+                        let piece = piece(color, role);
+                        let term = S::PIECE_TERMS[b][piece_code(piece) as usize];
+                        for sq in Square::ALL {
+                            let want = S::index(perspective, king, piece, sq);
+                            let got = (term != NO_INPUT)
+                                .then(|| ((term + (sq.to_u32() ^ S::SQUARE_FLIP[b])) ^ x) + a);
+                            assert_eq!(
+                                got,
+                                want,
+                                "{} {perspective:?} {king} {piece:?} {sq}",
+                                S::NAME
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+    check::<All768>();
+    check::<HalfKp>();
+    check::<HalfKaV2Hm>();
+}

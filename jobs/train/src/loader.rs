@@ -333,49 +333,46 @@ pub fn chunk_rows_into(
             out.clear();
             let start = k * PIECE_ROWS;
             let end = (start + PIECE_ROWS).min(batch.num_rows());
-            let mut active = Vec::with_capacity(features.max_active());
             // Row i's offsets, features and (when wanted) material into `out`.
-            let mut features_of = |i: usize, out: &mut Batch| -> Result<(), TrainError> {
+            let features_of = |i: usize, out: &mut Batch| -> Result<(), TrainError> {
+                out.stm_offsets.push(out.stm_indices.len() as i32);
+                out.nstm_offsets.push(out.nstm_indices.len() as i32);
                 let row_material = match boards {
-                    // Packed: features straight from the piece planes, no board built.
+                    // Packed: features straight from the occupancy and the piece codes.
                     Boards::Packed(b) => {
-                        let (mut planes, turn) = packed_board::from_bytes(b.value(i))
-                            .and_then(packed_board::planes_of)
+                        let board = packed_board::from_bytes(b.value(i))
                             .map_err(|e| row_error(i, format!("packed board: {e}")))?;
-                        if mirror {
-                            for p in &mut planes {
-                                *p = shakmaty::Bitboard(*p).flip_horizontal().0;
-                            }
-                        }
-                        out.stm_offsets.push(out.stm_indices.len() as i32);
-                        out.nstm_offsets.push(out.nstm_indices.len() as i32);
-                        features
-                            .active_pair_from_planes(
-                                &planes,
+                        let turn = packed_board::active_pair(
+                            board,
+                            features,
+                            mirror,
+                            &mut out.stm_indices,
+                            &mut out.nstm_indices,
+                        )
+                        .map_err(|e| row_error(i, e.to_string()))?;
+                        match with_material {
+                            true => Some(material_of_planes(
+                                &packed_board::planes_of(board)
+                                    .map_err(|e| row_error(i, format!("packed board: {e}")))?
+                                    .0,
                                 turn,
+                            )),
+                            false => None,
+                        }
+                    }
+                    // FEN text: the same pass over the men of the parsed board.
+                    Boards::Fen(_) => {
+                        let (board, turn) =
+                            boards.board(i).map_err(|reason| row_error(i, reason))?;
+                        features
+                            .active_pair_from_men(
+                                FeatureSetKind::men_of_board(&board),
+                                turn,
+                                mirror,
                                 &mut out.stm_indices,
                                 &mut out.nstm_indices,
                             )
                             .map_err(|e| row_error(i, e.to_string()))?;
-                        with_material.then(|| material_of_planes(&planes, turn))
-                    }
-                    Boards::Fen(_) => {
-                        let (mut board, turn) =
-                            boards.board(i).map_err(|reason| row_error(i, reason))?;
-                        if mirror {
-                            board.flip_horizontal();
-                        }
-                        for (perspective, indices, offsets) in [
-                            (turn, &mut out.stm_indices, &mut out.stm_offsets),
-                            (turn.other(), &mut out.nstm_indices, &mut out.nstm_offsets),
-                        ] {
-                            active.clear();
-                            features
-                                .active_features(&board, perspective, &mut active)
-                                .map_err(|e| row_error(i, e.to_string()))?;
-                            offsets.push(indices.len() as i32);
-                            indices.extend(active.iter().map(|&f| f as i32));
-                        }
                         with_material.then(|| material(&board, turn))
                     }
                 };
@@ -660,6 +657,7 @@ mod tests {
     use super::*;
     use arrow_array::{ArrayRef, Int8Array, Int16Array, StringArray, UInt16Array, UInt64Array};
     use lakefish_engine::random_games::{SplitMix, random_game};
+    use shakmaty::Square;
     use std::sync::Arc;
 
     /// Chunks held in memory: rows of random games, some without a score or a result; the
@@ -780,11 +778,22 @@ mod tests {
                     }
                 };
                 let (board, turn) = parse_fen_board(&text).unwrap();
-                let (mut stm, mut nstm) = (vec![], vec![]);
-                features.active_features(&board, turn, &mut stm).unwrap();
-                features
-                    .active_features(&board, turn.other(), &mut nstm)
-                    .unwrap();
+                // Listed man by man in ascending square order of the board as stored (not
+                // mirrored), each through `index` on the (mirrored) board.
+                let (stored, _) = parse_fen_board(fen.value(r)).unwrap();
+                let list = |perspective: Color| -> Vec<u32> {
+                    let king = board.king_of(perspective).unwrap_or(Square::A1);
+                    stored
+                        .occupied()
+                        .into_iter()
+                        .filter_map(|sq| {
+                            let piece = stored.piece_at(sq).unwrap();
+                            let sq = if mirror { sq.flip_horizontal() } else { sq };
+                            features.index(perspective, king, piece, sq)
+                        })
+                        .collect()
+                };
+                let (stm, nstm) = (list(turn), list(turn.other()));
                 rows.push((
                     stm,
                     nstm,
