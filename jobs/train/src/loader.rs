@@ -172,6 +172,33 @@ pub fn parse_fen_board(fen: &str) -> Result<(Board, Color), String> {
 /// Rows per piece of a chunk decoded by one task (see [`chunk_rows`]).
 const PIECE_ROWS: usize = 2048;
 
+/// How a chunk's rows are split into the pieces decoded in parallel: the first `first` rows,
+/// then `rows` at a time. The loader lines pieces up with its batches (the first piece
+/// completes the batch the previous chunk left partial, the next ones are a batch each),
+/// so that a piece holding every one of its rows is handed on as a batch, not copied.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PieceLayout {
+    pub first: usize,
+    pub rows: usize,
+}
+
+impl PieceLayout {
+    /// Pieces of [`PIECE_ROWS`] rows.
+    pub const EVEN: PieceLayout = PieceLayout {
+        first: PIECE_ROWS,
+        rows: PIECE_ROWS,
+    };
+
+    /// The pieces' row ranges over `n` rows.
+    fn ranges(self, n: usize) -> impl Iterator<Item = std::ops::Range<usize>> {
+        let (first, rows) = (self.first.max(1), self.rows.max(1));
+        let starts = std::iter::once(0).chain((first..n).step_by(rows));
+        starts
+            .take_while(move |&start| start < n)
+            .map(move |start| start..(if start == 0 { first } else { start + rows }).min(n))
+    }
+}
+
 /// Where a chunk's boards come from: packed boards (chunks since packed boards), or FEN text
 /// parsed row by row (older chunks, and the old loader the bench measures beside the new).
 #[derive(Clone, Copy)]
@@ -272,20 +299,33 @@ pub fn chunk_rows(
     chunk: &str,
 ) -> Result<Vec<Batch>, TrainError> {
     let mut pieces = Vec::new();
-    chunk_rows_into(batch, features, filter, mirror, true, chunk, &mut pieces)?;
+    let layout = PieceLayout::EVEN;
+    chunk_rows_into(
+        batch,
+        features,
+        filter,
+        mirror,
+        true,
+        layout,
+        chunk,
+        &mut pieces,
+    )?;
     Ok(pieces)
 }
 
-/// [`chunk_rows`] into `pieces`, with each row's material only when `with_material` (training
-/// batches do not use it; validation does), and whose buffers are cleared and reused (grown as needed): the
-/// loader hands the same pieces in for every chunk, so decoding writes into memory already
-/// paged in instead of faulting in fresh pages for each chunk.
+/// [`chunk_rows`] into `pieces` laid out as `layout` says, with each row's material only when
+/// `with_material` (training batches do not use it; validation does), and whose buffers are
+/// cleared and reused (grown as needed): the loader hands the same pieces in for every chunk,
+/// so decoding writes into memory already paged in instead of faulting in fresh pages for
+/// each chunk.
+#[allow(clippy::too_many_arguments)]
 pub fn chunk_rows_into(
     batch: &RecordBatch,
     features: FeatureSetKind,
     filter: Option<&MaskDefinition>,
     mirror: bool,
     with_material: bool,
+    layout: PieceLayout,
     chunk: &str,
     pieces: &mut Vec<Batch>,
 ) -> Result<(), TrainError> {
@@ -318,21 +358,20 @@ pub fn chunk_rows_into(
         None => None,
     };
     let row_error = |i: usize, reason: String| data(format!("row {i}: {reason}"));
-    let n = batch.num_rows().div_ceil(PIECE_ROWS);
-    pieces.truncate(n);
-    pieces.resize_with(n, || {
-        Batch::with_capacity(PIECE_ROWS, features.max_active())
+    let ranges: Vec<_> = layout.ranges(batch.num_rows()).collect();
+    pieces.truncate(ranges.len());
+    pieces.resize_with(ranges.len(), || {
+        Batch::with_capacity(layout.rows, features.max_active())
     });
     // The common case, every row kept: scores and results are converted column-wise, and no
     // row is checked one by one.
     let every_row = filter.is_none() && score.null_count() == 0 && result.null_count() == 0;
     pieces
         .par_iter_mut()
-        .enumerate()
-        .map(|(k, out)| {
+        .zip(ranges)
+        .map(|(out, rows)| {
             out.clear();
-            let start = k * PIECE_ROWS;
-            let end = (start + PIECE_ROWS).min(batch.num_rows());
+            let (start, end) = (rows.start, rows.end);
             // Row i's offsets, features and (when wanted) material into `out`.
             let features_of = |i: usize, out: &mut Batch| -> Result<(), TrainError> {
                 out.stm_offsets.push(out.stm_indices.len() as i32);
@@ -504,7 +543,8 @@ pub fn stream_batches(
     let columns = loader_columns(filter.is_some());
     assert!(batch_size > 0, "a batch holds at least one row");
     let (tx, rx) = sync_channel::<Message>(2);
-    let (spare_tx, spare_rx) = sync_channel::<Batch>(4);
+    // Room for the batches of a chunk or two handed back while the loader decodes.
+    let (spare_tx, spare_rx) = sync_channel::<Batch>(32);
     std::thread::Builder::new()
         .name("loader".into())
         .spawn(move || {
@@ -529,9 +569,18 @@ pub fn stream_batches(
             let mut current = new_batch();
             let mut emitted = 0usize;
             // Cuts a decoded chunk's pieces into batches, in row order; false once the
-            // consumer is gone.
-            let mut emit = |pieces: &[Batch]| -> bool {
+            // consumer is gone. A piece that is a whole batch by itself (the layout lines
+            // them up) is handed on as it is, a fresh buffer left in its place.
+            let mut emit = |pieces: &mut [Batch]| -> bool {
                 for piece in pieces {
+                    if current.is_empty() && piece.len() == batch_size && emitted >= skip {
+                        let full = std::mem::replace(piece, new_batch());
+                        if tx.send(Message::Batch(Ok(full))).is_err() {
+                            return false;
+                        }
+                        emitted += 1;
+                        continue;
+                    }
                     let mut row = 0;
                     while row < piece.len() {
                         let take = (batch_size - current.len()).min(piece.len() - row);
@@ -557,7 +606,18 @@ pub fn stream_batches(
                 }
                 true
             };
+            // Pieces a batch long, the first completing the batch `fill` rows long that the
+            // chunks before left; for small batches, the even layout (pieces of a batch
+            // each would be too small to be worth a task).
+            let layout = |fill: usize| match batch_size >= PIECE_ROWS {
+                true => PieceLayout {
+                    first: batch_size - fill,
+                    rows: batch_size,
+                },
+                false => PieceLayout::EVEN,
+            };
             let decode = |(i, read): (usize, Result<RecordBatch, TrainError>),
+                          fill: usize,
                           pieces: &mut Vec<Batch>| {
                 read.and_then(|b| {
                     chunk_rows_into(
@@ -566,25 +626,31 @@ pub fn stream_batches(
                         filter.as_ref(),
                         mirror,
                         with_material,
+                        layout(fill),
                         &source.name(i),
                         pieces,
                     )
                 })
             };
+            let kept = |pieces: &[Batch]| pieces.iter().map(Batch::len).sum::<usize>();
             // Two sets of decoded pieces, their buffers reused chunk after chunk: the pool
             // decodes the next chunk into one while this thread cuts the other into batches.
             let (mut ready, mut next_pieces): (Vec<Batch>, Vec<Batch>) = (Vec::new(), Vec::new());
             let mut chunks = chunks;
             let mut decoded = match chunks.next() {
-                Some(first) => pool.install(|| decode(first, &mut ready)),
+                Some(first) => pool.install(|| decode(first, 0, &mut ready)),
                 None => Ok(()),
             };
+            // Rows kept so far, up to the decoded chunk: where the next chunk's first piece
+            // has to end.
+            let mut rows_kept = 0usize;
             let mut more = true;
             while more {
                 if let Err(e) = decoded {
                     let _ = tx.send(Message::Batch(Err(e)));
                     return;
                 }
+                rows_kept += kept(&ready);
                 let next = chunks.next();
                 more = next.is_some();
                 let mut next_decoded = Ok(());
@@ -593,9 +659,10 @@ pub fn stream_batches(
                     if let Some(next) = next {
                         let (pieces, out) = (&mut next_pieces, &mut next_decoded);
                         let decode = &decode;
-                        scope.spawn(move |_| *out = decode(next, pieces));
+                        let fill = rows_kept % batch_size;
+                        scope.spawn(move |_| *out = decode(next, fill, pieces));
                     }
-                    consumer_alive = emit(&ready);
+                    consumer_alive = emit(&mut ready);
                 });
                 if !consumer_alive {
                     return;
