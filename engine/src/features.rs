@@ -654,20 +654,16 @@ impl FeatureSetKind {
             let terms_them = &S::PIECE_TERMS[black(them) as usize];
             let flip_us = S::SQUARE_FLIP[black(us) as usize] ^ mirror;
             let flip_them = S::SQUARE_FLIP[black(them) as usize] ^ mirror;
-            // Written into stack buffers indexed `& 63`, so no write is bounds-checked (at most
-            // 32 men are taken, and the write for a man without an input lands one past the
-            // last feature, overwritten by the next); no length bookkeeping per feature.
+            // Written into stack buffers indexed `& 63`, so no write is bounds-checked and no
+            // man is tested on the way (the write for a man without an input lands one past
+            // the last feature, overwritten by the next; more than 64 men wrap around, and
+            // more than 32 are refused after the pass).
             let mut ours = [0u32; 64];
             let mut theirs = [0u32; 64];
-            let (mut n, mut seen) = (0usize, 0u32);
+            let (mut n, mut seen) = (0usize, 0usize);
             let mut kings = [0u32; 4];
             let mut king_counts = 0u32;
-            let mut too_many = false;
             for (sq, code) in men {
-                if seen == MAX_MEN {
-                    too_many = true;
-                    break;
-                }
                 seen += 1;
                 let code = (code & 15) as usize;
                 ours[n & 63] = terms_us[code].wrapping_add(sq ^ flip_us);
@@ -677,7 +673,7 @@ impl FeatureSetKind {
                 king_counts += KING_COUNT[code];
             }
             let king_count = |c: Color| (king_counts >> (8 * black(c))) & 0xff;
-            if too_many {
+            if seen > MAX_MEN as usize {
                 return Err(FeatureError::TooManyMen);
             } else if S::KING_RELATIVE && king_count(us) != 1 {
                 return Err(FeatureError::NoKing(us));
