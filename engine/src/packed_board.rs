@@ -19,6 +19,9 @@
 
 use shakmaty::{Bitboard, Board, ByColor, ByRole, Color, Role, Square};
 
+#[cfg(target_arch = "x86_64")]
+mod avx2;
+
 /// Bytes in one packed board.
 pub const PACKED_BOARD_BYTES: usize = 32;
 /// The layout's name, recorded in the metadata of every chunk that carries packed boards.
@@ -356,24 +359,23 @@ pub fn active_pair(
     first: &mut Vec<i32>,
     second: &mut Vec<i32>,
 ) -> Result<Color, BoardFeaturesError> {
-    let occupancy = u64::from_le_bytes(b[..8].try_into().expect("8 bytes"));
-    let men = occupancy.count_ones();
-    if men > 32 {
-        return Err(UnpackError::TooManyMen.into());
+    #[cfg(target_arch = "x86_64")]
+    if avx2::available() {
+        // SAFETY: the CPU has the features `avx2::active_pair` is compiled for.
+        return unsafe { avx2::active_pair(b, kind, mirror, first, second) };
     }
-    let codes = u128::from_le_bytes(b[8..24].try_into().expect("16 bytes"));
-    if has_bad_code(codes, men) {
-        // Slow path, for the error message: the first man whose code is no piece.
-        let (square, code) = men_of(b)?
-            .find(|&(_, code)| !(1..=6).contains(&(code & 7)))
-            .expect("a code is no piece");
-        return Err(UnpackError::Piece { code, square }.into());
-    }
-    let turn = if b[24] & 1 == 1 {
-        Color::Black
-    } else {
-        Color::White
-    };
+    active_pair_portable(b, kind, mirror, first, second)
+}
+
+/// [`active_pair`] in plain Rust, for every CPU.
+pub fn active_pair_portable(
+    b: &PackedBoard,
+    kind: crate::features::FeatureSetKind,
+    mirror: bool,
+    first: &mut Vec<i32>,
+    second: &mut Vec<i32>,
+) -> Result<Color, BoardFeaturesError> {
+    let (occupancy, turn) = checked_header(b)?;
     // Each man's code read by its index (no 128-bit shift carried from man to man).
     let (mut rest, mut k) = (occupancy, 0usize);
     let men = std::iter::from_fn(move || {
@@ -390,8 +392,34 @@ pub fn active_pair(
     Ok(turn)
 }
 
+/// The occupancy and side to move of a packed board whose men are at most 32 and all have a
+/// piece code: what the feature passes rely on.
+#[inline(always)]
+fn checked_header(b: &PackedBoard) -> Result<(u64, Color), UnpackError> {
+    let occupancy = u64::from_le_bytes(b[..8].try_into().expect("8 bytes"));
+    let men = occupancy.count_ones();
+    if men > 32 {
+        return Err(UnpackError::TooManyMen);
+    }
+    let codes = u128::from_le_bytes(b[8..24].try_into().expect("16 bytes"));
+    if has_bad_code(codes, men) {
+        // Slow path, for the error message: the first man whose code is no piece.
+        let (square, code) = men_of(b)?
+            .find(|&(_, code)| !(1..=6).contains(&(code & 7)))
+            .expect("a code is no piece");
+        return Err(UnpackError::Piece { code, square });
+    }
+    let turn = if b[24] & 1 == 1 {
+        Color::Black
+    } else {
+        Color::White
+    };
+    Ok((occupancy, turn))
+}
+
 /// Whether any of the first `men` 4-bit codes is no piece (role bits 0 or 7), all codes at
 /// once: a few word operations instead of a test per man.
+#[inline(always)]
 fn has_bad_code(codes: u128, men: u32) -> bool {
     const LOW: u128 = 0x1111_1111_1111_1111_1111_1111_1111_1111;
     let used = if men >= 32 {
@@ -544,6 +572,17 @@ mod tests {
                     let (mut stm, mut nstm) = (vec![7], vec![7]); // appended to, not cleared
                     let turn = active_pair(&packed, kind, mirror, &mut stm, &mut nstm).unwrap();
                     assert_eq!(turn, setup.turn);
+                    // The portable pass and (where the CPU has it) the AVX2 one agree.
+                    let (mut portable_stm, mut portable_nstm) = (vec![7], vec![7]);
+                    active_pair_portable(
+                        &packed,
+                        kind,
+                        mirror,
+                        &mut portable_stm,
+                        &mut portable_nstm,
+                    )
+                    .unwrap();
+                    assert_eq!((&stm, &nstm), (&portable_stm, &portable_nstm), "{kind}");
                     let (mut board_stm, mut board_nstm) = (vec![7], vec![7]);
                     let men = FeatureSetKind::men_of_board(&setup.board);
                     kind.active_pair_from_men(men, turn, mirror, &mut board_stm, &mut board_nstm)
@@ -577,6 +616,10 @@ mod tests {
             let (mut stm, mut nstm) = (vec![1, 2], vec![3]);
             let e = active_pair(b, kind, false, &mut stm, &mut nstm).unwrap_err();
             assert_eq!((stm, nstm), (vec![1, 2], vec![3]));
+            let (mut stm, mut nstm) = (vec![1, 2], vec![3]);
+            let portable = active_pair_portable(b, kind, false, &mut stm, &mut nstm).unwrap_err();
+            assert_eq!((stm, nstm), (vec![1, 2], vec![3]));
+            assert_eq!(e, portable);
             e
         };
         for (square, byte, shift) in [(0u8, 8, 0), (63, 23, 4)] {

@@ -1,0 +1,175 @@
+//! The loader's feature pass over a packed board ([`super::active_pair`]) in AVX2, eight men
+//! at a time, for CPUs that have it (with BMI2 and POPCNT: Haswell on).
+//!
+//! The men's squares and codes are laid out one byte each first. Then, per perspective and per
+//! eight men, each code's term is looked up in a 16-entry table held in two registers (the
+//! king's addend already in it), the square XOR-ed with the perspective's flip (the king's
+//! mirror folded in, which the `PIECE_TERMS` test allows) and added, and lanes without an
+//! input (HalfKP's kings, lanes past the last man) are squeezed out with a permutation.
+//! Same lists in the same order as the portable pass; the features test compares the two.
+
+use std::arch::x86_64::*;
+
+use shakmaty::{Color, Square};
+
+use super::{BoardFeaturesError, PackedBoard, checked_header};
+use crate::features::{
+    All768, FeatureError, FeatureSet, FeatureSetKind, HalfKaV2Hm, HalfKp, MAX_MEN,
+};
+
+/// Whether this CPU runs [`active_pair`].
+pub fn available() -> bool {
+    std::is_x86_feature_detected!("avx2")
+        && std::is_x86_feature_detected!("bmi2")
+        && std::is_x86_feature_detected!("popcnt")
+}
+
+/// [`super::active_pair`], in AVX2.
+///
+/// # Safety
+/// Only where [`available`] says so.
+#[target_feature(enable = "avx2,bmi1,bmi2,popcnt")]
+pub unsafe fn active_pair(
+    b: &PackedBoard,
+    kind: FeatureSetKind,
+    mirror: bool,
+    first: &mut Vec<i32>,
+    second: &mut Vec<i32>,
+) -> Result<Color, BoardFeaturesError> {
+    match kind {
+        FeatureSetKind::All768 => pair::<All768>(b, mirror, first, second),
+        FeatureSetKind::HalfKp => pair::<HalfKp>(b, mirror, first, second),
+        FeatureSetKind::HalfKaV2Hm => pair::<HalfKaV2Hm>(b, mirror, first, second),
+    }
+}
+
+/// `COMPACT[m]`: the lanes whose bit is set in `m`, ascending, then zeros: the permutation
+/// that moves the kept lanes of eight to the front.
+const COMPACT: [[i32; 8]; 256] = {
+    let mut t = [[0i32; 8]; 256];
+    let mut m = 0;
+    while m < 256 {
+        let (mut at, mut lane) = (0, 0);
+        while lane < 8 {
+            if m & (1 << lane) != 0 {
+                t[m][at] = lane as i32;
+                at += 1;
+            }
+            lane += 1;
+        }
+        m += 1;
+    }
+    t
+};
+
+#[target_feature(enable = "avx2,bmi1,bmi2,popcnt")]
+fn pair<S: FeatureSet>(
+    b: &PackedBoard,
+    mirror: bool,
+    first: &mut Vec<i32>,
+    second: &mut Vec<i32>,
+) -> Result<Color, BoardFeaturesError> {
+    let (occupancy, turn) = checked_header(b)?;
+    let men = occupancy.count_ones() as usize;
+    debug_assert!(men <= MAX_MEN as usize);
+    // Squares and codes, a byte per man (codes: eight nibbles spread to eight bytes at once).
+    let mut squares = [0u8; 32];
+    let mut rest = occupancy;
+    for sq in squares.iter_mut().take(men) {
+        *sq = rest.trailing_zeros() as u8;
+        rest &= rest.wrapping_sub(1);
+    }
+    let mut codes = [0u64; 4];
+    for (j, word) in b[8..24].chunks_exact(4).enumerate() {
+        let x = u32::from_le_bytes(word.try_into().expect("4 bytes"));
+        codes[j] = _pdep_u64(u64::from(x), 0x0f0f_0f0f_0f0f_0f0f);
+    }
+    let squares: [u64; 4] =
+        std::array::from_fn(|j| u64::from_le_bytes(squares[8 * j..8 * j + 8].try_into().unwrap()));
+    let men_mask = if men == 32 {
+        u32::MAX
+    } else {
+        (1u32 << men) - 1
+    };
+    let all_codes = _mm256_set_epi64x(
+        codes[3] as i64,
+        codes[2] as i64,
+        codes[1] as i64,
+        codes[0] as i64,
+    );
+    // Each side's king square, where it has exactly one king (codes 6 and 14).
+    let mut kings = [None::<u32>; 2];
+    for (king, code) in kings.iter_mut().zip([6i8, 14]) {
+        let hits = _mm256_movemask_epi8(_mm256_cmpeq_epi8(all_codes, _mm256_set1_epi8(code)))
+            as u32
+            & men_mask;
+        if hits != 0 && hits & (hits - 1) == 0 {
+            let k = hits.trailing_zeros() as usize;
+            *king = Some(((squares[k / 8] >> (8 * (k % 8))) & 0xff) as u32);
+        }
+    }
+    let mirror = if mirror { 7 } else { 0 };
+    let black = |c: Color| usize::from(c == Color::Black);
+    let has_input = S::HAS_INPUT
+        .iter()
+        .enumerate()
+        .fold(0u32, |m, (code, &h)| m | (h << code));
+    let has_input = _mm256_set1_epi32(has_input as i32);
+    let one = _mm256_set1_epi32(1);
+    let king_of = |perspective: Color| match (S::KING_RELATIVE, kings[black(perspective)]) {
+        (false, _) => Ok(Square::A1),
+        (true, Some(k)) => Ok(Square::new(k ^ mirror)),
+        (true, None) => Err(FeatureError::NoKing(perspective)),
+    };
+    let ours = king_of(turn)?;
+    let theirs = king_of(turn.other())?;
+    for (perspective, king, out) in [(turn, ours, first), (turn.other(), theirs, second)] {
+        let b = black(perspective);
+        let (x, a) = S::king_terms(perspective, king);
+        let terms = &S::PIECE_TERMS[b];
+        let add = _mm256_set1_epi32(a as i32);
+        // SAFETY: `terms` is sixteen u32s: two unaligned loads of eight.
+        let (low, high) = unsafe {
+            (
+                _mm256_add_epi32(_mm256_loadu_si256(terms.as_ptr().cast()), add),
+                _mm256_add_epi32(_mm256_loadu_si256(terms[8..].as_ptr().cast()), add),
+            )
+        };
+        let flip = _mm256_set1_epi32((S::SQUARE_FLIP[b] ^ mirror ^ x) as i32);
+        // Room for every man plus the eight lanes the last store writes.
+        out.reserve(MAX_MEN as usize + 8);
+        let len = out.len();
+        let mut n = 0usize;
+        for g in 0..men.div_ceil(8) {
+            let code = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(codes[g] as i64));
+            let square = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(squares[g] as i64));
+            // Codes 8..16 (Black's men) take the high table: bit 3 moved to the sign bit.
+            let term = _mm256_castps_si256(_mm256_blendv_ps(
+                _mm256_castsi256_ps(_mm256_permutevar8x32_epi32(low, code)),
+                _mm256_castsi256_ps(_mm256_permutevar8x32_epi32(high, code)),
+                _mm256_castsi256_ps(_mm256_slli_epi32(code, 28)),
+            ));
+            let feature = _mm256_add_epi32(term, _mm256_xor_si256(square, flip));
+            let input = _mm256_and_si256(_mm256_srlv_epi32(has_input, code), one);
+            let input = _mm256_cmpeq_epi32(input, one);
+            let lanes = men - 8 * g;
+            let in_board = if lanes >= 8 {
+                0xff
+            } else {
+                (1u32 << lanes) - 1
+            };
+            let keep = _mm256_movemask_ps(_mm256_castsi256_ps(input)) as u32 & in_board;
+            // SAFETY: `COMPACT[keep]` is eight i32s; `out` has room for `len + n + 8`
+            // (n <= 32, reserved above), and the store is unaligned.
+            unsafe {
+                let order = _mm256_loadu_si256(COMPACT[keep as usize].as_ptr().cast());
+                let packed = _mm256_permutevar8x32_epi32(feature, order);
+                _mm256_storeu_si256(out.as_mut_ptr().add(len + n).cast(), packed);
+            }
+            n += keep.count_ones() as usize;
+        }
+        // SAFETY: the `n` values after `len` were written by the stores above.
+        unsafe { out.set_len(len + n) };
+    }
+    Ok(turn)
+}
