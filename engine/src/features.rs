@@ -26,6 +26,9 @@ use std::str::FromStr;
 
 use shakmaty::{Board, CastlingSide, Color, Move, Piece, Role, Square};
 
+#[cfg(target_arch = "x86_64")]
+mod avx2;
+
 /// Why a board has no feature list.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum FeatureError {
@@ -166,6 +169,84 @@ const fn role_index(role: Role) -> u32 {
 /// king 6), bit 3 set for Black. Codes 0, 7, 8 and 15 are no piece.
 pub const fn piece_code(piece: Piece) -> u32 {
     piece.role as u32 | (black(piece.color) << 3)
+}
+
+/// A position's men, one byte each in ascending square order: each man's square (0..64) and
+/// [`piece_code`]. What the loader's feature pass takes ([`FeatureSetKind::active_pair_from_men`]);
+/// at most [`MAX_MEN`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Men {
+    squares: [u8; MAX_MEN as usize],
+    codes: [u8; MAX_MEN as usize],
+    len: usize,
+}
+
+impl Men {
+    /// Men from `(square, code)` pairs in ascending square order; more than [`MAX_MEN`] are
+    /// refused.
+    pub fn new(men: impl IntoIterator<Item = (u32, u32)>) -> Result<Men, FeatureError> {
+        let mut out = Men {
+            squares: [0; MAX_MEN as usize],
+            codes: [0; MAX_MEN as usize],
+            len: 0,
+        };
+        for (sq, code) in men {
+            if out.len == MAX_MEN as usize {
+                return Err(FeatureError::TooManyMen);
+            }
+            out.squares[out.len] = (sq & 63) as u8;
+            out.codes[out.len] = (code & 15) as u8;
+            out.len += 1;
+        }
+        Ok(out)
+    }
+
+    /// The men of `board`: the FEN loader's source.
+    pub fn of_board(board: &Board) -> Result<Men, FeatureError> {
+        // Each square's code from four bitboards, one per bit of the code ([`piece_code`]):
+        // no search through the piece sets per square.
+        let bits = |roles: [Role; 3]| roles.iter().fold(0u64, |b, &r| b | board.by_role(r).0);
+        let code_bits = [
+            bits([Role::Pawn, Role::Bishop, Role::Queen]),
+            bits([Role::Knight, Role::Bishop, Role::King]),
+            bits([Role::Rook, Role::Queen, Role::King]),
+            board.black().0,
+        ];
+        Men::new(board.occupied().into_iter().map(|sq| {
+            let sq = sq.to_u32();
+            let code = (0..4).fold(0, |c, k| c | (((code_bits[k] >> sq) & 1) as u32) << k);
+            (sq, code)
+        }))
+    }
+
+    /// Men from arrays a caller filled itself (a packed board's); `len` at most [`MAX_MEN`].
+    pub(crate) fn from_parts(
+        squares: [u8; MAX_MEN as usize],
+        codes: [u8; MAX_MEN as usize],
+        len: usize,
+    ) -> Men {
+        Men {
+            squares,
+            codes,
+            len: len.min(MAX_MEN as usize),
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    pub fn squares(&self) -> &[u8] {
+        &self.squares[..self.len]
+    }
+
+    pub fn codes(&self) -> &[u8] {
+        &self.codes[..self.len]
+    }
 }
 
 /// [`FeatureSet::PIECE_TERMS`]' marker for a piece code without an input.
@@ -622,16 +703,34 @@ impl FeatureSetKind {
         dispatch!(self, S => S::active(board, perspective, out))
     }
 
-    /// Both perspectives' features of a position given as its men, `(square, piece code)`
-    /// ([`piece_code`]; squares 0..64) in ascending square order: `turn`'s appended to `first`
-    /// and the other side's to `second`, as `i32` (the batch layout), one entry per man with
-    /// an input, in the men's order. With `mirror` every square is flipped a↔h first. The
-    /// same features as [`FeatureSetKind::active_features`] on the same board (which lists
-    /// them by piece): the loader's path, one pass over the men with no branch per man and no
-    /// board built. Codes that are no piece get no feature; the caller vouches for them.
+    /// Both perspectives' features of a position given as its [`Men`]: `turn`'s appended to
+    /// `first` and the other side's to `second`, as `i32` (the batch layout), one entry per
+    /// man with an input, in the men's order (ascending square). With `mirror` every square
+    /// is flipped a↔h first. The same features as [`FeatureSetKind::active_features`] on the
+    /// same board (which lists them by piece): the loader's pass, in AVX2 eight men at a time
+    /// where the CPU has it, else one man at a time with no branch per man. Codes that are no
+    /// piece get no feature; whoever made the men vouches for them. On an error the lists are
+    /// left as they were.
     pub fn active_pair_from_men(
         self,
-        men: impl Iterator<Item = (u32, u32)>,
+        men: &Men,
+        turn: Color,
+        mirror: bool,
+        first: &mut Vec<i32>,
+        second: &mut Vec<i32>,
+    ) -> Result<(), FeatureError> {
+        #[cfg(target_arch = "x86_64")]
+        if avx2::available() {
+            // SAFETY: the CPU has the features `avx2::active_pair` is compiled for.
+            return unsafe { avx2::active_pair(self, men, turn, mirror, first, second) };
+        }
+        self.active_pair_from_men_portable(men, turn, mirror, first, second)
+    }
+
+    /// [`FeatureSetKind::active_pair_from_men`] in plain Rust, for every CPU.
+    pub fn active_pair_from_men_portable(
+        self,
+        men: &Men,
         turn: Color,
         mirror: bool,
         first: &mut Vec<i32>,
@@ -642,7 +741,7 @@ impl FeatureSetKind {
         /// Kings counted in one register: White's in bits 0-7, Black's in bits 8-15.
         const KING_COUNT: [u32; 16] = [0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 1 << 8, 0];
         fn pair<S: FeatureSet>(
-            men: impl Iterator<Item = (u32, u32)>,
+            men: &Men,
             turn: Color,
             mirror: bool,
             first: &mut Vec<i32>,
@@ -654,18 +753,17 @@ impl FeatureSetKind {
             let terms_them = &S::PIECE_TERMS[black(them) as usize];
             let flip_us = S::SQUARE_FLIP[black(us) as usize] ^ mirror;
             let flip_them = S::SQUARE_FLIP[black(them) as usize] ^ mirror;
-            // Written into stack buffers indexed `& 63`, so no write is bounds-checked and no
-            // man is tested on the way (the write for a man without an input lands one past
-            // the last feature, overwritten by the next; more than 64 men wrap around, and
-            // more than 32 are refused after the pass).
+            // Written into stack buffers indexed `& 63`, so no write is bounds-checked (the
+            // write for a man without an input lands one past the last feature, overwritten
+            // by the next); no length bookkeeping per feature. The kings' squares and counts
+            // are taken on the way, their terms applied after.
             let mut ours = [0u32; 64];
             let mut theirs = [0u32; 64];
-            let (mut n, mut seen) = (0usize, 0usize);
+            let mut n = 0usize;
             let mut kings = [0u32; 4];
             let mut king_counts = 0u32;
-            for (sq, code) in men {
-                seen += 1;
-                let code = (code & 15) as usize;
+            for (&sq, &code) in men.squares().iter().zip(men.codes()) {
+                let (sq, code) = (u32::from(sq), usize::from(code & 15));
                 ours[n & 63] = terms_us[code].wrapping_add(sq ^ flip_us);
                 theirs[n & 63] = terms_them[code].wrapping_add(sq ^ flip_them);
                 n += S::HAS_INPUT[code] as usize;
@@ -673,9 +771,7 @@ impl FeatureSetKind {
                 king_counts += KING_COUNT[code];
             }
             let king_count = |c: Color| (king_counts >> (8 * black(c))) & 0xff;
-            if seen > MAX_MEN as usize {
-                return Err(FeatureError::TooManyMen);
-            } else if S::KING_RELATIVE && king_count(us) != 1 {
+            if S::KING_RELATIVE && king_count(us) != 1 {
                 return Err(FeatureError::NoKing(us));
             } else if S::KING_RELATIVE && king_count(them) != 1 {
                 return Err(FeatureError::NoKing(them));
@@ -689,24 +785,6 @@ impl FeatureSetKind {
             Ok(())
         }
         dispatch!(self, S => pair::<S>(men, turn, mirror, first, second))
-    }
-
-    /// The men of `board` as [`FeatureSetKind::active_pair_from_men`] takes them.
-    pub fn men_of_board(board: &Board) -> impl Iterator<Item = (u32, u32)> + '_ {
-        // Each square's code from four bitboards, one per bit of the code ([`piece_code`]):
-        // no search through the piece sets per square.
-        let bits = |roles: [Role; 3]| roles.iter().fold(0u64, |b, &r| b | board.by_role(r).0);
-        let code_bits = [
-            bits([Role::Pawn, Role::Bishop, Role::Queen]),
-            bits([Role::Knight, Role::Bishop, Role::King]),
-            bits([Role::Rook, Role::Queen, Role::King]),
-            board.black().0,
-        ];
-        board.occupied().into_iter().map(move |sq| {
-            let sq = sq.to_u32();
-            let code = (0..4).fold(0, |c, k| c | (((code_bits[k] >> sq) & 1) as u32) << k);
-            (sq, code)
-        })
     }
 
     /// See [`FeatureSet::needs_refresh`].

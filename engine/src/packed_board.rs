@@ -19,8 +19,7 @@
 
 use shakmaty::{Bitboard, Board, ByColor, ByRole, Color, Role, Square};
 
-#[cfg(target_arch = "x86_64")]
-mod avx2;
+use crate::features::{MAX_MEN, Men};
 
 /// Bytes in one packed board.
 pub const PACKED_BOARD_BYTES: usize = 32;
@@ -359,37 +358,36 @@ pub fn active_pair(
     first: &mut Vec<i32>,
     second: &mut Vec<i32>,
 ) -> Result<Color, BoardFeaturesError> {
-    #[cfg(target_arch = "x86_64")]
-    if avx2::available() {
-        // SAFETY: the CPU has the features `avx2::active_pair` is compiled for.
-        return unsafe { avx2::active_pair(b, kind, mirror, first, second) };
-    }
-    active_pair_portable(b, kind, mirror, first, second)
+    let turn = men_and_turn(b).and_then(|(men, turn)| {
+        kind.active_pair_from_men(&men, turn, mirror, first, second)?;
+        Ok(turn)
+    })?;
+    Ok(turn)
 }
 
-/// [`active_pair`] in plain Rust, for every CPU.
-pub fn active_pair_portable(
-    b: &PackedBoard,
-    kind: crate::features::FeatureSetKind,
-    mirror: bool,
-    first: &mut Vec<i32>,
-    second: &mut Vec<i32>,
-) -> Result<Color, BoardFeaturesError> {
+/// A packed board's men, laid out for the feature pass, and its side to move.
+fn men_and_turn(b: &PackedBoard) -> Result<(Men, Color), BoardFeaturesError> {
     let (occupancy, turn) = checked_header(b)?;
-    // Each man's code read by its index (no 128-bit shift carried from man to man).
-    let (mut rest, mut k) = (occupancy, 0usize);
-    let men = std::iter::from_fn(move || {
-        if rest == 0 {
-            return None;
-        }
-        let sq = rest.trailing_zeros();
-        rest &= rest - 1;
-        let code = (b[8 + ((k >> 1) & 15)] >> ((k & 1) * 4)) & 15;
-        k += 1;
-        Some((sq, code as u32))
-    });
-    kind.active_pair_from_men(men, turn, mirror, first, second)?;
-    Ok(turn)
+    let mut squares = [0u8; MAX_MEN as usize];
+    let mut rest = occupancy;
+    for sq in squares.iter_mut().take(occupancy.count_ones() as usize) {
+        *sq = rest.trailing_zeros() as u8;
+        rest &= rest.wrapping_sub(1);
+    }
+    // Eight nibbles spread to eight bytes at once: halves, then quarters, then nibbles apart.
+    let spread = |x: u32| {
+        let x = u64::from(x);
+        let x = (x | (x << 16)) & 0x0000_ffff_0000_ffff;
+        let x = (x | (x << 8)) & 0x00ff_00ff_00ff_00ff;
+        (x | (x << 4)) & 0x0f0f_0f0f_0f0f_0f0f
+    };
+    let mut codes = [0u8; MAX_MEN as usize];
+    for (out, word) in codes.chunks_exact_mut(8).zip(b[8..24].chunks_exact(4)) {
+        let x = u32::from_le_bytes(word.try_into().expect("4 bytes"));
+        out.copy_from_slice(&spread(x).to_le_bytes());
+    }
+    let men = Men::from_parts(squares, codes, occupancy.count_ones() as usize);
+    Ok((men, turn))
 }
 
 /// The occupancy and side to move of a packed board whose men are at most 32 and all have a
@@ -573,10 +571,11 @@ mod tests {
                     let turn = active_pair(&packed, kind, mirror, &mut stm, &mut nstm).unwrap();
                     assert_eq!(turn, setup.turn);
                     // The portable pass and (where the CPU has it) the AVX2 one agree.
+                    let (men, _) = men_and_turn(&packed).unwrap();
                     let (mut portable_stm, mut portable_nstm) = (vec![7], vec![7]);
-                    active_pair_portable(
-                        &packed,
-                        kind,
+                    kind.active_pair_from_men_portable(
+                        &men,
+                        turn,
                         mirror,
                         &mut portable_stm,
                         &mut portable_nstm,
@@ -584,8 +583,9 @@ mod tests {
                     .unwrap();
                     assert_eq!((&stm, &nstm), (&portable_stm, &portable_nstm), "{kind}");
                     let (mut board_stm, mut board_nstm) = (vec![7], vec![7]);
-                    let men = FeatureSetKind::men_of_board(&setup.board);
-                    kind.active_pair_from_men(men, turn, mirror, &mut board_stm, &mut board_nstm)
+                    let men = Men::of_board(&setup.board).unwrap();
+                    assert_eq!(men, men_and_turn(&packed).unwrap().0);
+                    kind.active_pair_from_men(&men, turn, mirror, &mut board_stm, &mut board_nstm)
                         .unwrap();
                     assert_eq!(stm, board_stm, "{kind} {}", played.fen);
                     assert_eq!(nstm, board_nstm, "{kind} {}", played.fen);
@@ -616,10 +616,14 @@ mod tests {
             let (mut stm, mut nstm) = (vec![1, 2], vec![3]);
             let e = active_pair(b, kind, false, &mut stm, &mut nstm).unwrap_err();
             assert_eq!((stm, nstm), (vec![1, 2], vec![3]));
-            let (mut stm, mut nstm) = (vec![1, 2], vec![3]);
-            let portable = active_pair_portable(b, kind, false, &mut stm, &mut nstm).unwrap_err();
-            assert_eq!((stm, nstm), (vec![1, 2], vec![3]));
-            assert_eq!(e, portable);
+            if let Ok((men, turn)) = men_and_turn(b) {
+                let (mut stm, mut nstm) = (vec![1, 2], vec![3]);
+                let portable = kind
+                    .active_pair_from_men_portable(&men, turn, false, &mut stm, &mut nstm)
+                    .unwrap_err();
+                assert_eq!((stm, nstm), (vec![1, 2], vec![3]));
+                assert_eq!(e, portable.into());
+            }
             e
         };
         for (square, byte, shift) in [(0u8, 8, 0), (63, 23, 4)] {
@@ -641,17 +645,16 @@ mod tests {
         let (mut stm, mut nstm) = (vec![], vec![]);
         active_pair(&b, FeatureSetKind::All768, false, &mut stm, &mut nstm).unwrap();
         assert_eq!((stm.len(), nstm.len()), (1, 1));
-        // More men than a board holds, from elsewhere than a packed board: refused, not
-        // overrun.
-        for kind in FeatureSetKind::ALL {
-            let men = (0..64).map(|sq| (sq, 1)).chain((0..64).map(|sq| (sq, 9)));
-            let (mut stm, mut nstm) = (Vec::new(), Vec::new());
-            let e = kind
-                .active_pair_from_men(men, Color::White, false, &mut stm, &mut nstm)
-                .unwrap_err();
-            assert_eq!(e, FeatureError::TooManyMen, "{kind}");
-            assert!(e.to_string().contains("more than 32 men"), "{kind}: {e}");
-            assert!(stm.is_empty() && nstm.is_empty());
-        }
+        // More men than a board holds, from elsewhere than a packed board: refused.
+        let men = (0..64).map(|sq| (sq, 1)).chain((0..64).map(|sq| (sq, 9)));
+        let e = Men::new(men).unwrap_err();
+        assert_eq!(e, FeatureError::TooManyMen);
+        assert!(e.to_string().contains("more than 32 men"), "{e}");
+        let board = Board::from_ascii_board_fen(b"pppppppp/pppppppp/8/8/8/8/PPPPPPPP/PPPPPPPP")
+            .unwrap()
+            .into_iter()
+            .chain([(Square::A3, shakmaty::Piece::from_char('K').unwrap())])
+            .collect::<Board>();
+        assert_eq!(Men::of_board(&board), Err(FeatureError::TooManyMen));
     }
 }

@@ -11,7 +11,7 @@ use crate::TrainError;
 use arrow_array::{
     Array, FixedSizeBinaryArray, Int8Array, Int16Array, RecordBatch, StringArray, UInt16Array,
 };
-use lakefish_engine::features::FeatureSetKind;
+use lakefish_engine::features::{FeatureSetKind, Men};
 use lakefish_engine::packed_board;
 use lakefish_jobs::masks::{keep_packed_row, keep_row};
 use lakefish_schemas::MaskDefinition;
@@ -403,14 +403,16 @@ pub fn chunk_rows_into(
                     Boards::Fen(_) => {
                         let (board, turn) =
                             boards.board(i).map_err(|reason| row_error(i, reason))?;
-                        features
-                            .active_pair_from_men(
-                                FeatureSetKind::men_of_board(&board),
-                                turn,
-                                mirror,
-                                &mut out.stm_indices,
-                                &mut out.nstm_indices,
-                            )
+                        Men::of_board(&board)
+                            .and_then(|men| {
+                                features.active_pair_from_men(
+                                    &men,
+                                    turn,
+                                    mirror,
+                                    &mut out.stm_indices,
+                                    &mut out.nstm_indices,
+                                )
+                            })
                             .map_err(|e| row_error(i, e.to_string()))?;
                         with_material.then(|| material(&board, turn))
                     }

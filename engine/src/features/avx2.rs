@@ -1,8 +1,7 @@
-//! The loader's feature pass over a packed board ([`super::active_pair`]) in AVX2, eight men
-//! at a time, for CPUs that have it (with BMI2 and POPCNT: Haswell on).
+//! The loader's feature pass ([`super::FeatureSetKind::active_pair_from_men`]) in AVX2, eight
+//! men at a time, for CPUs that have it (with BMI2 and POPCNT: Haswell on).
 //!
-//! The men's squares and codes are laid out one byte each first. Then, per perspective and per
-//! eight men, each code's term is looked up in a 16-entry table held in two registers (the
+//! Per perspective and per eight men, each code's term is looked up in a 16-entry table held in two registers (the
 //! king's addend already in it), the square XOR-ed with the perspective's flip (the king's
 //! mirror folded in, which the `PIECE_TERMS` test allows) and added, and lanes without an
 //! input (HalfKP's kings, lanes past the last man) are squeezed out with a permutation.
@@ -12,10 +11,7 @@ use std::arch::x86_64::*;
 
 use shakmaty::{Color, Square};
 
-use super::{BoardFeaturesError, PackedBoard, checked_header};
-use crate::features::{
-    All768, FeatureError, FeatureSet, FeatureSetKind, HalfKaV2Hm, HalfKp, MAX_MEN,
-};
+use super::{All768, FeatureError, FeatureSet, FeatureSetKind, HalfKaV2Hm, HalfKp, MAX_MEN, Men};
 
 /// Whether this CPU runs [`active_pair`].
 pub fn available() -> bool {
@@ -24,22 +20,23 @@ pub fn available() -> bool {
         && std::is_x86_feature_detected!("popcnt")
 }
 
-/// [`super::active_pair`], in AVX2.
+/// [`super::FeatureSetKind::active_pair_from_men`], in AVX2.
 ///
 /// # Safety
 /// Only where [`available`] says so.
 #[target_feature(enable = "avx2,bmi1,bmi2,popcnt")]
 pub unsafe fn active_pair(
-    b: &PackedBoard,
     kind: FeatureSetKind,
+    men: &Men,
+    turn: Color,
     mirror: bool,
     first: &mut Vec<i32>,
     second: &mut Vec<i32>,
-) -> Result<Color, BoardFeaturesError> {
+) -> Result<(), FeatureError> {
     match kind {
-        FeatureSetKind::All768 => pair::<All768>(b, mirror, first, second),
-        FeatureSetKind::HalfKp => pair::<HalfKp>(b, mirror, first, second),
-        FeatureSetKind::HalfKaV2Hm => pair::<HalfKaV2Hm>(b, mirror, first, second),
+        FeatureSetKind::All768 => pair::<All768>(men, turn, mirror, first, second),
+        FeatureSetKind::HalfKp => pair::<HalfKp>(men, turn, mirror, first, second),
+        FeatureSetKind::HalfKaV2Hm => pair::<HalfKaV2Hm>(men, turn, mirror, first, second),
     }
 }
 
@@ -52,7 +49,7 @@ const COMPACT: [[i32; 8]; 256] = {
         let (mut at, mut lane) = (0, 0);
         while lane < 8 {
             if m & (1 << lane) != 0 {
-                t[m][at] = lane as i32;
+                t[m][at] = lane;
                 at += 1;
             }
             lane += 1;
@@ -64,28 +61,18 @@ const COMPACT: [[i32; 8]; 256] = {
 
 #[target_feature(enable = "avx2,bmi1,bmi2,popcnt")]
 fn pair<S: FeatureSet>(
-    b: &PackedBoard,
+    men_in: &Men,
+    turn: Color,
     mirror: bool,
     first: &mut Vec<i32>,
     second: &mut Vec<i32>,
-) -> Result<Color, BoardFeaturesError> {
-    let (occupancy, turn) = checked_header(b)?;
-    let men = occupancy.count_ones() as usize;
+) -> Result<(), FeatureError> {
+    let men = men_in.len();
     debug_assert!(men <= MAX_MEN as usize);
-    // Squares and codes, a byte per man (codes: eight nibbles spread to eight bytes at once).
-    let mut squares = [0u8; 32];
-    let mut rest = occupancy;
-    for sq in squares.iter_mut().take(men) {
-        *sq = rest.trailing_zeros() as u8;
-        rest &= rest.wrapping_sub(1);
-    }
-    let mut codes = [0u64; 4];
-    for (j, word) in b[8..24].chunks_exact(4).enumerate() {
-        let x = u32::from_le_bytes(word.try_into().expect("4 bytes"));
-        codes[j] = _pdep_u64(u64::from(x), 0x0f0f_0f0f_0f0f_0f0f);
-    }
-    let squares: [u64; 4] =
-        std::array::from_fn(|j| u64::from_le_bytes(squares[8 * j..8 * j + 8].try_into().unwrap()));
+    let words = |bytes: &[u8; MAX_MEN as usize]| -> [u64; 4] {
+        std::array::from_fn(|j| u64::from_le_bytes(bytes[8 * j..8 * j + 8].try_into().unwrap()))
+    };
+    let (squares, codes) = (words(&men_in.squares), words(&men_in.codes));
     let men_mask = if men == 32 {
         u32::MAX
     } else {
@@ -171,5 +158,5 @@ fn pair<S: FeatureSet>(
         // SAFETY: the `n` values after `len` were written by the stores above.
         unsafe { out.set_len(len + n) };
     }
-    Ok(turn)
+    Ok(())
 }
