@@ -14,6 +14,9 @@ use std::sync::Arc;
 use std::time::Instant;
 use tch::Device;
 
+/// About how many positions each loader timing covers (the chunks read over again as needed).
+const LOADER_POSITIONS: usize = 4_000_000;
+
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct TrainBench {
     pub file: String,
@@ -214,11 +217,17 @@ pub fn bench_train(
             pytorch_version: None,
             features: Vec::new(),
         };
+        // The loaders are timed over the chunks as many times over as make a few million
+        // positions: a small sample file alone would time the stream's start more than its
+        // rate.
+        let rows: usize = m.chunks.iter().map(|c| c.rows as usize).sum();
+        let passes = (LOADER_POSITIONS / rows.max(1)).clamp(1, 64);
+        let repeated: Vec<usize> = order.repeat(passes);
         for &features in feature_sets {
-            let stream = |t: usize, old_chunks: bool| {
+            let stream = |t: usize, old_chunks: bool, order: &[usize]| {
                 stream_batches(
                     sources[usize::from(!old_chunks)].clone(),
-                    order.clone(),
+                    order.to_vec(),
                     features,
                     RowOptions::default(),
                     batch_size,
@@ -227,22 +236,26 @@ pub fn bench_train(
                 )
             };
             // Timed as training consumes batches: each handed back once used.
+            // Positions per second, over `passes` passes.
             let time_loader = |t: usize, old_chunks: bool| -> Result<f64, TrainError> {
                 let start = Instant::now();
-                let mut batches = stream(t, old_chunks);
+                let mut batches = stream(t, old_chunks, &repeated);
+                let mut positions = 0usize;
                 while let Some(b) = batches.next() {
-                    batches.give_back(std::hint::black_box(b?));
+                    let b = b?;
+                    positions += b.len();
+                    batches.give_back(std::hint::black_box(b));
                 }
-                Ok(start.elapsed().as_secs_f64())
+                Ok(positions as f64 / start.elapsed().as_secs_f64())
             };
             // Old and new alternate, twice each, the better of each kept: this machine's
             // speed drifts within a run.
-            let (mut old, mut new) = (f64::MAX, f64::MAX);
+            let (mut loader_old, mut loader_new) = (0f64, 0f64);
             for _ in 0..2 {
-                old = old.min(time_loader(1, true)?);
-                new = new.min(time_loader(1, false)?);
+                loader_old = loader_old.max(time_loader(1, true)?);
+                loader_new = loader_new.max(time_loader(1, false)?);
             }
-            let all = time_loader(threads, false)?;
+            let loader_all = time_loader(threads, false)?;
             // The chunk reads alone (Parquet decode of the columns the new loader takes), one
             // thread: the loader's reader threads run beside its decoding, so this bounds it.
             let start = Instant::now();
@@ -253,14 +266,14 @@ pub fn bench_train(
             let read_only = start.elapsed().as_secs_f64();
             // Once more, kept (untimed), for the trainer steps and the reference; the old
             // loader's batches must be the same.
-            let batches = stream(threads, false).collect::<Result<Vec<Batch>, _>>()?;
+            let batches = stream(threads, false, &order).collect::<Result<Vec<Batch>, _>>()?;
             let positions = (batches.len() * batch_size) as u64;
             if batches.is_empty() {
                 return Err(TrainError::Spec(format!(
                     "{file} gives fewer than {batch_size} quiet positions"
                 )));
             }
-            if stream(threads, true).collect::<Result<Vec<Batch>, _>>()? != batches {
+            if stream(threads, true, &order).collect::<Result<Vec<Batch>, _>>()? != batches {
                 return Err(TrainError::Internal(format!(
                     "{features}: the old and the new loader made different batches"
                 )));
@@ -341,7 +354,7 @@ pub fn bench_train(
                 }
                 None => None,
             };
-            let (loader_old, loader_new) = (positions as f64 / old, positions as f64 / new);
+
             report.pytorch_version = pytorch.as_ref().map(|p| p.1.clone());
             report.features.push(FeatureBench {
                 features: features.to_string(),
@@ -349,7 +362,7 @@ pub fn bench_train(
                 old_loader_positions_per_s_per_core: loader_old,
                 loader_positions_per_s_per_core: loader_new,
                 loader_new_to_old: loader_new / loader_old,
-                loader_positions_per_s: positions as f64 / all,
+                loader_positions_per_s: loader_all,
                 chunk_read_positions_per_s: positions as f64 / read_only,
                 trainer_positions_per_s: trainer,
                 dense_trainer_positions_per_s: dense,

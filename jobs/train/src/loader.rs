@@ -572,16 +572,25 @@ pub fn stream_batches(
             let mut emitted = 0usize;
             // Cuts a decoded chunk's pieces into batches, in row order; false once the
             // consumer is gone. A piece that is a whole batch by itself (the layout lines
-            // them up) is handed on as it is, a fresh buffer left in its place.
+            // them up) is handed on as it is, a fresh buffer left in its place; one that
+            // starts a batch becomes the batch being filled.
             let mut emit = |pieces: &mut [Batch]| -> bool {
                 for piece in pieces {
-                    if current.is_empty() && piece.len() == batch_size && emitted >= skip {
-                        let full = std::mem::replace(piece, new_batch());
-                        if tx.send(Message::Batch(Ok(full))).is_err() {
-                            return false;
+                    if current.is_empty() && emitted >= skip {
+                        if piece.len() == batch_size {
+                            let full = std::mem::replace(piece, new_batch());
+                            if tx.send(Message::Batch(Ok(full))).is_err() {
+                                return false;
+                            }
+                            emitted += 1;
+                            continue;
                         }
-                        emitted += 1;
-                        continue;
+                        if piece.len() < batch_size {
+                            // The start of a batch (a chunk's last piece): taken as it is,
+                            // the empty buffer left in its place.
+                            std::mem::swap(&mut current, piece);
+                            continue;
+                        }
                     }
                     let mut row = 0;
                     while row < piece.len() {
