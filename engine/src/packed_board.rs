@@ -657,4 +657,65 @@ mod tests {
             .collect::<Board>();
         assert_eq!(Men::of_board(&board), Err(FeatureError::TooManyMen));
     }
+
+    /// Garbage boards (random bytes, and random men under valid headers) never panic, and the
+    /// AVX2 pass (where the CPU has it) and the portable pass agree on every one, errors
+    /// included, leaving the lists untouched on an error.
+    #[test]
+    fn random_boards_are_read_the_same_by_both_passes_or_refused() {
+        use crate::features::FeatureSetKind;
+        let mut rng = crate::random_games::SplitMix(11);
+        let (mut accepted, mut refused) = (0, 0);
+        for round in 0..60_000 {
+            let mut b = [0u8; 32];
+            for chunk in b.chunks_exact_mut(8) {
+                chunk.copy_from_slice(&rng.next_u64().to_le_bytes());
+            }
+            if round % 2 == 0 {
+                // At most 32 men, with codes that are mostly pieces.
+                let occupancy = rng.next_u64() & rng.next_u64();
+                let occupancy = if occupancy.count_ones() > 32 {
+                    occupancy & 0xffff_ffff
+                } else {
+                    occupancy
+                };
+                b[..8].copy_from_slice(&occupancy.to_le_bytes());
+                for byte in &mut b[8..24] {
+                    let code =
+                        |r: u64| [1u8, 2, 3, 4, 5, 6, 9, 10, 11, 12, 13, 14][(r % 12) as usize];
+                    *byte = code(rng.next_u64()) | (code(rng.next_u64()) << 4);
+                }
+            }
+            let kind = FeatureSetKind::ALL[round % 3];
+            let mirror = round % 5 == 0;
+            let (mut stm, mut nstm) = (vec![-1], vec![-2]);
+            let got = active_pair(&b, kind, mirror, &mut stm, &mut nstm);
+            match men_and_turn(&b) {
+                Ok((men, turn)) => {
+                    let (mut want_stm, mut want_nstm) = (vec![-1], vec![-2]);
+                    let want = kind
+                        .active_pair_from_men_portable(
+                            &men,
+                            turn,
+                            mirror,
+                            &mut want_stm,
+                            &mut want_nstm,
+                        )
+                        .map(|()| turn)
+                        .map_err(BoardFeaturesError::from);
+                    assert_eq!(got, want, "{kind} {b:?}");
+                    assert_eq!((&stm, &nstm), (&want_stm, &want_nstm), "{kind} {b:?}");
+                }
+                Err(e) => assert_eq!(got, Err(e)),
+            }
+            match got {
+                Ok(_) => accepted += 1,
+                Err(_) => {
+                    assert_eq!((stm, nstm), (vec![-1], vec![-2]));
+                    refused += 1;
+                }
+            }
+        }
+        assert!(accepted > 1000 && refused > 1000, "{accepted} {refused}");
+    }
 }
