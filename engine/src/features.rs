@@ -225,10 +225,13 @@ impl Men {
         codes: [u8; MAX_MEN as usize],
         len: usize,
     ) -> Men {
+        let len = len.min(MAX_MEN as usize);
+        debug_assert!(squares[..len].iter().all(|&sq| sq < 64), "{squares:?}");
+        debug_assert!(codes[..len].iter().all(|&code| code < 16), "{codes:?}");
         Men {
             squares,
             codes,
-            len: len.min(MAX_MEN as usize),
+            len,
         }
     }
 

@@ -104,6 +104,11 @@ const BAD: u8 = 0xff;
 /// placement, in one pass without a branch per character; `None` for anything else, which
 /// [`pack_fen`]'s checked reading then names.
 fn placement_fast(placement: &[u8]) -> Option<(u64, [u8; 16])> {
+    // A placement has at most 71 characters; longer text is left to the checked reader (and
+    // no counter below can wrap).
+    if placement.len() > 128 {
+        return None;
+    }
     // Men per rank (from the top) in file order; 16 slots so that a write past a full rank
     // (a character that is no piece writes a 0 there) stays in the rank.
     let mut ranks = [[0u8; 16]; 8];

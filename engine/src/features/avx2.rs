@@ -1,5 +1,5 @@
 //! The loader's feature pass ([`super::FeatureSetKind::active_pair_from_men`]) in AVX2, eight
-//! men at a time, for CPUs that have it (with BMI2 and POPCNT: Haswell on).
+//! men at a time, for CPUs that have it (with BMI1 and POPCNT: Haswell on).
 //!
 //! Per perspective and per eight men, each code's term is looked up in a 16-entry table held in two registers (the
 //! king's addend already in it), the square XOR-ed with the perspective's flip (the king's
@@ -16,7 +16,7 @@ use super::{All768, FeatureError, FeatureSet, FeatureSetKind, HalfKaV2Hm, HalfKp
 /// Whether this CPU runs [`active_pair`].
 pub fn available() -> bool {
     std::is_x86_feature_detected!("avx2")
-        && std::is_x86_feature_detected!("bmi2")
+        && std::is_x86_feature_detected!("bmi1")
         && std::is_x86_feature_detected!("popcnt")
 }
 
@@ -24,7 +24,7 @@ pub fn available() -> bool {
 ///
 /// # Safety
 /// Only where [`available`] says so.
-#[target_feature(enable = "avx2,bmi1,bmi2,popcnt")]
+#[target_feature(enable = "avx2,bmi1,popcnt")]
 pub unsafe fn active_pair(
     kind: FeatureSetKind,
     men: &Men,
@@ -59,7 +59,7 @@ const COMPACT: [[i32; 8]; 256] = {
     t
 };
 
-#[target_feature(enable = "avx2,bmi1,bmi2,popcnt")]
+#[target_feature(enable = "avx2,bmi1,popcnt")]
 fn pair<S: FeatureSet>(
     men_in: &Men,
     turn: Color,

@@ -618,14 +618,18 @@ pub fn stream_batches(
                 true
             };
             // Pieces a batch long, the first completing the batch `fill` rows long that the
-            // chunks before left; for small batches, the even layout (pieces of a batch
-            // each would be too small to be worth a task).
-            let layout = |fill: usize| match batch_size >= PIECE_ROWS {
-                true => PieceLayout {
-                    first: batch_size - fill,
-                    rows: batch_size,
-                },
-                false => PieceLayout::EVEN,
+            // chunks before left. The even layout for small batches (pieces of a batch each
+            // would be too small to be worth a task) and for chunks with fewer batches than
+            // the pool has threads (too few pieces to keep them busy).
+            let layout = |fill: usize, rows: usize| {
+                if batch_size >= PIECE_ROWS && rows / batch_size >= threads.max(1) {
+                    PieceLayout {
+                        first: batch_size - fill,
+                        rows: batch_size,
+                    }
+                } else {
+                    PieceLayout::EVEN
+                }
             };
             let decode = |(i, read): (usize, Result<RecordBatch, TrainError>),
                           fill: usize,
@@ -637,7 +641,7 @@ pub fn stream_batches(
                         filter.as_ref(),
                         mirror,
                         with_material,
-                        layout(fill),
+                        layout(fill, b.num_rows()),
                         &source.name(i),
                         pieces,
                     )
