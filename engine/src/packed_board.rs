@@ -109,43 +109,40 @@ fn placement_fast(placement: &[u8]) -> Option<(u64, [u8; 16])> {
     if placement.len() > 128 {
         return None;
     }
-    // Men per rank (from the top) in file order; 16 slots so that a write past a full rank
-    // (a character that is no piece writes a 0 there) stays in the rank.
-    let mut ranks = [[0u8; 16]; 8];
-    let mut counts = [0u8; 8];
-    let (mut rank, mut file, mut count) = (0usize, 0u32, 0u8);
-    let mut occupancy = 0u64; // bit 8·rank + file, ranks from the top
+    // Each square's code in FEN order (a8 = 0 … h1 = 63); a character that is no piece
+    // writes a 0 where it stands, which is empty or overwritten by the next man.
+    let mut board = [0u8; 64];
+    let (mut at, mut file, mut slashes) = (0u32, 0u32, 0u32);
+    let mut occupancy = 0u64; // bit = FEN-order square
     let mut bad = false;
     for &c in placement {
         let t = PLACEMENT_CHARS[c as usize];
         let code = t & 0x0f;
-        let is_piece = u8::from(code != 0);
         let is_slash = t == SLASH;
         bad |= t == BAD || (is_slash && file != 8);
-        ranks[rank & 7][usize::from(count & 15)] = code;
-        occupancy |= u64::from(is_piece) << ((8 * rank as u32).wrapping_add(file) & 63);
-        count = count.wrapping_add(is_piece);
-        counts[rank & 7] = count;
-        file = file.wrapping_add(u32::from(t >> 4));
-        if is_slash {
-            rank += 1;
-            file = 0;
-            count = 0;
-        }
+        board[(at & 63) as usize] = code;
+        occupancy |= u64::from(code != 0) << (at & 63);
+        let advance = u32::from(t >> 4);
+        at += advance;
+        file = if is_slash { 0 } else { file + advance };
+        slashes += u32::from(is_slash);
     }
-    if bad || rank != 7 || file != 8 || occupancy.count_ones() > 32 {
+    if bad || slashes != 7 || file != 8 || occupancy.count_ones() > 32 {
         return None;
     }
-    let mut codes = [0u8; 16];
-    let mut n = 0usize;
-    for from_top in (0..8).rev() {
-        for &code in &ranks[from_top][..usize::from(counts[from_top])] {
-            codes[n / 2] |= code << (4 * (n % 2));
-            n += 1;
-        }
+    // FEN order to squares from a1: ranks reversed (the byte order), so the square's FEN
+    // index is `square ^ 56`; codes packed two a byte in square order.
+    let occupancy = occupancy.swap_bytes();
+    let mut codes = 0u128;
+    let mut rest = occupancy;
+    let mut shift = 0;
+    while rest != 0 {
+        let sq = rest.trailing_zeros();
+        rest &= rest - 1;
+        codes |= u128::from(board[(sq ^ 56) as usize]) << shift;
+        shift += 4;
     }
-    // Ranks from the top to squares from a1: the byte order reversed.
-    Some((occupancy.swap_bytes(), codes))
+    Some((occupancy, codes.to_le_bytes()))
 }
 
 fn piece_letter(code: u8) -> Option<u8> {
@@ -245,14 +242,17 @@ fn pack_fields<'a>(
     mut fields: impl Iterator<Item = &'a str>,
     mut out: PackedBoard,
 ) -> Result<PackedBoard, PackError> {
-    out[24] = match fields.next() {
-        Some("w") => 0,
-        Some("b") => 1,
-        other => return Err(PackError::SideToMove(other.unwrap_or("").to_string())),
+    out[24] = match fields.next().map(str::as_bytes) {
+        Some([b'w']) => 0,
+        Some([b'b']) => 1,
+        other => {
+            let text = other.map(String::from_utf8_lossy).unwrap_or_default();
+            return Err(PackError::SideToMove(text.into_owned()));
+        }
     };
     let castling = fields.next().unwrap_or("-");
     let mut tokens = 0u32;
-    if castling != "-" {
+    if castling.as_bytes() != [b'-'] {
         if castling.len() > 4 {
             return Err(PackError::Castling(castling.to_string()));
         }
@@ -265,18 +265,24 @@ fn pack_fields<'a>(
         }
     }
     out[25..28].copy_from_slice(&tokens.to_le_bytes()[..3]);
-    out[28] = match fields.next().unwrap_or("-") {
-        "-" => 255,
-        ep => match ep.as_bytes() {
-            &[f @ b'a'..=b'h', r @ b'1'..=b'8'] => (r - b'1') * 8 + (f - b'a'),
-            _ => return Err(PackError::EnPassant(ep.to_string())),
-        },
+    let ep = fields.next().unwrap_or("-");
+    out[28] = match ep.as_bytes() {
+        [b'-'] => 255,
+        &[f @ b'a'..=b'h', r @ b'1'..=b'8'] => (r - b'1') * 8 + (f - b'a'),
+        _ => return Err(PackError::EnPassant(ep.to_string())),
     };
+    // Short runs of digits, read by hand (the general parser costs more than the rest of
+    // the fields together); anything else goes to `parse` for its verdict.
     let counter = |text: Option<&str>, default: u64| -> Result<u64, PackError> {
-        text.map_or(Ok(default), |t| {
-            t.parse::<u64>()
-                .map_err(|_| PackError::Counter(t.to_string()))
-        })
+        let Some(t) = text else { return Ok(default) };
+        match t.as_bytes() {
+            digits @ [_, ..] if digits.len() <= 6 && digits.iter().all(u8::is_ascii_digit) => {
+                Ok(digits.iter().fold(0, |n, &d| n * 10 + u64::from(d - b'0')))
+            }
+            _ => t
+                .parse::<u64>()
+                .map_err(|_| PackError::Counter(t.to_string())),
+        }
     };
     out[29] = counter(fields.next(), 0)?.min(255) as u8;
     let full = counter(fields.next(), 1)?.min(u16::MAX as u64) as u16;
