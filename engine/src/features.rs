@@ -724,8 +724,10 @@ impl FeatureSetKind {
     ) -> Result<(), FeatureError> {
         #[cfg(target_arch = "x86_64")]
         if avx2::available() {
-            // SAFETY: the CPU has the features `avx2::active_pair` is compiled for.
-            return unsafe { avx2::active_pair(self, men, turn, mirror, first, second) };
+            // SAFETY: the CPU has the features `avx2::pair` is compiled for.
+            return dispatch!(self, S => unsafe {
+                avx2::pair::<S>(men, turn, mirror, first, second)
+            });
         }
         self.active_pair_from_men_portable(men, turn, mirror, first, second)
     }

@@ -400,15 +400,11 @@ pub fn board_of(b: &PackedBoard) -> Result<(Board, Color), UnpackError> {
 
 /// The twelve piece planes of a packed board (index `6·colour + role`, White first, pawn …
 /// king) and the side to move: [`board_of`] without building a shakmaty board, for the
-/// loader's feature extraction.
+/// material balance of validation rows.
 pub fn planes_of(b: &PackedBoard) -> Result<([u64; 12], Color), UnpackError> {
-    let occupancy = u64::from_le_bytes(b[..8].try_into().expect("8 bytes"));
-    if occupancy.count_ones() > 32 {
-        return Err(UnpackError::TooManyMen);
-    }
-    // The loader's hot path: codes shifted out of one 128-bit word, each man's bit or-ed into
-    // the plane its code names. Codes that are no piece land in four spare planes, checked
-    // once at the end instead of a branch per man.
+    let (occupancy, turn) = checked_header(b)?;
+    // Codes shifted out of one 128-bit word, each man's bit or-ed into the plane its code
+    // names (every code is a piece: `checked_header`).
     let mut codes = u128::from_le_bytes(b[8..24].try_into().expect("16 bytes"));
     let mut planes = [0u64; 16];
     let mut rest = occupancy;
@@ -418,18 +414,6 @@ pub fn planes_of(b: &PackedBoard) -> Result<([u64; 12], Color), UnpackError> {
         planes[CODE_PLANES[(codes & 15) as usize] as usize] |= bit;
         codes >>= 4;
     }
-    if planes[12..].iter().any(|&p| p != 0) {
-        // Slow path, for the error message: the first man whose code is no piece.
-        let (square, code) = men_of(b)?
-            .find(|&(_, code)| !(1..=6).contains(&(code & 7)))
-            .expect("a spare plane holds a man");
-        return Err(UnpackError::Piece { code, square });
-    }
-    let turn = if b[24] & 1 == 1 {
-        Color::Black
-    } else {
-        Color::White
-    };
     Ok((planes[..12].try_into().expect("12 planes"), turn))
 }
 
@@ -529,8 +513,8 @@ fn has_bad_code(codes: u128, men: u32) -> bool {
     (all | none) & LOW & used != 0
 }
 
-/// The plane of each 4-bit piece code (`6·colour + role − 1`); codes that are no piece map
-/// to the spare planes 12..16.
+/// The plane of each 4-bit piece code (`6·colour + role − 1`); codes that are no piece (never
+/// read: `checked_header` refuses them) map past the twelve.
 const CODE_PLANES: [u8; 16] = [12, 0, 1, 2, 3, 4, 5, 13, 14, 6, 7, 8, 9, 10, 11, 15];
 
 /// The en-passant square a packed board records, if any.

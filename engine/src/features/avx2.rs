@@ -11,33 +11,13 @@ use std::arch::x86_64::*;
 
 use shakmaty::{Color, Square};
 
-use super::{All768, FeatureError, FeatureSet, FeatureSetKind, HalfKaV2Hm, HalfKp, MAX_MEN, Men};
+use super::{FeatureError, FeatureSet, MAX_MEN, Men};
 
 /// Whether this CPU runs [`active_pair`].
 pub fn available() -> bool {
     std::is_x86_feature_detected!("avx2")
         && std::is_x86_feature_detected!("bmi1")
         && std::is_x86_feature_detected!("popcnt")
-}
-
-/// [`super::FeatureSetKind::active_pair_from_men`], in AVX2.
-///
-/// # Safety
-/// Only where [`available`] says so.
-#[target_feature(enable = "avx2,bmi1,popcnt")]
-pub unsafe fn active_pair(
-    kind: FeatureSetKind,
-    men: &Men,
-    turn: Color,
-    mirror: bool,
-    first: &mut Vec<i32>,
-    second: &mut Vec<i32>,
-) -> Result<(), FeatureError> {
-    match kind {
-        FeatureSetKind::All768 => pair::<All768>(men, turn, mirror, first, second),
-        FeatureSetKind::HalfKp => pair::<HalfKp>(men, turn, mirror, first, second),
-        FeatureSetKind::HalfKaV2Hm => pair::<HalfKaV2Hm>(men, turn, mirror, first, second),
-    }
 }
 
 /// `COMPACT[m]`: the lanes whose bit is set in `m`, ascending, then zeros: the permutation
@@ -59,8 +39,10 @@ const COMPACT: [[i32; 8]; 256] = {
     t
 };
 
+/// [`super::FeatureSetKind::active_pair_from_men`] for the set `S`, in AVX2. Callers must
+/// have checked [`available`] (calling it is `unsafe` outside code built for these features).
 #[target_feature(enable = "avx2,bmi1,popcnt")]
-fn pair<S: FeatureSet>(
+pub fn pair<S: FeatureSet>(
     men_in: &Men,
     turn: Color,
     mirror: bool,
