@@ -71,7 +71,43 @@ pub struct UciProcess {
     lines: Receiver<String>,
     /// `id name` from the handshake.
     pub id_name: Option<String>,
+    /// The `option ...` lines of the handshake, as the engine wrote them (untrusted).
+    pub option_lines: Vec<String>,
     label: String,
+    /// Dropped after the process: removed once the engine is gone.
+    _scratch: ScratchDir,
+}
+
+/// An empty directory of its own that an engine runs in, so that anything it writes by a
+/// relative name (logs, learning files) lands there and is removed with it.
+pub struct ScratchDir(std::path::PathBuf);
+
+impl ScratchDir {
+    pub fn new() -> std::io::Result<ScratchDir> {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or(0);
+        let dir = std::env::temp_dir().join(format!(
+            "lakefish-engine-{}-{n}-{nanos:08x}",
+            std::process::id()
+        ));
+        std::fs::create_dir(&dir)?;
+        Ok(ScratchDir(dir))
+    }
+
+    pub fn path(&self) -> &std::path::Path {
+        &self.0
+    }
+}
+
+impl Drop for ScratchDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 enum Wait {
@@ -85,7 +121,19 @@ impl UciProcess {
     /// each answer within `timeout`.
     pub fn start(command: &UciCommand, timeout: Duration) -> Result<UciProcess, EngineFault> {
         let label = command.program.clone();
-        let mut child = Command::new(&command.program)
+        let scratch = ScratchDir::new().map_err(|e| {
+            EngineFault::Unresponsive(format!("no scratch directory for {label}: {e}"))
+        })?;
+        // The engine runs in its scratch directory: a relative program is resolved here first.
+        let program = std::path::absolute(&command.program)
+            .map_err(|e| EngineFault::Unresponsive(format!("cannot start {label}: {e}")))?;
+        let program = if command.program.contains('/') {
+            program.into_os_string()
+        } else {
+            command.program.clone().into()
+        };
+        let mut child = Command::new(program)
+            .current_dir(scratch.path())
             .args(&command.args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -120,7 +168,9 @@ impl UciProcess {
             stdin,
             lines,
             id_name: None,
+            option_lines: Vec::new(),
             label,
+            _scratch: scratch,
         };
         // An engine that is gone before it hears `uci` never answered it.
         if engine.send("uci").is_err() {
@@ -136,6 +186,8 @@ impl UciProcess {
                 Wait::Line(l) => {
                     if let Some(name) = l.strip_prefix("id name ") {
                         engine.id_name = Some(name.trim().to_string());
+                    } else if l.starts_with("option ") && engine.option_lines.len() < 1024 {
+                        engine.option_lines.push(l);
                     }
                 }
                 Wait::Timeout => {
@@ -311,6 +363,39 @@ pub fn position_command(start_fen: &str, moves: &[String]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An engine starts in a directory of its own (what it writes by a relative name stays
+    /// there), which is gone once the engine is; its `option` lines are kept for the policy.
+    #[test]
+    fn engines_run_in_a_scratch_directory_removed_after_them() {
+        let out = std::env::temp_dir().join(format!("lakefish-cwd-test-{}", std::process::id()));
+        let script = "pwd > \"$0\"; echo junk > relative.log; \
+            while read l; do case $l in \
+            uci) echo 'option name Log File type string default'; echo uciok;; \
+            isready) echo readyok;; quit) exit;; esac; done";
+        let command = UciCommand {
+            program: "/bin/sh".into(),
+            args: vec!["-c".into(), script.into(), out.display().to_string()],
+            options: vec![],
+        };
+        let engine = UciProcess::start(&command, Duration::from_secs(10)).unwrap();
+        assert_eq!(
+            engine.option_lines,
+            ["option name Log File type string default"]
+        );
+        let cwd = std::path::PathBuf::from(std::fs::read_to_string(&out).unwrap().trim());
+        assert!(cwd.starts_with(std::env::temp_dir()), "{}", cwd.display());
+        assert!(
+            cwd.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("lakefish-engine-")
+        );
+        assert!(cwd.join("relative.log").exists());
+        drop(engine);
+        assert!(!cwd.exists(), "{} is left", cwd.display());
+        std::fs::remove_file(&out).unwrap();
+    }
 
     #[test]
     fn scores_are_read_from_info_lines() {

@@ -9,19 +9,22 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use lakefish_engine::matchplay::{Player, PlayerEngine};
-use lakefish_engine::uci_client::UciCommand;
+use lakefish_engine::uci_client::{ScratchDir, UciCommand, UciProcess};
 use lakefish_schemas::engines::{
-    BUILTIN_ENGINE, ENGINE_BINARIES, ENGINES_PREFIX, EngineSpec, SideRequest, UPLOADED_PREFIX,
-    check_engine_name, engine_key,
+    BUILTIN_ENGINE, ENGINE_BINARIES, ENGINES_PREFIX, EngineSpec, OptionRefusal, SideRequest,
+    UPLOADED_PREFIX, UciOption, check_engine_name, engine_key,
 };
 use lakefish_schemas::sprt::SprtSide;
 
 use crate::{JobError, Lake};
 
-/// Registers `spec` (admin only over HTTP: workers will run its command). The same spec
-/// again is a no-op; a different one under a taken name is refused (remove it first).
-pub async fn register(lake: &Lake, spec: &EngineSpec) -> Result<EngineSpec, JobError> {
-    spec.validate().map_err(JobError::Payload)?;
+/// Registers `spec` (admin only over HTTP: workers will run its command). The engine is
+/// started here when its program is on this machine (uploaded binaries are fetched) and its
+/// `uci` answer read: `allow` and `options` are checked against the options it announces.
+/// The same spec again is a no-op (`Ok((spec, false))`); a different one under a taken name
+/// is refused (remove it first).
+pub async fn register(lake: &Lake, spec: &EngineSpec) -> Result<(EngineSpec, bool), JobError> {
+    spec.validate().map_err(JobError::Invalid)?;
     if let Some(sha) = spec.command.strip_prefix(UPLOADED_PREFIX)
         && lake.size(&binary_key(sha)).await?.is_none()
     {
@@ -29,18 +32,63 @@ pub async fn register(lake: &Lake, spec: &EngineSpec) -> Result<EngineSpec, JobE
             "no uploaded engine binary {sha} (upload it first: lakefish engines add --upload)"
         )));
     }
-    if let Some(old) = get(lake, &spec.name).await? {
-        if &old == spec {
-            return Ok(old);
+    let mut spec = spec.clone();
+    if let Some(program) = local_program(lake, &spec).await? {
+        match probe_options(program, spec.args.clone()).await {
+            Ok(announced) => spec.uci_options = announced,
+            // An engine that cannot answer `uci` here can still be registered (its games
+            // will say why it loses them), as long as sides may set nothing on it.
+            Err(e) if spec.allow.is_empty() => {
+                tracing::warn!(engine = spec.name, "its options could not be read: {e}");
+            }
+            Err(e) => return Err(e.prefixed(&format!("engine {}: ", spec.name))),
         }
-        return Err(JobError::Payload(format!(
-            "engine {} is registered with other settings; remove it first",
-            spec.name
-        )));
     }
-    let json = serde_json::to_vec_pretty(spec).expect("serializable");
+    spec.resolve_allow()
+        .map_err(|e| JobError::Invalid(format!("engine {}: {e}", spec.name)))?;
+    if let Some(old) = get(lake, &spec.name).await? {
+        if old == spec {
+            return Ok((old, false));
+        }
+        return Err(JobError::EngineExists { name: spec.name });
+    }
+    let json = serde_json::to_vec_pretty(&spec).expect("serializable");
     lake.put(&engine_key(&spec.name), json).await?;
-    Ok(spec.clone())
+    Ok((spec, true))
+}
+
+/// The engine's program on this machine, if it is here: an uploaded binary fetched into the
+/// cache (checked against its name), or a path that exists.
+async fn local_program(lake: &Lake, spec: &EngineSpec) -> Result<Option<PathBuf>, JobError> {
+    match spec.command.strip_prefix(UPLOADED_PREFIX) {
+        Some(sha) => fetch_binary(lake, sha).await.map(Some),
+        None => Ok(Path::new(&spec.command)
+            .is_file()
+            .then(|| PathBuf::from(&spec.command))),
+    }
+}
+
+/// Starts the engine, reads the options its `uci` answer announces, and stops it.
+pub async fn probe_options(
+    program: PathBuf,
+    args: Vec<String>,
+) -> Result<Vec<UciOption>, JobError> {
+    let label = program.display().to_string();
+    let lines = tokio::task::spawn_blocking(move || {
+        let command = UciCommand {
+            program: program.display().to_string(),
+            args,
+            options: Vec::new(),
+        };
+        UciProcess::start(&command, Duration::from_secs(10)).map(|p| p.option_lines.clone())
+    })
+    .await
+    .map_err(|e| JobError::Internal(e.to_string()))?
+    .map_err(|fault| JobError::Input {
+        input: format!("{label} uci"),
+        reason: fault.to_string(),
+    })?;
+    Ok(lines.iter().filter_map(|l| UciOption::parse(l)).collect())
 }
 
 pub async fn get(lake: &Lake, name: &str) -> Result<Option<EngineSpec>, JobError> {
@@ -112,7 +160,10 @@ pub fn bench_nodes(program: &Path, args: &[String]) -> Result<u64, JobError> {
         input: format!("{} bench", program.display()),
         reason,
     };
-    let mut child = std::process::Command::new(program)
+    let scratch = ScratchDir::new().map_err(|e| err(e.to_string()))?;
+    let program = std::path::absolute(program).map_err(|e| err(e.to_string()))?;
+    let mut child = std::process::Command::new(&program)
+        .current_dir(scratch.path())
         .args(args)
         .arg("bench")
         .stdin(std::process::Stdio::null())
@@ -185,6 +236,27 @@ fn cache_file(path: &Path, bytes: &[u8], sha: &str, executable: bool) -> Result<
     std::fs::rename(&tmp, path).map_err(io)
 }
 
+/// An uploaded binary in this machine's cache, fetched if missing and checked against its name.
+async fn fetch_binary(lake: &Lake, sha: &str) -> Result<PathBuf, JobError> {
+    let path = cache_dir().join("engines").join(sha);
+    if path.exists() && file_sha256(&path)? == sha {
+        return Ok(path);
+    }
+    let bytes = lake
+        .get(&binary_key(sha))
+        .await?
+        .ok_or_else(|| JobError::NotFound(format!("engine binary {sha}")))?;
+    if crate::nets::sha256_hex(&bytes) != sha {
+        return Err(JobError::Corrupt {
+            what: "engine binary",
+            key: binary_key(sha),
+            reason: "its bytes do not hash to its name".into(),
+        });
+    }
+    cache_file(&path, &bytes, sha, true)?;
+    Ok(path)
+}
+
 /// Engines this process has already checked: (name, path, sha256, bench).
 static CHECKED: Mutex<Option<HashSet<String>>> = Mutex::new(None);
 
@@ -192,25 +264,7 @@ static CHECKED: Mutex<Option<HashSet<String>>> = Mutex::new(None);
 /// registration (sha256, then `bench`) once per process. A mismatch refuses to play.
 pub async fn prepare_program(lake: &Lake, spec: &EngineSpec) -> Result<PathBuf, JobError> {
     let path = match spec.command.strip_prefix(UPLOADED_PREFIX) {
-        Some(sha) => {
-            let path = cache_dir().join("engines").join(sha);
-            let local_ok = path.exists() && file_sha256(&path)? == sha;
-            if !local_ok {
-                let bytes = lake
-                    .get(&binary_key(sha))
-                    .await?
-                    .ok_or_else(|| JobError::NotFound(format!("engine binary {sha}")))?;
-                if crate::nets::sha256_hex(&bytes) != sha {
-                    return Err(JobError::Corrupt {
-                        what: "engine binary",
-                        key: binary_key(sha),
-                        reason: "its bytes do not hash to its name".into(),
-                    });
-                }
-                cache_file(&path, &bytes, sha, true)?;
-            }
-            path
-        }
+        Some(sha) => fetch_binary(lake, sha).await?,
         None => PathBuf::from(&spec.command),
     };
     let key = format!(
@@ -255,6 +309,25 @@ pub async fn prepare_program(lake: &Lake, spec: &EngineSpec) -> Result<PathBuf, 
             return Err(refuse(format!(
                 "`bench` searched {have} nodes, the registration says {want}"
             )));
+        }
+    }
+    // The options a side may set must still be the engine's, of the same kind: a binary
+    // swapped under the same path (without sha256/bench) cannot widen what sides may do.
+    if !spec.allow.is_empty() {
+        let announced = probe_options(path.clone(), spec.args.clone()).await?;
+        for name in spec.allow.keys() {
+            let registered = spec
+                .uci_options
+                .iter()
+                .find(|o| o.name.eq_ignore_ascii_case(name));
+            let here = announced.iter().find(|o| o.name.eq_ignore_ascii_case(name));
+            if here.map(|o| &o.kind) != registered.map(|o| &o.kind) || here.is_none() {
+                return Err(refuse(format!(
+                    "allowed option {name:?} is not announced as at registration ({:?} here, {:?} then)",
+                    here.map(|o| o.kind.as_str()),
+                    registered.map(|o| o.kind.as_str())
+                )));
+            }
         }
     }
     CHECKED
@@ -321,6 +394,11 @@ pub async fn resolve_side(lake: &Lake, request: &SideRequest) -> Result<SprtSide
             options: BTreeMap::new(),
         });
     };
+    let spec = get(lake, &engine)
+        .await?
+        .ok_or_else(|| JobError::NotFound(format!("engine {engine} is no longer registered")))?;
+    let options = side_options(&spec, &parsed.options)
+        .map_err(|e| e.prefixed(&format!("side {requested}: ")))?;
     let net = match &parsed.net {
         Some(n) => Some(crate::nets::resolve_net_name(lake, n).await?),
         None => None,
@@ -337,7 +415,7 @@ pub async fn resolve_side(lake: &Lake, request: &SideRequest) -> Result<SprtSide
         name.push('+');
         name.push_str(n);
     }
-    for (k, v) in &parsed.options {
+    for (k, v) in &options {
         name.push_str(&format!(",{k}={v}"));
     }
     Ok(SprtSide {
@@ -345,8 +423,29 @@ pub async fn resolve_side(lake: &Lake, request: &SideRequest) -> Result<SprtSide
         requested,
         engine: Some(engine),
         net,
-        options: parsed.options,
+        options,
     })
+}
+
+/// A side's options under the registration's policy: an option the engine does not have is
+/// a bad request, one no admin allowed (or a value outside its rule) is forbidden.
+fn side_options(
+    spec: &EngineSpec,
+    options: &BTreeMap<String, String>,
+) -> Result<BTreeMap<String, String>, JobError> {
+    spec.check_side_options(options).map_err(|r| match r {
+        OptionRefusal::Unknown(m) => JobError::Invalid(m),
+        OptionRefusal::Forbidden(m) => JobError::Forbidden(m),
+    })
+}
+
+/// Every side a job names, resolved (and so checked against the engines' policies) before
+/// the job is recorded: what `POST /v1/jobs` runs for SPRT and datagen specs.
+pub async fn check_sides(lake: &Lake, spec: &lakefish_schemas::JobSpec) -> Result<(), JobError> {
+    for side in spec.sides() {
+        resolve_side(lake, side).await?;
+    }
+    Ok(())
 }
 
 /// The player for a resolved side: lakefish's engine in-process, or a registered engine's
@@ -361,9 +460,12 @@ pub async fn player(lake: &Lake, side: &SprtSide) -> Result<Player, JobError> {
     let spec = get(lake, engine)
         .await?
         .ok_or_else(|| JobError::NotFound(format!("engine {engine} is no longer registered")))?;
+    // Checked again here: a queue can be written by others than the API.
+    let allowed = side_options(&spec, &side.options)
+        .map_err(|e| e.prefixed(&format!("side {}: ", side.name)))?;
     let program = prepare_program(lake, &spec).await?;
     let mut options = spec.options.clone();
-    options.extend(side.options.clone());
+    options.extend(allowed);
     if let Some(net) = &side.net {
         let (manifest, bytes) = crate::nets::fetch_net(lake, net).await?;
         let path = cache_dir().join("nets").join(&manifest.name);
@@ -378,4 +480,98 @@ pub async fn player(lake: &Lake, side: &SprtSide) -> Result<Player, JobError> {
             options: options.into_iter().collect(),
         }),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lakefish_schemas::engines::OptionRule;
+
+    /// A registration as the registry stores it (written directly: no engine runs here).
+    async fn stored(lake: &Lake) -> EngineSpec {
+        let spec = EngineSpec {
+            name: "sf".into(),
+            command: "/nonexistent/stockfish".into(),
+            args: vec![],
+            options: BTreeMap::from([("Threads".to_string(), "1".to_string())]),
+            allow: BTreeMap::from([(
+                "Skill Level".to_string(),
+                OptionRule {
+                    min: Some(0),
+                    max: Some(20),
+                    values: vec![],
+                },
+            )]),
+            uci_options: ["Threads", "Skill Level", "Debug Log File"]
+                .iter()
+                .map(|n| UciOption {
+                    name: n.to_string(),
+                    kind: if n.starts_with("Debug") {
+                        "string"
+                    } else {
+                        "spin"
+                    }
+                    .into(),
+                    min: Some(0),
+                    max: Some(20),
+                    vars: vec![],
+                })
+                .collect(),
+            net_option: "EvalFile".into(),
+            sha256: None,
+            bench: None,
+        };
+        lake.put(&engine_key("sf"), serde_json::to_vec(&spec).unwrap())
+            .await
+            .unwrap();
+        spec
+    }
+
+    /// A side that reached a worker without passing the API (a forged queue payload) is
+    /// refused before any engine starts, naming the option.
+    #[tokio::test]
+    async fn the_worker_checks_a_side_s_options_again() {
+        let lake = Lake::in_memory();
+        stored(&lake).await;
+        let side = |options: &[(&str, &str)]| SprtSide {
+            name: "sf".into(),
+            requested: "sf".into(),
+            engine: Some("sf".into()),
+            net: None,
+            options: options
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        };
+        for (options, forbidden, says) in [
+            (
+                &[("Debug Log File", "/etc/passwd")][..],
+                true,
+                "Debug Log File",
+            ),
+            (&[("Threads", "64")][..], true, "Threads"),
+            (&[("Skill Level", "99")][..], true, "0..20"),
+            (&[("Thraeds", "1")][..], false, "no such UCI option"),
+        ] {
+            let err = match player(&lake, &side(options)).await {
+                Err(e) => e,
+                Ok(_) => panic!("{options:?} was accepted"),
+            };
+            assert_eq!(matches!(err, JobError::Forbidden(_)), forbidden, "{err}");
+            assert!(err.to_string().contains(says), "{err}");
+        }
+        // An allowed option passes the policy; this engine's program is not here, which is
+        // the next check's refusal.
+        let err = match player(&lake, &side(&[("skill level", "3")])).await {
+            Err(e) => e.to_string(),
+            Ok(_) => panic!("no such program"),
+        };
+        assert!(err.contains("no such file on this worker"), "{err}");
+        // Resolution at submission gives the registration's spelling of the option.
+        let resolved = resolve_side(&lake, &"sf,skill level=3".into())
+            .await
+            .unwrap();
+        assert_eq!(resolved.options["Skill Level"], "3");
+        assert_eq!(resolved.name, "sf,Skill Level=3");
+    }
 }

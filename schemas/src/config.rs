@@ -90,6 +90,32 @@ pub struct ServerConfig {
     /// Lets `serve` listen beyond loopback without any token configured: the API is then open
     /// to everyone who can reach it. Off by default; the name is meant to be read aloud.
     pub open_api_without_tokens: Option<bool>,
+    /// Lets the routes that run code on workers (engine registration and removal) answer
+    /// when no token is configured. Off by default: without tokens, any web page the
+    /// operator visits could send such requests to a loopback server.
+    pub admin_without_tokens: Option<bool>,
+    /// Host names the API answers to besides IP addresses, `localhost` and this machine's
+    /// host name (a DNS-rebinding page arrives with a name of its own).
+    pub allowed_hosts: Option<Vec<String>>,
+    /// Seconds a client may take to send a request's headers, counted from the connection
+    /// opening or its previous answer, so also how long a quiet connection stays (default 10).
+    pub header_timeout_secs: Option<u64>,
+    /// Seconds a request body may stall between two pieces (default 30).
+    pub body_timeout_secs: Option<u64>,
+    /// Connections served at once; more wait to be accepted (default 512).
+    pub max_connections: Option<usize>,
+}
+
+impl ServerConfig {
+    pub fn header_timeout(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(self.header_timeout_secs.unwrap_or(10).max(1))
+    }
+    pub fn body_timeout(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(self.body_timeout_secs.unwrap_or(30).max(1))
+    }
+    pub fn max_connections(&self) -> usize {
+        self.max_connections.unwrap_or(512).max(1)
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]

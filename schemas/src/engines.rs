@@ -35,9 +35,22 @@ pub struct EngineSpec {
     /// Arguments given to the command.
     #[serde(default)]
     pub args: Vec<String>,
-    /// UCI options set before every game (a side's own options override them).
+    /// UCI options set before every game, fixed by the admin (a side may change only those
+    /// `allow` lets it).
     #[serde(default)]
     pub options: BTreeMap<String, String>,
+    /// The options a side (a submitter's SPRT, datagen, gauntlet) may set, and to what. Any
+    /// other option a side names is refused: 400 when the engine has no such option, 403
+    /// otherwise. Checked at registration against `uci_options`; an empty rule (`{}`) allows
+    /// the whole range the engine announces. Options of type `string` (files, paths) and
+    /// `button` can never be allowed.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub allow: BTreeMap<String, OptionRule>,
+    /// The options the engine announced in its `uci` answer, read by the registry when it
+    /// registered the engine (a caller's list is kept only where the registry cannot run
+    /// the engine itself; workers read them again before their first game).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub uci_options: Vec<UciOption>,
     /// The UCI option a side's net is passed in (`ENGINE+NET`): Stockfish's `EvalFile`.
     #[serde(default = "default_net_option")]
     pub net_option: String,
@@ -53,6 +66,140 @@ pub struct EngineSpec {
 fn default_net_option() -> String {
     "EvalFile".into()
 }
+
+/// What a side may set an allowed option to: integers in `min..=max`, or one of `values`.
+/// Empty at registration: everything the engine announces for it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct OptionRule {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max: Option<i64>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub values: Vec<String>,
+}
+
+impl std::fmt::Display for OptionRule {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match (self.min, self.max) {
+            (Some(a), Some(b)) => write!(f, "{a}..{b}"),
+            _ if !self.values.is_empty() => f.write_str(&self.values.join("|")),
+            _ => f.write_str("(the engine's range)"),
+        }
+    }
+}
+
+impl std::str::FromStr for OptionRule {
+    type Err = String;
+
+    /// `MIN..MAX`, `A|B|C`, or empty (the engine's whole range), as `--allow NAME=RULE` takes it.
+    fn from_str(s: &str) -> Result<Self, String> {
+        let s = s.trim();
+        if s.is_empty() {
+            return Ok(OptionRule::default());
+        }
+        if let Some((a, b)) = s.split_once("..") {
+            let int = |t: &str| {
+                t.trim()
+                    .parse::<i64>()
+                    .map_err(|_| format!("{s:?}: expected MIN..MAX with integers"))
+            };
+            return Ok(OptionRule {
+                min: Some(int(a)?),
+                max: Some(int(b)?),
+                values: Vec::new(),
+            });
+        }
+        Ok(OptionRule {
+            values: s.split('|').map(|v| v.trim().to_string()).collect(),
+            ..Default::default()
+        })
+    }
+}
+
+/// One `option name N type T ...` line of an engine's `uci` answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct UciOption {
+    pub name: String,
+    /// `check`, `spin`, `combo`, `button` or `string`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max: Option<i64>,
+    /// A combo's choices.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub vars: Vec<String>,
+}
+
+impl UciOption {
+    /// Reads an `option` line; `None` for anything else or a line without name and type.
+    pub fn parse(line: &str) -> Option<UciOption> {
+        let rest = line.trim().strip_prefix("option ")?.trim_start();
+        let rest = rest.strip_prefix("name ")?;
+        // Keywords split the line; a name may hold spaces (`Skill Level`).
+        let words: Vec<&str> = rest.split_whitespace().collect();
+        let keyword = |w: &str| matches!(w, "type" | "default" | "min" | "max" | "var");
+        let mut i = 0;
+        let mut name = Vec::new();
+        while i < words.len() && !keyword(words[i]) {
+            name.push(words[i]);
+            i += 1;
+        }
+        let mut opt = UciOption {
+            name: name.join(" "),
+            kind: String::new(),
+            min: None,
+            max: None,
+            vars: Vec::new(),
+        };
+        while i < words.len() {
+            let key = words[i];
+            i += 1;
+            let mut value = Vec::new();
+            while i < words.len() && !keyword(words[i]) {
+                value.push(words[i]);
+                i += 1;
+            }
+            let value = value.join(" ");
+            match key {
+                "type" => opt.kind = value,
+                "min" => opt.min = value.parse().ok(),
+                "max" => opt.max = value.parse().ok(),
+                "var" => opt.vars.push(value),
+                _ => {}
+            }
+        }
+        if opt.name.is_empty() || opt.name.len() > 64 || opt.kind.is_empty() || opt.vars.len() > 256
+        {
+            return None;
+        }
+        Some(opt)
+    }
+}
+
+/// Why a side's option was refused: the caller's mistake (an option the engine does not
+/// have, 400) or something it may not do (403).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OptionRefusal {
+    Unknown(String),
+    Forbidden(String),
+}
+
+impl std::fmt::Display for OptionRefusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            OptionRefusal::Unknown(m) | OptionRefusal::Forbidden(m) => f.write_str(m),
+        }
+    }
+}
+
+/// Options whose value is what a worker spends: a side may not ask for more than the
+/// registration itself sets.
+const RESOURCE_OPTIONS: [&str; 2] = ["Threads", "Hash"];
 
 /// Option names and values become UCI `setoption` lines: no line breaks, and no `value` in
 /// a name (it would end the name early).
@@ -119,6 +266,26 @@ impl EngineSpec {
             check_option(k, v)?;
         }
         check_option(&self.net_option, "")?;
+        if self.allow.len() > 64 || self.uci_options.len() > 1024 {
+            return Err("at most 64 allowed options and 1024 announced ones".into());
+        }
+        for (k, rule) in &self.allow {
+            check_option(k, "")?;
+            if rule.values.len() > 256 {
+                return Err(format!("allow {k}: at most 256 values"));
+            }
+            for v in &rule.values {
+                check_option(k, v)?;
+            }
+            if rule.min.is_some() != rule.max.is_some()
+                || (rule.min.is_some() && !rule.values.is_empty())
+                || rule.min > rule.max
+            {
+                return Err(format!(
+                    "allow {k}: give min and max (min <= max), or values, or neither"
+                ));
+            }
+        }
         if let Some(sha) = &self.sha256 {
             check_sha256(sha).map_err(|e| format!("sha256: {e}"))?;
         }
@@ -126,6 +293,170 @@ impl EngineSpec {
             return Err("bench must be a node count above 0".into());
         }
         Ok(())
+    }
+}
+
+impl EngineSpec {
+    fn announced(&self, name: &str) -> Option<&UciOption> {
+        self.uci_options
+            .iter()
+            .find(|o| o.name.eq_ignore_ascii_case(name))
+    }
+
+    /// Checks `allow` and `options` against the options the engine announced (`uci_options`,
+    /// just read), and makes each empty rule the engine's whole range. Called by the registry.
+    pub fn resolve_allow(&mut self) -> Result<(), String> {
+        if self.uci_options.is_empty() {
+            if self.allow.is_empty() {
+                return Ok(());
+            }
+            return Err(
+                "allow: the engine's own options are unknown (it announced none in answer to `uci`), so none can be allowed"
+                    .into(),
+            );
+        }
+        for name in self.options.keys() {
+            if self.announced(name).is_none() {
+                return Err(format!(
+                    "options: engine {} has no UCI option {name:?} (it announces: {})",
+                    self.name,
+                    self.announced_names()
+                ));
+            }
+        }
+        let mut resolved = BTreeMap::new();
+        for (name, rule) in &self.allow {
+            let Some(decl) = self.announced(name) else {
+                return Err(format!(
+                    "allow: engine {} has no UCI option {name:?} (it announces: {})",
+                    self.name,
+                    self.announced_names()
+                ));
+            };
+            let refuse = |why: String| Err(format!("allow {name}: {why}"));
+            let rule = match decl.kind.as_str() {
+                "spin" => {
+                    let (lo, hi) = (decl.min.unwrap_or(i64::MIN), decl.max.unwrap_or(i64::MAX));
+                    let mut r = rule.clone();
+                    if !r.values.is_empty() {
+                        if r.values.iter().any(|v| v.parse::<i64>().is_err()) {
+                            return refuse("a spin option takes integers".into());
+                        }
+                    } else if r.min.is_none() {
+                        r.min = Some(lo);
+                        r.max = Some(hi);
+                    }
+                    let ints: Vec<i64> = match (r.min, r.max) {
+                        (Some(a), Some(b)) => vec![a, b],
+                        _ => r.values.iter().filter_map(|v| v.parse().ok()).collect(),
+                    };
+                    if ints.iter().any(|v| !(lo..=hi).contains(v)) {
+                        return refuse(format!("the engine takes {lo}..{hi}"));
+                    }
+                    if let Some(own) = RESOURCE_OPTIONS
+                        .iter()
+                        .find(|o| o.eq_ignore_ascii_case(name))
+                        .and_then(|o| self.options.get(*o))
+                        .and_then(|v| v.parse::<i64>().ok())
+                        && ints.iter().any(|v| *v > own)
+                    {
+                        return refuse(format!(
+                            "a side may not ask for more than the registration's own {name}={own}"
+                        ));
+                    }
+                    r
+                }
+                "check" | "combo" => {
+                    let choices: Vec<String> = if decl.kind == "check" {
+                        vec!["true".into(), "false".into()]
+                    } else {
+                        decl.vars.clone()
+                    };
+                    if rule.min.is_some() {
+                        return refuse(format!("a {} option takes values, not a range", decl.kind));
+                    }
+                    let values = if rule.values.is_empty() {
+                        choices.clone()
+                    } else {
+                        rule.values.clone()
+                    };
+                    if let Some(v) = values
+                        .iter()
+                        .find(|v| !choices.iter().any(|c| c.eq_ignore_ascii_case(v)))
+                    {
+                        return refuse(format!(
+                            "{v:?} is not one of the engine's values ({})",
+                            choices.join(", ")
+                        ));
+                    }
+                    OptionRule {
+                        values,
+                        ..Default::default()
+                    }
+                }
+                other => {
+                    return refuse(format!(
+                        "a {other} option (it can name a file or trigger an action) can not be given to submitters; set a fixed value in options instead"
+                    ));
+                }
+            };
+            resolved.insert(name.clone(), rule);
+        }
+        self.allow = resolved;
+        Ok(())
+    }
+
+    fn announced_names(&self) -> String {
+        let names: Vec<&str> = self.uci_options.iter().map(|o| o.name.as_str()).collect();
+        names.join(", ")
+    }
+
+    /// The one rule for a side's options (checked at submission and again by the worker):
+    /// each must be allowed by the registration, with a value its rule admits. Returns them
+    /// under the names the registration spells them with.
+    pub fn check_side_options(
+        &self,
+        options: &BTreeMap<String, String>,
+    ) -> Result<BTreeMap<String, String>, OptionRefusal> {
+        let mut out = BTreeMap::new();
+        for (name, value) in options {
+            let rule = self
+                .allow
+                .iter()
+                .find(|(k, _)| k.eq_ignore_ascii_case(name));
+            let Some((canonical, rule)) = rule else {
+                if !self.uci_options.is_empty() && self.announced(name).is_none() {
+                    return Err(OptionRefusal::Unknown(format!(
+                        "option {name:?}: engine {} has no such UCI option (it announces: {})",
+                        self.name,
+                        self.announced_names()
+                    )));
+                }
+                let allowed: Vec<String> =
+                    self.allow.iter().map(|(k, r)| format!("{k}={r}")).collect();
+                return Err(OptionRefusal::Forbidden(format!(
+                    "option {name:?} of engine {} may not be set by a side ({}); an admin allows options when registering the engine",
+                    self.name,
+                    if allowed.is_empty() {
+                        "it allows none".to_string()
+                    } else {
+                        format!("allowed: {}", allowed.join(", "))
+                    }
+                )));
+            };
+            let ok = match (rule.min, rule.max) {
+                (Some(lo), Some(hi)) => value.parse::<i64>().is_ok_and(|v| (lo..=hi).contains(&v)),
+                _ => rule.values.iter().any(|v| v.eq_ignore_ascii_case(value)),
+            };
+            if !ok {
+                return Err(OptionRefusal::Forbidden(format!(
+                    "option {name}={value:?} of engine {}: allowed values are {rule}",
+                    self.name
+                )));
+            }
+            out.insert(canonical.clone(), value.clone());
+        }
+        Ok(out)
     }
 }
 
@@ -330,6 +661,8 @@ mod tests {
             command: "/usr/games/stockfish".into(),
             args: vec![],
             options: BTreeMap::new(),
+            allow: BTreeMap::new(),
+            uci_options: Vec::new(),
             net_option: default_net_option(),
             sha256: None,
             bench: None,
@@ -358,5 +691,94 @@ mod tests {
             let e = what.expect_err(err);
             assert!(e.contains(err), "{e} lacks {err}");
         }
+    }
+
+    #[test]
+    fn option_lines_parse_and_policies_hold() {
+        let lines = [
+            "option name Debug Log File type string default",
+            "option name Threads type spin default 1 min 1 max 1024",
+            "option name Skill Level type spin default 20 min 0 max 20",
+            "option name UCI_LimitStrength type check default false",
+            "option name Style type combo default Normal var Solid var Normal var Risky",
+            "option name Clear Hash type button",
+            "option name",
+            "id name x",
+        ];
+        let opts: Vec<UciOption> = lines.iter().filter_map(|l| UciOption::parse(l)).collect();
+        assert_eq!(opts.len(), 6);
+        assert_eq!(opts[0].name, "Debug Log File");
+        assert_eq!(opts[0].kind, "string");
+        assert_eq!((opts[2].min, opts[2].max), (Some(0), Some(20)));
+        assert_eq!(opts[4].vars, ["Solid", "Normal", "Risky"]);
+        let mut spec = EngineSpec {
+            name: "e".into(),
+            command: "/bin/e".into(),
+            args: vec![],
+            options: BTreeMap::from([("Threads".into(), "2".into())]),
+            allow: BTreeMap::new(),
+            uci_options: opts,
+            net_option: default_net_option(),
+            sha256: None,
+            bench: None,
+        };
+        let allow = |rules: &[(&str, &str)]| -> BTreeMap<String, OptionRule> {
+            rules
+                .iter()
+                .map(|(k, r)| (k.to_string(), r.parse().unwrap()))
+                .collect()
+        };
+        for (rules, says) in [
+            (&[("Debug Log File", "")][..], "string option"),
+            (&[("Clear Hash", "")][..], "button option"),
+            (&[("Threads", "1..4")][..], "Threads=2"),
+            (&[("Skill Level", "-1..5")][..], "0..20"),
+            (&[("Style", "Wild")][..], "not one of"),
+            (&[("Nope", "")][..], "no UCI option"),
+        ] {
+            let mut s = spec.clone();
+            s.allow = allow(rules);
+            let e = s.resolve_allow().unwrap_err();
+            assert!(e.contains(says), "{rules:?}: {e}");
+        }
+        spec.allow = allow(&[
+            ("skill level", ""),
+            ("Style", "Solid|Risky"),
+            ("Threads", "1..2"),
+        ]);
+        spec.resolve_allow().unwrap();
+        assert_eq!(spec.allow["skill level"].to_string(), "0..20");
+        let ok = spec
+            .check_side_options(&BTreeMap::from([("Skill Level".into(), "5".into())]))
+            .unwrap();
+        assert_eq!(ok["skill level"], "5");
+        for (k, v, forbidden) in [
+            ("Skill Level", "21", true),
+            ("Skill Level", "x", true),
+            ("Style", "Normal", true),
+            ("Debug Log File", "/etc/passwd", true),
+            ("Threads", "3", true),
+            ("Thraeds", "1", false),
+        ] {
+            let r = spec
+                .check_side_options(&BTreeMap::from([(k.to_string(), v.to_string())]))
+                .unwrap_err();
+            assert_eq!(
+                matches!(r, OptionRefusal::Forbidden(_)),
+                forbidden,
+                "{k}={v}: {r}"
+            );
+        }
+        // Without the engine's own list nothing can be allowed, and nothing is unknown.
+        let mut blind = spec.clone();
+        blind.uci_options.clear();
+        assert!(blind.resolve_allow().is_err());
+        blind.allow.clear();
+        blind.resolve_allow().unwrap();
+        let r = blind
+            .check_side_options(&BTreeMap::from([("Thraeds".into(), "1".into())]))
+            .unwrap_err();
+        assert!(matches!(r, OptionRefusal::Forbidden(_)));
+        assert!("1..x".parse::<OptionRule>().is_err());
     }
 }

@@ -23,6 +23,13 @@ pub enum SpecError {
     UnknownField(String),
     #[error("missing field {0:?}")]
     Missing(&'static str),
+    #[error("field {field:?} must be {expected}")]
+    WrongType {
+        field: &'static str,
+        expected: &'static str,
+    },
+    #[error("request body: {0}")]
+    DuplicateKey(String),
     #[error("unsupported payload version {0} (this build understands up to {JOB_PAYLOAD_VERSION})")]
     Version(u64),
     #[error("unknown job kind {0:?} (known: {known})", known = JobKind::submittable())]
@@ -307,6 +314,16 @@ impl JobSpec {
         }
     }
 
+    /// Every side of a match the job names (an engine with options, a net): what the engine
+    /// policy is checked against at submission, and again on the worker.
+    pub fn sides(&self) -> Vec<&crate::engines::SideRequest> {
+        match self {
+            JobSpec::Sprt(s) => vec![&s.new, &s.base],
+            JobSpec::Datagen(d) => d.engine.iter().collect(),
+            _ => Vec::new(),
+        }
+    }
+
     /// Validates a raw submission body. Every error names what is wrong.
     pub fn from_request(body: &[u8]) -> Result<JobSpec, SpecError> {
         Self::decode(body, false)
@@ -315,6 +332,7 @@ impl JobSpec {
     fn decode(body: &[u8], internal: bool) -> Result<JobSpec, SpecError> {
         let value: serde_json::Value =
             serde_json::from_slice(body).map_err(|e| SpecError::Json(e.to_string()))?;
+        crate::json::check_no_duplicate_keys(body).map_err(SpecError::DuplicateKey)?;
         let serde_json::Value::Object(mut map) = value else {
             return Err(SpecError::NotAnObject);
         };
@@ -325,14 +343,23 @@ impl JobSpec {
             return Err(SpecError::UnknownField(k.clone()));
         }
         if let Some(v) = map.remove("version") {
-            let n = v.as_u64().ok_or(SpecError::Missing("version"))?;
+            let n = v.as_u64().ok_or(SpecError::WrongType {
+                field: "version",
+                expected: "a whole number from 1",
+            })?;
             if n == 0 || n > JOB_PAYLOAD_VERSION as u64 {
                 return Err(SpecError::Version(n));
             }
         }
         let name = match map.remove("kind") {
             Some(serde_json::Value::String(k)) => k,
-            _ => return Err(SpecError::Missing("kind")),
+            Some(_) => {
+                return Err(SpecError::WrongType {
+                    field: "kind",
+                    expected: "a string naming a job kind",
+                });
+            }
+            None => return Err(SpecError::Missing("kind")),
         };
         let spec = map.remove("spec").ok_or(SpecError::Missing("spec"))?;
         let kind = match JobKind::parse(&name) {

@@ -10,6 +10,7 @@ pub mod dataset;
 pub mod engines;
 pub mod games;
 pub mod job;
+pub mod json;
 pub mod mask;
 pub mod names;
 pub mod nets;

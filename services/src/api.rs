@@ -444,14 +444,28 @@ pub fn routes() -> Vec<Route> {
 pub fn router(state: AppState) -> Router {
     let mut r = Router::new();
     for rt in routes() {
-        r = r.route(rt.path, rt.handler);
+        let handler = match rt.request {
+            Some(Body::Json(_)) => rt
+                .handler
+                .layer(axum::middleware::from_fn(crate::guard::require_json)),
+            _ => rt.handler,
+        };
+        r = r.route(rt.path, handler);
     }
+    // Outermost first: the host and origin check, then tokens, then the body's limits.
     r.fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(axum::extract::DefaultBodyLimit::max(state.max_body()))
+        .layer(tower_http::timeout::RequestBodyTimeoutLayer::new(
+            state.config.server.body_timeout(),
+        ))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             crate::auth::check,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            crate::guard::check,
         ))
         .with_state(state)
 }
@@ -559,6 +573,9 @@ async fn submit_job(
     let body = body.map_err(|e| body_error(&s, e))?;
     let spec = JobSpec::from_request(&body).map_err(|e| ApiError::BadRequest(e.to_string()))?;
     check_inputs(&s, &spec)?;
+    // Engines and their options, under each engine's policy (403 naming an option no admin
+    // allowed), before anything is recorded; workers check again.
+    lakefish_jobs::engines::check_sides(&s.lake, &spec).await?;
     let id = JobId::new();
     let record = crate::queue::new_record(id.clone(), &spec);
     s.jobs.put(&record).await?;
@@ -576,6 +593,17 @@ async fn submit_job(
         state: JobState::Queued,
     };
     Ok((StatusCode::ACCEPTED, Json(body)).into_response())
+}
+
+/// A JSON body read strictly: malformed JSON, a key given twice or a value of the wrong
+/// shape are 400s naming what is wrong (`what`: the thing the body describes).
+pub(crate) fn strict_json<T: serde::de::DeserializeOwned>(
+    body: &[u8],
+    what: &str,
+) -> Result<T, ApiError> {
+    lakefish_schemas::json::check_no_duplicate_keys(body)
+        .map_err(|e| ApiError::BadRequest(format!("invalid {what}: {e}")))?;
+    serde_json::from_slice(body).map_err(|e| ApiError::BadRequest(format!("invalid {what}: {e}")))
 }
 
 /// A JSON body that could not be read: too large (413) or malformed (400).
@@ -828,8 +856,7 @@ async fn submit_sprt(
     body: Result<Bytes, axum::extract::rejection::BytesRejection>,
 ) -> Result<Response, ApiError> {
     let body = body.map_err(|e| body_error(&s, e))?;
-    let value: serde_json::Value = serde_json::from_slice(&body)
-        .map_err(|e| ApiError::BadRequest(format!("invalid JSON: {e}")))?;
+    let value: serde_json::Value = strict_json(&body, "SPRT spec")?;
     let wrapped = serde_json::to_vec(&json!({"kind": "sprt", "spec": value})).expect("json");
     let spec = JobSpec::from_request(&wrapped).map_err(|e| ApiError::BadRequest(e.to_string()))?;
     let JobSpec::Sprt(sprt) = &spec else {

@@ -25,11 +25,28 @@ pub fn needed_scope(method: &Method, path: &str) -> Option<Scope> {
     Some(Scope::Submit)
 }
 
+/// Routes that make workers run code (registering or removing an engine): without tokens
+/// configured they answer only where the operator said so (`server.admin_without_tokens`).
+pub fn runs_code_on_workers(method: &Method, path: &str) -> bool {
+    !matches!(*method, Method::GET | Method::HEAD) && path.starts_with("/v1/engines")
+}
+
 pub async fn check(State(s): State<AppState>, req: Request, next: Next) -> Response {
     let auth = &s.config.auth;
     let Some(needed) = needed_scope(req.method(), req.uri().path()) else {
         return next.run(req).await;
     };
+    if !auth.enabled()
+        && runs_code_on_workers(req.method(), req.uri().path())
+        && s.config.server.admin_without_tokens != Some(true)
+    {
+        return ApiError::Forbidden(format!(
+            "{} {} registers code that workers run, so it needs an admin token: configure [[auth.tokens]] with the admin scope (lakefish token new), or set [server] admin_without_tokens = true on a machine no browser uses",
+            req.method(),
+            req.uri().path()
+        ))
+        .into_response();
+    }
     if !auth.enabled() || (needed == Scope::Read && auth.anonymous_read) {
         return next.run(req).await;
     }

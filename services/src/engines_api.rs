@@ -48,7 +48,7 @@ pub(crate) fn routes() -> Vec<Route> {
         route(
             M::POST,
             "/v1/engines",
-            "Register an engine (admin: workers will run its command). 201, or 200 when the same spec is there.",
+            "Register an engine (admin: workers will run its command; off without tokens unless server.admin_without_tokens). The engine's `uci` answer is read here when its program is on this machine, and `allow` (the options sides may set) checked against it. 201, or 200 when the same spec is there.",
             post(add),
         )
         .request(json::<EngineSpec>())
@@ -70,7 +70,7 @@ pub(crate) fn routes() -> Vec<Route> {
             delete(remove),
         )
         .ok(ok, json::<EngineRemoved>())
-        .errors(&[bad, missing, down]),
+        .errors(&[missing, down]),
     ]
 }
 
@@ -96,24 +96,13 @@ async fn add(
     body: Result<Bytes, axum::extract::rejection::BytesRejection>,
 ) -> Result<Response, ApiError> {
     let body = body.map_err(|e| crate::api::body_error(&s, e))?;
-    let spec: EngineSpec = serde_json::from_slice(&body)
-        .map_err(|e| ApiError::BadRequest(format!("invalid engine: {e}")))?;
+    let spec: EngineSpec = crate::api::strict_json(&body, "engine")?;
     spec.validate().map_err(ApiError::BadRequest)?;
-    let existed = match lakefish_jobs::engines::get(&s.lake, &spec.name).await? {
-        Some(old) if old == spec => true,
-        Some(_) => {
-            return Err(ApiError::Conflict(format!(
-                "engine {} is registered with other settings; DELETE it first",
-                spec.name
-            )));
-        }
-        None => false,
-    };
-    let stored = lakefish_jobs::engines::register(&s.lake, &spec).await?;
-    let status = if existed {
-        StatusCode::OK
-    } else {
+    let (stored, created) = lakefish_jobs::engines::register(&s.lake, &spec).await?;
+    let status = if created {
         StatusCode::CREATED
+    } else {
+        StatusCode::OK
     };
     Ok((status, Json(stored)).into_response())
 }
@@ -122,6 +111,11 @@ async fn remove(
     State(s): State<AppState>,
     ApiPath(name): ApiPath<String>,
 ) -> Result<Json<EngineRemoved>, ApiError> {
+    // A name that can never be registered is simply not there, as for GET.
+    let unknown = || ApiError::NotFound(format!("engine {name} is not registered"));
+    if lakefish_schemas::engines::check_engine_name(&name).is_err() {
+        return Err(unknown());
+    }
     if !lakefish_jobs::engines::remove(&s.lake, &name).await? {
         return Err(ApiError::NotFound(format!(
             "engine {name} is not registered"

@@ -14,6 +14,8 @@ pub enum ApiError {
     /// A known token without the scope the request needs.
     Forbidden(String),
     TooLarge(String),
+    /// A body of a media type the route does not take.
+    UnsupportedMediaType(String),
     NotFound(String),
     /// A known path with a method it does not serve.
     MethodNotAllowed(String),
@@ -32,6 +34,7 @@ impl ApiError {
             ApiError::Unauthorized(m) => (StatusCode::UNAUTHORIZED, m),
             ApiError::Forbidden(m) => (StatusCode::FORBIDDEN, m),
             ApiError::TooLarge(m) => (StatusCode::PAYLOAD_TOO_LARGE, m),
+            ApiError::UnsupportedMediaType(m) => (StatusCode::UNSUPPORTED_MEDIA_TYPE, m),
             ApiError::NotFound(m) => (StatusCode::NOT_FOUND, m),
             ApiError::MethodNotAllowed(m) => (StatusCode::METHOD_NOT_ALLOWED, m),
             ApiError::Conflict(m) => (StatusCode::CONFLICT, m),
@@ -46,14 +49,17 @@ impl ApiError {
 impl From<JobError> for ApiError {
     fn from(e: JobError) -> Self {
         match e {
-            JobError::Name(_) | JobError::Input { .. } | JobError::Payload(_) => {
-                ApiError::BadRequest(e.to_string())
-            }
+            JobError::Name(_)
+            | JobError::Input { .. }
+            | JobError::Payload(_)
+            | JobError::Invalid(_) => ApiError::BadRequest(e.to_string()),
             JobError::NotFound(_) => ApiError::NotFound(e.to_string()),
+            JobError::Forbidden(_) => ApiError::Forbidden(e.to_string()),
             JobError::DatasetExists { .. }
             | JobError::ObjectExists { .. }
             | JobError::DatasetBusy { .. }
-            | JobError::MaskExists { .. } => ApiError::Conflict(e.to_string()),
+            | JobError::MaskExists { .. }
+            | JobError::EngineExists { .. } => ApiError::Conflict(e.to_string()),
             JobError::TooLarge { .. } => ApiError::TooLarge(e.to_string()),
             JobError::Lake { .. } => ApiError::Unavailable(e.to_string()),
             _ => ApiError::Internal(e.to_string()),

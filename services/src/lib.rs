@@ -14,6 +14,8 @@ pub mod dashboard;
 pub mod engines_api;
 pub mod error;
 pub mod extract;
+pub mod guard;
+pub mod http;
 pub mod lists;
 pub mod openapi;
 pub mod queue;

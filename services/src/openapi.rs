@@ -47,12 +47,19 @@ pub fn openapi_document() -> serde_json::Value {
         }
         let mut errors = rt.errors.clone();
         if scope.is_some() {
-            errors.extend([StatusCode::UNAUTHORIZED, StatusCode::FORBIDDEN]);
+            errors.push(StatusCode::UNAUTHORIZED);
+        }
+        // Every route refuses a Host the server does not answer to, and (state-changing
+        // ones) a request from another origin: `guard.rs`.
+        errors.push(StatusCode::FORBIDDEN);
+        if matches!(rt.request, Some(crate::api::Body::Json(_))) {
+            errors.push(StatusCode::UNSUPPORTED_MEDIA_TYPE);
         }
         errors.sort();
+        errors.dedup();
         for status in errors {
             // The token check answers JSON before any page is made.
-            let html = rt.page && !matches!(status.as_u16(), 401 | 403);
+            let html = rt.page && !matches!(status.as_u16(), 401 | 403 | 415);
             let content = if html {
                 json!({ "text/html": { "schema": { "type": "string" } } })
             } else {
@@ -158,7 +165,10 @@ fn error_description(status: StatusCode) -> &'static str {
     match status.as_u16() {
         400 => "Bad request; {\"error\"} says what is wrong",
         401 => "No or unknown token (when tokens are configured)",
-        403 => "The token lacks the scope",
+        403 => {
+            "Refused: the token lacks the scope, the Host is not one this server answers to, a state-changing request came from another origin, an engine route without tokens configured, or an engine option no admin allowed"
+        }
+        415 => "The body is not Content-Type: application/json",
         404 => "Not found",
         409 => "Conflicts with what is stored; nothing was changed",
         413 => "Body larger than the configured limit",

@@ -44,6 +44,9 @@ async fn send(
     token: Option<&str>,
 ) -> (StatusCode, Option<String>, serde_json::Value) {
     let mut req = Request::builder().method(method).uri(uri);
+    if method == "POST" {
+        req = req.header(header::CONTENT_TYPE, "application/json");
+    }
     if let Some(t) = token {
         req = req.header(header::AUTHORIZATION, format!("Bearer {t}"));
     }
@@ -547,6 +550,74 @@ async fn engines_are_registered_by_admins_only_and_checked() {
     )
     .await;
     assert_eq!(status, StatusCode::NOT_FOUND);
+    // What sides may set is checked against the options Stockfish announces in its `uci`
+    // answer: a path-valued option, a misspelled one, a range beyond the engine's, or more
+    // threads than the registration's own are refused naming it.
+    for (allow, says) in [
+        (r#"{"Debug Log File":{}}"#, "string option"),
+        (r#"{"Thraeds":{}}"#, "no UCI option \"Thraeds\""),
+        (r#"{"UCI_Elo":{"min":0,"max":99999}}"#, "1350..2850"),
+        (r#"{"Threads":{"min":1,"max":8}}"#, "Threads=1"),
+        (
+            r#"{"UCI_LimitStrength":{"values":["maybe"]}}"#,
+            "not one of",
+        ),
+    ] {
+        let spec = format!(
+            r#"{{"name":"sf-allow","command":"/usr/games/stockfish","options":{{"Threads":"1"}},"allow":{allow}}}"#
+        );
+        let (status, _, err) = send(&app, "POST", "/v1/engines", &spec, Some("lf_admin")).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{allow}: {err}");
+        let msg = err["error"].as_str().unwrap();
+        assert!(msg.contains(says), "{allow}: {msg}");
+    }
+    let sf_allow = r#"{"name":"sf","command":"/usr/games/stockfish","options":{"Threads":"1"},"allow":{"Skill Level":{},"UCI_Elo":{"min":1500,"max":2000},"UCI_LimitStrength":{}}}"#;
+    let (status, _, sf) = send(&app, "POST", "/v1/engines", sf_allow, Some("lf_admin")).await;
+    assert_eq!(status, StatusCode::CREATED, "{sf}");
+    assert_eq!(
+        sf["allow"]["Skill Level"],
+        serde_json::json!({"min": 0, "max": 20})
+    );
+    assert_eq!(
+        sf["allow"]["UCI_LimitStrength"]["values"],
+        serde_json::json!(["true", "false"])
+    );
+    assert!(sf["uci_options"].as_array().unwrap().len() > 10, "{sf}");
+    for (side, want, says) in [
+        (
+            "sf,Debug Log File=/tmp/x",
+            StatusCode::FORBIDDEN,
+            "Debug Log File",
+        ),
+        ("sf,Threads=64", StatusCode::FORBIDDEN, "Threads"),
+        ("sf,UCI_Elo=2500", StatusCode::FORBIDDEN, "1500..2000"),
+        ("sf,EvalFile=/etc/passwd", StatusCode::FORBIDDEN, "EvalFile"),
+        (
+            "sf,Thraeds=1",
+            StatusCode::BAD_REQUEST,
+            "no such UCI option",
+        ),
+    ] {
+        let body =
+            format!(r#"{{"new":"{side}","base":"classical","book":"lake:raw/books/b.epd"}}"#);
+        let (status, _, err) = send(&app, "POST", "/v1/sprt", &body, Some("lf_sub")).await;
+        assert_eq!(status, want, "{side}: {err}");
+        assert!(
+            err["error"].as_str().unwrap().contains(says),
+            "{side}: {err}"
+        );
+        let job = format!(
+            r#"{{"kind":"datagen","spec":{{"net":"classical","dataset":"d","games":1,"engine":"{side}"}}}}"#
+        );
+        let (status, _, err) = send(&app, "POST", "/v1/jobs", &job, Some("lf_sub")).await;
+        assert_eq!(status, want, "datagen {side}: {err}");
+    }
+    let (_, _, jobs) = send(&app, "GET", "/v1/jobs", "", Some("lf_sub")).await;
+    assert_eq!(
+        jobs["jobs"].as_array().unwrap().len(),
+        0,
+        "nothing recorded: {jobs}"
+    );
     // An SPRT side naming an engine that is not registered is a 400 saying so.
     let sprt =
         r#"{"new":"stockfish+best,Threads=1","base":"classical","book":"lake:raw/books/b.epd"}"#;
@@ -556,4 +627,227 @@ async fn engines_are_registered_by_admins_only_and_checked() {
         err["error"].as_str().unwrap().contains("not registered"),
         "{err}"
     );
+}
+
+/// Sends a request with the given headers (no others); returns the status and the body.
+async fn send_with(
+    app: &App,
+    method: &str,
+    uri: &str,
+    body: &str,
+    headers: &[(&str, &str)],
+) -> (StatusCode, serde_json::Value) {
+    let mut req = Request::builder().method(method).uri(uri);
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    let resp = router(app.state.clone())
+        .oneshot(req.body(Body::from(body.to_string())).unwrap())
+        .await
+        .unwrap();
+    let status = resp.status();
+    let bytes = resp.into_body().collect().await.unwrap().to_bytes();
+    (
+        status,
+        serde_json::from_slice(&bytes).unwrap_or(serde_json::Value::Null),
+    )
+}
+
+/// What a web page can send without asking (a form post, `text/plain`, no body type) never
+/// reaches a JSON handler; a request from another origin, or under a host name the server
+/// does not answer to (DNS rebinding), changes nothing; without tokens the routes that run
+/// code on workers are off unless the operator turns them on. Nothing is recorded.
+#[tokio::test]
+async fn a_web_page_cannot_drive_the_api() {
+    let app = app(Config::default()).await;
+    let engine = r#"{"name":"sh","command":"/bin/sh","args":["-c","id > /tmp/pwned; echo uciok"]}"#;
+    let job = r#"{"kind":"mask","spec":{"dataset":"d","name":"quiet"}}"#;
+    for ct in [
+        "text/plain",
+        "application/x-www-form-urlencoded",
+        "multipart/form-data; boundary=x",
+        "",
+    ] {
+        let mut headers = vec![("host", "127.0.0.1:8080")];
+        if !ct.is_empty() {
+            headers.push(("content-type", ct));
+        }
+        for (uri, body) in [
+            ("/v1/jobs", job),
+            ("/v1/engines", engine),
+            ("/v1/sprt", "{}"),
+        ] {
+            let (status, err) = send_with(&app, "POST", uri, body, &headers).await;
+            // The engine route is off without tokens, before its body is read.
+            let want = if uri == "/v1/engines" {
+                StatusCode::FORBIDDEN
+            } else {
+                StatusCode::UNSUPPORTED_MEDIA_TYPE
+            };
+            assert_eq!(status, want, "{uri} {ct:?}: {err}");
+            assert!(err["error"].is_string(), "{err}");
+        }
+    }
+    let (status, err) = send_with(
+        &app,
+        "POST",
+        "/v1/jobs",
+        job,
+        &[("content-type", "text/plain;charset=UTF-8")],
+    )
+    .await;
+    assert_eq!(status, StatusCode::UNSUPPORTED_MEDIA_TYPE);
+    assert!(
+        err["error"].as_str().unwrap().contains("application/json"),
+        "{err}"
+    );
+    // Another origin, even with a JSON body type (which a browser would preflight).
+    for origin in ["http://evil.example", "null", "http://127.0.0.1:9999"] {
+        let (status, err) = send_with(
+            &app,
+            "POST",
+            "/v1/jobs",
+            job,
+            &[
+                ("host", "127.0.0.1:8080"),
+                ("origin", origin),
+                ("content-type", "application/json"),
+            ],
+        )
+        .await;
+        assert_eq!(status, StatusCode::FORBIDDEN, "{origin}: {err}");
+        assert!(err["error"].as_str().unwrap().contains("origin"), "{err}");
+    }
+    let (status, _) = send_with(
+        &app,
+        "POST",
+        "/v1/jobs",
+        job,
+        &[
+            ("sec-fetch-site", "cross-site"),
+            ("content-type", "application/json"),
+        ],
+    )
+    .await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    // A rebinding page's host name is refused on every route, reads included.
+    for (method, uri) in [
+        ("GET", "/v1/jobs"),
+        ("GET", "/"),
+        ("GET", "/healthz"),
+        ("POST", "/v1/jobs"),
+    ] {
+        let (status, err) = send_with(
+            &app,
+            method,
+            uri,
+            job,
+            &[
+                ("host", "attacker.example:8080"),
+                ("content-type", "application/json"),
+            ],
+        )
+        .await;
+        assert_eq!(status, StatusCode::FORBIDDEN, "{method} {uri}: {err}");
+        assert!(
+            err["error"].as_str().unwrap().contains("attacker.example"),
+            "{err}"
+        );
+    }
+    let (status, jobs) =
+        send_with(&app, "GET", "/v1/jobs", "", &[("host", "localhost:8080")]).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        jobs["jobs"].as_array().unwrap().len(),
+        0,
+        "nothing recorded: {jobs}"
+    );
+    // The same origin, with JSON, reaches the handler; the engine route stays off.
+    let same = [
+        ("host", "127.0.0.1:8080"),
+        ("origin", "http://127.0.0.1:8080"),
+        ("content-type", "application/json"),
+    ];
+    let (status, err) = send_with(&app, "POST", "/v1/engines", engine, &same).await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{err}");
+    assert!(
+        err["error"]
+            .as_str()
+            .unwrap()
+            .contains("admin_without_tokens"),
+        "{err}"
+    );
+    let (_, listed) = send_with(&app, "GET", "/v1/engines", "", &[]).await;
+    assert_eq!(listed["engines"].as_array().unwrap().len(), 0, "{listed}");
+    // Names the operator configured are answered.
+    let mut config = Config::default();
+    config.server.allowed_hosts = Some(vec!["lake.example.org".into()]);
+    let named = self::app(config).await;
+    let (status, _) = send_with(
+        &named,
+        "GET",
+        "/v1/jobs",
+        "",
+        &[("host", "lake.example.org")],
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+}
+
+/// A JSON body holding a key twice is refused naming the key (serde would keep the last),
+/// and wrongly typed fields say so instead of calling them missing.
+#[tokio::test]
+async fn duplicate_keys_and_wrong_types_are_named() {
+    let app = app(Config::default()).await;
+    for (uri, body, says) in [
+        (
+            "/v1/jobs",
+            r#"{"kind":"train","kind":"ingest_pgn","spec":{"inputs":["lake:raw/lichess/x.pgn"],"dataset":"d"}}"#,
+            "duplicate key \"kind\" in $",
+        ),
+        (
+            "/v1/jobs",
+            r#"{"kind":"mask","spec":{"dataset":"a","dataset":"b","name":"q"}}"#,
+            "duplicate key \"dataset\" in $.spec",
+        ),
+        (
+            "/v1/jobs",
+            r#"{"version":-1,"kind":"mask","spec":{}}"#,
+            "field \"version\" must be a whole number",
+        ),
+        (
+            "/v1/jobs",
+            r#"{"kind":5,"spec":{}}"#,
+            "field \"kind\" must be a string",
+        ),
+        (
+            "/v1/sprt",
+            r#"{"new":"best","new":"classical","base":"classical","book":"lake:raw/books/b.epd"}"#,
+            "duplicate key \"new\"",
+        ),
+        (
+            "/v1/engines",
+            r#"{"name":"a","name":"b","command":"/bin/x"}"#,
+            "duplicate key \"name\"",
+        ),
+    ] {
+        let mut config = Config::default();
+        config.server.admin_without_tokens = Some(true);
+        let app = self::app(config).await;
+        let (status, _, err) = send(&app, "POST", uri, body, None).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{body}: {err}");
+        let msg = err["error"].as_str().unwrap();
+        assert!(msg.contains(says), "{body}: {msg}");
+    }
+    let (_, _, jobs) = send(&app, "GET", "/v1/jobs", "", None).await;
+    assert_eq!(jobs["jobs"].as_array().unwrap().len(), 0);
+    // A name that can never be an engine's is not found, for DELETE as for GET.
+    let mut config = Config::default();
+    config.server.admin_without_tokens = Some(true);
+    let admin = self::app(config).await;
+    for method in ["GET", "DELETE"] {
+        let (status, _, err) = send(&admin, method, "/v1/engines/%3Cx%3E", "", None).await;
+        assert_eq!(status, StatusCode::NOT_FOUND, "{method}: {err}");
+        assert!(!err["error"].as_str().unwrap().contains("payload"), "{err}");
+    }
 }

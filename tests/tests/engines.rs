@@ -70,10 +70,18 @@ fn stockfish_strength_settings_decide_for_the_stronger_side() {
             STOCKFISH,
             "--option",
             "Threads=1",
+            "--allow",
+            "UCI_LimitStrength",
+            "--allow",
+            "UCI_Elo",
         ],
     );
     assert_success(&out);
     let registered = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        registered.contains("sides may set UCI_Elo: 1350..2850"),
+        "{registered}"
+    );
     assert!(registered.contains("bench "), "{registered}");
     let strong = "stockfish,UCI_LimitStrength=true,UCI_Elo=2500";
     let weak = "stockfish,UCI_LimitStrength=true,UCI_Elo=1500";
@@ -283,6 +291,8 @@ fn stockfish_self_play_data_trains_a_net() {
         STOCKFISH,
         "--option",
         "Threads=1",
+        "--allow",
+        "Hash=1..64",
         "--no-check",
     ]);
     let datagen = |dataset: &str| {
@@ -495,6 +505,10 @@ fn a_gauntlet_places_lakefish_on_stockfish_s_scale() {
             STOCKFISH,
             "--option",
             "Threads=1",
+            "--allow",
+            "UCI_LimitStrength=true",
+            "--allow",
+            "UCI_Elo=1350..2850",
             "--no-check",
         ],
     );
@@ -549,11 +563,20 @@ async fn a_distributed_test_with_stockfish_equals_the_in_process_one() {
     assert!(have_stockfish());
     let dir = tempfile::tempdir().unwrap();
     let book = book(dir.path());
-    let cluster = Cluster::start(dir.path(), "lakefish-engines", &["w1", "w2"]);
+    // No tokens here: the operator turns the engine routes on for this loopback test.
+    let cluster = Cluster::start_with(
+        dir.path(),
+        "lakefish-engines",
+        &["w1", "w2"],
+        ClusterOptions {
+            config: Some("version = 1\n[server]\nadmin_without_tokens = true\n"),
+            ..Default::default()
+        },
+    );
     let api = cluster.api.clone();
     let http = reqwest::Client::new();
-    let engine =
-        serde_json::json!({"name": "stockfish", "command": STOCKFISH, "options": {"Threads": "1"}});
+    let engine = serde_json::json!({"name": "stockfish", "command": STOCKFISH, "options": {"Threads": "1"},
+            "allow": {"Hash": {"min": 1, "max": 16}}});
     let r = http
         .post(format!("{api}/v1/engines"))
         .json(&engine)
@@ -601,6 +624,8 @@ async fn a_distributed_test_with_stockfish_equals_the_in_process_one() {
             STOCKFISH,
             "--option",
             "Threads=1",
+            "--allow",
+            "Hash=1..16",
             "--no-check",
         ],
     );

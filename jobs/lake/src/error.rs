@@ -55,6 +55,17 @@ pub enum JobError {
     NotFound(String),
     #[error("unusable job payload: {0}")]
     Payload(String),
+    /// A request that does not hold together (an engine registration, a side's option):
+    /// the message says what and why.
+    #[error("{0}")]
+    Invalid(String),
+    /// A request for something its sender may not do (an engine option no admin allowed):
+    /// the message names what and why.
+    #[error("{0}")]
+    Forbidden(String),
+    /// An engine name already registered with other settings.
+    #[error("engine {name} is registered with other settings; remove it first")]
+    EngineExists { name: String },
     /// One of our own values could not be written as JSON: a bug, never retried.
     #[error("encoding JSON: {0}")]
     Json(#[from] serde_json::Error),
@@ -80,6 +91,16 @@ impl JobError {
     /// panics and bugs fail the same way every time and are never retried.
     pub fn is_transient(&self) -> bool {
         matches!(self, JobError::Lake { .. } | JobError::Retry(_))
+    }
+
+    /// The same error with `prefix` before a caller-facing message (bad payload, forbidden).
+    pub fn prefixed(self, prefix: &str) -> Self {
+        match self {
+            JobError::Payload(m) => JobError::Payload(format!("{prefix}{m}")),
+            JobError::Invalid(m) => JobError::Invalid(format!("{prefix}{m}")),
+            JobError::Forbidden(m) => JobError::Forbidden(format!("{prefix}{m}")),
+            other => other,
+        }
     }
 
     pub fn lake(op: &'static str, key: impl Into<String>, source: object_store::Error) -> Self {

@@ -153,6 +153,64 @@ impl Lake {
         })
     }
 
+    /// Removes the staging files (`NAME#N`) that uploads into `prefix` left behind when their
+    /// process died mid-stream, if untouched for `older_than` (a live upload writes to its
+    /// file as parts arrive). Only a local lake has them: S3 keeps no partial object. Returns
+    /// the keys removed.
+    pub fn sweep_staging(
+        &self,
+        prefix: &str,
+        older_than: std::time::Duration,
+    ) -> Result<Vec<String>, JobError> {
+        let Some(root) = &self.local_dir else {
+            return Ok(Vec::new());
+        };
+        let io = |e: std::io::Error, p: &std::path::Path| {
+            JobError::lake(
+                "sweep",
+                p.display().to_string(),
+                object_store::Error::Generic {
+                    store: "lake",
+                    source: Box::new(e),
+                },
+            )
+        };
+        let mut removed = Vec::new();
+        let mut dirs = vec![root.join(prefix)];
+        while let Some(dir) = dirs.pop() {
+            let entries = match std::fs::read_dir(&dir) {
+                Ok(e) => e,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(e) => return Err(io(e, &dir)),
+            };
+            for entry in entries {
+                let entry = entry.map_err(|e| io(e, &dir))?;
+                let path = entry.path();
+                let meta = entry.metadata().map_err(|e| io(e, &path))?;
+                if meta.is_dir() {
+                    dirs.push(path);
+                    continue;
+                }
+                let name = entry.file_name().to_string_lossy().into_owned();
+                let staging = name.rsplit_once('#').is_some_and(|(base, n)| {
+                    !base.is_empty() && !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit())
+                });
+                let idle = meta
+                    .modified()
+                    .ok()
+                    .and_then(|m| m.elapsed().ok())
+                    .is_some_and(|age| age >= older_than);
+                if staging && idle && name != LOCAL_CAS_LOCK {
+                    std::fs::remove_file(&path).map_err(|e| io(e, &path))?;
+                    let key = path.strip_prefix(root).unwrap_or(&path);
+                    removed.push(key.display().to_string());
+                }
+            }
+        }
+        removed.sort();
+        Ok(removed)
+    }
+
     /// An in-memory lake, for tests and dry runs.
     pub fn in_memory() -> Lake {
         Lake::from_store(Arc::new(object_store::memory::InMemory::new()), "memory")

@@ -30,6 +30,12 @@ pub enum EnginesCommand {
         /// A default UCI option, NAME=VALUE (repeat for more), e.g. --option Threads=1.
         #[arg(long = "option")]
         options: Vec<String>,
+        /// An option sides may set, with what they may set it to (repeat for more):
+        /// NAME (everything the engine announces for it), NAME=MIN..MAX or NAME=A|B|C, e.g.
+        /// --allow UCI_Elo=1320..3190 --allow UCI_LimitStrength. Nothing else may be set by
+        /// a side; string options (files, paths) can never be allowed.
+        #[arg(long = "allow", value_name = "NAME[=RULE]")]
+        allow: Vec<String>,
         /// The UCI option a side's net is passed in (ENGINE+NET).
         #[arg(long, default_value = "EvalFile")]
         net_option: String,
@@ -54,6 +60,20 @@ pub enum EnginesCommand {
     },
 }
 
+fn parse_allow(
+    allow: &[String],
+) -> anyhow::Result<BTreeMap<String, lakefish_schemas::engines::OptionRule>> {
+    let mut out = BTreeMap::new();
+    for a in allow {
+        let (name, rule) = a.split_once('=').unwrap_or((a, ""));
+        let rule = rule
+            .parse()
+            .map_err(|e| anyhow::anyhow!("--allow {a:?}: {e}"))?;
+        out.insert(name.trim().to_string(), rule);
+    }
+    Ok(out)
+}
+
 fn parse_options(options: &[String]) -> anyhow::Result<BTreeMap<String, String>> {
     let mut out = BTreeMap::new();
     for o in options {
@@ -73,6 +93,7 @@ pub async fn run(lake: &str, api: Option<String>, what: EnginesCommand) -> anyho
             upload,
             args,
             options,
+            allow,
             net_option,
             bench,
             no_check,
@@ -86,10 +107,22 @@ pub async fn run(lake: &str, api: Option<String>, what: EnginesCommand) -> anyho
                 command: String::new(),
                 args,
                 options: parse_options(&options)?,
+                allow: parse_allow(&allow)?,
+                uci_options: Vec::new(),
                 net_option,
                 sha256: None,
                 bench,
             };
+            if api.is_some() {
+                // The service reads the engine's options itself when the program is on its
+                // machine; these are what it keeps when it is not.
+                spec.uci_options = lakefish_jobs::engines::probe_options(
+                    std::path::absolute(&local)?,
+                    spec.args.clone(),
+                )
+                .await
+                .with_context(|| format!("reading the options {} announces", local.display()))?;
+            }
             if !no_check {
                 spec.sha256 = Some(
                     lakefish_jobs::engines::file_sha256(&local)
@@ -143,7 +176,7 @@ pub async fn run(lake: &str, api: Option<String>, what: EnginesCommand) -> anyho
                         Some(l) => l,
                         None => crate::config::open_lake_for_writing(lake).await?,
                     };
-                    lakefish_jobs::engines::register(&l, &spec).await?
+                    lakefish_jobs::engines::register(&l, &spec).await?.0
                 }
             };
             println!(
@@ -160,6 +193,13 @@ pub async fn run(lake: &str, api: Option<String>, what: EnginesCommand) -> anyho
                     .map(|b| format!(", bench {b}"))
                     .unwrap_or_default()
             );
+            if stored.allow.is_empty() {
+                println!("  sides may set no UCI option (allow some with --allow NAME[=RULE])");
+            } else {
+                for (name, rule) in &stored.allow {
+                    println!("  sides may set {name}: {rule}");
+                }
+            }
             Ok(())
         }
         EnginesCommand::Ls => {
@@ -182,8 +222,10 @@ pub async fn run(lake: &str, api: Option<String>, what: EnginesCommand) -> anyho
             println!("{BUILTIN_ENGINE:<20} (built in: lakefish's own engine, in-process)");
             for e in engines {
                 let opts: Vec<String> = e.options.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                let allowed: Vec<String> =
+                    e.allow.iter().map(|(k, r)| format!("{k}={r}")).collect();
                 println!(
-                    "{:<20} {}{}{}",
+                    "{:<20} {}{}{}{}",
                     e.name,
                     e.command,
                     if opts.is_empty() {
@@ -191,7 +233,12 @@ pub async fn run(lake: &str, api: Option<String>, what: EnginesCommand) -> anyho
                     } else {
                         format!(" [{}]", opts.join(", "))
                     },
-                    e.bench.map(|b| format!(" bench {b}")).unwrap_or_default()
+                    e.bench.map(|b| format!(" bench {b}")).unwrap_or_default(),
+                    if allowed.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" sides may set: {}", allowed.join(", "))
+                    }
                 );
             }
             Ok(())

@@ -27,6 +27,9 @@ fn default_worker_name() -> String {
     format!("{host}-{}-{suffix}", std::process::id())
 }
 
+/// How long an upload's staging file may sit untouched before `serve` removes it at start.
+pub const STAGING_MAX_IDLE: std::time::Duration = std::time::Duration::from_secs(3600);
+
 pub async fn serve(
     lake: &str,
     listen: &str,
@@ -54,6 +57,12 @@ pub async fn serve(
     };
     let (lake, jobs) =
         open_metastore(&q.meta, lake, q.redis.is_none().then_some(&q.queue_db)).await?;
+    // Uploads a killed server left half-written: an hour untouched is long past any live one.
+    for prefix in ["raw", lakefish_schemas::engines::ENGINE_BINARIES] {
+        for key in lake.sweep_staging(prefix, STAGING_MAX_IDLE)? {
+            tracing::info!(key, "removed the staging file of an interrupted upload");
+        }
+    }
     let state = AppState {
         lake: lake.clone(),
         jobs: jobs.clone(),
@@ -90,10 +99,11 @@ pub async fn serve(
     );
     // Machine-readable line for scripts and tests that pass port 0.
     println!("listening on http://{addr}");
-    let server =
-        axum::serve(listener, lakefish_services::router(state)).with_graceful_shutdown(async {
-            let _ = tokio::signal::ctrl_c().await;
-        });
+    let limits = state.config.server.clone();
+    let app = lakefish_services::router(state);
+    let server = lakefish_services::http::serve(listener, app, &limits, async {
+        let _ = tokio::signal::ctrl_c().await;
+    });
     if no_workers {
         server.await?;
         return Ok(());

@@ -1,0 +1,108 @@
+//! Request JSON read strictly: serde_json keeps the last of two equal keys, so
+//! `{"kind":"train","kind":"ingest_pgn"}` would silently become an ingest. Every JSON body
+//! the API reads goes through [`check_no_duplicate_keys`] first.
+
+use serde::de::{
+    DeserializeSeed, Deserializer, Error as _, IgnoredAny, MapAccess, SeqAccess, Visitor,
+};
+use std::collections::HashSet;
+
+/// Refuses a JSON document in which an object holds a key twice, naming the key and where
+/// (`$.spec.inputs`). Errors of the JSON itself are left to the real parser.
+pub fn check_no_duplicate_keys(bytes: &[u8]) -> Result<(), String> {
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    match (Walk { path: "$".into() }).deserialize(&mut de) {
+        Ok(()) => Ok(()),
+        Err(e) if e.is_data() => Err(e.to_string()),
+        Err(_) => Ok(()),
+    }
+}
+
+struct Walk {
+    path: String,
+}
+
+impl<'de> DeserializeSeed<'de> for Walk {
+    type Value = ();
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Walk {
+    type Value = ();
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("any JSON value")
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_str<E>(self, _: &str) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_unit<E>(self) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        let mut i = 0usize;
+        while seq
+            .next_element_seed(Walk {
+                path: format!("{}[{i}]", self.path),
+            })?
+            .is_some()
+        {
+            i += 1;
+        }
+        Ok(())
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        let mut seen = HashSet::new();
+        while let Some(key) = map.next_key::<String>()? {
+            if !seen.insert(key.clone()) {
+                return Err(A::Error::custom(format!(
+                    "duplicate key {key:?} in {} (each key may appear once)",
+                    self.path
+                )));
+            }
+            let path = format!("{}.{key}", self.path);
+            if path.len() > 4096 {
+                map.next_value::<IgnoredAny>()?;
+            } else {
+                map.next_value_seed(Walk { path })?;
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn duplicate_keys_are_named_with_their_place() {
+        assert!(check_no_duplicate_keys(br#"{"kind":"train","spec":{"a":[1,{"b":2}]}}"#).is_ok());
+        let e = check_no_duplicate_keys(br#"{"kind":"train","kind":"ingest_pgn"}"#).unwrap_err();
+        assert!(e.contains("duplicate key \"kind\" in $"), "{e}");
+        let e = check_no_duplicate_keys(br#"{"spec":{"x":[{"a":1,"a":2}]}}"#).unwrap_err();
+        assert!(e.contains("\"a\" in $.spec.x[0]"), "{e}");
+        // Equal keys in different objects are fine; broken JSON is the parser's to report.
+        assert!(check_no_duplicate_keys(br#"[{"a":1},{"a":2}]"#).is_ok());
+        assert!(check_no_duplicate_keys(br#"{"a":"#).is_ok());
+        assert!(check_no_duplicate_keys(br#"{"a\u0062":1,"ab":2}"#).is_err());
+    }
+}
