@@ -228,11 +228,13 @@ async fn a_web_page_cannot_register_an_engine_or_run_a_command() {
             .await
             .unwrap();
         assert_eq!(r.status(), 403, "{ct}");
-        let r = post("/v1/engines", &engine, &[plain.clone()])
+        let r = post("/v1/engines", &engine, std::slice::from_ref(&plain))
             .await
             .unwrap();
         assert_eq!(r.status(), 403, "no tokens: the engine routes are off");
-        let r = post("/v1/jobs", &datagen, &[plain.clone()]).await.unwrap();
+        let r = post("/v1/jobs", &datagen, std::slice::from_ref(&plain))
+            .await
+            .unwrap();
         assert_eq!(r.status(), 415, "{ct}");
         let r = post("/v1/jobs", &datagen, &[evil.clone(), plain])
             .await
@@ -240,7 +242,7 @@ async fn a_web_page_cannot_register_an_engine_or_run_a_command() {
         assert_eq!(r.status(), 403, "{ct}");
     }
     let json_ct = ("content-type", "application/json".to_string());
-    let r = post("/v1/engines", &engine, &[json_ct.clone()])
+    let r = post("/v1/engines", &engine, std::slice::from_ref(&json_ct))
         .await
         .unwrap();
     assert_eq!(r.status(), 403);
@@ -410,7 +412,7 @@ fn shipped_deployments_never_run_as_root() {
     let user = final_stage
         .lines()
         .filter_map(|l| l.trim().strip_prefix("USER "))
-        .last()
+        .next_back()
         .expect("the final image sets USER");
     assert!(!["root", "0", "0:0"].contains(&user.trim()), "{user}");
     let compose = std::fs::read_to_string(root.join("infra/compose.yaml")).unwrap();
