@@ -78,6 +78,20 @@ pub struct UciProcess {
     _scratch: ScratchDir,
 }
 
+/// The environment an engine gets: none of ours (which may hold storage and database
+/// secrets), only what programs need to run, with its scratch directory as home and temp.
+pub fn engine_env(scratch: &std::path::Path) -> Vec<(String, std::ffi::OsString)> {
+    let mut env: Vec<(String, std::ffi::OsString)> =
+        ["PATH", "LD_LIBRARY_PATH", "LANG", "LC_ALL", "TZ"]
+            .into_iter()
+            .filter_map(|k| std::env::var_os(k).map(|v| (k.to_string(), v)))
+            .collect();
+    for k in ["HOME", "TMPDIR"] {
+        env.push((k.to_string(), scratch.as_os_str().to_owned()));
+    }
+    env
+}
+
 /// An empty directory of its own that an engine runs in, so that anything it writes by a
 /// relative name (logs, learning files) lands there and is removed with it.
 pub struct ScratchDir(std::path::PathBuf);
@@ -134,6 +148,8 @@ impl UciProcess {
         };
         let mut child = Command::new(program)
             .current_dir(scratch.path())
+            .env_clear()
+            .envs(engine_env(scratch.path()))
             .args(&command.args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -368,8 +384,11 @@ mod tests {
     /// there), which is gone once the engine is; its `option` lines are kept for the policy.
     #[test]
     fn engines_run_in_a_scratch_directory_removed_after_them() {
+        // Cargo gives the test process CARGO_PKG_NAME; the engine must not see it (nor
+        // anything else of ours, such as storage secrets).
+        assert!(std::env::var_os("CARGO_PKG_NAME").is_some());
         let out = std::env::temp_dir().join(format!("lakefish-cwd-test-{}", std::process::id()));
-        let script = "pwd > \"$0\"; echo junk > relative.log; \
+        let script = "pwd > \"$0\"; echo \"${CARGO_PKG_NAME:-none} $HOME\" > relative.log; \
             while read l; do case $l in \
             uci) echo 'option name Log File type string default'; echo uciok;; \
             isready) echo readyok;; quit) exit;; esac; done";
@@ -391,7 +410,9 @@ mod tests {
                 .to_string_lossy()
                 .starts_with("lakefish-engine-")
         );
-        assert!(cwd.join("relative.log").exists());
+        // None of our environment (storage secrets), and its own directory as home.
+        let env = std::fs::read_to_string(cwd.join("relative.log")).unwrap();
+        assert_eq!(env.trim(), format!("none {}", cwd.display()));
         drop(engine);
         assert!(!cwd.exists(), "{} is left", cwd.display());
         std::fs::remove_file(&out).unwrap();

@@ -46,14 +46,28 @@ pub async fn register(lake: &Lake, spec: &EngineSpec) -> Result<(EngineSpec, boo
     }
     spec.resolve_allow()
         .map_err(|e| JobError::Invalid(format!("engine {}: {e}", spec.name)))?;
+    let json = serde_json::to_vec_pretty(&spec).expect("serializable");
     if let Some(old) = get(lake, &spec.name).await? {
         if old == spec {
             return Ok((old, false));
         }
+        // Registered before engines' options were read (no `uci_options`, no `allow`): the
+        // same registration again records what the engine announces.
+        let mut upgraded = old.clone();
+        upgraded.uci_options = spec.uci_options.clone();
+        if old.uci_options.is_empty() && old.allow.is_empty() && upgraded == spec {
+            lake.put(&engine_key(&spec.name), json).await?;
+            return Ok((spec, false));
+        }
         return Err(JobError::EngineExists { name: spec.name });
     }
-    let json = serde_json::to_vec_pretty(&spec).expect("serializable");
-    lake.put(&engine_key(&spec.name), json).await?;
+    // Create-only: of two first registrations racing under one name, one wins.
+    if !lake.put_if_absent(&engine_key(&spec.name), json).await? {
+        return match get(lake, &spec.name).await? {
+            Some(old) if old == spec => Ok((old, false)),
+            _ => Err(JobError::EngineExists { name: spec.name }),
+        };
+    }
     Ok((spec, true))
 }
 
@@ -164,6 +178,8 @@ pub fn bench_nodes(program: &Path, args: &[String]) -> Result<u64, JobError> {
     let program = std::path::absolute(program).map_err(|e| err(e.to_string()))?;
     let mut child = std::process::Command::new(&program)
         .current_dir(scratch.path())
+        .env_clear()
+        .envs(lakefish_engine::uci_client::engine_env(scratch.path()))
         .args(args)
         .arg("bench")
         .stdin(std::process::Stdio::null())
@@ -202,8 +218,14 @@ pub fn bench_nodes(program: &Path, args: &[String]) -> Result<u64, JobError> {
         .ok_or_else(|| err("printed no `Nodes searched : N` line".into()))
 }
 
-/// Where uploaded engines and nets given to engines are kept on this machine.
+/// Where uploaded engines and nets given to engines are kept on this machine, absolute:
+/// engines run in scratch directories, so a relative path would point into those.
 fn cache_dir() -> PathBuf {
+    let dir = cache_dir_setting();
+    std::path::absolute(&dir).unwrap_or(dir)
+}
+
+fn cache_dir_setting() -> PathBuf {
     if let Some(d) = std::env::var_os("LAKEFISH_CACHE_DIR") {
         return PathBuf::from(d);
     }
@@ -267,12 +289,15 @@ pub async fn prepare_program(lake: &Lake, spec: &EngineSpec) -> Result<PathBuf, 
         Some(sha) => fetch_binary(lake, sha).await?,
         None => PathBuf::from(&spec.command),
     };
+    // Everything the checks below depend on: a registration replaced with another `allow`
+    // is checked again by a long-running worker.
     let key = format!(
-        "{}|{}|{:?}|{:?}",
+        "{}|{}|{:?}|{:?}|{}",
         spec.name,
         path.display(),
         spec.sha256,
-        spec.bench
+        spec.bench,
+        serde_json::to_string(&(&spec.allow, &spec.uci_options)).expect("serializable")
     );
     if CHECKED
         .lock()

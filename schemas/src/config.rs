@@ -107,14 +107,17 @@ pub struct ServerConfig {
 }
 
 impl ServerConfig {
+    /// Seconds, 1 to 3600.
     pub fn header_timeout(&self) -> std::time::Duration {
-        std::time::Duration::from_secs(self.header_timeout_secs.unwrap_or(10).max(1))
+        std::time::Duration::from_secs(self.header_timeout_secs.unwrap_or(10).clamp(1, 3600))
     }
+    /// Seconds, 1 to 3600.
     pub fn body_timeout(&self) -> std::time::Duration {
-        std::time::Duration::from_secs(self.body_timeout_secs.unwrap_or(30).max(1))
+        std::time::Duration::from_secs(self.body_timeout_secs.unwrap_or(30).clamp(1, 3600))
     }
+    /// 1 to 65536.
     pub fn max_connections(&self) -> usize {
-        self.max_connections.unwrap_or(512).max(1)
+        self.max_connections.unwrap_or(512).clamp(1, 65536)
     }
 }
 

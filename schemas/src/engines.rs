@@ -353,16 +353,25 @@ impl EngineSpec {
                     if ints.iter().any(|v| !(lo..=hi).contains(v)) {
                         return refuse(format!("the engine takes {lo}..{hi}"));
                     }
-                    if let Some(own) = RESOURCE_OPTIONS
+                    if RESOURCE_OPTIONS
                         .iter()
-                        .find(|o| o.eq_ignore_ascii_case(name))
-                        .and_then(|o| self.options.get(*o))
-                        .and_then(|v| v.parse::<i64>().ok())
-                        && ints.iter().any(|v| *v > own)
+                        .any(|o| o.eq_ignore_ascii_case(name))
                     {
-                        return refuse(format!(
-                            "a side may not ask for more than the registration's own {name}={own}"
-                        ));
+                        let own = self
+                            .options
+                            .iter()
+                            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+                            .and_then(|(_, v)| v.parse::<i64>().ok());
+                        let Some(own) = own else {
+                            return refuse(format!(
+                                "fix {name} in options first: a side may ask for at most the registration's own value"
+                            ));
+                        };
+                        if ints.iter().any(|v| *v > own) {
+                            return refuse(format!(
+                                "a side may not ask for more than the registration's own {name}={own}"
+                            ));
+                        }
                     }
                     r
                 }
@@ -380,17 +389,21 @@ impl EngineSpec {
                     } else {
                         rule.values.clone()
                     };
-                    if let Some(v) = values
-                        .iter()
-                        .find(|v| !choices.iter().any(|c| c.eq_ignore_ascii_case(v)))
-                    {
-                        return refuse(format!(
-                            "{v:?} is not one of the engine's values ({})",
-                            choices.join(", ")
-                        ));
+                    // Each value in the engine's own spelling: that is what is sent.
+                    let mut spelled = Vec::new();
+                    for v in &values {
+                        let Some(c) = choices.iter().find(|c| c.eq_ignore_ascii_case(v)) else {
+                            return refuse(format!(
+                                "{v:?} is not one of the engine's values ({})",
+                                choices.join(", ")
+                            ));
+                        };
+                        if !spelled.contains(c) {
+                            spelled.push(c.clone());
+                        }
                     }
                     OptionRule {
-                        values,
+                        values: spelled,
                         ..Default::default()
                     }
                 }
@@ -400,7 +413,10 @@ impl EngineSpec {
                     ));
                 }
             };
-            resolved.insert(name.clone(), rule);
+            // Under the engine's own spelling of the name: that is what is sent.
+            if resolved.insert(decl.name.clone(), rule).is_some() {
+                return Err(format!("allow: {} is named twice", decl.name));
+            }
         }
         self.allow = resolved;
         Ok(())
@@ -444,17 +460,30 @@ impl EngineSpec {
                     }
                 )));
             };
-            let ok = match (rule.min, rule.max) {
-                (Some(lo), Some(hi)) => value.parse::<i64>().is_ok_and(|v| (lo..=hi).contains(&v)),
-                _ => rule.values.iter().any(|v| v.eq_ignore_ascii_case(value)),
+            // The value as sent: an integer as parsed, a choice in the rule's spelling.
+            let sent = match (rule.min, rule.max) {
+                (Some(lo), Some(hi)) => value
+                    .parse::<i64>()
+                    .ok()
+                    .filter(|v| (lo..=hi).contains(v))
+                    .map(|v| v.to_string()),
+                _ => rule
+                    .values
+                    .iter()
+                    .find(|v| v.eq_ignore_ascii_case(value))
+                    .cloned(),
             };
-            if !ok {
+            let Some(sent) = sent else {
                 return Err(OptionRefusal::Forbidden(format!(
                     "option {name}={value:?} of engine {}: allowed values are {rule}",
                     self.name
                 )));
+            };
+            if out.insert(canonical.clone(), sent).is_some() {
+                return Err(OptionRefusal::Unknown(format!(
+                    "option {canonical} is given twice (names differing only in case)"
+                )));
             }
-            out.insert(canonical.clone(), value.clone());
         }
         Ok(out)
     }
@@ -741,17 +770,38 @@ mod tests {
             let e = s.resolve_allow().unwrap_err();
             assert!(e.contains(says), "{rules:?}: {e}");
         }
+        let mut no_threads = spec.clone();
+        no_threads.options.clear();
+        no_threads.allow = allow(&[("Threads", "")]);
+        let e = no_threads.resolve_allow().unwrap_err();
+        assert!(e.contains("fix Threads in options first"), "{e}");
         spec.allow = allow(&[
             ("skill level", ""),
-            ("Style", "Solid|Risky"),
-            ("Threads", "1..2"),
+            ("Style", "solid|RISKY"),
+            ("threads", "1..2"),
+            ("UCI_LimitStrength", "TRUE"),
         ]);
         spec.resolve_allow().unwrap();
-        assert_eq!(spec.allow["skill level"].to_string(), "0..20");
+        assert_eq!(spec.allow["Skill Level"].to_string(), "0..20");
+        assert_eq!(spec.allow["Style"].values, ["Solid", "Risky"]);
         let ok = spec
-            .check_side_options(&BTreeMap::from([("Skill Level".into(), "5".into())]))
+            .check_side_options(&BTreeMap::from([
+                ("skill LEVEL".into(), "05".into()),
+                ("uci_limitstrength".into(), "True".into()),
+            ]))
             .unwrap();
-        assert_eq!(ok["skill level"], "5");
+        assert_eq!(ok["Skill Level"], "5");
+        assert_eq!(ok["UCI_LimitStrength"], "true");
+        let twice = spec
+            .check_side_options(&BTreeMap::from([
+                ("Skill Level".into(), "1".into()),
+                ("skill level".into(), "2".into()),
+            ]))
+            .unwrap_err();
+        assert!(matches!(twice, OptionRefusal::Unknown(_)), "{twice}");
+        let mut dup = spec.clone();
+        dup.allow = allow(&[("Style", ""), ("style", "")]);
+        assert!(dup.resolve_allow().unwrap_err().contains("named twice"));
         for (k, v, forbidden) in [
             ("Skill Level", "21", true),
             ("Skill Level", "x", true),

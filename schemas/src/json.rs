@@ -2,27 +2,43 @@
 //! `{"kind":"train","kind":"ingest_pgn"}` would silently become an ingest. Every JSON body
 //! the API reads goes through [`check_no_duplicate_keys`] first.
 
-use serde::de::{
-    DeserializeSeed, Deserializer, Error as _, IgnoredAny, MapAccess, SeqAccess, Visitor,
-};
+use serde::de::{DeserializeSeed, Deserializer, Error as _, MapAccess, SeqAccess, Visitor};
 use std::collections::HashSet;
 
 /// Refuses a JSON document in which an object holds a key twice, naming the key and where
 /// (`$.spec.inputs`). Errors of the JSON itself are left to the real parser.
 pub fn check_no_duplicate_keys(bytes: &[u8]) -> Result<(), String> {
     let mut de = serde_json::Deserializer::from_slice(bytes);
-    match (Walk { path: "$".into() }).deserialize(&mut de) {
+    match (Walk { at: &Seg::Root }).deserialize(&mut de) {
         Ok(()) => Ok(()),
         Err(e) if e.is_data() => Err(e.to_string()),
         Err(_) => Ok(()),
     }
 }
 
-struct Walk {
-    path: String,
+/// Where a value is, as a chain to the root: written out only for an error, so a long array
+/// costs nothing per element.
+enum Seg<'a> {
+    Root,
+    Key(&'a Seg<'a>, &'a str),
+    Index(&'a Seg<'a>, usize),
 }
 
-impl<'de> DeserializeSeed<'de> for Walk {
+impl std::fmt::Display for Seg<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Seg::Root => f.write_str("$"),
+            Seg::Key(up, k) => write!(f, "{up}.{}", k.chars().take(64).collect::<String>()),
+            Seg::Index(up, i) => write!(f, "{up}[{i}]"),
+        }
+    }
+}
+
+struct Walk<'a> {
+    at: &'a Seg<'a>,
+}
+
+impl<'de> DeserializeSeed<'de> for Walk<'_> {
     type Value = ();
 
     fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
@@ -30,7 +46,7 @@ impl<'de> DeserializeSeed<'de> for Walk {
     }
 }
 
-impl<'de> Visitor<'de> for Walk {
+impl<'de> Visitor<'de> for Walk<'_> {
     type Value = ();
 
     fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
@@ -58,32 +74,28 @@ impl<'de> Visitor<'de> for Walk {
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
         let mut i = 0usize;
-        while seq
-            .next_element_seed(Walk {
-                path: format!("{}[{i}]", self.path),
-            })?
-            .is_some()
-        {
+        loop {
+            let at = Seg::Index(self.at, i);
+            if seq.next_element_seed(Walk { at: &at })?.is_none() {
+                return Ok(());
+            }
             i += 1;
         }
-        Ok(())
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
         let mut seen = HashSet::new();
         while let Some(key) = map.next_key::<String>()? {
-            if !seen.insert(key.clone()) {
+            let at = Seg::Key(self.at, &key);
+            if seen.contains(&key) {
                 return Err(A::Error::custom(format!(
-                    "duplicate key {key:?} in {} (each key may appear once)",
-                    self.path
+                    "duplicate key {:?} in {} (each key may appear once)",
+                    key.chars().take(64).collect::<String>(),
+                    self.at
                 )));
             }
-            let path = format!("{}.{key}", self.path);
-            if path.len() > 4096 {
-                map.next_value::<IgnoredAny>()?;
-            } else {
-                map.next_value_seed(Walk { path })?;
-            }
+            map.next_value_seed(Walk { at: &at })?;
+            seen.insert(key);
         }
         Ok(())
     }

@@ -445,9 +445,10 @@ pub fn router(state: AppState) -> Router {
     let mut r = Router::new();
     for rt in routes() {
         let handler = match rt.request {
-            Some(Body::Json(_)) => rt
-                .handler
-                .layer(axum::middleware::from_fn(crate::guard::require_json)),
+            Some(Body::Json(_)) => rt.handler.layer(axum::middleware::from_fn_with_state(
+                state.clone(),
+                crate::guard::require_json,
+            )),
             _ => rt.handler,
         };
         r = r.route(rt.path, handler);

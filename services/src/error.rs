@@ -14,6 +14,8 @@ pub enum ApiError {
     /// A known token without the scope the request needs.
     Forbidden(String),
     TooLarge(String),
+    /// A body that did not arrive in time.
+    RequestTimeout(String),
     /// A body of a media type the route does not take.
     UnsupportedMediaType(String),
     NotFound(String),
@@ -35,6 +37,7 @@ impl ApiError {
             ApiError::Forbidden(m) => (StatusCode::FORBIDDEN, m),
             ApiError::TooLarge(m) => (StatusCode::PAYLOAD_TOO_LARGE, m),
             ApiError::UnsupportedMediaType(m) => (StatusCode::UNSUPPORTED_MEDIA_TYPE, m),
+            ApiError::RequestTimeout(m) => (StatusCode::REQUEST_TIMEOUT, m),
             ApiError::NotFound(m) => (StatusCode::NOT_FOUND, m),
             ApiError::MethodNotAllowed(m) => (StatusCode::METHOD_NOT_ALLOWED, m),
             ApiError::Conflict(m) => (StatusCode::CONFLICT, m),

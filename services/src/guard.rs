@@ -46,7 +46,9 @@ pub fn host_allowed(host_header: &str, allowed: &[String]) -> bool {
     if !own_hostname().is_empty() && host == own_hostname() {
         return true;
     }
-    allowed.iter().any(|a| a.trim().eq_ignore_ascii_case(host))
+    allowed
+        .iter()
+        .any(|a| a.trim().trim_end_matches('.').eq_ignore_ascii_case(host))
 }
 
 /// A request from another origin than the server's own, by `Origin` (or `Sec-Fetch-Site`,
@@ -82,7 +84,12 @@ pub(crate) fn clip(s: &str) -> String {
 /// Runs before the token check, on every route.
 pub async fn check(State(s): State<AppState>, req: Request, next: Next) -> Response {
     let allowed = s.config.server.allowed_hosts.as_deref().unwrap_or(&[]);
-    if let Some(host) = req.headers().get(header::HOST) {
+    // A request without Host is no browser's (they always send one). `/healthz` answers any
+    // name: load balancers and orchestrators probe it by theirs, and it changes nothing.
+    let probe = req.uri().path() == "/healthz";
+    if let Some(host) = req.headers().get(header::HOST)
+        && !probe
+    {
         let ok = host.to_str().is_ok_and(|h| host_allowed(h, allowed));
         if !ok {
             return ApiError::Forbidden(format!(
@@ -102,8 +109,13 @@ pub async fn check(State(s): State<AppState>, req: Request, next: Next) -> Respo
     next.run(req).await
 }
 
-/// On routes whose body is JSON: anything but `application/json` is a 415.
-pub async fn require_json(req: Request, next: Next) -> Response {
+/// How long a JSON body (at most `server.max_body_bytes`) may take to arrive whole: a client
+/// dripping a byte just inside the stall timeout cannot hold a connection for hours.
+pub const JSON_BODY_DEADLINE: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// On routes whose body is JSON: anything but `application/json` is a 415; the body is read
+/// here, whole, within [`JSON_BODY_DEADLINE`] and the size limit (413 above it).
+pub async fn require_json(State(s): State<AppState>, req: Request, next: Next) -> Response {
     let ct = req
         .headers()
         .get(header::CONTENT_TYPE)
@@ -115,10 +127,34 @@ pub async fn require_json(req: Request, next: Next) -> Response {
         .unwrap_or("")
         .trim()
         .to_ascii_lowercase();
-    if essence == "application/json"
-        || (essence.starts_with("application/") && essence.ends_with("+json"))
-    {
-        return next.run(req).await;
+    let json = essence == "application/json"
+        || (essence.starts_with("application/") && essence.ends_with("+json"));
+    if json {
+        let max = s.max_body();
+        let (parts, body) = req.into_parts();
+        let read = tokio::time::timeout(JSON_BODY_DEADLINE, axum::body::to_bytes(body, max));
+        return match read.await {
+            Ok(Ok(bytes)) => {
+                next.run(Request::from_parts(parts, axum::body::Body::from(bytes)))
+                    .await
+            }
+            Ok(Err(e)) => {
+                let too_large = std::error::Error::source(&e)
+                    .is_some_and(|c| c.is::<http_body_util::LengthLimitError>());
+                if too_large {
+                    ApiError::TooLarge(format!("request body larger than {max} bytes"))
+                        .into_response()
+                } else {
+                    ApiError::BadRequest(format!("the request body could not be read: {e}"))
+                        .into_response()
+                }
+            }
+            Err(_) => ApiError::RequestTimeout(format!(
+                "the request body did not arrive within {} s",
+                JSON_BODY_DEADLINE.as_secs()
+            ))
+            .into_response(),
+        };
     }
     ApiError::UnsupportedMediaType(format!(
         "this route takes a JSON body: send Content-Type: application/json (got {})",

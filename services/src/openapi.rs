@@ -51,15 +51,22 @@ pub fn openapi_document() -> serde_json::Value {
         }
         // Every route refuses a Host the server does not answer to, and (state-changing
         // ones) a request from another origin: `guard.rs`.
-        errors.push(StatusCode::FORBIDDEN);
+        if rt.path != "/healthz" {
+            errors.push(StatusCode::FORBIDDEN);
+        }
         if matches!(rt.request, Some(crate::api::Body::Json(_))) {
-            errors.push(StatusCode::UNSUPPORTED_MEDIA_TYPE);
+            errors.extend([
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                StatusCode::REQUEST_TIMEOUT,
+                StatusCode::PAYLOAD_TOO_LARGE,
+                StatusCode::BAD_REQUEST,
+            ]);
         }
         errors.sort();
         errors.dedup();
         for status in errors {
             // The token check answers JSON before any page is made.
-            let html = rt.page && !matches!(status.as_u16(), 401 | 403 | 415);
+            let html = rt.page && !matches!(status.as_u16(), 401 | 403 | 408 | 415);
             let content = if html {
                 json!({ "text/html": { "schema": { "type": "string" } } })
             } else {
@@ -168,6 +175,7 @@ fn error_description(status: StatusCode) -> &'static str {
         403 => {
             "Refused: the token lacks the scope, the Host is not one this server answers to, a state-changing request came from another origin, an engine route without tokens configured, or an engine option no admin allowed"
         }
+        408 => "The JSON body did not arrive whole within 60 s",
         415 => "The body is not Content-Type: application/json",
         404 => "Not found",
         409 => "Conflicts with what is stored; nothing was changed",

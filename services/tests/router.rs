@@ -730,11 +730,14 @@ async fn a_web_page_cannot_drive_the_api() {
     )
     .await;
     assert_eq!(status, StatusCode::FORBIDDEN);
-    // A rebinding page's host name is refused on every route, reads included.
+    // A rebinding page's host name is refused on every route but the liveness probe,
+    // reads included.
+    let (status, _) = send_with(&app, "GET", "/healthz", "", &[("host", "api:8080")]).await;
+    assert_eq!(status, StatusCode::OK);
     for (method, uri) in [
         ("GET", "/v1/jobs"),
         ("GET", "/"),
-        ("GET", "/healthz"),
+        ("GET", "/metrics"),
         ("POST", "/v1/jobs"),
     ] {
         let (status, err) = send_with(

@@ -384,6 +384,7 @@ async fn malformed_requests_get_400_and_unknown_ids_404() {
     ] {
         let resp = client
             .post(format!("{api}/v1/jobs"))
+            .header("content-type", "application/json")
             .body(body)
             .send()
             .await
@@ -392,9 +393,18 @@ async fn malformed_requests_get_400_and_unknown_ids_404() {
         let v: serde_json::Value = resp.json().await.unwrap();
         assert!(v["error"].as_str().unwrap().contains(needle), "{body}: {v}");
     }
+    // A body that is not declared JSON never reaches the handler (a browser's form post).
+    let resp = client
+        .post(format!("{api}/v1/jobs"))
+        .body(r#"{"kind":"mask","spec":{}}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 415);
     let big = vec![b' '; 2 << 20];
     let resp = client
         .post(format!("{api}/v1/jobs"))
+        .header("content-type", "application/json")
         .body(big)
         .send()
         .await

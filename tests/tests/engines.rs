@@ -291,6 +291,8 @@ fn stockfish_self_play_data_trains_a_net() {
         STOCKFISH,
         "--option",
         "Threads=1",
+        "--option",
+        "Hash=64",
         "--allow",
         "Hash=1..64",
         "--no-check",
@@ -575,7 +577,7 @@ async fn a_distributed_test_with_stockfish_equals_the_in_process_one() {
     );
     let api = cluster.api.clone();
     let http = reqwest::Client::new();
-    let engine = serde_json::json!({"name": "stockfish", "command": STOCKFISH, "options": {"Threads": "1"},
+    let engine = serde_json::json!({"name": "stockfish", "command": STOCKFISH, "options": {"Threads": "1", "Hash": "16"},
             "allow": {"Hash": {"min": 1, "max": 16}}});
     let r = http
         .post(format!("{api}/v1/engines"))
@@ -624,6 +626,8 @@ async fn a_distributed_test_with_stockfish_equals_the_in_process_one() {
             STOCKFISH,
             "--option",
             "Threads=1",
+            "--option",
+            "Hash=16",
             "--allow",
             "Hash=1..16",
             "--no-check",

@@ -817,7 +817,7 @@ pub struct DatagenArgs {
     pub net: String,
     /// Play and score the games with another engine instead of lakefish's:
     /// ENGINE[+NET][,OPTION=VALUE...], a registered engine (lakefish engines ls), e.g.
-    /// 'stockfish,Threads=1' with --nodes 5000. Its `info ... score` labels each position.
+    /// 'stockfish,Skill Level=20' (options as its registration allows) with --nodes 5000. Its `info ... score` labels each position.
     #[arg(long)]
     pub engine: Option<String>,
     /// Dataset to ingest the games into.

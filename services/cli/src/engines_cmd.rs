@@ -116,12 +116,27 @@ pub async fn run(lake: &str, api: Option<String>, what: EnginesCommand) -> anyho
             if api.is_some() {
                 // The service reads the engine's options itself when the program is on its
                 // machine; these are what it keeps when it is not.
-                spec.uci_options = lakefish_jobs::engines::probe_options(
+                match lakefish_jobs::engines::probe_options(
                     std::path::absolute(&local)?,
                     spec.args.clone(),
                 )
                 .await
-                .with_context(|| format!("reading the options {} announces", local.display()))?;
+                {
+                    Ok(announced) => spec.uci_options = announced,
+                    // As the registry: only options for sides need the engine's own list.
+                    Err(e) if spec.allow.is_empty() => {
+                        eprintln!(
+                            "warning: the options {} announces could not be read: {e}",
+                            local.display()
+                        )
+                    }
+                    Err(e) => {
+                        return Err(anyhow::Error::from(e).context(format!(
+                            "reading the options {} announces",
+                            local.display()
+                        )));
+                    }
+                }
             }
             if !no_check {
                 spec.sha256 = Some(

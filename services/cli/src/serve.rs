@@ -27,6 +27,22 @@ fn default_worker_name() -> String {
     format!("{host}-{}-{suffix}", std::process::id())
 }
 
+/// Ctrl-C, or the SIGTERM that systemd and Docker send to stop a service.
+async fn shutdown_signal() {
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        () = term => {}
+    }
+}
+
 /// How long an upload's staging file may sit untouched before `serve` removes it at start.
 pub const STAGING_MAX_IDLE: std::time::Duration = std::time::Duration::from_secs(3600);
 
@@ -59,8 +75,14 @@ pub async fn serve(
         open_metastore(&q.meta, lake, q.redis.is_none().then_some(&q.queue_db)).await?;
     // Uploads a killed server left half-written: an hour untouched is long past any live one.
     for prefix in ["raw", lakefish_schemas::engines::ENGINE_BINARIES] {
-        for key in lake.sweep_staging(prefix, STAGING_MAX_IDLE)? {
-            tracing::info!(key, "removed the staging file of an interrupted upload");
+        match lake.sweep_staging(prefix, STAGING_MAX_IDLE) {
+            Ok(keys) => {
+                for key in keys {
+                    tracing::info!(key, "removed the staging file of an interrupted upload");
+                }
+            }
+            // Serving matters more than tidying: say what is left and go on.
+            Err(e) => tracing::warn!("could not sweep upload staging files: {e}"),
         }
     }
     let state = AppState {
@@ -101,9 +123,7 @@ pub async fn serve(
     println!("listening on http://{addr}");
     let limits = state.config.server.clone();
     let app = lakefish_services::router(state);
-    let server = lakefish_services::http::serve(listener, app, &limits, async {
-        let _ = tokio::signal::ctrl_c().await;
-    });
+    let server = lakefish_services::http::serve(listener, app, &limits, shutdown_signal());
     if no_workers {
         server.await?;
         return Ok(());
