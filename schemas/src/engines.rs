@@ -409,7 +409,7 @@ impl EngineSpec {
                 }
                 other => {
                     return refuse(format!(
-                        "a {other} option (it can name a file or trigger an action) can not be given to submitters; set a fixed value in options instead"
+                        "sides may never set a {other} option (a string can name a file, a button acts); give it a fixed value in options instead"
                     ));
                 }
             };
@@ -758,8 +758,8 @@ mod tests {
                 .collect()
         };
         for (rules, says) in [
-            (&[("Debug Log File", "")][..], "string option"),
-            (&[("Clear Hash", "")][..], "button option"),
+            (&[("Debug Log File", "")][..], "never set a string option"),
+            (&[("Clear Hash", "")][..], "never set a button option"),
             (&[("Threads", "1..4")][..], "Threads=2"),
             (&[("Skill Level", "-1..5")][..], "0..20"),
             (&[("Style", "Wild")][..], "not one of"),

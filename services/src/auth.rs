@@ -41,7 +41,7 @@ pub async fn check(State(s): State<AppState>, req: Request, next: Next) -> Respo
         && s.config.server.admin_without_tokens != Some(true)
     {
         return ApiError::Forbidden(format!(
-            "{} {} registers code that workers run, so it needs an admin token: configure [[auth.tokens]] with the admin scope (lakefish token new), or set [server] admin_without_tokens = true on a machine no browser uses",
+            "{} {} changes which code workers run, so it needs an admin token: configure [[auth.tokens]] with the admin scope (lakefish token new), or set [server] admin_without_tokens = true on a machine no browser uses",
             req.method(),
             req.uri().path()
         ))

@@ -554,7 +554,7 @@ async fn engines_are_registered_by_admins_only_and_checked() {
     // answer: a path-valued option, a misspelled one, a range beyond the engine's, or more
     // threads than the registration's own are refused naming it.
     for (allow, says) in [
-        (r#"{"Debug Log File":{}}"#, "string option"),
+        (r#"{"Debug Log File":{}}"#, "never set a string option"),
         (r#"{"Thraeds":{}}"#, "no UCI option \"Thraeds\""),
         (r#"{"UCI_Elo":{"min":0,"max":99999}}"#, "1350..2850"),
         (r#"{"Threads":{"min":1,"max":8}}"#, "Threads=1"),

@@ -41,6 +41,19 @@ fn book(dir: &Path) -> String {
     p.display().to_string()
 }
 
+/// A GET with the read token, as JSON.
+async fn read(url: &str) -> Value {
+    reqwest::Client::new()
+        .get(url)
+        .bearer_auth(READ)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
 /// Scratch directories engines ran in that are still there.
 fn engine_scratch_dirs(tmp: &Path) -> Vec<String> {
     std::fs::read_dir(tmp)
@@ -147,15 +160,7 @@ async fn a_submitter_cannot_make_a_worker_s_engine_write_a_file() {
         .await
         .unwrap();
     assert_eq!(r.status(), 403);
-    let jobs: Value = http
-        .get(format!("{api}/v1/jobs"))
-        .bearer_auth(READ)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let jobs = read(&format!("{api}/v1/jobs")).await;
     assert_eq!(jobs["jobs"].as_array().unwrap().len(), 0, "{jobs}");
 
     // What the admin allowed plays: Stockfish at Skill Level 1 on the worker.
@@ -175,15 +180,7 @@ async fn a_submitter_cannot_make_a_worker_s_engine_write_a_file() {
         .to_string();
     let deadline = std::time::Instant::now() + Duration::from_secs(300);
     let rec = loop {
-        let rec: Value = http
-            .get(format!("{api}/v1/jobs/{id}"))
-            .bearer_auth(READ)
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let rec = read(&format!("{api}/v1/jobs/{id}")).await;
         if rec["state"] == "succeeded" || rec["state"] == "failed" {
             break rec;
         }
