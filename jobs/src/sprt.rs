@@ -516,6 +516,17 @@ pub fn batch_task(ctx: &JobContext, task: &SprtTask) -> Result<serde_json::Value
     }))
 }
 
+/// The name a test records for a side that a filter names: a registered net is stored with
+/// its `.nnue` (`nn-0123456789ab.nnue`), so `nn-0123456789ab` finds it too; engines and
+/// `classical` are as given.
+pub fn evaluation_filter(name: &str) -> String {
+    if name.starts_with("nn-") && !name.ends_with(".nnue") && !name.contains(['+', ',']) {
+        format!("{name}.nnue")
+    } else {
+        name.to_string()
+    }
+}
+
 /// All tests, newest first, optionally those involving `net` or in `state` (from the
 /// catalogue when the lake has one).
 pub async fn list(
@@ -523,7 +534,8 @@ pub async fn list(
     net: Option<&str>,
     state: Option<SprtState>,
 ) -> Result<Vec<SprtStatus>, JobError> {
-    let net = net.map(|n| n.trim_end_matches(".nnue"));
+    let net = net.map(evaluation_filter);
+    let net = net.as_deref();
     if let Some(catalog) = lake.catalog() {
         let mut query = CatalogQuery::all(CatalogKind::Sprt);
         query.state = state.map(|s| s.as_str().to_string());

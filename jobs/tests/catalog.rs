@@ -181,3 +181,41 @@ fn a_garbage_catalogue_marker_is_a_clear_error() {
     after.remove(lakefish_jobs::catalog::MARKER_KEY);
     assert_eq!(after, before);
 }
+
+/// Issue 35, item 1: tests are found by the net on either side, named with or without its
+/// `.nnue` (the name a test records is the registered one, with it).
+#[test]
+fn sprt_tests_are_found_by_their_net() {
+    let mut fx = LakeFixture::new();
+    fx.lake = fx.lake.clone().with_catalog(catalogue(&fx, "meta.sqlite"));
+    let net = "nn-0123456789ab.nnue";
+    let status: lakefish_schemas::SprtStatus = serde_json::from_value(serde_json::json!({
+        "id": "sprt-000000000001", "state": "accepted",
+        "new": {"name": net, "requested": "best"},
+        "base": {"name": "classical", "requested": "classical"},
+        "elo0": 0.0, "elo1": 2.0, "model": "normalized", "llr": 3.0, "lower": -2.9,
+        "upper": 2.9, "wins": 2, "draws": 0, "losses": 0, "penta": [0, 0, 0, 0, 1],
+        "games": 2, "batches": 1, "llr_history": [3.0], "elo": null,
+        "spec": {"new": "best", "base": "classical", "book": "lake:raw/books/b.epd"},
+        "created": "2026-11-26T00:00:00Z"
+    }))
+    .unwrap();
+    let rt = &fx.rt;
+    rt.block_on(lakefish_jobs::sprt::index_status(&fx.lake, &status))
+        .unwrap();
+    for filter in [net, "nn-0123456789ab", "classical"] {
+        let found = rt
+            .block_on(lakefish_jobs::sprt::list(&fx.lake, Some(filter), None))
+            .unwrap();
+        assert_eq!(found.len(), 1, "{filter}");
+        assert_eq!(found[0].id, "sprt-000000000001");
+    }
+    let none = rt
+        .block_on(lakefish_jobs::sprt::list(
+            &fx.lake,
+            Some("nn-ffffffffffff"),
+            None,
+        ))
+        .unwrap();
+    assert!(none.is_empty());
+}

@@ -139,11 +139,11 @@ pub(crate) async fn list_sprt(
             ))
         })?),
     };
-    let net = q.net.as_deref().map(|n| n.trim_end_matches(".nnue"));
+    let net = q.net.as_deref().map(lakefish_jobs::sprt::evaluation_filter);
     let mut query = page_query(CatalogKind::Sprt, q.limit, q.after.as_deref())?;
     query.state = state.map(|s| s.as_str().to_string());
-    query.link = net.map(str::to_string);
-    let scan = lakefish_jobs::sprt::list(&s.lake, net, state);
+    query.link = net.clone();
+    let scan = lakefish_jobs::sprt::list(&s.lake, net.as_deref(), state);
     let page = catalog::page(&s.lake, &query, scan, |t| (t.created.clone(), t.id.clone())).await?;
     Ok(Json(crate::bodies::SprtList {
         tests: page.items,
