@@ -190,7 +190,7 @@ pub async fn index_net(lake: &Lake, m: &NetManifest) -> Result<(), JobError> {
 /// Records a training run in the catalogue (after each write of its `run.json`).
 pub async fn index_run(lake: &Lake, r: &RunRecord) -> Result<(), JobError> {
     let rank = 2 * r.step as i64 + r.finished as i64;
-    let state = if r.finished { "finished" } else { "running" };
+    let state = r.state();
     let entry = CatalogEntry::of(CatalogKind::Run, &r.id, &r.created, r)
         .with_rank(rank)
         .with_state(state);

@@ -232,12 +232,26 @@ pub struct RunRecord {
     /// The same loss for a material-only predictor on the validation chunks.
     pub material_val_loss: Option<f64>,
     pub finished: bool,
+    /// Why the last attempt stopped, when it failed (cleared when training goes on).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
     /// Steps at which training went on from a checkpoint: a job re-delivered after its worker
     /// died, or an explicit `resume`.
     #[serde(default)]
     pub resumed_at: Vec<u64>,
     pub created: String,
     pub updated: String,
+}
+
+impl RunRecord {
+    /// `finished`, `failed` (its last attempt stopped with `error`) or `running`.
+    pub fn state(&self) -> &'static str {
+        match (self.finished, &self.error) {
+            (true, _) => "finished",
+            (false, Some(_)) => "failed",
+            (false, None) => "running",
+        }
+    }
 }
 
 #[cfg(test)]

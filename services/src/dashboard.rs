@@ -362,7 +362,7 @@ pub async fn datasets(State(s): State<AppState>) -> Page {
 pub async fn runs(State(s): State<AppState>) -> Page {
     let all = lakefish_jobs::nets::list_runs(&s.lake).await?;
     let mut b = String::from(
-        "<table class=\"runs\"><tr><th>run</th><th>shuffle</th><th>features / arch</th><th>device</th><th>epoch</th><th>step</th><th>val loss</th><th>finished</th><th>updated</th></tr>",
+        "<table class=\"runs\"><tr><th>run</th><th>shuffle</th><th>features / arch</th><th>device</th><th>epoch</th><th>step</th><th>val loss</th><th>state</th><th>updated</th></tr>",
     );
     for r in &all {
         let _ = write!(
@@ -379,7 +379,13 @@ pub async fn runs(State(s): State<AppState>) -> Page {
                 .last()
                 .map(|v| format!("{v:.5}"))
                 .unwrap_or_default(),
-            if r.finished { "yes" } else { "no" },
+            match &r.error {
+                Some(e) if !r.finished => format!(
+                    "<span class=\"error\" title=\"{}\">failed</span>",
+                    escape(e)
+                ),
+                _ => r.state().to_string(),
+            },
             when(&r.updated)
         );
     }
@@ -450,10 +456,9 @@ pub async fn run(State(s): State<AppState>, PagePath(id): PagePath) -> Page {
         r.step,
         r.train_positions,
         r.val_positions,
-        if r.finished {
-            "finished"
-        } else {
-            "not finished"
+        match (&r.error, r.finished) {
+            (Some(e), false) => format!("failed: <span class=\"error\">{}</span>", escape(e)),
+            _ => r.state().to_string(),
         }
     );
     if let Some(init) = &r.spec.init_from {

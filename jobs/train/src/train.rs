@@ -620,6 +620,7 @@ pub fn train(ctx: &JobContext, job: &JobId, spec: &TrainSpec) -> Result<RunRecor
                 val_loss: Vec::new(),
                 material_val_loss: None,
                 finished: false,
+                error: None,
                 resumed_at: Vec::new(),
                 created: now(),
                 updated: now(),
@@ -638,6 +639,28 @@ fn continue_run(
     id: String,
     mut record: RunRecord,
 ) -> Result<RunRecord, TrainError> {
+    match train_run(ctx, spec, setup, &id, &mut record) {
+        Ok(()) => Ok(record),
+        Err(e) => {
+            // The run says why it stopped (a retry or a resume clears it), instead of
+            // looking as if it were still training.
+            record.error = Some(e.to_string());
+            record.updated = lakefish_lake::records::now();
+            if let Err(w) = ctx.block_on(put_run_record(&ctx.lake, &run_prefix(&id), &record)) {
+                tracing::warn!(run = %id, "could not record the run's error: {w}");
+            }
+            Err(e)
+        }
+    }
+}
+
+fn train_run(
+    ctx: &JobContext,
+    spec: &TrainSpec,
+    setup: Setup,
+    id: &str,
+    record: &mut RunRecord,
+) -> Result<(), TrainError> {
     let threads = ctx.threads.max(1);
     let now = lakefish_lake::records::now;
     let prefix = run_prefix(&id);
@@ -690,7 +713,8 @@ fn continue_run(
         metrics.rows = read_metrics(&b).unwrap_or_default();
         metrics.rows.retain(|r| r.0 <= at.step);
     }
-    ctx.block_on(put_run_record(&ctx.lake, &prefix, &record))?;
+    record.error = None;
+    ctx.block_on(put_run_record(&ctx.lake, &prefix, record))?;
 
     let max_steps = spec.max_steps.unwrap_or(u64::MAX);
     let batch_size = spec.batch_size as usize;
@@ -783,7 +807,7 @@ fn continue_run(
                 window = new_window();
             }
             if spec.checkpoint_every > 0 && at.step.is_multiple_of(spec.checkpoint_every) {
-                checkpoint(&model, &adam, at, &mut record, &metrics)?;
+                checkpoint(&model, &adam, at, record, &metrics)?;
             }
         }
         if !epoch_done {
@@ -800,14 +824,14 @@ fn continue_run(
         tracing::info!(run = %id, epoch = at.epoch + 1, val_loss = val, material_val_loss = material, "epoch finished");
         at.epoch += 1;
         at.batch = 0;
-        checkpoint(&model, &adam, at, &mut record, &metrics)?;
+        checkpoint(&model, &adam, at, record, &metrics)?;
     }
     if record.checkpoints.last() != Some(&checkpoint_name(at.step)) {
-        checkpoint(&model, &adam, at, &mut record, &metrics)?;
+        checkpoint(&model, &adam, at, record, &metrics)?;
     }
     record.finished = true;
     record.updated = now();
-    ctx.block_on(put_run_record(&ctx.lake, &prefix, &record))?;
+    ctx.block_on(put_run_record(&ctx.lake, &prefix, record))?;
     tracing::info!(run = %id, steps = at.step, secs = started.elapsed().as_secs_f64(), "training finished");
-    Ok(record)
+    Ok(())
 }

@@ -201,6 +201,14 @@ fn bad_inputs_fail_clearly_and_keep_the_last_good_checkpoint() {
         !run.checkpoints.is_empty(),
         "checkpoints before the bad chunk are kept"
     );
+    // The run says why it stopped instead of looking as if it were still training (issue
+    // 35, item 4).
+    assert_eq!(run.state(), "failed");
+    assert!(
+        run.error.as_deref().unwrap().contains(&key),
+        "{:?}",
+        run.error
+    );
     for c in &run.checkpoints {
         let key = format!("{}/checkpoints/{c}", run_prefix(&run.id));
         assert!(fx.rt.block_on(fx.ctx.lake.get(&key)).unwrap().is_some());
