@@ -74,6 +74,20 @@ pub fn datagen(
             (net, PlayerEngine::Builtin(evaluator))
         }
     };
+    // A name another job's data holds is refused before any game is played (datasets are
+    // immutable); the same job delivered again goes on and finds its own commit.
+    if let Some(m) = ctx.block_on(lakefish_lake::datasets::read_manifest(
+        &ctx.lake,
+        lakefish_schemas::Source::Selfplay,
+        &spec.dataset,
+    ))? && &m.job_id != job_id
+    {
+        let inputs: Vec<&str> = m.inputs.iter().map(|i| i.input.as_str()).collect();
+        return Err(JobError::DatasetExists {
+            dataset: spec.dataset.to_string(),
+            existing: inputs.join(", "),
+        });
+    }
     let config = DatagenConfig {
         random_plies: spec.random_plies,
         depth: spec.depth,

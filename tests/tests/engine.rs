@@ -231,6 +231,20 @@ async fn datagen_writes_reproducible_selfplay_data() {
             vec!["--net", "classical", "--dataset", "sp", "--max-plies", "0"],
             "max_plies",
         ),
+        // A taken name is refused before any game is played (issue 35, item 5).
+        (
+            vec![
+                "--net",
+                "classical",
+                "--dataset",
+                "sp",
+                "--seed",
+                "10",
+                "--games",
+                "50",
+            ],
+            "dataset sp already exists",
+        ),
     ] {
         let out = Command::new(lakefish_bin())
             .args(["--lake", lake_dir.to_str().unwrap(), "datagen"])
@@ -243,6 +257,12 @@ async fn datagen_writes_reproducible_selfplay_data() {
     }
     let after = lakefish_tests::read_source_dataset(&lake, "selfplay", "sp").await;
     assert_eq!(after, rows);
+    // No binpack of games that were never ingested.
+    let raw: Vec<_> = std::fs::read_dir(lake_dir.join("raw/selfplay"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(raw.len(), 1, "{raw:?}");
 }
 
 /// `engine bench --eval` over real games from a PGN: incremental and refreshed evaluations are
