@@ -295,5 +295,13 @@ pub fn mask_dataset(
     ))?;
     // The dataset's entry lists its masks.
     ctx.block_on(index_dataset(&ctx.lake, spec.source, &spec.dataset))?;
+    if manifest.selected == 0 && manifest.rows > 0 {
+        tracing::warn!(
+            mask = %def.name,
+            dataset = %spec.dataset,
+            rows = manifest.rows,
+            "the mask keeps no row: a shuffle of it will be refused (rows without a score, as from a PGN without [%eval], are never quiet)"
+        );
+    }
     Ok(summary(&manifest, false))
 }

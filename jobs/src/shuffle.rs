@@ -64,6 +64,7 @@ fn corrupt(what: &'static str, key: &str, reason: impl Into<String>) -> JobError
 pub fn plan(ctx: &JobContext, spec: &ShuffleSpec) -> Result<ShufflePlan, JobError> {
     let mut dataset_jobs = Vec::new();
     let mut parts = Vec::new();
+    let (mut selected, mut kept) = (0u64, Vec::new());
     for input in spec.inputs() {
         let (source, ds) = (input.source, &input.dataset);
         let m = ctx
@@ -90,6 +91,8 @@ pub fn plan(ctx: &JobContext, spec: &ShuffleSpec) -> Result<ShufflePlan, JobErro
                 ),
             });
         }
+        selected += mask.selected;
+        kept.push(format!("{ds}: {} of {}", mask.selected, mask.rows));
         dataset_jobs.push(m.job_id.clone());
         parts.extend(m.parts.iter().map(|p| PlannedPart {
             source: (source != spec.source).then_some(source),
@@ -97,6 +100,16 @@ pub fn plan(ctx: &JobContext, spec: &ShuffleSpec) -> Result<ShufflePlan, JobErro
             name: p.name.clone(),
             rows: p.rows,
         }));
+    }
+    if selected == 0 {
+        return Err(JobError::Input {
+            input: format!("mask {}", spec.mask),
+            reason: format!(
+                "mask {} keeps no row ({}), so there is nothing to shuffle; rows without a score (a PGN without [%eval] comments) are never quiet: ingest scored data, or mask with other limits",
+                spec.mask,
+                kept.join(", ")
+            ),
+        });
     }
     let mut h = Sha256::new();
     h.update(serde_json::to_vec(spec).expect("specs serialize"));

@@ -318,6 +318,26 @@ fn a_shuffle_without_masks_or_data_fails_clearly_and_writes_nothing() {
         e.contains("dataset=missing") && e.contains("no such dataset"),
         "{e}"
     );
+    // A mask that keeps no row (a PGN without [%eval] has no scores, so nothing is quiet):
+    // refused before any chunk is written, not a shuffle of empty chunks (issue 35, item 6).
+    for name in ["a", "b"] {
+        let mut none = MaskDefinition::quiet();
+        none.name = MaskName::new("none").unwrap();
+        none.min_ply = Some(u16::MAX);
+        let m = MaskSpec {
+            dataset: DatasetName::new(name).unwrap(),
+            source: Source::Binpack,
+            definition: none,
+        };
+        mask_dataset(&fx.ctx(), &JobId::new(), &m).unwrap();
+    }
+    let mut s = spec(4, 1);
+    s.mask = MaskName::new("none").unwrap();
+    let e = shuffle_here(&fx.ctx(), &s).unwrap_err().to_string();
+    assert!(
+        e.contains("mask none keeps no row") && e.contains("[%eval]"),
+        "{e}"
+    );
     assert!(!fx.dir.path().join("lake/shuffled").exists());
 }
 
