@@ -166,19 +166,36 @@ pub struct CatalogMarker {
     /// `sqlite:/absolute/path` or a PostgreSQL URL without its password.
     pub metastore: String,
     pub since: String,
+    /// Where the lake was when it was marked (`Lake::describe`): a copy or a moved lake finds
+    /// another place here and leaves the original's metastore alone. Absent in older markers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lake: Option<String>,
+}
+
+impl CatalogMarker {
+    /// Does this marker say `metastore` indexes this very lake (not a copy of it)?
+    pub fn names(&self, lake: &Lake, metastore: &str) -> bool {
+        self.metastore == metastore && self.is_of(lake)
+    }
+
+    /// Was it written for this lake, where it is now (older markers do not say)?
+    pub fn is_of(&self, lake: &Lake) -> bool {
+        self.lake.as_deref().is_none_or(|l| l == lake.describe())
+    }
 }
 
 /// Records that `metastore` indexes `lake` (kept when it already says so).
 pub async fn mark(lake: &Lake, metastore: &str) -> Result<(), JobError> {
     if read_marker(lake)
         .await?
-        .is_some_and(|m| m.metastore == metastore)
+        .is_some_and(|m| m.names(lake, metastore) && m.lake.is_some())
     {
         return Ok(());
     }
     let marker = CatalogMarker {
         metastore: metastore.to_string(),
         since: lakefish_lake::records::now(),
+        lake: Some(lake.describe().to_string()),
     };
     lake.put(MARKER_KEY, serde_json::to_vec_pretty(&marker)?)
         .await

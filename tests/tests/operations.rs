@@ -614,3 +614,83 @@ async fn the_catalogue_is_rebuilt_from_a_lake_and_kept_current() {
     assert_eq!(names, ["newer"], "{listed}");
     assert!(rebuild(true).contains("pruned nothing"));
 }
+
+/// Issue 35, items 2 and 3. A copy of a lake does not write into the original's metastore
+/// (its `_catalog.json` names where the lake was), and a server pointed at a metastore that
+/// indexed the lake earlier brings it up to date before serving lists from it.
+#[tokio::test(flavor = "multi_thread")]
+async fn copies_and_switched_metastores_keep_the_catalogue_true() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = binpack_input(dir.path());
+    let run = |args: &[&str]| {
+        let out = Command::new(lakefish_bin())
+            .args(args)
+            .current_dir(dir.path())
+            .output()
+            .unwrap();
+        assert_success(&out);
+        String::from_utf8_lossy(&out.stderr).to_string()
+    };
+    run(&[
+        "--lake",
+        "orig/lake",
+        "ingest",
+        "binpack",
+        input.to_str().unwrap(),
+        "--dataset",
+        "d",
+    ]);
+    let masks_served = |queue_db: &str| {
+        let (serve, api) = lakefish(
+            &[
+                "--lake",
+                "orig/lake",
+                "serve",
+                "--listen",
+                "127.0.0.1:0",
+                "--queue-db",
+                queue_db,
+            ],
+            &[],
+            dir.path(),
+        );
+        let api = api.unwrap();
+        async move {
+            let v = get_json(format!("{api}/v1/datasets")).await;
+            drop(serve);
+            let mut masks: Vec<String> = v["datasets"][0]["masks"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|m| m.as_str().unwrap().to_string())
+                .collect();
+            masks.sort();
+            masks
+        }
+    };
+    assert!(masks_served("orig/queue.sqlite").await.is_empty());
+    // A copy, and a mask written into it in-process: the original's metastore is untouched.
+    let out = Command::new("cp")
+        .args(["-r", "orig", "copy"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert_success(&out);
+    let said = run(&["--lake", "copy/lake", "mask", "quiet", "--dataset", "d"]);
+    assert!(said.contains("is a copy or has moved"), "{said}");
+    assert!(masks_served("orig/queue.sqlite").await.is_empty());
+    // The original, written while another metastore served it, then served from the first
+    // one again: what was written meanwhile is listed.
+    assert!(masks_served("other/queue.sqlite").await.is_empty());
+    run(&[
+        "--lake",
+        "orig/lake",
+        "mask",
+        "quiet",
+        "--dataset",
+        "d",
+        "--name",
+        "late",
+    ]);
+    assert_eq!(masks_served("orig/queue.sqlite").await, ["late"]);
+}

@@ -157,11 +157,19 @@ pub async fn open_metastore(
     let Some(catalog) = opened.catalog else {
         return Ok((lake, opened.jobs));
     };
+    let marker = lakefish_jobs::catalog::read_marker(&lake).await?;
     if opened.catalog_is_new {
         let report = lakefish_jobs::catalog::rebuild(&lake, &catalog)
             .await
             .with_context(|| format!("indexing {} into {}", lake.describe(), spec.describe()))?;
         tracing::info!(metastore = spec.describe(), indexed = ?report.indexed, "catalogue created from the lake");
+    } else if !marker.is_some_and(|m| m.names(&lake, &spec.locator())) {
+        // The lake was last indexed by another metastore (or this is a copy of it): this
+        // catalogue missed what was written meanwhile and may list what is gone.
+        let report = lakefish_jobs::catalog::rebuild_and_prune(&lake, &catalog)
+            .await
+            .with_context(|| format!("indexing {} into {}", lake.describe(), spec.describe()))?;
+        tracing::info!(metastore = spec.describe(), indexed = ?report.indexed, pruned = ?report.pruned, "catalogue brought up to date with the lake, which another metastore indexed last");
     }
     lakefish_jobs::catalog::mark(&lake, &spec.locator()).await?;
     Ok((lake.with_catalog(catalog), opened.jobs))
