@@ -694,3 +694,29 @@ async fn copies_and_switched_metastores_keep_the_catalogue_true() {
     ]);
     assert_eq!(masks_served("orig/queue.sqlite").await, ["late"]);
 }
+
+/// Issue 35, item 8: a command that only reads names a lake that is not there instead of
+/// reading it as empty, and creates nothing.
+#[test]
+fn a_mistyped_lake_is_an_error_not_an_empty_lake() {
+    let dir = tempfile::tempdir().unwrap();
+    for args in [
+        &["nets", "ls"][..],
+        &["nets", "show", "best"],
+        &["runs"],
+        &["datasets"],
+        &["engines", "ls"],
+        &["sprt", "show", "sprt-000000000000"],
+    ] {
+        let out = Command::new(lakefish_bin())
+            .args(["--lake", "lkae"])
+            .args(args)
+            .current_dir(dir.path())
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("no lake at lkae"), "{args:?}: {err}");
+        assert!(!dir.path().join("lkae").exists(), "{args:?} created it");
+    }
+}

@@ -28,10 +28,13 @@ fn encode(v: &str) -> String {
 }
 
 impl Backend {
-    pub async fn new(lake: &str, api: Option<String>) -> anyhow::Result<Backend> {
+    /// `writes`: the command may add to the lake (and so create it); a command that only
+    /// reads refuses a local lake that does not exist.
+    pub async fn new(lake: &str, api: Option<String>, writes: bool) -> anyhow::Result<Backend> {
         Ok(match api {
             Some(url) => Backend::Api(url.trim_end_matches('/').to_string()),
-            None => Backend::Lake(crate::config::open_lake_for_writing(lake).await?),
+            None if writes => Backend::Lake(crate::config::open_lake_for_writing(lake).await?),
+            None => Backend::Lake(crate::config::open_existing_lake(lake)?),
         })
     }
 

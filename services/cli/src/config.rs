@@ -97,6 +97,17 @@ pub fn open_lake(spec: &str) -> anyhow::Result<Lake> {
     Ok(Lake::open(spec, &env)?)
 }
 
+/// The lake for a command that only reads it: a local directory that does not exist is an
+/// error (a mistyped `--lake` would otherwise read as an empty lake, silently).
+pub fn open_existing_lake(spec: &str) -> anyhow::Result<Lake> {
+    if !spec.contains("://") && !std::path::Path::new(spec).is_dir() {
+        anyhow::bail!(
+            "no lake at {spec}: the directory does not exist (check --lake or LAKEFISH_LAKE; the commands that write, such as ingest, upload and serve, create a lake)"
+        );
+    }
+    open_lake(spec)
+}
+
 /// The lake for a command that writes it in its own process, with the catalogue its server
 /// keeps (the lake's `_catalog.json` names it), so lists show what the command writes. A
 /// PostgreSQL catalogue needs its URL with the password: `LAKEFISH_METASTORE`.

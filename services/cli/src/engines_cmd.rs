@@ -230,7 +230,7 @@ pub async fn run(lake: &str, api: Option<String>, what: EnginesCommand) -> anyho
                     serde_json::from_value(v["engines"].clone())?
                 }
                 None => {
-                    let l = crate::config::open_lake(lake)?;
+                    let l = crate::config::open_existing_lake(lake)?;
                     lakefish_jobs::engines::list(&l).await?
                 }
             };
@@ -268,7 +268,7 @@ pub async fn run(lake: &str, api: Option<String>, what: EnginesCommand) -> anyho
                     Some(serde_json::from_value(crate::client::check(resp).await?)?)
                 }
                 None => {
-                    let l = crate::config::open_lake(lake)?;
+                    let l = crate::config::open_existing_lake(lake)?;
                     lakefish_jobs::engines::get(&l, &name).await?
                 }
             };

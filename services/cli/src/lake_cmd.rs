@@ -7,7 +7,7 @@ use lakefish_schemas::{Source, raw_key};
 
 /// `lakefish runs [ID]`: every training run, or one with its metrics.
 pub async fn runs(lake: &str, id: Option<String>) -> anyhow::Result<()> {
-    let lake = open_lake(lake)?;
+    let lake = crate::config::open_existing_lake(lake)?;
     let v = match id {
         Some(id) => serde_json::to_value(
             lakefish_jobs::nets::run_with_metrics(&lake, &id)
@@ -22,7 +22,7 @@ pub async fn runs(lake: &str, id: Option<String>) -> anyhow::Result<()> {
 
 /// `lakefish datasets`: every committed dataset.
 pub async fn datasets(lake: &str) -> anyhow::Result<()> {
-    let lake = open_lake(lake)?;
+    let lake = crate::config::open_existing_lake(lake)?;
     let ds = lakefish_lake::datasets::list_datasets(&lake).await?;
     println!("{}", serde_json::to_string_pretty(&ds)?);
     Ok(())
@@ -37,7 +37,10 @@ pub fn chunk(
     limit: usize,
     json: bool,
 ) -> anyhow::Result<()> {
-    let ctx = lakefish_jobs::JobContext::new(open_lake(lake)?, rt.handle().clone());
+    let ctx = lakefish_jobs::JobContext::new(
+        crate::config::open_existing_lake(lake)?,
+        rt.handle().clone(),
+    );
     let rows = lakefish_jobs::shuffle::chunk_rows_as_text(&ctx, shuffle, index, limit)?;
     let cell = |v: Option<String>| v.unwrap_or_else(|| "-".into());
     for r in rows {

@@ -68,7 +68,9 @@ pub enum NetsCommand {
 }
 
 pub async fn run(lake: &str, api: Option<String>, what: NetsCommand) -> anyhow::Result<()> {
-    let backend = Backend::new(lake, api).await?;
+    // Importing a net is the one nets command that adds to a lake (and may start one).
+    let writes = matches!(what, NetsCommand::Import { .. });
+    let backend = Backend::new(lake, api, writes).await?;
     match what {
         NetsCommand::Ls => {
             let (nets, best) = backend.nets().await?;

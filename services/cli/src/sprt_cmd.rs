@@ -202,7 +202,7 @@ pub async fn run(lake: &str, rt: &tokio::runtime::Handle, args: SprtArgs) -> any
             Ok(())
         }
         Some(SprtCommand::Show { id, api }) => {
-            let status = crate::backend::Backend::new(lake, api)
+            let status = crate::backend::Backend::new(lake, api, false)
                 .await?
                 .sprt(&id)
                 .await?;
