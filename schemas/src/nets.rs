@@ -33,11 +33,17 @@ pub struct QuantizeSpec {
 fn d_positions() -> u32 {
     10_000
 }
+/// The default limits of a quantization's error against the float model, centipawns: wide
+/// enough for the small nets a first run trains (the demo's pipeline quantizes within them),
+/// tight enough that a broken quantization (hundreds of centipawns) never passes.
+pub const DEFAULT_MAX_MEAN_CP: f64 = 8.0;
+pub const DEFAULT_MAX_P99_CP: f64 = 40.0;
+
 fn d_mean() -> f64 {
-    3.0
+    DEFAULT_MAX_MEAN_CP
 }
 fn d_p99() -> f64 {
-    15.0
+    DEFAULT_MAX_P99_CP
 }
 
 impl QuantizeSpec {

@@ -254,6 +254,8 @@ async fn datagen_writes_reproducible_selfplay_data() {
         assert!(!out.status.success(), "{args:?}");
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(err.contains(needle), "{args:?}: {err}");
+        // In the user's words, not the queue's (issue 35, item 10).
+        assert!(!err.contains("payload"), "{args:?}: {err}");
     }
     let after = lakefish_tests::read_source_dataset(&lake, "selfplay", "sp").await;
     assert_eq!(after, rows);

@@ -678,6 +678,8 @@ async fn copies_and_switched_metastores_keep_the_catalogue_true() {
     assert_success(&out);
     let said = run(&["--lake", "copy/lake", "mask", "quiet", "--dataset", "d"]);
     assert!(said.contains("is a copy or has moved"), "{said}");
+    // Logs to a file or pipe carry no terminal colour codes (issue 35, item 11).
+    assert!(!said.contains('\u{1b}'), "{said:?}");
     assert!(masks_served("orig/queue.sqlite").await.is_empty());
     // The original, written while another metastore served it, then served from the first
     // one again: what was written meanwhile is listed.
@@ -718,5 +720,41 @@ fn a_mistyped_lake_is_an_error_not_an_empty_lake() {
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(err.contains("no lake at lkae"), "{args:?}: {err}");
         assert!(!dir.path().join("lkae").exists(), "{args:?} created it");
+    }
+}
+
+/// Issue 35, item 9: `lakefish quantize` with no limits accepts what the demo's own pipeline
+/// accepts (the README's `quantize && register` on the demo's run), and the CLI's defaults
+/// are the job spec's.
+#[test]
+fn quantize_defaults_accept_what_the_demo_pipeline_accepts() {
+    let root = workspace_root();
+    let text = std::fs::read_to_string(root.join("infra/demo.toml")).unwrap();
+    let config = lakefish_schemas::config::Config::parse(
+        "infra/demo.toml",
+        &text,
+        std::iter::empty::<(String, String)>(),
+    )
+    .unwrap();
+    let demo = &config.pipelines["demo"].quantize;
+    let spec = lakefish_schemas::QuantizeSpec::new("run-000000000000");
+    assert!(
+        demo["max_mean_cp"].as_f64().unwrap() <= spec.max_mean_cp,
+        "{demo:?}"
+    );
+    assert!(
+        demo["max_p99_cp"].as_f64().unwrap() <= spec.max_p99_cp,
+        "{demo:?}"
+    );
+    let from_json: lakefish_schemas::QuantizeSpec =
+        serde_json::from_str(r#"{"run": "run-000000000000"}"#).unwrap();
+    assert_eq!(from_json, spec);
+    let out = Command::new(lakefish_bin())
+        .args(["quantize", "--help"])
+        .output()
+        .unwrap();
+    let help = String::from_utf8_lossy(&out.stdout);
+    for v in [spec.max_mean_cp, spec.max_p99_cp] {
+        assert!(help.contains(&format!("[default: {v}]")), "{v}: {help}");
     }
 }

@@ -53,7 +53,9 @@ pub enum JobError {
     /// Something asked for by name does not exist (the message names it).
     #[error("{0}")]
     NotFound(String),
-    #[error("unusable job payload: {0}")]
+    /// A spec or payload that cannot be run as given: the message says what is wrong, in
+    /// the words of the one who gave it (no "payload" jargon for a CLI user).
+    #[error("{0}")]
     Payload(String),
     /// A request that does not hold together (an engine registration, a side's option):
     /// the message says what and why.

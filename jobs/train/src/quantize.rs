@@ -553,7 +553,7 @@ pub fn quantize(ctx: &JobContext, spec: &QuantizeSpec) -> Result<QuantizeReport,
     let error = compare(&model, &int_eval, &probe)?;
     if error.mean_abs_cp > spec.max_mean_cp || error.p99_abs_cp > spec.max_p99_cp {
         return Err(TrainError::Spec(format!(
-            "the quantized net is too far from the float model on {} positions: mean |Δ| {:.2} cp (limit {}), p99 {:.2} cp (limit {}); nothing was written",
+            "the quantized net is too far from the float model on {} positions: mean |Δ| {:.2} cp (limit {}), p99 {:.2} cp (limit {}); nothing was written (the limits are --max-mean-cp and --max-p99-cp, max_mean_cp and max_p99_cp in a spec)",
             error.positions, error.mean_abs_cp, spec.max_mean_cp, error.p99_abs_cp, spec.max_p99_cp
         )));
     }

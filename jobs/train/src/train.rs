@@ -663,7 +663,7 @@ fn train_run(
 ) -> Result<(), TrainError> {
     let threads = ctx.threads.max(1);
     let now = lakefish_lake::records::now;
-    let prefix = run_prefix(&id);
+    let prefix = run_prefix(id);
     tch::manual_seed(spec.seed as i64);
     let model = Model::new(
         &setup.arch,

@@ -576,10 +576,10 @@ pub struct QuantizeArgs {
     #[arg(long, default_value_t = 10_000)]
     pub positions: u32,
     /// Refuse the net above this mean absolute difference (centipawns).
-    #[arg(long, default_value_t = 3.0)]
+    #[arg(long, default_value_t = lakefish_schemas::nets::DEFAULT_MAX_MEAN_CP)]
     pub max_mean_cp: f64,
     /// Refuse the net above this 99th-percentile absolute difference (centipawns).
-    #[arg(long, default_value_t = 15.0)]
+    #[arg(long, default_value_t = lakefish_schemas::nets::DEFAULT_MAX_P99_CP)]
     max_p99_cp: f64,
     /// CPU threads (default: all cores).
     #[arg(long)]

@@ -16,8 +16,10 @@ pub fn cores() -> usize {
 pub fn init_logging(json: bool) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("LAKEFISH_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    // Colours only for a terminal: a log file (serve.log) gets plain text.
     let b = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_writer(std::io::stderr);
     if json {
         b.json().init();

@@ -43,7 +43,9 @@ pub enum NetsCommand {
     Export {
         /// The net's registry name, or `best`.
         name: String,
-        /// The format to write (stockfish).
+        /// The format to write: stockfish (Stockfish 15.1 loads it; only nets of its
+        /// architecture) or lakefish (lakefish's engine loads it). A net is written in the
+        /// format it was registered in; another is refused, naming both.
         #[arg(long, default_value = "stockfish")]
         format: NetFormat,
         /// Where to write it (default: ./<name>).
@@ -136,10 +138,11 @@ pub async fn run(lake: &str, api: Option<String>, what: NetsCommand) -> anyhow::
             }
             if m.format != format {
                 bail!(
-                    "net {} is in {}'s format (architecture {}); only nets of Stockfish 15.1's architecture ({}) export to --format {}",
+                    "net {} is in {}'s format (architecture {}): export it with --format {} (only nets of Stockfish 15.1's architecture, {}, export to --format {})",
                     m.name,
                     m.format.as_str(),
                     m.arch,
+                    m.format.as_str(),
                     lakefish_jobs::foreign_nets::STOCKFISH_ARCH,
                     format.as_str()
                 );

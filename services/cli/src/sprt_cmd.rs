@@ -68,6 +68,20 @@ pub struct RunArgs {
     /// Threads for games played here (default: all cores).
     #[arg(long)]
     pub threads: Option<usize>,
+    /// Print the finished test as JSON (the same as GET /v1/sprt/{id}) instead of a summary.
+    /// Either way the exit code says how it ended: 0 accepted, 3 rejected, 4 inconclusive
+    /// (1 is an error).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// The exit code of a test played here: scripts can tell the outcomes apart.
+pub fn exit_code(state: lakefish_schemas::SprtState) -> i32 {
+    match state {
+        lakefish_schemas::SprtState::Accepted | lakefish_schemas::SprtState::Running => 0,
+        lakefish_schemas::SprtState::Rejected => 3,
+        lakefish_schemas::SprtState::Inconclusive => 4,
+    }
 }
 
 #[derive(clap::Subcommand)]
@@ -226,7 +240,17 @@ pub async fn run(lake: &str, rt: &tokio::runtime::Handle, args: SprtArgs) -> any
             })
             .await??;
             let status: SprtStatus = serde_json::from_value(out)?;
-            print_status(&status);
+            if args.run.json {
+                println!("{}", serde_json::to_string_pretty(&status)?);
+            } else {
+                print_status(&status);
+            }
+            let code = exit_code(status.state);
+            if code != 0 {
+                use std::io::Write;
+                std::io::stdout().flush()?;
+                std::process::exit(code);
+            }
             Ok(())
         }
     }
