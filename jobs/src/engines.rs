@@ -428,12 +428,13 @@ pub async fn resolve_side(lake: &Lake, request: &SideRequest) -> Result<SprtSide
         Some(n) => Some(crate::nets::resolve_net_name(lake, n).await?),
         None => None,
     };
-    if let Some(n) = &net
-        && crate::nets::read_net(lake, n).await?.is_none()
-    {
-        return Err(JobError::Payload(format!(
-            "{requested}: net {n} is not registered"
-        )));
+    if let Some(n) = &net {
+        let Some(m) = crate::nets::read_net(lake, n).await? else {
+            return Err(JobError::Payload(format!(
+                "{requested}: net {n} is not registered"
+            )));
+        };
+        check_net_format(&spec, &m).map_err(|e| e.prefixed(&format!("{requested}: ")))?;
     }
     let mut name = engine.clone();
     if let Some(n) = &net {
@@ -450,6 +451,27 @@ pub async fn resolve_side(lake: &Lake, request: &SideRequest) -> Result<SprtSide
         net,
         options,
     })
+}
+
+/// An engine is given only nets of a format it loads: anything else would lose every game
+/// to a crash at load.
+fn check_net_format(spec: &EngineSpec, m: &lakefish_schemas::NetManifest) -> Result<(), JobError> {
+    if spec.net_formats.contains(&m.format) {
+        return Ok(());
+    }
+    let takes: Vec<&str> = spec.net_formats.iter().map(|f| f.as_str()).collect();
+    Err(JobError::Invalid(format!(
+        "engine {} loads nets in {} format (its registration's net_formats), and {} is a {} net; give it a net of its format, or play this one with lakefish's engine (lakefish+{})",
+        spec.name,
+        if takes.is_empty() {
+            "no".to_string()
+        } else {
+            takes.join(" or ")
+        },
+        m.name,
+        m.format.as_str(),
+        m.name
+    )))
 }
 
 /// A side's options under the registration's policy: an option the engine does not have is
@@ -493,6 +515,7 @@ pub async fn player(lake: &Lake, side: &SprtSide) -> Result<Player, JobError> {
     options.extend(allowed);
     if let Some(net) = &side.net {
         let (manifest, bytes) = crate::nets::fetch_net(lake, net).await?;
+        check_net_format(&spec, &manifest)?;
         let path = cache_dir().join("nets").join(&manifest.name);
         cache_file(&path, &bytes, &manifest.sha256, false)?;
         options.insert(spec.net_option.clone(), path.display().to_string());
@@ -543,6 +566,7 @@ mod tests {
                 })
                 .collect(),
             net_option: "EvalFile".into(),
+            net_formats: vec![lakefish_schemas::nets::NetFormat::Stockfish],
             sha256: None,
             bench: None,
         };
@@ -592,6 +616,34 @@ mod tests {
             Ok(_) => panic!("no such program"),
         };
         assert!(err.contains("no such file on this worker"), "{err}");
+        // A net in a format the engine does not load is refused before any game (issue 35,
+        // item 7): Stockfish and a lakefish net.
+        let net: lakefish_schemas::NetManifest = serde_json::from_value(serde_json::json!({
+            "name": "nn-0123456789ab.nnue", "sha256": "00", "bytes": 1, "features": "all768",
+            "arch": "256x2-32-32", "arch_hash": "x", "description": "", "run": "run-x",
+            "checkpoint": "step-1", "step": 1, "shuffle": "sh-x", "datasets": [], "mask": "quiet",
+            "parent": null, "created": "2026-11-26T00:00:00Z", "format": "lakefish",
+            "quantization": {"positions": 1, "mean_abs_cp": 0.0, "p99_abs_cp": 0.0,
+                "max_abs_cp": 0.0, "mean_abs_internal": 0.0, "p99_abs_internal": 0.0}
+        }))
+        .unwrap();
+        let key = lakefish_schemas::nets::net_keys(&net.name).1;
+        lake.put(&key, serde_json::to_vec(&net).unwrap())
+            .await
+            .unwrap();
+        let err = resolve_side(&lake, &"sf+nn-0123456789ab.nnue".into())
+            .await
+            .unwrap_err();
+        assert!(matches!(err, JobError::Invalid(_)), "{err}");
+        assert!(
+            err.to_string().contains("loads nets in stockfish format"),
+            "{err}"
+        );
+        let forged = SprtSide {
+            net: Some(net.name.clone()),
+            ..side(&[])
+        };
+        assert!(player(&lake, &forged).await.is_err());
         // Resolution at submission gives the registration's spelling of the option.
         let resolved = resolve_side(&lake, &"sf,skill level=3".into())
             .await

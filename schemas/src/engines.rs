@@ -54,6 +54,11 @@ pub struct EngineSpec {
     /// The UCI option a side's net is passed in (`ENGINE+NET`): Stockfish's `EvalFile`.
     #[serde(default = "default_net_option")]
     pub net_option: String,
+    /// The net formats the engine loads through `net_option` (`stockfish`, `lakefish`):
+    /// `ENGINE+NET` with a net of another format is refused before any game. Default:
+    /// Stockfish's. Empty: the engine takes no registered net.
+    #[serde(default = "default_net_formats")]
+    pub net_formats: Vec<crate::nets::NetFormat>,
     /// SHA-256 of the binary. Workers refuse to play when theirs differs.
     #[serde(default)]
     pub sha256: Option<String>,
@@ -65,6 +70,10 @@ pub struct EngineSpec {
 
 fn default_net_option() -> String {
     "EvalFile".into()
+}
+
+fn default_net_formats() -> Vec<crate::nets::NetFormat> {
+    vec![crate::nets::NetFormat::Stockfish]
 }
 
 /// What a side may set an allowed option to: integers in `min..=max`, or one of `values`.
@@ -693,6 +702,7 @@ mod tests {
             allow: BTreeMap::new(),
             uci_options: Vec::new(),
             net_option: default_net_option(),
+            net_formats: default_net_formats(),
             sha256: None,
             bench: None,
         };
@@ -748,6 +758,7 @@ mod tests {
             allow: BTreeMap::new(),
             uci_options: opts,
             net_option: default_net_option(),
+            net_formats: default_net_formats(),
             sha256: None,
             bench: None,
         };

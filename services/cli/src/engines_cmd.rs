@@ -39,6 +39,10 @@ pub enum EnginesCommand {
         /// The UCI option a side's net is passed in (ENGINE+NET).
         #[arg(long, default_value = "EvalFile")]
         net_option: String,
+        /// A net format the engine loads through that option: stockfish (the default) or
+        /// lakefish; repeat for both. ENGINE+NET with a net of another format is refused.
+        #[arg(long = "net-format", value_name = "FORMAT")]
+        net_formats: Vec<lakefish_schemas::nets::NetFormat>,
         /// Record this bench node count instead of running `COMMAND bench` here.
         #[arg(long)]
         bench: Option<u64>,
@@ -95,6 +99,7 @@ pub async fn run(lake: &str, api: Option<String>, what: EnginesCommand) -> anyho
             options,
             allow,
             net_option,
+            net_formats,
             bench,
             no_check,
         } => {
@@ -110,6 +115,11 @@ pub async fn run(lake: &str, api: Option<String>, what: EnginesCommand) -> anyho
                 allow: parse_allow(&allow)?,
                 uci_options: Vec::new(),
                 net_option,
+                net_formats: if net_formats.is_empty() {
+                    vec![lakefish_schemas::nets::NetFormat::Stockfish]
+                } else {
+                    net_formats
+                },
                 sha256: None,
                 bench,
             };
