@@ -631,7 +631,7 @@ async fn copies_and_switched_metastores_keep_the_catalogue_true() {
         assert_success(&out);
         String::from_utf8_lossy(&out.stderr).to_string()
     };
-    run(&[
+    let said = run(&[
         "--lake",
         "orig/lake",
         "ingest",
@@ -640,6 +640,11 @@ async fn copies_and_switched_metastores_keep_the_catalogue_true() {
         "--dataset",
         "d",
     ]);
+    // Output to a pipe still shows progress, as plain lines (issue 35, item 11).
+    assert!(
+        said.contains("s] ingesting") && said.contains("(100%)"),
+        "{said}"
+    );
     let masks_served = |queue_db: &str| {
         let (serve, api) = lakefish(
             &[

@@ -1,40 +1,101 @@
-//! Progress bars for jobs run from the terminal.
+//! Progress of jobs run or followed from the command line: a bar on a terminal, and a plain
+//! line every [`PLAIN_EVERY`] when the output is a file or a pipe (a CI log, `make demo`'s
+//! log), so a long job is never silent.
+
+use std::io::IsTerminal;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressStyle};
 use lakefish_jobs::ProgressSink;
 use lakefish_schemas::Progress;
 
-pub struct Bar(ProgressBar);
+/// How often a line is written when the output is not a terminal.
+pub const PLAIN_EVERY: Duration = Duration::from_secs(10);
+
+pub enum Bar {
+    Terminal(ProgressBar),
+    /// When it started, when it last wrote, and the last report if not written yet (it is
+    /// at the end).
+    Plain {
+        started: Instant,
+        state: Mutex<(Option<Instant>, Option<Progress>)>,
+    },
+}
+
+/// The message of a report: its stage and what it has written so far (positions per second
+/// for training, whose `rows` is a rate).
+fn message(p: &Progress) -> String {
+    match (p.rows, p.unit.as_str()) {
+        (0, _) => p.stage.clone(),
+        (r, "steps") => format!("{} ({r} positions/s)", p.stage),
+        (r, _) => format!("{} ({r} rows)", p.stage),
+    }
+}
 
 impl Bar {
     pub fn new() -> Self {
+        if !std::io::stderr().is_terminal() {
+            return Bar::Plain {
+                started: Instant::now(),
+                state: Mutex::new((None, None)),
+            };
+        }
         let bar = ProgressBar::new(0);
+        // The message last and as wide as the terminal allows: W/D/L, loss and rates stay
+        // readable.
         bar.set_style(
             ProgressStyle::with_template(
-                "{spinner} {msg:40!} [{bar:30}] {percent:>3}% {elapsed_precise} eta {eta}",
+                "{spinner} [{bar:30}] {percent:>3}% {elapsed_precise} eta {eta} {wide_msg}",
             )
             .expect("valid template")
             .progress_chars("=> "),
         );
-        Bar(bar)
+        Bar::Terminal(bar)
     }
 
     pub fn show(&self, p: &Progress) {
-        if let Some(total) = p.total {
-            self.0.set_length(total);
+        match self {
+            Bar::Terminal(bar) => {
+                if let Some(total) = p.total {
+                    bar.set_length(total);
+                }
+                bar.set_position(p.done);
+                bar.set_message(message(p));
+            }
+            Bar::Plain { started, state } => {
+                let mut s = state.lock().expect("progress state");
+                if s.0.is_none_or(|last| last.elapsed() >= PLAIN_EVERY) {
+                    s.0 = Some(Instant::now());
+                    s.1 = None;
+                    eprintln!("{}", plain_line(started.elapsed(), p));
+                } else {
+                    s.1 = Some(p.clone());
+                }
+            }
         }
-        self.0.set_position(p.done);
-        let msg = if p.rows > 0 {
-            format!("{} ({} rows)", p.stage, p.rows)
-        } else {
-            p.stage.clone()
-        };
-        self.0.set_message(msg);
     }
 
     pub fn finish(&self) {
-        self.0.finish();
+        match self {
+            Bar::Terminal(bar) => bar.finish(),
+            Bar::Plain { started, state } => {
+                let mut s = state.lock().expect("progress state");
+                if let Some(p) = s.1.take() {
+                    eprintln!("{}", plain_line(started.elapsed(), &p));
+                }
+            }
+        }
     }
+}
+
+/// `[  42s] ingest sf: 3/10 chunks (30%) (12345 rows)`.
+fn plain_line(elapsed: Duration, p: &Progress) -> String {
+    let count = match p.total {
+        Some(t) if t > 0 => format!("{}/{t} {} ({}%)", p.done, p.unit, (100 * p.done.min(t)) / t),
+        _ => format!("{} {}", p.done, p.unit),
+    };
+    format!("[{:>5}s] {}: {count}", elapsed.as_secs(), message(p))
 }
 
 impl ProgressSink for Bar {
