@@ -186,12 +186,15 @@ pub fn mask_dataset(
     spec: &MaskSpec,
 ) -> Result<MaskSummary, JobError> {
     let def = &spec.definition;
-    let data: DatasetManifest = ctx
-        .block_on(read_manifest(&ctx.lake, spec.source, &spec.dataset))?
-        .ok_or_else(|| JobError::Input {
-            input: dataset_prefix(spec.source, &spec.dataset),
-            reason: "no such dataset (no committed manifest)".into(),
-        })?;
+    let Some(data): Option<DatasetManifest> =
+        ctx.block_on(read_manifest(&ctx.lake, spec.source, &spec.dataset))?
+    else {
+        return Err(ctx.block_on(lakefish_lake::datasets::no_such_dataset(
+            &ctx.lake,
+            spec.source,
+            &spec.dataset,
+        )));
+    };
     let summary = |m: &MaskManifest, already_present| MaskSummary {
         mask: m.definition.name.to_string(),
         dataset: m.dataset.to_string(),

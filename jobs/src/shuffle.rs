@@ -67,12 +67,11 @@ pub fn plan(ctx: &JobContext, spec: &ShuffleSpec) -> Result<ShufflePlan, JobErro
     let (mut selected, mut kept) = (0u64, Vec::new());
     for input in spec.inputs() {
         let (source, ds) = (input.source, &input.dataset);
-        let m = ctx
-            .block_on(read_manifest(&ctx.lake, source, ds))?
-            .ok_or_else(|| JobError::Input {
-                input: dataset_prefix(source, ds),
-                reason: "no such dataset (no committed manifest)".into(),
-            })?;
+        let Some(m) = ctx.block_on(read_manifest(&ctx.lake, source, ds))? else {
+            return Err(ctx.block_on(lakefish_lake::datasets::no_such_dataset(
+                &ctx.lake, source, ds,
+            )));
+        };
         let mask = ctx
             .block_on(read_mask_manifest(&ctx.lake, &spec.mask, source, ds))?
             .ok_or_else(|| JobError::Input {

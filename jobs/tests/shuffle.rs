@@ -318,6 +318,11 @@ fn a_shuffle_without_masks_or_data_fails_clearly_and_writes_nothing() {
         e.contains("dataset=missing") && e.contains("no such dataset"),
         "{e}"
     );
+    // A name that exists under another source says which (issue 35, item 10).
+    let mut s = spec(4, 1);
+    s.source = Source::Lichess;
+    let e = shuffle_here(&fx.ctx(), &s).unwrap_err().to_string();
+    assert!(e.contains("exists with source binpack"), "{e}");
     // A mask that keeps no row (a PGN without [%eval] has no scores, so nothing is quiet):
     // refused before any chunk is written, not a shuffle of empty chunks (issue 35, item 6).
     for name in ["a", "b"] {

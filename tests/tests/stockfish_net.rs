@@ -234,10 +234,12 @@ fn stockfish_s_own_net_imports_and_exports_byte_for_byte() {
     );
     let ls = run(dir.path(), &["nets", "ls"], None);
     assert_success(&ls);
-    assert_eq!(
-        String::from_utf8_lossy(&ls.stdout).lines().count(),
-        1,
-        "only the good net is registered"
+    let listed = String::from_utf8_lossy(&ls.stdout);
+    assert_eq!(listed.lines().count(), 1, "only the good net is registered");
+    // An imported net was never quantized here: no made-up 0.00 cp (issue 35, item 10).
+    assert!(
+        listed.contains("imported, not quantized here") && !listed.contains("0.00 cp"),
+        "{listed}"
     );
 }
 

@@ -83,6 +83,29 @@ pub fn manifest_key(source: Source, dataset: &DatasetName) -> String {
     format!("{}/{MANIFEST_FILE}", dataset_prefix(source, dataset))
 }
 
+/// The error for a dataset that is not committed under `source`, with a hint when one of
+/// that name exists under another source (`--source lichess`).
+pub async fn no_such_dataset(lake: &Lake, source: Source, dataset: &DatasetName) -> JobError {
+    let mut elsewhere = Vec::new();
+    for other in [Source::Binpack, Source::Lichess, Source::Selfplay] {
+        if other != source && matches!(read_manifest(lake, other, dataset).await, Ok(Some(_))) {
+            elsewhere.push(other.as_str());
+        }
+    }
+    let hint = match elsewhere.as_slice() {
+        [] => String::new(),
+        found => format!(
+            "; a dataset {dataset} exists with source {} (give --source {}, or \"source\" in a spec)",
+            found.join(" and "),
+            found[0]
+        ),
+    };
+    JobError::Input {
+        input: dataset_prefix(source, dataset),
+        reason: format!("no such dataset (no committed manifest){hint}"),
+    }
+}
+
 pub async fn read_manifest(
     lake: &Lake,
     source: Source,

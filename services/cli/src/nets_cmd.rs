@@ -80,14 +80,21 @@ pub async fn run(lake: &str, api: Option<String>, what: NetsCommand) -> anyhow::
                 println!("no nets registered yet");
             }
             for n in nets {
+                // An imported net was never quantized here: no error to show.
+                let error = if n.external {
+                    "imported, not quantized here".to_string()
+                } else {
+                    format!(
+                        "mean |Δ| {:.2} cp, p99 {:.2} cp",
+                        n.quantization.mean_abs_cp, n.quantization.p99_abs_cp
+                    )
+                };
                 println!(
-                    "{}  {:<12} {:<14} {:<18} mean |Δ| {:.2} cp, p99 {:.2} cp  {}{}",
+                    "{}  {:<12} {:<14} {:<18} {error}  {}{}",
                     n.name,
                     n.features,
                     n.arch,
                     n.run,
-                    n.quantization.mean_abs_cp,
-                    n.quantization.p99_abs_cp,
                     n.created,
                     if best.as_deref() == Some(n.name.as_str()) {
                         "  (best)"
