@@ -73,6 +73,9 @@ pub struct UciProcess {
     pub id_name: Option<String>,
     /// The `option ...` lines of the handshake, as the engine wrote them (untrusted).
     pub option_lines: Vec<String>,
+    /// The last `info string` the engine wrote: engines explain why they give up there
+    /// (Stockfish: a net it cannot load), kept for the fault's reason.
+    last_said: Option<String>,
     label: String,
     /// Dropped after the process: removed once the engine is gone.
     _scratch: ScratchDir,
@@ -185,6 +188,7 @@ impl UciProcess {
             lines,
             id_name: None,
             option_lines: Vec::new(),
+            last_said: None,
             label,
             _scratch: scratch,
         };
@@ -230,6 +234,22 @@ impl UciProcess {
         Ok(engine)
     }
 
+    /// `; it said "…"`: the engine's own last word, printable ASCII, at most 80 characters
+    /// (what an engine prints is not trusted further than that).
+    fn its_words(&self) -> String {
+        match &self.last_said {
+            Some(said) => {
+                let clean: String = said
+                    .chars()
+                    .filter(|c| c.is_ascii_graphic() || *c == ' ')
+                    .take(80)
+                    .collect();
+                format!("; it said \"{}\"", clean.trim())
+            }
+            None => String::new(),
+        }
+    }
+
     fn send(&mut self, line: &str) -> Result<(), EngineFault> {
         let stdin = self
             .stdin
@@ -240,10 +260,15 @@ impl UciProcess {
             .map_err(|e| EngineFault::Crashed(format!("{}: writing {line:?}: {e}", self.label)))
     }
 
-    fn next_line(&self, deadline: Instant) -> Wait {
+    fn next_line(&mut self, deadline: Instant) -> Wait {
         let left = deadline.saturating_duration_since(Instant::now());
         match self.lines.recv_timeout(left) {
-            Ok(l) => Wait::Line(l),
+            Ok(l) => {
+                if let Some(said) = l.strip_prefix("info string ") {
+                    self.last_said = Some(said.to_string());
+                }
+                Wait::Line(l)
+            }
             Err(RecvTimeoutError::Timeout) => Wait::Timeout,
             Err(RecvTimeoutError::Disconnected) => Wait::Closed,
         }
@@ -266,8 +291,9 @@ impl UciProcess {
                 }
                 Wait::Closed => {
                     return Err(EngineFault::Crashed(format!(
-                        "{} exited before readyok",
-                        self.label
+                        "{} exited before readyok{}",
+                        self.label,
+                        self.its_words()
                     )));
                 }
             }
@@ -320,9 +346,10 @@ impl UciProcess {
                 Wait::Closed => {
                     let status = self.child.wait().map(|s| s.to_string());
                     return Err(EngineFault::Crashed(format!(
-                        "{} exited during a search ({})",
+                        "{} exited during a search ({}){}",
                         self.label,
-                        status.unwrap_or_else(|e| e.to_string())
+                        status.unwrap_or_else(|e| e.to_string()),
+                        self.its_words()
                     )));
                 }
             }
@@ -379,6 +406,29 @@ pub fn position_command(start_fen: &str, moves: &[String]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An engine that gives up says why in an `info string` (Stockfish: a net it cannot
+    /// load); the fault keeps those words, cleaned and cut.
+    #[test]
+    fn an_engine_s_last_words_are_kept_in_its_fault() {
+        let script = "while read l; do case $l in \
+            uci) echo uciok;; \
+            isready) printf 'info string ERROR: nope.nnue is not a net of mine\\033[31m\\n'; exit 1;; \
+            esac; done";
+        let command = UciCommand {
+            program: "/bin/sh".into(),
+            args: vec!["-c".into(), script.into()],
+            options: vec![],
+        };
+        let fault = match UciProcess::start(&command, Duration::from_secs(10)) {
+            Err(f) => f.to_string(),
+            Ok(_) => panic!("it exited"),
+        };
+        assert!(
+            fault.contains("it said \"ERROR: nope.nnue is not a net of mine[31m\""),
+            "{fault}"
+        );
+    }
 
     /// An engine starts in a directory of its own (what it writes by a relative name stays
     /// there), which is gone once the engine is; its `option` lines are kept for the policy.
