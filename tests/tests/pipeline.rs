@@ -206,6 +206,23 @@ async fn nightly_pipeline_promotes_on_accept_and_warm_starts() {
         lakefish_jobs::nets::sha256_hex(&std::fs::read(dir.path().join("best.nnue")).unwrap()),
         shown["sha256"].as_str().unwrap()
     );
+    // `runs RUN` shows the run with its last metrics rows, not all of them (issue 35, item
+    // 10); `--metrics` gives every row.
+    let run_id = shown["run"].as_str().unwrap();
+    let metrics_rows = |extra: &[&str]| {
+        let out = std::process::Command::new(lakefish_tests::lakefish_bin())
+            .args(["--lake", "lake", "runs", run_id])
+            .args(extra)
+            .current_dir(dir.path())
+            .output()
+            .unwrap();
+        lakefish_tests::assert_success(&out);
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(v["id"], run_id);
+        v["metrics"].as_array().unwrap().len()
+    };
+    let (some, all) = (metrics_rows(&[]), metrics_rows(&["--metrics"]));
+    assert!(some <= 5 && some <= all && all > 0, "{some} of {all}");
 
     // The second run: the binpack is not ingested again, training warm-starts from the best
     // net, and the SPRT is against it.

@@ -98,8 +98,11 @@ pub enum Command {
     Train(TrainArgs),
     /// Training runs in the lake: all of them, or one with its metrics.
     Runs {
-        /// One run's record with its metrics (default: all runs).
+        /// One run's record, with its last metrics rows (default: all runs).
         id: Option<String>,
+        /// With a run: every metrics row (one each 10 steps), as JSON.
+        #[arg(long, requires = "id")]
+        metrics: bool,
     },
     /// Quantize a run's checkpoint into a .nnue file (Stockfish integer scheme), in-process.
     ///

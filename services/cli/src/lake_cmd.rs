@@ -5,15 +5,27 @@ use crate::config::open_lake;
 use anyhow::Context;
 use lakefish_schemas::{Source, raw_key};
 
-/// `lakefish runs [ID]`: every training run, or one with its metrics.
-pub async fn runs(lake: &str, id: Option<String>) -> anyhow::Result<()> {
+/// The metrics rows `runs RUN` shows without `--metrics`: the last few, not 100 KB.
+const METRICS_SHOWN: usize = 5;
+
+/// `lakefish runs [ID] [--metrics]`: every training run, or one with its last metrics rows
+/// (all of them with `--metrics`).
+pub async fn runs(lake: &str, id: Option<String>, all_metrics: bool) -> anyhow::Result<()> {
     let lake = crate::config::open_existing_lake(lake)?;
     let v = match id {
-        Some(id) => serde_json::to_value(
-            lakefish_jobs::nets::run_with_metrics(&lake, &id)
+        Some(id) => {
+            let mut run = lakefish_jobs::nets::run_with_metrics(&lake, &id)
                 .await?
-                .with_context(|| format!("run {id} not found"))?,
-        )?,
+                .with_context(|| format!("run {id} not found"))?;
+            let total = run.metrics.len();
+            if !all_metrics && total > METRICS_SHOWN {
+                run.metrics.drain(..total - METRICS_SHOWN);
+                eprintln!(
+                    "the last {METRICS_SHOWN} of {total} metrics rows (all of them: --metrics)"
+                );
+            }
+            serde_json::to_value(run)?
+        }
         None => serde_json::to_value(lakefish_jobs::nets::list_runs(&lake).await?)?,
     };
     println!("{}", serde_json::to_string_pretty(&v)?);

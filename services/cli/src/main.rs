@@ -90,7 +90,7 @@ fn main() -> anyhow::Result<()> {
         Command::Shuffle(a) => here(JobSpec::Shuffle(a.spec()?), a.threads),
         Command::Engines { api, what } => rt.block_on(engines_cmd::run(lake, api, what)),
         Command::Nets { api, what } => rt.block_on(nets_cmd::run(lake, api, what)),
-        Command::Runs { id } => rt.block_on(lake_cmd::runs(lake, id)),
+        Command::Runs { id, metrics } => rt.block_on(lake_cmd::runs(lake, id, metrics)),
         Command::Datasets => rt.block_on(lake_cmd::datasets(lake)),
         Command::Chunk {
             shuffle,
