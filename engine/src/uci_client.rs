@@ -314,6 +314,8 @@ impl UciProcess {
         go: &str,
         wait: Duration,
     ) -> Result<SearchReply, EngineFault> {
+        // Only what it says about this search explains a crash in it.
+        self.last_said = None;
         self.send(position)?;
         let started = Instant::now();
         self.send(go)?;

@@ -180,7 +180,11 @@ impl CatalogMarker {
 
     /// Was it written for this lake, where it is now (older markers do not say)?
     pub fn is_of(&self, lake: &Lake) -> bool {
-        self.lake.as_deref().is_none_or(|l| l == lake.describe())
+        // `s3://b/lake` and `s3://b/lake/` are one place.
+        let same = |a: &str, b: &str| a.trim_end_matches('/') == b.trim_end_matches('/');
+        self.lake
+            .as_deref()
+            .is_none_or(|l| same(l, lake.describe()))
     }
 }
 

@@ -641,9 +641,11 @@ fn continue_run(
 ) -> Result<RunRecord, TrainError> {
     match train_run(ctx, spec, setup, &id, &mut record) {
         Ok(()) => Ok(record),
+        // Storage that did not answer: the queue tries again, and the run is not failed.
+        Err(TrainError::Job(j)) if j.is_transient() => Err(TrainError::Job(j)),
         Err(e) => {
-            // The run says why it stopped (a retry or a resume clears it), instead of
-            // looking as if it were still training.
+            // The run says why it stopped (a resume clears it), instead of looking as if it
+            // were still training; a transient error is retried first.
             record.error = Some(e.to_string());
             record.updated = lakefish_lake::records::now();
             if let Err(w) = ctx.block_on(put_run_record(&ctx.lake, &run_prefix(&id), &record)) {

@@ -15,12 +15,21 @@ pub const PLAIN_EVERY: Duration = Duration::from_secs(10);
 
 pub enum Bar {
     Terminal(ProgressBar),
-    /// When it started, when it last wrote, and the last report if not written yet (it is
-    /// at the end).
+    /// When it started, and what it has written so far.
     Plain {
         started: Instant,
-        state: Mutex<(Option<Instant>, Option<Progress>)>,
+        state: Mutex<PlainState>,
     },
+}
+
+#[derive(Default)]
+pub struct PlainState {
+    /// When the last line was written.
+    last: Option<Instant>,
+    /// The last report, when it is not written yet (it is at the end).
+    pending: Option<Progress>,
+    /// Finished: nothing more is written (a follower may report a finished job again).
+    done: bool,
 }
 
 /// The message of a report: its stage and what it has written so far (positions per second
@@ -38,7 +47,7 @@ impl Bar {
         if !std::io::stderr().is_terminal() {
             return Bar::Plain {
                 started: Instant::now(),
-                state: Mutex::new((None, None)),
+                state: Mutex::new(PlainState::default()),
             };
         }
         let bar = ProgressBar::new(0);
@@ -65,12 +74,15 @@ impl Bar {
             }
             Bar::Plain { started, state } => {
                 let mut s = state.lock().expect("progress state");
-                if s.0.is_none_or(|last| last.elapsed() >= PLAIN_EVERY) {
-                    s.0 = Some(Instant::now());
-                    s.1 = None;
+                if s.done {
+                    return;
+                }
+                if s.last.is_none_or(|last| last.elapsed() >= PLAIN_EVERY) {
+                    s.last = Some(Instant::now());
+                    s.pending = None;
                     eprintln!("{}", plain_line(started.elapsed(), p));
                 } else {
-                    s.1 = Some(p.clone());
+                    s.pending = Some(p.clone());
                 }
             }
         }
@@ -81,7 +93,8 @@ impl Bar {
             Bar::Terminal(bar) => bar.finish(),
             Bar::Plain { started, state } => {
                 let mut s = state.lock().expect("progress state");
-                if let Some(p) = s.1.take() {
+                s.done = true;
+                if let Some(p) = s.pending.take() {
                     eprintln!("{}", plain_line(started.elapsed(), &p));
                 }
             }
@@ -101,5 +114,42 @@ fn plain_line(elapsed: Duration, p: &Progress) -> String {
 impl ProgressSink for Bar {
     fn report(&self, p: &Progress) {
         self.show(p);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A follower reports a finished job on every poll: once finished, a plain bar writes
+    /// nothing more (each poll would otherwise print its last line again).
+    #[test]
+    fn a_finished_plain_bar_stays_quiet() {
+        let bar = Bar::Plain {
+            started: Instant::now(),
+            state: Mutex::new(PlainState::default()),
+        };
+        let p = Progress {
+            stage: "train run-x".into(),
+            done: 5,
+            total: Some(10),
+            unit: "steps".into(),
+            rows: 1000,
+        };
+        bar.show(&p);
+        bar.show(&p);
+        let Bar::Plain { state, .. } = &bar else {
+            unreachable!()
+        };
+        assert!(state.lock().unwrap().pending.is_some(), "the second waits");
+        bar.finish();
+        bar.show(&p);
+        bar.finish();
+        let s = state.lock().unwrap();
+        assert!(s.done && s.pending.is_none());
+        assert_eq!(
+            plain_line(Duration::from_secs(42), &p),
+            "[   42s] train run-x (1000 positions/s): 5/10 steps (50%)"
+        );
     }
 }

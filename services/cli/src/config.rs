@@ -118,7 +118,7 @@ pub async fn open_lake_for_writing(spec: &str) -> anyhow::Result<Lake> {
     let Some(marker) = lakefish_jobs::catalog::read_marker(&lake).await? else {
         return Ok(lake);
     };
-    if !marker.is_of(&lake) && std::env::var_os("LAKEFISH_METASTORE").is_none() {
+    if !marker.is_of(&lake) {
         // A copy (or a moved lake): the metastore it names indexes the original.
         tracing::warn!(
             "{} was indexed by {} where it was {}: this is a copy or has moved, so this command does not index what it writes there (give it a metastore of its own with `lakefish serve` or `lakefish metastore rebuild`)",

@@ -70,8 +70,9 @@ pub enum NetsCommand {
 }
 
 pub async fn run(lake: &str, api: Option<String>, what: NetsCommand) -> anyhow::Result<()> {
-    // Importing a net is the one nets command that adds to a lake (and may start one).
-    let writes = matches!(what, NetsCommand::Import { .. });
+    // Importing a net adds to a lake (and may start one); `eval` may read a net file and no
+    // lake at all. The others only read a lake, which must be there.
+    let writes = matches!(what, NetsCommand::Import { .. } | NetsCommand::Eval { .. });
     let backend = Backend::new(lake, api, writes).await?;
     match what {
         NetsCommand::Ls => {
