@@ -219,6 +219,13 @@ async fn embedded_default_rest_queue_worker_lake() {
         .unwrap();
     assert_success(&out);
     assert_eq!(std::fs::read(&pulled).unwrap(), bytes.to_vec());
+    // `--api` after the subcommand too, as `sprt show ID --api` (issue 35, item 10).
+    let out = std::process::Command::new(lakefish_tests::lakefish_bin())
+        .args(["nets", "ls", "--api", &api])
+        .output()
+        .unwrap();
+    assert_success(&out);
+    assert!(String::from_utf8_lossy(&out.stdout).contains(&name));
     let out = std::process::Command::new(lakefish_tests::lakefish_bin())
         .args(["--lake", "lake", "nets", "ls"])
         .current_dir(dir.path())

@@ -118,16 +118,17 @@ pub enum Command {
     /// written ENGINE[+NET][,OPTION=VALUE...] in `lakefish sprt --new/--base`.
     Engines {
         /// Go through a running service instead of the lake directly (admin token to add or
-        /// remove: LAKEFISH_TOKEN).
-        #[arg(long, env = "LAKEFISH_API")]
+        /// remove: LAKEFISH_TOKEN). Before or after the subcommand.
+        #[arg(long, env = "LAKEFISH_API", global = true)]
         api: Option<String>,
         #[command(subcommand)]
         what: crate::engines_cmd::EnginesCommand,
     },
     /// The net registry: list, show a manifest, or pull a net's file (hash-checked).
     Nets {
-        /// Read through a running service instead of the lake directly.
-        #[arg(long, env = "LAKEFISH_API")]
+        /// Read through a running service instead of the lake directly. Before or after the
+        /// subcommand (`nets ls --api URL`, as `sprt show ID --api URL`).
+        #[arg(long, env = "LAKEFISH_API", global = true)]
         api: Option<String>,
         #[command(subcommand)]
         what: crate::nets_cmd::NetsCommand,
