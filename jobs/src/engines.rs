@@ -368,10 +368,16 @@ pub async fn prepare_program(lake: &Lake, spec: &EngineSpec) -> Result<PathBuf, 
 pub async fn resolve_side(lake: &Lake, request: &SideRequest) -> Result<SprtSide, JobError> {
     let parsed = request.parse().map_err(JobError::Payload)?;
     let requested = request.to_string();
+    // The registration, read once: whether the head is an engine, and its policy.
+    let registered = if parsed.head == BUILTIN_ENGINE || check_engine_name(&parsed.head).is_err() {
+        None
+    } else {
+        get(lake, &parsed.head).await?
+    };
     let engine = if parsed.head == BUILTIN_ENGINE {
         None
-    } else if check_engine_name(&parsed.head).is_ok() && get(lake, &parsed.head).await?.is_some() {
-        Some(parsed.head.clone())
+    } else if let Some(spec) = registered {
+        Some(spec)
     } else if parsed.net.is_none() {
         // Today's meaning: a net (or `best`, `classical`) for lakefish's engine.
         if !parsed.options.is_empty() {
@@ -402,7 +408,7 @@ pub async fn resolve_side(lake: &Lake, request: &SideRequest) -> Result<SprtSide
             parsed.head
         )));
     };
-    let Some(engine) = engine else {
+    let Some(spec) = engine else {
         // lakefish+NET
         if !parsed.options.is_empty() {
             return Err(JobError::Payload(format!(
@@ -419,9 +425,7 @@ pub async fn resolve_side(lake: &Lake, request: &SideRequest) -> Result<SprtSide
             options: BTreeMap::new(),
         });
     };
-    let spec = get(lake, &engine)
-        .await?
-        .ok_or_else(|| JobError::NotFound(format!("engine {engine} is no longer registered")))?;
+    let engine = spec.name.clone();
     let options = side_options(&spec, &parsed.options)
         .map_err(|e| e.prefixed(&format!("side {requested}: ")))?;
     let net = match &parsed.net {

@@ -97,7 +97,6 @@ async fn add(
 ) -> Result<Response, ApiError> {
     let body = body.map_err(|e| crate::api::body_error(&s, e))?;
     let spec: EngineSpec = crate::api::strict_json(&body, "engine")?;
-    spec.validate().map_err(ApiError::BadRequest)?;
     let (stored, created) = lakefish_jobs::engines::register(&s.lake, &spec).await?;
     let status = if created {
         StatusCode::CREATED
