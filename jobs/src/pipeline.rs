@@ -475,23 +475,12 @@ fn shuffle(
     run: &mut PipelineRun,
 ) -> Result<Step, JobError> {
     let inputs = run_datasets(run)?;
-    let source = inputs[0].source;
-    let spec = ShuffleSpec {
-        datasets: inputs
-            .iter()
-            .filter(|d| d.source == source)
-            .map(|d| d.dataset.clone())
-            .collect(),
-        source,
-        extra: inputs
-            .iter()
-            .filter(|d| d.source != source)
-            .cloned()
-            .collect(),
-        mask: config.mask.clone(),
-        chunks: config.shuffle.chunks,
-        seed: config.shuffle.seed,
-    };
+    let spec = ShuffleSpec::from_inputs(
+        &inputs,
+        config.mask.clone(),
+        config.shuffle.chunks,
+        config.shuffle.seed,
+    );
     let id = crate::shuffle::plan(ctx, &spec)?.id;
     run.shuffle = Some(id.clone());
     if ctx

@@ -65,7 +65,54 @@ fn default_source() -> Source {
     Source::Binpack
 }
 
+impl DatasetRef {
+    /// `SOURCE/NAME` (`lichess/twic`), or a bare `NAME` of `default` source.
+    pub fn parse(s: &str, default: Source) -> Result<DatasetRef, String> {
+        let (source, name) = match s.split_once('/') {
+            Some((src, name)) => (
+                Source::parse(src).ok_or_else(|| {
+                    format!("{s:?}: unknown source {src:?} (binpack, lichess or selfplay)")
+                })?,
+                name,
+            ),
+            None => (default, s),
+        };
+        let dataset = name
+            .parse::<DatasetName>()
+            .map_err(|e| format!("{s:?}: {e}"))?;
+        Ok(DatasetRef { source, dataset })
+    }
+}
+
 impl ShuffleSpec {
+    /// The spec of a shuffle of `inputs` in their order: the first one's source is `source`,
+    /// datasets of other sources go to `extra` (one rule for pipelines and the CLI, so the
+    /// same inputs give the same shuffle id).
+    pub fn from_inputs(
+        inputs: &[DatasetRef],
+        mask: MaskName,
+        chunks: u32,
+        seed: u64,
+    ) -> ShuffleSpec {
+        let source = inputs.first().map_or(Source::Binpack, |d| d.source);
+        ShuffleSpec {
+            datasets: inputs
+                .iter()
+                .filter(|d| d.source == source)
+                .map(|d| d.dataset.clone())
+                .collect(),
+            source,
+            extra: inputs
+                .iter()
+                .filter(|d| d.source != source)
+                .cloned()
+                .collect(),
+            mask,
+            chunks,
+            seed,
+        }
+    }
+
     /// Every input dataset with its source: `datasets` (of `source`), then `extra`.
     pub fn inputs(&self) -> Vec<DatasetRef> {
         self.datasets

@@ -3,6 +3,7 @@
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
+use lakefish_schemas::shuffle::DatasetRef;
 use lakefish_schemas::{
     DatasetName, IngestBinpackSpec, MaskDefinition, MaskName, MaskSpec, ShuffleSpec, Source,
 };
@@ -96,13 +97,17 @@ pub enum Command {
     /// beside a material-only predictor's. Writes runs/<id>/ (run.json, checkpoints/,
     /// metrics.parquet); --resume RUN continues a run from its last checkpoint, exactly.
     Train(TrainArgs),
-    /// Training runs in the lake: all of them, or one with its metrics.
+    /// Training runs in the lake: all of them, one line each, or one run's record (JSON) with
+    /// its last metrics rows.
     Runs {
         /// One run's record, with its last metrics rows (default: all runs).
         id: Option<String>,
         /// With a run: every metrics row (one each 10 steps), as JSON.
         #[arg(long, requires = "id")]
         metrics: bool,
+        /// The list as a JSON array.
+        #[arg(long)]
+        json: bool,
     },
     /// Quantize a run's checkpoint into a .nnue file (Stockfish integer scheme), in-process.
     ///
@@ -168,11 +173,21 @@ pub enum Command {
         /// Only jobs in this state: queued, running, succeeded, failed.
         #[arg(long)]
         state: Option<String>,
-        /// One job's full record.
+        /// Only jobs of this kind (ingest_pgn, train, sprt, ...).
+        #[arg(long)]
+        kind: Option<String>,
+        /// The list as JSON, as `GET /v1/jobs` gives it (with the cursor of the next page).
+        #[arg(long)]
+        json: bool,
+        /// One job's full record (JSON).
         id: Option<String>,
     },
-    /// List the datasets committed to the lake.
-    Datasets,
+    /// The datasets committed to the lake, one line each: rows, size, parts, masks.
+    Datasets {
+        /// As a JSON array (the `datasets` of `GET /v1/datasets`).
+        #[arg(long)]
+        json: bool,
+    },
     /// Print rows of one shuffle chunk: FEN (decoded from the packed board training reads),
     /// score, result, ply and move, tab-separated (or JSON lines with --json).
     Chunk {
@@ -355,10 +370,11 @@ pub enum SubmitCommand {
 
 #[derive(clap::Args)]
 pub struct ShuffleArgs {
-    /// Datasets to shuffle together (repeat the flag).
-    #[arg(long = "dataset", required = true)]
-    pub datasets: Vec<DatasetName>,
-    /// Their source partition: binpack, lichess or selfplay.
+    /// Datasets to shuffle together (repeat the flag): NAME, of the --source partition, or
+    /// SOURCE/NAME to mix sources (`--dataset sf-1 --dataset lichess/twic`).
+    #[arg(long = "dataset", required = true, value_name = "[SOURCE/]NAME")]
+    pub datasets: Vec<String>,
+    /// The source partition of datasets named without one: binpack, lichess or selfplay.
     #[arg(long, default_value = "binpack")]
     pub source: String,
     /// The mask that selects rows (it must exist for every dataset).
@@ -377,15 +393,19 @@ pub struct ShuffleArgs {
 
 impl ShuffleArgs {
     pub fn spec(&self) -> anyhow::Result<ShuffleSpec> {
-        let spec = ShuffleSpec {
-            datasets: self.datasets.clone(),
-            source: Source::parse(&self.source)
-                .with_context(|| format!("unknown source {:?}", self.source))?,
-            mask: self.mask.clone(),
-            chunks: self.chunks,
-            seed: self.seed,
-            extra: Vec::new(),
-        };
+        let source = Source::parse(&self.source).with_context(|| {
+            format!(
+                "unknown source {:?} (binpack, lichess or selfplay)",
+                self.source
+            )
+        })?;
+        let inputs = self
+            .datasets
+            .iter()
+            .map(|d| DatasetRef::parse(d, source))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| anyhow::anyhow!("--dataset {e}"))?;
+        let spec = ShuffleSpec::from_inputs(&inputs, self.mask.clone(), self.chunks, self.seed);
         spec.validate().map_err(anyhow::Error::msg)?;
         Ok(spec)
     }

@@ -207,20 +207,74 @@ pub async fn wait_for_shuffle(
     }
 }
 
-pub async fn show_jobs(api: &str, state: Option<String>, id: Option<String>) -> anyhow::Result<()> {
-    let url = match (&id, &state) {
-        (Some(id), _) => format!("{api}/v1/jobs/{id}"),
-        (None, Some(s)) => format!("{api}/v1/jobs?state={s}"),
-        (None, None) => format!("{api}/v1/jobs"),
+/// `lakefish jobs [--state S] [--kind K] [--json]`, newest first as a table, or `jobs ID`: one
+/// job's record as JSON.
+pub async fn show_jobs(
+    api: &str,
+    state: Option<String>,
+    kind: Option<String>,
+    id: Option<String>,
+    json: bool,
+) -> anyhow::Result<()> {
+    let get = |url: String| async move {
+        check(
+            client()
+                .get(url)
+                .send()
+                .await
+                .with_context(|| format!("cannot reach the API at {api}"))?,
+        )
+        .await
     };
-    let body = check(
-        client()
-            .get(url)
-            .send()
-            .await
-            .with_context(|| format!("cannot reach the API at {api}"))?,
-    )
-    .await?;
-    println!("{}", serde_json::to_string_pretty(&body)?);
+    if let Some(id) = id {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&get(format!("{api}/v1/jobs/{id}")).await?)?
+        );
+        return Ok(());
+    }
+    let mut query = vec![];
+    if let Some(s) = &state {
+        query.push(format!("state={s}"));
+    }
+    if let Some(k) = &kind {
+        query.push(format!("kind={k}"));
+    }
+    let body = get(format!("{api}/v1/jobs?{}", query.join("&"))).await?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&body)?);
+        return Ok(());
+    }
+    let jobs: Vec<JobRecord> = serde_json::from_value(body["jobs"].clone())
+        .context("the API's job list is not what this lakefish reads")?;
+    if jobs.is_empty() {
+        println!("no jobs");
+    }
+    for j in &jobs {
+        let p = &j.progress;
+        let progress = match p.total {
+            Some(t) if t > 0 => format!("{}/{} {}", p.done, t, p.unit),
+            _ if p.done > 0 => format!("{} {}", p.done, p.unit),
+            _ => String::new(),
+        };
+        println!(
+            "{}  {:<14} {:<9} {:<24} {}{}",
+            j.id,
+            j.kind,
+            j.state.as_str(),
+            progress,
+            j.created,
+            j.error
+                .as_ref()
+                .map(|e| format!("\n    error: {e}"))
+                .unwrap_or_default()
+        );
+    }
+    if body["next"].is_string() {
+        println!(
+            "(newest {} shown; --json gives the cursor of the next page)",
+            jobs.len()
+        );
+    }
     Ok(())
 }

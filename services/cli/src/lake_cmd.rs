@@ -8,35 +8,105 @@ use lakefish_schemas::{Source, raw_key};
 /// The metrics rows `runs RUN` shows without `--metrics`: the last few, not 100 KB.
 const METRICS_SHOWN: usize = 5;
 
-/// `lakefish runs [ID] [--metrics]`: every training run, or one with its last metrics rows
-/// (all of them with `--metrics`).
-pub async fn runs(lake: &str, id: Option<String>, all_metrics: bool) -> anyhow::Result<()> {
+/// `lakefish runs [ID] [--metrics] [--json]`: every training run as a table (or JSON), or one
+/// run's record as JSON with its last metrics rows (all of them with `--metrics`).
+pub async fn runs(
+    lake: &str,
+    id: Option<String>,
+    all_metrics: bool,
+    json: bool,
+) -> anyhow::Result<()> {
     let lake = crate::config::open_existing_lake(lake)?;
-    let v = match id {
-        Some(id) => {
-            let mut run = lakefish_jobs::nets::run_with_metrics(&lake, &id)
-                .await?
-                .with_context(|| format!("run {id} not found"))?;
-            let total = run.metrics.len();
-            if !all_metrics && total > METRICS_SHOWN {
-                run.metrics.drain(..total - METRICS_SHOWN);
-                eprintln!(
-                    "the last {METRICS_SHOWN} of {total} metrics rows (all of them: --metrics)"
-                );
-            }
-            serde_json::to_value(run)?
+    let Some(id) = id else {
+        let runs = lakefish_jobs::nets::list_runs(&lake).await?;
+        if json {
+            println!("{}", serde_json::to_string_pretty(&runs)?);
+            return Ok(());
         }
-        None => serde_json::to_value(lakefish_jobs::nets::list_runs(&lake).await?)?,
+        if runs.is_empty() {
+            println!("no training runs yet");
+        }
+        for r in runs {
+            let val = match (r.val_loss.last(), r.material_val_loss) {
+                (Some(v), Some(m)) => format!("val {v:.5} (material {m:.5})"),
+                (Some(v), None) => format!("val {v:.5}"),
+                _ => "no validation yet".into(),
+            };
+            println!(
+                "{:<16} {:<9} {:<12} {:<16} step {:<8} epoch {:<3} {val}  {}{}",
+                r.id,
+                r.state(),
+                r.spec.features.as_str(),
+                r.spec.arch,
+                r.step,
+                r.epoch,
+                r.updated,
+                r.error
+                    .map(|e| format!("\n    error: {e}"))
+                    .unwrap_or_default()
+            );
+        }
+        return Ok(());
     };
-    println!("{}", serde_json::to_string_pretty(&v)?);
+    let mut run = lakefish_jobs::nets::run_with_metrics(&lake, &id)
+        .await?
+        .with_context(|| format!("run {id} not found"))?;
+    let total = run.metrics.len();
+    if !all_metrics && total > METRICS_SHOWN {
+        run.metrics.drain(..total - METRICS_SHOWN);
+        eprintln!("the last {METRICS_SHOWN} of {total} metrics rows (all of them: --metrics)");
+    }
+    println!("{}", serde_json::to_string_pretty(&run)?);
     Ok(())
 }
 
-/// `lakefish datasets`: every committed dataset.
-pub async fn datasets(lake: &str) -> anyhow::Result<()> {
+/// Bytes for people: 1.2 MiB.
+pub fn human_bytes(b: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = b as f64;
+    let mut unit = 0;
+    while v >= 1024.0 && unit + 1 < UNITS.len() {
+        v /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{b} B")
+    } else {
+        format!("{v:.1} {}", UNITS[unit])
+    }
+}
+
+/// `lakefish datasets [--json]`: every committed dataset, one line each (or JSON).
+pub async fn datasets(lake: &str, json: bool) -> anyhow::Result<()> {
     let lake = crate::config::open_existing_lake(lake)?;
     let ds = lakefish_lake::datasets::list_datasets(&lake).await?;
-    println!("{}", serde_json::to_string_pretty(&ds)?);
+    if json {
+        println!("{}", serde_json::to_string_pretty(&ds)?);
+        return Ok(());
+    }
+    if ds.is_empty() {
+        println!("no datasets yet (lakefish ingest binpack|pgn FILE --dataset NAME)");
+    }
+    for d in ds {
+        let name = format!("{}/{}", d.source, d.name);
+        let masks = if d.masks.is_empty() {
+            "no masks".to_string()
+        } else {
+            format!("masks: {}", d.masks.join(", "))
+        };
+        let skipped = if d.skipped_ranges > 0 {
+            format!("  {} unreadable ranges skipped", d.skipped_ranges)
+        } else {
+            String::new()
+        };
+        println!(
+            "{name:<32} {:>12} rows {:>10} {:>4} parts  {masks:<24} {}{skipped}",
+            d.rows,
+            human_bytes(d.bytes),
+            d.partitions,
+            d.created
+        );
+    }
     Ok(())
 }
 

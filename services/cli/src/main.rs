@@ -90,8 +90,8 @@ fn main() -> anyhow::Result<()> {
         Command::Shuffle(a) => here(JobSpec::Shuffle(a.spec()?), a.threads),
         Command::Engines { api, what } => rt.block_on(engines_cmd::run(lake, api, what)),
         Command::Nets { api, what } => rt.block_on(nets_cmd::run(lake, api, what)),
-        Command::Runs { id, metrics } => rt.block_on(lake_cmd::runs(lake, id, metrics)),
-        Command::Datasets => rt.block_on(lake_cmd::datasets(lake)),
+        Command::Runs { id, metrics, json } => rt.block_on(lake_cmd::runs(lake, id, metrics, json)),
+        Command::Datasets { json } => rt.block_on(lake_cmd::datasets(lake, json)),
         Command::Chunk {
             shuffle,
             index,
@@ -111,7 +111,13 @@ fn main() -> anyhow::Result<()> {
             replace,
             what,
         } => rt.block_on(client::submit(&api, wait, upload, replace, what)),
-        Command::Jobs { api, state, id } => rt.block_on(client::show_jobs(&api, state, id)),
+        Command::Jobs {
+            api,
+            state,
+            kind,
+            json,
+            id,
+        } => rt.block_on(client::show_jobs(&api, state, kind, id, json)),
         Command::Pipeline(a) => rt.block_on(pipeline_cmd::run(a)),
         Command::Bench { what } => bench_cmd::run(&rt, what),
         Command::Token {
