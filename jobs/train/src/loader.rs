@@ -520,10 +520,13 @@ pub struct RowOptions {
     /// Each row's material balance in [`Batch::material`] (the material-only baseline of
     /// validation); left empty otherwise.
     pub material: bool,
+    /// The rows after the last whole batch as one shorter batch (validation, where every row
+    /// counts); training drops them, as training loops do.
+    pub partial_last: bool,
 }
 
 /// Streams batches of `batch_size` over `order` (chunk indices), skipping the first `skip`
-/// batches (resume). The last, partial batch is dropped, as training loops do.
+/// batches (resume). The last, partial batch is dropped unless [`RowOptions::partial_last`].
 ///
 /// Chunks are fetched and decoded from Parquet by a few reader threads ahead of the one being
 /// turned into features (on `threads` threads); the batches are cut from the rows in chunk
@@ -541,6 +544,7 @@ pub fn stream_batches(
         filter,
         mirror,
         material: with_material,
+        partial_last,
     } = rows;
     let columns = loader_columns(filter.is_some());
     assert!(batch_size > 0, "a batch holds at least one row");
@@ -685,6 +689,9 @@ pub fn stream_batches(
                 std::mem::swap(&mut ready, &mut next_pieces);
                 decoded = next_decoded;
             }
+            if partial_last && !current.is_empty() && emitted >= skip {
+                let _ = tx.send(Message::Batch(Ok(current)));
+            }
             let _ = tx.send(Message::End);
         })
         .expect("spawn loader thread");
@@ -821,6 +828,7 @@ mod tests {
         mirror: bool,
         batch_size: usize,
         skip: usize,
+        partial_last: bool,
     ) -> Vec<Batch> {
         let mut rows = Vec::new();
         for &i in order {
@@ -885,11 +893,16 @@ mod tests {
                 ));
             }
         }
-        let full = rows.len() / batch_size;
-        (skip..full)
+        let batches = if partial_last {
+            rows.len().div_ceil(batch_size)
+        } else {
+            rows.len() / batch_size
+        };
+        (skip..batches)
             .map(|k| {
                 let mut b = Batch::default();
-                for (stm, nstm, score, result, material) in &rows[k * batch_size..][..batch_size] {
+                let end = ((k + 1) * batch_size).min(rows.len());
+                for (stm, nstm, score, result, material) in &rows[k * batch_size..end] {
                     b.push_features(stm, nstm);
                     *b.score.last_mut().unwrap() = *score;
                     *b.result.last_mut().unwrap() = *result;
@@ -919,8 +932,18 @@ mod tests {
                     (2048, 1, true),
                     (4096, 0, false),
                 ] {
-                    let mut want =
-                        reference(&c, &order, features, filter, mirror, batch_size, skip);
+                    // Validation's shorter last batch, across the cases.
+                    let partial_last = batch_size >= 100;
+                    let mut want = reference(
+                        &c,
+                        &order,
+                        features,
+                        filter,
+                        mirror,
+                        batch_size,
+                        skip,
+                        partial_last,
+                    );
                     // Material only when asked for (both ways across the cases).
                     let material = !mirror;
                     if !material {
@@ -935,6 +958,7 @@ mod tests {
                                 filter: filter.cloned(),
                                 mirror,
                                 material,
+                                partial_last,
                             },
                             batch_size,
                             skip,

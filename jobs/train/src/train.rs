@@ -527,6 +527,7 @@ fn validate(
             filter: spec.filter.clone(),
             mirror: false,
             material: true,
+            partial_last: true,
         },
         spec.batch_size.min(4096) as usize,
         0,
@@ -564,6 +565,30 @@ fn material_tensor(b: &Batch, device: Device) -> Tensor {
         .unsqueeze(1)
 }
 
+/// The settings in which `asked` differs from the run's `was`: "lr_decay 1 (the run: 0.99)".
+fn spec_differences(was: &TrainSpec, asked: &TrainSpec) -> String {
+    let (Ok(serde_json::Value::Object(was)), Ok(serde_json::Value::Object(asked))) =
+        (serde_json::to_value(was), serde_json::to_value(asked))
+    else {
+        return "unreadable".into();
+    };
+    let shown = |v: Option<&serde_json::Value>| v.map_or("none".to_string(), |v| v.to_string());
+    let mut keys: Vec<&String> = was.keys().chain(asked.keys()).collect();
+    keys.sort();
+    keys.dedup();
+    keys.into_iter()
+        .filter(|k| was.get(*k) != asked.get(*k))
+        .map(|k| {
+            format!(
+                "{k} {} (the run: {})",
+                shown(asked.get(k)),
+                shown(was.get(k))
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 pub fn train(ctx: &JobContext, job: &JobId, spec: &TrainSpec) -> Result<RunRecord, TrainError> {
     let (setup, manifest) = resolve(ctx, spec)?;
     let threads = ctx.threads.max(1);
@@ -584,7 +609,8 @@ pub fn train(ctx: &JobContext, job: &JobId, spec: &TrainSpec) -> Result<RunRecor
             same.device = spec.device;
             if &same != spec {
                 return Err(TrainError::Spec(format!(
-                    "run {id} was trained with other settings; resume it with the same ones"
+                    "run {id} was trained with other settings ({}); resume it with the same ones",
+                    spec_differences(&same, spec)
                 )));
             }
             let mut rec = rec;
@@ -758,6 +784,7 @@ fn train_run(
                 mirror: spec.mirror && at.epoch % 2 == 1,
                 // Training steps do not use it.
                 material: false,
+                partial_last: false,
             },
             batch_size,
             at.batch as usize,
@@ -815,6 +842,12 @@ fn train_run(
         if !epoch_done {
             // Stopped inside an epoch: the last checkpoint resumes from this batch.
             break;
+        }
+        if at.batch == 0 {
+            return Err(TrainError::Spec(format!(
+                "the training chunks hold fewer usable rows than one batch ({batch_size}): \
+                 give a smaller batch size, or train on a larger shuffle"
+            )));
         }
         let (val, material, n) = validate(&setup, &model, spec, lambda, threads)?;
         record.val_loss.push(val);

@@ -281,6 +281,8 @@ fn checkpoints_of_another_architecture_or_damaged_ones_are_refused() {
         .unwrap_err()
         .to_string();
     assert!(err.contains("other settings"), "{err}");
+    // The refusal names the setting, both ways.
+    assert!(err.contains("lr 0.5 (the run: "), "{err}");
 }
 
 #[test]

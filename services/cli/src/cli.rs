@@ -588,6 +588,55 @@ impl TrainArgs {
     }
 }
 
+/// The settings `train --resume RUN` takes from the run unless given: (flag id, spec key).
+const RESUMED_SETTINGS: &[(&[&str], &str)] = &[
+    (&["features"], "features"),
+    (&["arch"], "arch"),
+    (&["batch_size"], "batch_size"),
+    (&["lr"], "lr"),
+    (&["lr_decay"], "lr_decay"),
+    (&["loss"], "loss"),
+    (&["scale"], "scale"),
+    (&["lambda_start"], "lambda_start"),
+    (&["lambda_end"], "lambda_end"),
+    (&["val_chunks"], "val_chunks"),
+    (&["checkpoint_every"], "checkpoint_every"),
+    (&["seed"], "seed"),
+    (&["ft_update"], "ft_update"),
+    (&["mirror"], "mirror"),
+    (&["init_from"], "init_from"),
+    (&["filter_min_ply", "filter_max_abs_score"], "filter"),
+];
+
+impl TrainArgs {
+    /// The spec of `train --resume RUN`: every setting not given on the command line (`given`
+    /// says which flags were) is the run's, so `--resume RUN --epochs 20` goes on with the
+    /// run as it was; one given differently is refused by the trainer, naming it.
+    pub fn resumed_spec(
+        &self,
+        run: &lakefish_schemas::TrainSpec,
+        given: impl Fn(&str) -> bool,
+    ) -> anyhow::Result<lakefish_schemas::TrainSpec> {
+        let mut spec = serde_json::to_value(self.spec()?)?;
+        let run = serde_json::to_value(run)?;
+        let (Some(spec_fields), Some(run_fields)) = (spec.as_object_mut(), run.as_object()) else {
+            anyhow::bail!("a training spec is a JSON object");
+        };
+        for (flags, key) in RESUMED_SETTINGS {
+            if flags.iter().any(|f| given(f)) {
+                continue;
+            }
+            match run_fields.get(*key) {
+                Some(v) => spec_fields.insert(key.to_string(), v.clone()),
+                None => spec_fields.remove(*key),
+            };
+        }
+        let spec: lakefish_schemas::TrainSpec = serde_json::from_value(spec)?;
+        spec.validate().map_err(anyhow::Error::msg)?;
+        Ok(spec)
+    }
+}
+
 #[derive(clap::Args)]
 pub struct QuantizeArgs {
     /// The training run (run-...).

@@ -84,7 +84,25 @@ fn main() -> anyhow::Result<()> {
         Command::Mask {
             what: MaskCommand::Quiet(a),
         } => here(JobSpec::Mask(a.spec()?), a.threads),
-        Command::Train(a) => here(JobSpec::Train(a.spec()?), a.threads),
+        Command::Train(a) => {
+            let spec = match &a.resume {
+                // Settings not given are the run's own.
+                Some(run) => {
+                    let l = config::open_existing_lake(lake)?;
+                    let rec = rt
+                        .block_on(lakefish_jobs::nets::read_run(&l, run))?
+                        .ok_or_else(|| anyhow::anyhow!("--resume: run {run} does not exist"))?;
+                    let given = matches
+                        .subcommand_matches("train")
+                        .expect("the train command");
+                    a.resumed_spec(&rec.spec, |id| {
+                        given.value_source(id) == Some(clap::parser::ValueSource::CommandLine)
+                    })?
+                }
+                None => a.spec()?,
+            };
+            here(JobSpec::Train(spec), a.threads)
+        }
         Command::Quantize(a) => here(JobSpec::Quantize(a.spec()?), a.threads),
         Command::Register(a) => here(JobSpec::Register(a.spec()?), None),
         Command::Shuffle(a) => here(JobSpec::Shuffle(a.spec()?), a.threads),
