@@ -746,6 +746,11 @@ fn train_run(
 
     let max_steps = spec.max_steps.unwrap_or(u64::MAX);
     let batch_size = spec.batch_size as usize;
+    // The steps all epochs take (fewer when a load-time filter drops rows): progress shows a
+    // fraction, not an unknown total.
+    let planned_steps = (record.train_positions / spec.batch_size.max(1) as u64
+        * spec.epochs as u64)
+        .min(max_steps);
     let started = Instant::now();
     // Since the last metrics row: start, steps, summed loss (on the device), positions.
     let new_window = || (Instant::now(), 0u64, None::<Tensor>, 0u64);
@@ -829,7 +834,7 @@ fn train_run(
                         mean_loss
                     ),
                     done: at.step,
-                    total: spec.max_steps,
+                    total: Some(planned_steps),
                     unit: "steps".into(),
                     rows: (window.3 as f64 / secs) as u64,
                 });

@@ -51,11 +51,11 @@ impl Bar {
             };
         }
         let bar = ProgressBar::new(0);
-        // The message last and as wide as the terminal allows: W/D/L, loss and rates stay
-        // readable.
+        // The message on a line of its own, the terminal's whole width: after the bar, an
+        // 80-column terminal cut the SPRT's W/D/L and the training loss off.
         bar.set_style(
             ProgressStyle::with_template(
-                "{spinner} [{bar:30}] {percent:>3}% {elapsed_precise} eta {eta} {wide_msg}",
+                "{spinner} [{bar:30}] {percent:>3}% {elapsed_precise} eta {eta}\n  {wide_msg}",
             )
             .expect("valid template")
             .progress_chars("=> "),
