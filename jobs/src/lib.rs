@@ -10,6 +10,7 @@
 //! Architecture invariant: nothing here knows about HTTP, the queue implementation or
 //! libtorch (no dependency on axum, apalis or lakefish-train; `tests/tests/architecture.rs`).
 
+pub mod admission;
 pub mod catalog;
 pub mod datagen;
 pub mod engines;
@@ -23,4 +24,6 @@ pub mod runner;
 pub mod shuffle;
 pub mod sprt;
 
-pub use lakefish_lake::{Hooks, JobContext, JobError, JobSubmitter, Lake, ProgressSink, Trainer};
+pub use lakefish_lake::{
+    ErrorCode, Hooks, JobContext, JobError, JobSubmitter, Lake, ProgressSink, Trainer,
+};

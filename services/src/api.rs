@@ -14,7 +14,7 @@ use axum::{Json, Router};
 use lakefish_jobs::Lake;
 use lakefish_lake::records::{JobCursor, JobQuery, JobStore};
 use lakefish_schemas::config::Config;
-use lakefish_schemas::{JobId, JobSpec, JobState, QueuedJob, Source, raw_key};
+use lakefish_schemas::{JobId, JobSpec, JobState, Source, raw_key};
 use schemars::{JsonSchema, Schema, SchemaGenerator};
 use serde::Deserialize;
 use serde_json::json;
@@ -573,27 +573,45 @@ async fn submit_job(
 ) -> Result<Response, ApiError> {
     let body = body.map_err(|e| body_error(&s, e))?;
     let spec = JobSpec::from_request(&body).map_err(|e| ApiError::BadRequest(e.to_string()))?;
-    check_inputs(&s, &spec)?;
-    // Engines and their options, under each engine's policy (403 naming an option no admin
-    // allowed), before anything is recorded; workers check again.
-    lakefish_jobs::engines::check_sides(&s.lake, &spec).await?;
-    let id = JobId::new();
-    let record = crate::queue::new_record(id.clone(), &spec);
-    s.jobs.put(&record).await?;
-    let job = QueuedJob::new(id.clone(), &spec);
-    if let Err(e) = s.queue.push(job).await {
-        let mut failed = record.clone();
-        failed.state = JobState::Failed;
-        failed.error = Some(format!("could not enqueue: {e}"));
-        let _ = s.jobs.put(&failed).await;
-        return Err(ApiError::Unavailable(format!("queue unavailable: {e}")));
-    }
+    let (id, _) = admit(&s, &spec).await?;
     let body = crate::bodies::Submitted {
         url: format!("/v1/jobs/{id}"),
         id,
         state: JobState::Queued,
     };
     Ok((StatusCode::ACCEPTED, Json(body)).into_response())
+}
+
+/// A job through the door: its inputs, engines and spec checked (a 4xx naming the field, with
+/// nothing recorded or queued), an SPRT planned, then recorded and queued by the one
+/// [`crate::queue::submit`] rule (503 when the queue does not take it; nothing stays).
+async fn admit(
+    s: &AppState,
+    spec: &JobSpec,
+) -> Result<(JobId, Option<lakefish_schemas::SprtPlan>), ApiError> {
+    check_inputs(s, spec)?;
+    lakefish_jobs::admission::check(&s.lake, spec).await?;
+    let plan = match spec {
+        JobSpec::Sprt(sprt) => {
+            let ctx =
+                lakefish_jobs::JobContext::new(s.lake.clone(), tokio::runtime::Handle::current())
+                    .with_hooks(lakefish_jobs::Hooks {
+                        inputs: s.input_policy(),
+                        records: Some(s.jobs.clone()),
+                        ..Default::default()
+                    });
+            let sprt = sprt.clone();
+            Some(
+                tokio::task::spawn_blocking(move || lakefish_jobs::sprt::plan(&ctx, &sprt))
+                    .await
+                    .map_err(|e| ApiError::Internal(e.to_string()))??,
+            )
+        }
+        _ => None,
+    };
+    let id = JobId::new();
+    crate::queue::submit(&s.jobs, &s.queue, &id, spec).await?;
+    Ok((id, plan))
 }
 
 /// A JSON body read strictly: malformed JSON, a key given twice or a value of the wrong
@@ -860,27 +878,8 @@ async fn submit_sprt(
     let value: serde_json::Value = strict_json(&body, "SPRT spec")?;
     let wrapped = serde_json::to_vec(&json!({"kind": "sprt", "spec": value})).expect("json");
     let spec = JobSpec::from_request(&wrapped).map_err(|e| ApiError::BadRequest(e.to_string()))?;
-    let JobSpec::Sprt(sprt) = &spec else {
-        unreachable!("decoded as sprt")
-    };
-    check_inputs(&s, &spec)?;
-    let ctx = lakefish_jobs::JobContext::new(s.lake.clone(), tokio::runtime::Handle::current())
-        .with_hooks(lakefish_jobs::Hooks {
-            inputs: s.input_policy(),
-            records: Some(s.jobs.clone()),
-            ..Default::default()
-        });
-    let sprt = sprt.clone();
-    let plan = tokio::task::spawn_blocking(move || lakefish_jobs::sprt::plan(&ctx, &sprt))
-        .await
-        .map_err(|e| ApiError::Internal(e.to_string()))??;
-    let id = JobId::new();
-    let record = JobStore::new_record(id.clone(), spec.clone());
-    s.jobs.put(&record).await?;
-    s.queue
-        .push(QueuedJob::new(id.clone(), &spec))
-        .await
-        .map_err(|e| ApiError::Unavailable(format!("queue unavailable: {e}")))?;
+    let (id, plan) = admit(&s, &spec).await?;
+    let plan = plan.expect("an SPRT is planned at the door");
     let body = crate::bodies::SprtSubmitted {
         url: format!("/v1/sprt/{}", plan.id),
         id: plan.id,

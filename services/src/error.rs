@@ -4,7 +4,7 @@
 use axum::Json;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use lakefish_jobs::JobError;
+use lakefish_jobs::{ErrorCode, JobError};
 
 #[derive(Debug)]
 pub enum ApiError {
@@ -47,25 +47,20 @@ impl ApiError {
     }
 }
 
-/// What the caller did wrong is a 4xx; storage that did not answer is a 503 (transient,
-/// the same rule `JobError::is_transient` gives the queue); anything else is a 500.
+/// By the error's one [`ErrorCode`]: what the caller did wrong is a 4xx, storage that did
+/// not answer or a state about to change a 503 (the errors the queue retries), a failure or
+/// a bug a 500.
 impl From<JobError> for ApiError {
     fn from(e: JobError) -> Self {
-        match e {
-            JobError::Name(_)
-            | JobError::Input { .. }
-            | JobError::Payload(_)
-            | JobError::Invalid(_) => ApiError::BadRequest(e.to_string()),
-            JobError::NotFound(_) => ApiError::NotFound(e.to_string()),
-            JobError::Forbidden(_) => ApiError::Forbidden(e.to_string()),
-            JobError::DatasetExists { .. }
-            | JobError::ObjectExists { .. }
-            | JobError::DatasetBusy { .. }
-            | JobError::MaskExists { .. }
-            | JobError::EngineExists { .. } => ApiError::Conflict(e.to_string()),
-            JobError::TooLarge { .. } => ApiError::TooLarge(e.to_string()),
-            JobError::Lake { .. } => ApiError::Unavailable(e.to_string()),
-            _ => ApiError::Internal(e.to_string()),
+        let m = e.to_string();
+        match e.code() {
+            ErrorCode::Invalid => ApiError::BadRequest(m),
+            ErrorCode::Forbidden => ApiError::Forbidden(m),
+            ErrorCode::NotFound => ApiError::NotFound(m),
+            ErrorCode::Conflict => ApiError::Conflict(m),
+            ErrorCode::TooLarge => ApiError::TooLarge(m),
+            ErrorCode::Unavailable => ApiError::Unavailable(m),
+            ErrorCode::Failed | ErrorCode::Internal => ApiError::Internal(m),
         }
     }
 }
@@ -84,5 +79,41 @@ impl IntoResponse for ApiError {
             );
         }
         r
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The queue retries exactly the errors HTTP calls unavailable: one code decides both.
+    #[test]
+    fn retried_errors_are_503_and_only_they() {
+        let samples = [
+            JobError::Retry("pile 3 is not done".into()),
+            JobError::Payload("bad".into()),
+            JobError::NotFound("x".into()),
+            JobError::Forbidden("x".into()),
+            JobError::MaskExists {
+                mask: "m".into(),
+                existing: "e".into(),
+            },
+            JobError::Failed("trainer".into()),
+            JobError::NothingIngested("empty".into()),
+            JobError::Panic("loader".into()),
+            JobError::Internal("bug".into()),
+        ];
+        for e in samples {
+            let transient = e.is_transient();
+            let what = e.to_string();
+            let (status, _) = ApiError::from(e).status_and_message();
+            assert_eq!(
+                transient,
+                status == StatusCode::SERVICE_UNAVAILABLE,
+                "{what}: {status}"
+            );
+        }
+        let (status, _) = ApiError::from(JobError::Retry("x".into())).status_and_message();
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
     }
 }

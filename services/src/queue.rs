@@ -134,6 +134,14 @@ impl Queue {
         })
     }
 
+    /// Closes a SQLite queue's connections: every push afterwards fails (a server shutting
+    /// down; tests of what a refused push leaves). A Redis queue is left as it is.
+    pub async fn close(&self) {
+        if let Queue::Sqlite { pool, .. } = self {
+            pool.close().await;
+        }
+    }
+
     pub fn describe(&self) -> String {
         match self {
             Queue::Sqlite { path, .. } => format!("sqlite:{path}"),
@@ -146,6 +154,12 @@ impl Queue {
     /// a few seconds: the first command on a connection whose server restarted fails, and the
     /// connection reconnects behind it.
     pub async fn push(&self, job: QueuedJob) -> anyhow::Result<()> {
+        if let Queue::Sqlite { pool, path, .. } = self
+            && pool.is_closed()
+        {
+            // Closed for good (shutting down): nothing to wait for.
+            anyhow::bail!("the queue database {path} is closed");
+        }
         let lane = job.spec().map(|s| Lane::of(&s)).unwrap_or(Lane::Any);
         let mut wait = Duration::from_millis(250);
         let mut tries = 0;
@@ -336,28 +350,57 @@ struct QueueSubmitter {
     rt: tokio::runtime::Handle,
 }
 
+/// What [`submit`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Submission {
+    /// Recorded as queued and pushed.
+    Queued,
+    /// Its record was there already (the same job submitted again): pushed again unless it
+    /// had succeeded.
+    Again,
+    /// It had succeeded already: nothing done.
+    Done,
+}
+
+/// The one way a job enters the queue, for the API, the fan-out of shuffles and SPRTs and
+/// the pipeline driver: its record is written (queued), then the job is pushed. When the
+/// push fails, the record this call wrote is deleted again, so nothing is left that no worker
+/// will ever run, and the error is [`JobError::Retry`] (a 503 over HTTP; the caller may
+/// submit again). A record that was there before the call is left as it was.
+pub async fn submit(
+    store: &JobStore,
+    queue: &Queue,
+    id: &JobId,
+    spec: &JobSpec,
+) -> Result<Submission, JobError> {
+    let created = match store.get(id).await? {
+        Some(rec) if rec.state == JobState::Succeeded => return Ok(Submission::Done),
+        Some(_) => false,
+        None => {
+            store.put(&new_record(id.clone(), spec)).await?;
+            true
+        }
+    };
+    if let Err(e) = queue.push(QueuedJob::new(id.clone(), spec)).await {
+        if created && let Err(d) = store.delete(id).await {
+            tracing::error!(job = %id, "the queue refused job {id} and its record could not be removed: {d}");
+        }
+        return Err(JobError::Retry(format!(
+            "the queue did not take the job: {e}"
+        )));
+    }
+    Ok(if created {
+        Submission::Queued
+    } else {
+        Submission::Again
+    })
+}
+
 impl JobSubmitter for QueueSubmitter {
     fn submit(&self, id: JobId, spec: JobSpec) -> Result<(), JobError> {
-        self.rt.block_on(async {
-            let created = match self.store.get(&id).await? {
-                Some(rec) if rec.state == JobState::Succeeded => return Ok(()),
-                Some(_) => false,
-                None => {
-                    self.store.put(&new_record(id.clone(), &spec)).await?;
-                    true
-                }
-            };
-            let pushed = self.queue.push(QueuedJob::new(id.clone(), &spec)).await;
-            if let Err(e) = pushed {
-                // A record without a queued job would wait forever: forget it, so the
-                // caller's next try (the pipeline driver's, say) submits afresh.
-                if created {
-                    let _ = self.store.delete(&id).await;
-                }
-                return Err(JobError::Retry(format!("queueing a job: {e}")));
-            }
-            Ok(())
-        })
+        self.rt
+            .block_on(submit(&self.store, &self.queue, &id, &spec))
+            .map(|_| ())
     }
 }
 

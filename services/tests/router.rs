@@ -854,3 +854,108 @@ async fn duplicate_keys_and_wrong_types_are_named() {
         assert!(!err["error"].as_str().unwrap().contains("payload"), "{err}");
     }
 }
+
+/// A train spec is checked at the door: an architecture that does not parse, one that does
+/// not fit the feature set, or the sparse update on a GPU is a 400 naming the field, and
+/// nothing is recorded or queued (before issue 36 each was a 202 that failed on a worker).
+#[tokio::test]
+async fn train_specs_are_checked_at_the_door() {
+    let app = app(Config::default()).await;
+    for (spec, says) in [
+        (r#""arch":"256x3-32""#, "spec.arch: "),
+        (r#""arch":"banana""#, "spec.arch: "),
+        (
+            r#""arch":"stockfish-15.1","features":"all768""#,
+            "spec.features: ",
+        ),
+        (
+            r#""ft_update":"sparse","device":"cuda""#,
+            "spec.ft_update: ",
+        ),
+    ] {
+        let body = format!(r#"{{"kind":"train","spec":{{"shuffle":"sh-000000000001",{spec}}}}}"#);
+        let (status, _, err) = send(&app, "POST", "/v1/jobs", &body, None).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{spec}: {err}");
+        let msg = err["error"].as_str().unwrap();
+        assert!(msg.starts_with(says), "{spec}: {msg}");
+    }
+    let (_, _, listed) = send(&app, "GET", "/v1/jobs", "", None).await;
+    assert_eq!(listed["jobs"].as_array().unwrap().len(), 0, "{listed}");
+    // A good one still goes through.
+    let body = r#"{"kind":"train","spec":{"shuffle":"sh-000000000001","arch":"stockfish-15.1","features":"halfka_v2_hm"}}"#;
+    let (status, _, err) = send(&app, "POST", "/v1/jobs", body, None).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{err}");
+}
+
+/// A queue that does not take a job: both submit routes answer 503 and leave nothing,
+/// neither a record nor a queued job (the one rule of `queue::submit`).
+#[tokio::test]
+async fn a_refused_push_leaves_nothing_through_either_route() {
+    let app = app(Config::default()).await;
+    let (status, _, _) = send(
+        &app,
+        "PUT",
+        "/v1/books/b.epd",
+        "rnbqkbnr/pppppppp/8/8/4P3/8/PPPP1PPP/RNBQKBNR b KQkq -\n",
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED);
+    app.state.queue.close().await;
+    let job = r#"{"kind":"mask","spec":{"dataset":"d1","definition":{"name":"quiet"}}}"#;
+    let (status, _, err) = send(&app, "POST", "/v1/jobs", job, None).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{err}");
+    assert!(err["error"].as_str().unwrap().contains("queue"), "{err}");
+    let sprt = r#"{"new":"classical","base":"material","book":"lake:raw/books/b.epd","nodes":100}"#;
+    let (status, _, err) = send(&app, "POST", "/v1/sprt", sprt, None).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{err}");
+    let (_, _, listed) = send(&app, "GET", "/v1/jobs", "", None).await;
+    assert_eq!(listed["jobs"].as_array().unwrap().len(), 0, "{listed}");
+}
+
+/// The fan-out of shuffles and SPRTs and the pipeline driver submit through the same rule:
+/// a refused push is a `Retry` error and leaves no record; a job already recorded keeps its
+/// record.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_submitter_of_fanned_out_jobs_leaves_nothing_when_refused() {
+    let app = app(Config::default()).await;
+    let store = app.state.jobs.clone();
+    let spec: lakefish_schemas::JobSpec = serde_json::from_str(
+        r#"{"kind":"mask","spec":{"dataset":"d1","definition":{"name":"quiet"}}}"#,
+    )
+    .unwrap();
+    let (queued, again) = (
+        lakefish_schemas::JobId::new(),
+        lakefish_schemas::JobId::new(),
+    );
+    let submitter = app.state.queue.submitter(store.clone());
+    let s2 = submitter.clone();
+    let (sp, a) = (spec.clone(), again.clone());
+    tokio::task::spawn_blocking(move || s2.submit(a, sp))
+        .await
+        .unwrap()
+        .unwrap();
+    app.state.queue.close().await;
+    let (sp, q) = (spec.clone(), queued.clone());
+    let s3 = submitter.clone();
+    let err = tokio::task::spawn_blocking(move || s3.submit(q, sp))
+        .await
+        .unwrap()
+        .unwrap_err();
+    assert!(err.is_transient(), "{err}");
+    assert!(
+        store.get(&queued).await.unwrap().is_none(),
+        "a record was left"
+    );
+    let (sp, a) = (spec, again.clone());
+    assert!(
+        tokio::task::spawn_blocking(move || submitter.submit(a, sp))
+            .await
+            .unwrap()
+            .is_err()
+    );
+    assert!(
+        store.get(&again).await.unwrap().is_some(),
+        "the earlier record was removed"
+    );
+}

@@ -86,13 +86,71 @@ pub enum JobError {
     Failed(String),
 }
 
+/// What kind of failure an error is: the one classification from which both the queue's
+/// retry rule ([`JobError::is_transient`]) and the HTTP status (the services' `ApiError`) are
+/// derived, so the two cannot disagree.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorCode {
+    /// The request or spec is wrong as given (400): the message says what.
+    Invalid,
+    /// The sender may not do this (403).
+    Forbidden,
+    /// Something named does not exist (404).
+    NotFound,
+    /// It contradicts what is stored (409): nothing was changed.
+    Conflict,
+    /// Larger than a limit (413): nothing was stored.
+    TooLarge,
+    /// Storage or a service did not answer, or a state is about to change: the same job
+    /// should succeed later (retried by the queue; 503).
+    Unavailable,
+    /// The job failed for a reason its message gives in full; it would fail again (500).
+    Failed,
+    /// A bug, damaged data or an impossible state (500).
+    Internal,
+}
+
+impl ErrorCode {
+    pub fn is_transient(self) -> bool {
+        self == ErrorCode::Unavailable
+    }
+}
+
 impl JobError {
+    /// Its [`ErrorCode`]. No wildcard: a new variant does not compile until it is classified.
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            JobError::Name(_)
+            | JobError::Input { .. }
+            | JobError::Payload(_)
+            | JobError::Invalid(_) => ErrorCode::Invalid,
+            JobError::Forbidden(_) => ErrorCode::Forbidden,
+            JobError::NotFound(_) => ErrorCode::NotFound,
+            JobError::DatasetExists { .. }
+            | JobError::ObjectExists { .. }
+            | JobError::DatasetBusy { .. }
+            | JobError::MaskExists { .. }
+            | JobError::EngineExists { .. } => ErrorCode::Conflict,
+            JobError::TooLarge { .. } => ErrorCode::TooLarge,
+            JobError::Lake { .. } | JobError::Retry(_) => ErrorCode::Unavailable,
+            JobError::NothingIngested(_) | JobError::Parquet { .. } | JobError::Failed(_) => {
+                ErrorCode::Failed
+            }
+            JobError::LakeConfig { .. }
+            | JobError::Corrupt { .. }
+            | JobError::Panic(_)
+            | JobError::Json(_)
+            | JobError::Arrow(_)
+            | JobError::Internal(_) => ErrorCode::Internal,
+        }
+    }
+
     /// Could the same job succeed if tried again later? The one retry rule, asked by the queue,
     /// the pipeline driver and the ingest's clean-up: storage that did not answer (after its
-    /// own retries) and [`JobError::Retry`] states are transient; bad input, bad specs,
-    /// panics and bugs fail the same way every time and are never retried.
+    /// own retries) and [`JobError::Retry`] states are transient ([`ErrorCode::Unavailable`]);
+    /// bad input, bad specs, panics and bugs fail the same way every time and are never retried.
     pub fn is_transient(&self) -> bool {
-        matches!(self, JobError::Lake { .. } | JobError::Retry(_))
+        self.code().is_transient()
     }
 
     /// The same error with `prefix` before a caller-facing message (bad payload, forbidden).

@@ -21,5 +21,5 @@ pub mod parts;
 pub mod records;
 
 pub use context::{Hooks, JobContext, JobSubmitter, NoProgress, ProgressSink, Trainer};
-pub use error::JobError;
+pub use error::{ErrorCode, JobError};
 pub use lake::Lake;

@@ -824,12 +824,15 @@ mod tests {
         c: &Chunks,
         order: &[usize],
         features: FeatureSetKind,
-        filter: Option<&MaskDefinition>,
-        mirror: bool,
+        options: &RowOptions,
         batch_size: usize,
         skip: usize,
-        partial_last: bool,
     ) -> Vec<Batch> {
+        let (filter, mirror, partial_last) = (
+            options.filter.as_ref(),
+            options.mirror,
+            options.partial_last,
+        );
         let mut rows = Vec::new();
         for &i in order {
             let b = &c.0[i];
@@ -932,21 +935,16 @@ mod tests {
                     (2048, 1, true),
                     (4096, 0, false),
                 ] {
-                    // Validation's shorter last batch, across the cases.
-                    let partial_last = batch_size >= 100;
-                    let mut want = reference(
-                        &c,
-                        &order,
-                        features,
-                        filter,
+                    let options = RowOptions {
+                        filter: filter.cloned(),
                         mirror,
-                        batch_size,
-                        skip,
-                        partial_last,
-                    );
-                    // Material only when asked for (both ways across the cases).
-                    let material = !mirror;
-                    if !material {
+                        // Material only when asked for (both ways across the cases).
+                        material: !mirror,
+                        // Validation's shorter last batch, across the cases.
+                        partial_last: batch_size >= 100,
+                    };
+                    let mut want = reference(&c, &order, features, &options, batch_size, skip);
+                    if !options.material {
                         want.iter_mut().for_each(|b| b.material.clear());
                     }
                     for threads in [1, 3, 8, 16] {
@@ -954,12 +952,7 @@ mod tests {
                             c.clone(),
                             order.clone(),
                             features,
-                            RowOptions {
-                                filter: filter.cloned(),
-                                mirror,
-                                material,
-                                partial_last,
-                            },
+                            options.clone(),
                             batch_size,
                             skip,
                             threads,

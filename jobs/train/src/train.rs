@@ -133,13 +133,10 @@ pub(crate) fn resolve(
     ctx: &JobContext,
     spec: &TrainSpec,
 ) -> Result<(Setup, ShuffleManifest), TrainError> {
+    // The checks the API made at the door, made again: a queue can be written by others.
+    lakefish_jobs::admission::check_train(spec)?;
     let features = feature_set(spec.features);
     let arch = ModelArch::parse(&spec.arch)?;
-    if arch == ModelArch::Stockfish && features != FeatureSetKind::HalfKaV2Hm {
-        return Err(TrainError::Spec(format!(
-            "--arch {arch} takes --features halfka_v2_hm (Stockfish 15.1's), not {features}"
-        )));
-    }
     let loss = match spec.loss {
         LossName::Elmo => Loss::Elmo,
         LossName::Mse => Loss::Power(2.0),

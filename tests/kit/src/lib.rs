@@ -301,6 +301,20 @@ fn as_owner(mut cmd: Command, owner: Option<(u32, u32)>) -> Command {
     cmd
 }
 
+/// Copies a directory tree (a fixture lake, a lake built once per test binary) to `to`.
+pub fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let target = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &target);
+        } else {
+            std::fs::copy(e.path(), target).unwrap();
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -6,8 +6,9 @@
 use lakefish_ingest::binpack::synthetic_binpack;
 use lakefish_jobs::{JobContext, Lake};
 use lakefish_schemas::TrainSpec;
+use lakefish_testkit::copy_dir;
 use std::collections::{BTreeMap, HashMap};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Mutex;
 
 pub struct Fixture {
@@ -63,19 +64,6 @@ fn template_lake(chunks: u32) -> (PathBuf, String) {
     let t = (root, m.id);
     all.insert(chunks, t.clone());
     t
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let target = to.join(e.file_name());
-        if e.file_type().unwrap().is_dir() {
-            copy_dir(&e.path(), &target);
-        } else {
-            std::fs::copy(e.path(), target).unwrap();
-        }
-    }
 }
 
 impl Fixture {
