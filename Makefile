@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 CARGO ?= cargo
 
-.PHONY: setup cuda build demo quality test lint bench bench-train clean-demo
+.PHONY: setup cuda build build-bench demo quality test lint bench bench-train clean-demo
 
 setup:
 	@bash infra/setup.sh
@@ -27,19 +27,24 @@ quality: build
 
 # Unit, integration and end-to-end tests (real redis-server, real S3-compatible server).
 test: setup
-	$(CARGO) build --bin lakefish
+	$(CARGO) build --bin lakefish --bin lakefish-bench
 	$(CARGO) test --workspace --no-fail-fast
 
 lint:
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
-bench: build
+# The benchmarks are a binary of their own (`lakefish bench ...` runs it): the production
+# build leaves it out.
+build-bench: setup
+	$(CARGO) build --release --bin lakefish --bin lakefish-bench
+
+bench: build-bench
 	target/release/lakefish bench ingest-binpack $${BENCH_FILE:-../shared/data/binpack/small.binpack}
 
 # Trainer vs a plain PyTorch loop on the same batches. The reference needs Python torch with
 # its CUDA libraries (several GB from PyPI), so it gets its own venv, only for this bench.
-bench-train: build
+bench-train: build-bench
 	@test -x .venv-bench/bin/python || (python3 -m venv .venv-bench && .venv-bench/bin/pip install -q torch==2.11.0 numpy)
 	target/release/lakefish bench train $${BENCH_FILE:-../shared/data/binpack/small.binpack}
 

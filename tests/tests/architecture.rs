@@ -163,3 +163,72 @@ fn the_trainer_is_the_only_libtorch_user() {
     }
     assert!(dependencies("lakefish-train").contains("tch"));
 }
+
+/// Test starters, scratch directories and benchmarks stay out of what ships: the `lakefish`
+/// binary and every library it links (issue 36).
+#[test]
+fn the_production_binary_links_no_test_or_bench_code() {
+    for krate in [
+        "lakefish-cli",
+        "lakefish-services",
+        "lakefish-jobs",
+        "lakefish-train",
+        "lakefish-metastore",
+        "lakefish-ingest",
+        "lakefish-lake",
+    ] {
+        assert_free_of(
+            krate,
+            &["lakefish-testkit", "tempfile", "lakefish-bench"],
+            "tests and benchmarks have crates and a binary of their own (lakefish-bench)",
+        );
+    }
+}
+
+#[test]
+fn the_metastore_knows_no_http_queue_job_or_format() {
+    assert_free_of(
+        "lakefish-metastore",
+        &[
+            "axum",
+            "apalis",
+            "lakefish-jobs",
+            "lakefish-ingest",
+            "lakefish-train",
+            "sfbinpack",
+            "pgn-reader",
+            "tch",
+        ],
+        "it stores records and the catalogue; job kinds and formats live above it",
+    );
+}
+
+#[test]
+fn the_testkit_depends_on_no_lakefish_crate() {
+    let deps = dependencies("lakefish-testkit");
+    let ours: Vec<&String> = deps.iter().filter(|d| d.starts_with("lakefish")).collect();
+    assert!(ours.is_empty(), "lakefish-testkit depends on {ours:?}");
+}
+
+#[test]
+fn the_benchmarks_are_used_by_no_crate() {
+    // Every workspace crate but the bench itself and the test crates that run it.
+    for krate in [
+        "lakefish-schemas",
+        "lakefish-engine",
+        "lakefish-lake",
+        "lakefish-metastore",
+        "lakefish-ingest",
+        "lakefish-jobs",
+        "lakefish-train",
+        "lakefish-services",
+        "lakefish-cli",
+        "lakefish-fuzz",
+        "lakefish-testkit",
+    ] {
+        assert!(
+            !dependencies(krate).contains("lakefish-bench"),
+            "{krate} depends on lakefish-bench"
+        );
+    }
+}

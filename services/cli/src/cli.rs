@@ -216,10 +216,14 @@ pub enum Command {
         #[arg(long)]
         replace: bool,
     },
-    /// Measure a hot path against its reference, in the same run.
+    /// Measure a hot path against its reference, in the same run: runs `lakefish-bench`
+    /// (a binary of its own beside this one, built by `make bench`; `lakefish bench --help`
+    /// lists the benchmarks).
+    #[command(disable_help_flag = true)]
     Bench {
-        #[command(subcommand)]
-        what: BenchCommand,
+        /// The benchmark and its arguments, handed to `lakefish-bench`.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
     },
     /// API tokens: `token new NAME --scope read` prints a fresh token and its config entry.
     Token {
@@ -715,146 +719,6 @@ pub struct IngestArgs {
     /// CPU threads (default: all cores).
     #[arg(long)]
     pub threads: Option<usize>,
-}
-
-#[derive(Subcommand)]
-pub enum BenchCommand {
-    /// Load test of a running API: CLIENTS concurrent clients submit JOB and poll it to its
-    /// end, for SECONDS; prints throughput and p50/p99 latencies against GET /healthz with
-    /// the same clients, and fails when any request errs or a submitted job is unaccounted for.
-    Load {
-        /// The API's base URL (LAKEFISH_TOKEN is sent when set).
-        #[arg(long, default_value = "http://127.0.0.1:8080")]
-        api: String,
-        /// The job to submit, as the body of POST /v1/jobs: {"kind": ..., "spec": {...}}.
-        #[arg(long)]
-        job: String,
-        /// Concurrent clients submitting and polling.
-        #[arg(long, default_value_t = 32)]
-        clients: usize,
-        /// How long clients keep submitting (at most 60).
-        #[arg(long, default_value_t = 30.0)]
-        seconds: f64,
-        /// How long the GET /healthz reference runs first.
-        #[arg(long, default_value_t = 3.0)]
-        reference_seconds: f64,
-    },
-    /// Reading job history: a first page, a deep page, a filtered page, /metrics and the
-    /// overview, through the real router, against a metastore of RECORDS synthetic job
-    /// records (SQLite, and PostgreSQL), and in the same run against LAKE_RECORDS records
-    /// kept in the lake as before the metastore (the reference). Prints p50/p99 of each.
-    Metastore {
-        /// Job records in each database.
-        #[arg(long, default_value_t = 1_000_000)]
-        records: usize,
-        /// Job records in the lake reference (each list reads them all).
-        #[arg(long, default_value_t = 5_000)]
-        lake_records: usize,
-        /// Timed requests of each kind on each database.
-        #[arg(long, default_value_t = 200)]
-        repeats: usize,
-        /// Timed requests of each kind on the lake reference (each reads the whole history).
-        #[arg(long, default_value_t = 10)]
-        lake_repeats: usize,
-        /// Put every lake of the bench (the reference's records and tests, the databases'
-        /// catalogue lakes) under this store instead of a temp directory: `s3://bucket/prefix`
-        /// with AWS_ENDPOINT and the other AWS_* variables. Objects written are deleted after.
-        #[arg(long)]
-        store: Option<String>,
-        /// An empty PostgreSQL database to fill (postgres://...); by default a server of its
-        /// own is started in a temp dir (Debian's postgresql package); "" skips PostgreSQL.
-        #[arg(long)]
-        postgres: Option<String>,
-        /// Skip SQLite.
-        #[arg(long)]
-        no_sqlite: bool,
-    },
-    /// The two-pass shuffle vs a plain copy of the same bytes on the same store.
-    Shuffle {
-        /// A .binpack file: ingested and quiet-masked into a scratch lake untimed, then shuffled.
-        file: String,
-        /// CPU threads (default: all cores).
-        #[arg(long)]
-        threads: Option<usize>,
-        /// Output chunks (piles) of the shuffle.
-        #[arg(long, default_value_t = 16)]
-        chunks: u32,
-        /// Best of this many runs.
-        #[arg(long, default_value_t = 3)]
-        runs: usize,
-        /// Run on this store instead of a scratch directory: a directory or
-        /// s3://bucket/prefix (AWS_* variables as for --lake). Everything is written under
-        /// a fresh lakefish-bench-shuffle-PID/ prefix there and deleted afterwards.
-        #[arg(long)]
-        store: Option<String>,
-    },
-    /// The quiet mask job vs a bare read of the same Parquet parts.
-    Mask {
-        /// A .binpack file, ingested into a scratch lake untimed.
-        file: String,
-        /// CPU threads (default: all cores).
-        #[arg(long)]
-        threads: Option<usize>,
-        /// Best of this many runs.
-        #[arg(long, default_value_t = 3)]
-        runs: usize,
-    },
-    /// Full PGN ingest vs a bare pgn-reader visitor (SAN to moves, [%eval]) over the same bytes.
-    IngestPgn {
-        /// A .pgn or .pgn.zst file (repeated into a scratch file of at least --min-mib).
-        file: String,
-        /// CPU threads (default: all cores).
-        #[arg(long)]
-        threads: Option<usize>,
-        /// Best of this many runs.
-        #[arg(long, default_value_t = 3)]
-        runs: usize,
-        /// Smallest input to time, in MiB: a smaller file is repeated into a scratch file this large.
-        #[arg(long, default_value_t = 48)]
-        min_mib: usize,
-    },
-    /// The training loader alone vs training steps (all768 256x2-32-32, batch 16384, CPU or
-    /// CUDA), over the quiet rows of a binpack file shuffled into a scratch lake.
-    Train {
-        /// A .binpack file whose quiet rows are shuffled into a scratch lake untimed.
-        file: String,
-        /// Feature sets to measure, comma-separated (each: old and new loader, trainer,
-        /// PyTorch, over the same chunks).
-        #[arg(
-            long,
-            value_delimiter = ',',
-            default_value = "all768,halfkp,halfka_v2_hm"
-        )]
-        features: Vec<String>,
-        /// CPU threads (default: all cores).
-        #[arg(long)]
-        threads: Option<usize>,
-        /// Training steps to time.
-        #[arg(long, default_value_t = 30)]
-        steps: usize,
-        /// Where the training steps run, ours and the reference's: cpu, cuda or auto (CUDA
-        /// when libtorch's CUDA backend loads and sees a GPU).
-        #[arg(long, default_value = "cpu", value_parser = ["cpu", "cuda", "auto"])]
-        device: String,
-        /// A Python with torch 2.11 for the plain PyTorch reference (`make bench-train` sets
-        /// one up in .venv-bench); skipped when it does not exist.
-        #[arg(long, default_value = ".venv-bench/bin/python")]
-        torch_python: String,
-        /// The reference training script.
-        #[arg(long, default_value = "infra/bench/torch_reference.py")]
-        torch_script: String,
-    },
-    /// Full binpack ingest vs a bare sfbinpack decode loop over the same file.
-    IngestBinpack {
-        /// A .binpack file (one or more concatenated).
-        file: String,
-        /// CPU threads (default: all cores).
-        #[arg(long)]
-        threads: Option<usize>,
-        /// Best of this many runs.
-        #[arg(long, default_value_t = 3)]
-        runs: usize,
-    },
 }
 
 pub fn ingest_spec(a: &IngestArgs, absolute: bool) -> anyhow::Result<IngestBinpackSpec> {

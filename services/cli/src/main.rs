@@ -3,7 +3,6 @@
 //! (`local`), the HTTP client (`client`, `--api` modes), the lake's listings or a benchmark.
 
 mod backend;
-mod bench_cmd;
 mod cli;
 mod cli_progress;
 mod client;
@@ -137,11 +136,28 @@ fn main() -> anyhow::Result<()> {
             id,
         } => rt.block_on(client::show_jobs(&api, state, kind, id, json)),
         Command::Pipeline(a) => rt.block_on(pipeline_cmd::run(a)),
-        Command::Bench { what } => bench_cmd::run(&rt, what),
+        Command::Bench { args } => bench(args),
         Command::Token {
             what: TokenCommand::New { name, scopes },
         } => config::new_token(&name, &scopes),
         Command::Metastore { what, queue } => rt.block_on(serve::metastore(lake, what, queue)),
         Command::CheckConfig { file } => config::check_config(file.or(cli.config.clone())),
     }
+}
+
+/// `lakefish bench ARGS`: `lakefish-bench ARGS`, found beside this binary (else on PATH).
+/// The benchmarks are a binary of their own so that this one links none of them.
+fn bench(args: Vec<String>) -> anyhow::Result<()> {
+    use std::os::unix::process::CommandExt;
+    let beside = std::env::current_exe()
+        .ok()
+        .and_then(|exe| Some(exe.parent()?.join("lakefish-bench")))
+        .filter(|p| p.exists());
+    let program = beside.unwrap_or_else(|| "lakefish-bench".into());
+    let err = std::process::Command::new(&program).args(&args).exec();
+    anyhow::bail!(
+        "cannot run {}: {err}. The benchmarks are a binary of their own, built beside lakefish \
+         by `make bench` (or `cargo build --release --bin lakefish-bench`)",
+        program.display()
+    )
 }
