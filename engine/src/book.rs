@@ -136,7 +136,7 @@ pub(crate) struct PgnGame {
 }
 
 impl PgnGame {
-    pub fn tag(&self, name: &str) -> Option<&str> {
+    pub(crate) fn tag(&self, name: &str) -> Option<&str> {
         self.tags
             .iter()
             .find(|(k, _)| k == name)

@@ -248,7 +248,7 @@ mod avx2 {
     use std::arch::x86_64::*;
 
     #[target_feature(enable = "avx2")]
-    pub unsafe fn update(
+    pub(super) unsafe fn update(
         dst: &mut [i16],
         src: &[i16],
         weights: &[i16],
@@ -362,7 +362,7 @@ mod avx2 {
     }
 
     #[target_feature(enable = "avx2")]
-    pub unsafe fn clip(stm: &[i16], nstm: &[i16], out: &mut [u8]) {
+    pub(super) unsafe fn clip(stm: &[i16], nstm: &[i16], out: &mut [u8]) {
         assert!(out.len() >= stm.len() + nstm.len());
         unsafe {
             let zero = _mm256_setzero_si256();
@@ -390,7 +390,7 @@ mod avx2 {
     /// `width/8` pairs of at most 2·255·32640, within i32 for widths up to
     /// `MAX_SCRELU_WIDTH`; the lanes are summed in i64.
     #[target_feature(enable = "avx2")]
-    pub unsafe fn screlu_dot(stm: &[i16], nstm: &[i16], weights: &[i16]) -> i64 {
+    pub(super) unsafe fn screlu_dot(stm: &[i16], nstm: &[i16], weights: &[i16]) -> i64 {
         assert!(weights.len() >= stm.len() + nstm.len());
         assert!(stm.len().is_multiple_of(16) && nstm.len().is_multiple_of(16));
         // SAFETY: every load is inside `stm`, `nstm` or `weights` (asserted above); the
@@ -431,7 +431,7 @@ mod avx2 {
     /// `K` registers: each group of four activations is broadcast and multiplied into all of
     /// them; a group of four zeros (common after the clipped ReLU) is skipped.
     #[target_feature(enable = "avx2")]
-    pub unsafe fn dense_quads<const K: usize>(
+    pub(super) unsafe fn dense_quads<const K: usize>(
         x: &[u8],
         layer: &Dense,
         quads: &[i8],
@@ -444,7 +444,7 @@ mod avx2 {
     /// [`dense_quads`] with one `vpdpbusd` (u8 × i8, four products summed into each i32
     /// lane, no intermediate saturation) per register instead of three instructions.
     #[target_feature(enable = "avx2,avxvnni")]
-    pub unsafe fn dense_quads_vnni<const K: usize>(
+    pub(super) unsafe fn dense_quads_vnni<const K: usize>(
         x: &[u8],
         layer: &Dense,
         quads: &[i8],
@@ -516,7 +516,7 @@ mod avx2 {
     }
 
     #[target_feature(enable = "avx2")]
-    pub unsafe fn dense(x: &[u8], layer: &Dense, out: &mut [i32]) {
+    pub(super) unsafe fn dense(x: &[u8], layer: &Dense, out: &mut [i32]) {
         let n = layer.inputs;
         assert!(x.len() >= n && n.is_multiple_of(32) && layer.weights.len() >= n * layer.outputs);
         assert!(out.len() >= layer.outputs && layer.bias.len() >= layer.outputs);

@@ -413,7 +413,7 @@ mod reqwest {
     use std::io::{Read, Write};
 
     /// A bodiless HTTP PUT over a plain socket (usable inside or outside a runtime).
-    pub fn blocking_put(url: &str) -> u16 {
+    pub(crate) fn blocking_put(url: &str) -> u16 {
         let rest = url.strip_prefix("http://").unwrap();
         let (host, path) = rest.split_once('/').unwrap();
         let mut s = std::net::TcpStream::connect(host).unwrap();

@@ -14,7 +14,7 @@ use shakmaty::{Color, Square};
 use super::{FeatureError, FeatureSet, MAX_MEN, Men};
 
 /// Whether this CPU runs [`active_pair`].
-pub fn available() -> bool {
+pub(super) fn available() -> bool {
     std::is_x86_feature_detected!("avx2")
         && std::is_x86_feature_detected!("bmi1")
         && std::is_x86_feature_detected!("popcnt")
@@ -42,7 +42,7 @@ const COMPACT: [[i32; 8]; 256] = {
 /// [`super::FeatureSetKind::active_pair_from_men`] for the set `S`, in AVX2. Callers must
 /// have checked [`available`] (calling it is `unsafe` outside code built for these features).
 #[target_feature(enable = "avx2,bmi1,popcnt")]
-pub fn pair<S: FeatureSet>(
+pub(super) fn pair<S: FeatureSet>(
     men_in: &Men,
     turn: Color,
     mirror: bool,

@@ -9,10 +9,10 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
 #[allow(unused_imports)] // not every test file reads the samples
-pub use lakefish_testkit::shared_data as shared;
+pub(crate) use lakefish_testkit::shared_data as shared;
 
 /// Every file under `root` (keys relative to it) with its bytes; `jobs/` records skipped.
-pub fn snapshot_dir(root: &Path) -> BTreeMap<String, Vec<u8>> {
+pub(crate) fn snapshot_dir(root: &Path) -> BTreeMap<String, Vec<u8>> {
     let mut out = BTreeMap::new();
     let mut stack = vec![root.to_path_buf()];
     while let Some(d) = stack.pop() {
@@ -34,32 +34,32 @@ pub fn snapshot_dir(root: &Path) -> BTreeMap<String, Vec<u8>> {
     out
 }
 
-pub struct LakeFixture {
+pub(crate) struct LakeFixture {
     pub dir: tempfile::TempDir,
     pub lake: Lake,
     pub rt: tokio::runtime::Runtime,
 }
 
 impl LakeFixture {
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         let dir = tempfile::tempdir().unwrap();
         let lake = Lake::open(dir.path().join("lake").to_str().unwrap(), &HashMap::new()).unwrap();
         let rt = tokio::runtime::Runtime::new().unwrap();
         LakeFixture { dir, lake, rt }
     }
 
-    pub fn ctx(&self) -> JobContext {
+    pub(crate) fn ctx(&self) -> JobContext {
         JobContext::new(self.lake.clone(), self.rt.handle().clone())
     }
 
     /// Writes an input file beside the lake and returns its path.
-    pub fn file(&self, name: &str, bytes: &[u8]) -> String {
+    pub(crate) fn file(&self, name: &str, bytes: &[u8]) -> String {
         let p = self.dir.path().join(name);
         std::fs::write(&p, bytes).unwrap();
         p.to_str().unwrap().to_string()
     }
 
-    pub fn ingest(
+    pub(crate) fn ingest(
         &self,
         inputs: &[String],
         dataset: &str,
@@ -75,18 +75,23 @@ impl LakeFixture {
     }
 
     /// Writes `bytes` as `<dataset>.binpack` and ingests it; panics on failure.
-    pub fn ingest_bytes(&self, bytes: &[u8], dataset: &str, rows_per_part: u64) -> IngestSummary {
+    pub(crate) fn ingest_bytes(
+        &self,
+        bytes: &[u8],
+        dataset: &str,
+        rows_per_part: u64,
+    ) -> IngestSummary {
         let input = self.file(&format!("{dataset}.binpack"), bytes);
         self.ingest(&[input], dataset, rows_per_part).unwrap()
     }
 
     /// A lake path on disk.
-    pub fn path(&self, key: &str) -> PathBuf {
+    pub(crate) fn path(&self, key: &str) -> PathBuf {
         self.dir.path().join("lake").join(key)
     }
 
     /// Everything stored in the lake except job records.
-    pub fn snapshot(&self) -> BTreeMap<String, Vec<u8>> {
+    pub(crate) fn snapshot(&self) -> BTreeMap<String, Vec<u8>> {
         snapshot_dir(&self.dir.path().join("lake"))
     }
 }

@@ -8,7 +8,7 @@ use bytes::Bytes;
 use lakefish_jobs::Lake;
 use lakefish_schemas::{NetManifest, SprtStatus};
 
-pub enum Backend {
+pub(crate) enum Backend {
     /// The lake named by `--lake`, read directly.
     Lake(Lake),
     /// A running service at this base URL (`LAKEFISH_TOKEN` is sent when set).
@@ -30,7 +30,11 @@ fn encode(v: &str) -> String {
 impl Backend {
     /// `writes`: the command may add to the lake (and so create it); a command that only
     /// reads refuses a local lake that does not exist.
-    pub async fn new(lake: &str, api: Option<String>, writes: bool) -> anyhow::Result<Backend> {
+    pub(crate) async fn new(
+        lake: &str,
+        api: Option<String>,
+        writes: bool,
+    ) -> anyhow::Result<Backend> {
         Ok(match api {
             Some(url) => Backend::Api(url.trim_end_matches('/').to_string()),
             None if writes => Backend::Lake(crate::config::open_lake_for_writing(lake).await?),
@@ -43,7 +47,7 @@ impl Backend {
     }
 
     /// Every registered net, oldest first, and the name of the best one.
-    pub async fn nets(&self) -> anyhow::Result<(Vec<NetManifest>, Option<String>)> {
+    pub(crate) async fn nets(&self) -> anyhow::Result<(Vec<NetManifest>, Option<String>)> {
         match self {
             Backend::Api(api) => {
                 // Pages come newest first; follow them all.
@@ -76,7 +80,7 @@ impl Backend {
     }
 
     /// A net's manifest by registry name or `best` (resolved by whoever holds the registry).
-    pub async fn net(&self, name: &str) -> anyhow::Result<NetManifest> {
+    pub(crate) async fn net(&self, name: &str) -> anyhow::Result<NetManifest> {
         match self {
             Backend::Api(api) => {
                 let name = match name {
@@ -97,7 +101,7 @@ impl Backend {
     }
 
     /// A net's manifest and file bytes (the caller checks them against each other).
-    pub async fn net_file(&self, name: &str) -> anyhow::Result<(NetManifest, Bytes)> {
+    pub(crate) async fn net_file(&self, name: &str) -> anyhow::Result<(NetManifest, Bytes)> {
         match self {
             Backend::Api(api) => {
                 let m = self.net(name).await?;
@@ -119,7 +123,7 @@ impl Backend {
     }
 
     /// An SPRT test's state, counts and decision.
-    pub async fn sprt(&self, id: &str) -> anyhow::Result<SprtStatus> {
+    pub(crate) async fn sprt(&self, id: &str) -> anyhow::Result<SprtStatus> {
         match self {
             Backend::Api(api) => Ok(serde_json::from_value(
                 Self::get_json(&format!("{api}/v1/sprt/{id}")).await?,

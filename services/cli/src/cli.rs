@@ -10,7 +10,7 @@ use lakefish_schemas::{
 
 #[derive(Parser)]
 #[command(name = "lakefish", version, about = "NNUE training data lake and job service", long_about = None, help_expected = true)]
-pub struct Cli {
+pub(crate) struct Cli {
     /// The lake: a directory, or s3://bucket/prefix (credentials and endpoint from AWS_*).
     #[arg(long, global = true, env = "LAKEFISH_LAKE", default_value = "./lake")]
     pub lake: String,
@@ -26,7 +26,7 @@ pub struct Cli {
 }
 
 #[derive(Subcommand)]
-pub enum Command {
+pub(crate) enum Command {
     /// Run the REST API and workers in one process.
     ///
     /// Without --redis the queue is a SQLite file (the embedded default); with --redis, any
@@ -259,7 +259,7 @@ pub enum Command {
 }
 
 #[derive(Subcommand)]
-pub enum TokenCommand {
+pub(crate) enum TokenCommand {
     /// A new random token: give the token to the client, paste the entry into lakefish.toml.
     New {
         /// A label for the token: it goes into the config entry and names the token when a
@@ -272,7 +272,7 @@ pub enum TokenCommand {
 }
 
 #[derive(Subcommand)]
-pub enum MetastoreCommand {
+pub(crate) enum MetastoreCommand {
     /// Where it is, its schema version (created or migrated now if needed), catalogue
     /// entries and job counts.
     Status,
@@ -290,7 +290,7 @@ pub enum MetastoreCommand {
 }
 
 #[derive(clap::Args)]
-pub struct QueueArgs {
+pub(crate) struct QueueArgs {
     /// Use this Redis (redis://host:port) as the queue instead of the SQLite file.
     #[arg(long, env = "LAKEFISH_REDIS", hide_env_values = true)]
     pub redis: Option<String>,
@@ -306,7 +306,7 @@ pub struct QueueArgs {
 }
 
 #[derive(clap::Args, Clone, Default)]
-pub struct MetastoreArg {
+pub(crate) struct MetastoreArg {
     /// Where job records are kept: sqlite:PATH (default with the SQLite queue:
     /// lakefish-meta.sqlite beside the queue file), postgres://USER:PASSWORD@HOST:PORT/DB
     /// (deployments on several machines: the server and every worker name the same one), or
@@ -317,7 +317,7 @@ pub struct MetastoreArg {
 }
 
 #[derive(clap::Args)]
-pub struct WorkArgs {
+pub(crate) struct WorkArgs {
     /// Jobs run at the same time by this process.
     #[arg(long, default_value_t = 1)]
     pub concurrency: usize,
@@ -332,7 +332,7 @@ pub struct WorkArgs {
 }
 
 #[derive(Subcommand)]
-pub enum IngestCommand {
+pub(crate) enum IngestCommand {
     /// Stockfish .binpack files into positions/source=binpack/dataset=NAME/.
     Binpack(IngestArgs),
     /// PGN files (.pgn, or .pgn.zst as Lichess publishes them) into
@@ -346,7 +346,7 @@ pub enum IngestCommand {
 }
 
 #[derive(Subcommand)]
-pub enum SubmitCommand {
+pub(crate) enum SubmitCommand {
     /// Queue a job from its JSON ({"kind": ..., "spec": {...}}), as POST /v1/jobs takes it.
     Json {
         /// A JSON file holding the request body: {"kind": ..., "spec": {...}}.
@@ -373,7 +373,7 @@ pub enum SubmitCommand {
 }
 
 #[derive(clap::Args)]
-pub struct ShuffleArgs {
+pub(crate) struct ShuffleArgs {
     /// Datasets to shuffle together (repeat the flag): NAME, of the --source partition, or
     /// SOURCE/NAME to mix sources (`--dataset sf-1 --dataset lichess/twic`).
     #[arg(long = "dataset", required = true, value_name = "[SOURCE/]NAME")]
@@ -396,7 +396,7 @@ pub struct ShuffleArgs {
 }
 
 impl ShuffleArgs {
-    pub fn spec(&self) -> anyhow::Result<ShuffleSpec> {
+    pub(crate) fn spec(&self) -> anyhow::Result<ShuffleSpec> {
         let source = Source::parse(&self.source).with_context(|| {
             format!(
                 "unknown source {:?} (binpack, lichess or selfplay)",
@@ -416,14 +416,14 @@ impl ShuffleArgs {
 }
 
 #[derive(Subcommand)]
-pub enum MaskCommand {
+pub(crate) enum MaskCommand {
     /// Quiet positions: side to move not in check, move neither capture nor promotion,
     /// score known; optionally a minimum ply and a maximum |score|.
     Quiet(MaskArgs),
 }
 
 #[derive(clap::Args)]
-pub struct MaskArgs {
+pub(crate) struct MaskArgs {
     /// The dataset to mask.
     #[arg(long)]
     pub dataset: DatasetName,
@@ -445,7 +445,7 @@ pub struct MaskArgs {
 }
 
 impl MaskArgs {
-    pub fn spec(&self) -> anyhow::Result<MaskSpec> {
+    pub(crate) fn spec(&self) -> anyhow::Result<MaskSpec> {
         Ok(MaskSpec {
             dataset: self.dataset.clone(),
             source: Source::parse(&self.source)
@@ -460,7 +460,7 @@ impl MaskArgs {
 }
 
 #[derive(clap::Args)]
-pub struct TrainArgs {
+pub(crate) struct TrainArgs {
     /// The shuffle to train on (sh-...).
     #[arg(long)]
     pub shuffle: String,
@@ -541,7 +541,7 @@ pub struct TrainArgs {
 }
 
 impl TrainArgs {
-    pub fn spec(&self) -> anyhow::Result<lakefish_schemas::TrainSpec> {
+    pub(crate) fn spec(&self) -> anyhow::Result<lakefish_schemas::TrainSpec> {
         let spec = lakefish_schemas::TrainSpec {
             shuffle: self.shuffle.clone(),
             features: lakefish_schemas::FeatureSet::parse(&self.features)
@@ -616,7 +616,7 @@ impl TrainArgs {
     /// The spec of `train --resume RUN`: every setting not given on the command line (`given`
     /// says which flags were) is the run's, so `--resume RUN --epochs 20` goes on with the
     /// run as it was; one given differently is refused by the trainer, naming it.
-    pub fn resumed_spec(
+    pub(crate) fn resumed_spec(
         &self,
         run: &lakefish_schemas::TrainSpec,
         given: impl Fn(&str) -> bool,
@@ -642,7 +642,7 @@ impl TrainArgs {
 }
 
 #[derive(clap::Args)]
-pub struct QuantizeArgs {
+pub(crate) struct QuantizeArgs {
     /// The training run (run-...).
     #[arg(long)]
     pub run: String,
@@ -664,7 +664,7 @@ pub struct QuantizeArgs {
 }
 
 impl QuantizeArgs {
-    pub fn spec(&self) -> anyhow::Result<lakefish_schemas::QuantizeSpec> {
+    pub(crate) fn spec(&self) -> anyhow::Result<lakefish_schemas::QuantizeSpec> {
         let spec = lakefish_schemas::QuantizeSpec {
             run: self.run.clone(),
             checkpoint: self.checkpoint,
@@ -678,7 +678,7 @@ impl QuantizeArgs {
 }
 
 #[derive(clap::Args)]
-pub struct RegisterArgs {
+pub(crate) struct RegisterArgs {
     /// The training run (run-...).
     #[arg(long)]
     pub run: String,
@@ -691,7 +691,7 @@ pub struct RegisterArgs {
 }
 
 impl RegisterArgs {
-    pub fn spec(&self) -> anyhow::Result<lakefish_schemas::RegisterSpec> {
+    pub(crate) fn spec(&self) -> anyhow::Result<lakefish_schemas::RegisterSpec> {
         let spec = lakefish_schemas::RegisterSpec {
             run: self.run.clone(),
             checkpoint: self.checkpoint,
@@ -703,7 +703,7 @@ impl RegisterArgs {
 }
 
 #[derive(clap::Args)]
-pub struct IngestArgs {
+pub(crate) struct IngestArgs {
     /// Input files (local paths, or lake:raw/... keys).
     #[arg(required = true)]
     pub files: Vec<String>,
@@ -721,7 +721,7 @@ pub struct IngestArgs {
     pub threads: Option<usize>,
 }
 
-pub fn ingest_spec(a: &IngestArgs, absolute: bool) -> anyhow::Result<IngestBinpackSpec> {
+pub(crate) fn ingest_spec(a: &IngestArgs, absolute: bool) -> anyhow::Result<IngestBinpackSpec> {
     let inputs = a
         .files
         .iter()
@@ -748,7 +748,7 @@ pub fn ingest_spec(a: &IngestArgs, absolute: bool) -> anyhow::Result<IngestBinpa
 }
 
 #[derive(clap::Args)]
-pub struct DatagenArgs {
+pub(crate) struct DatagenArgs {
     /// The evaluation both sides use: a registered net, `best`, or `classical`.
     #[arg(long, default_value = "best")]
     pub net: String,
@@ -808,7 +808,7 @@ pub struct DatagenArgs {
 }
 
 impl DatagenArgs {
-    pub fn spec(&self) -> anyhow::Result<lakefish_schemas::DatagenSpec> {
+    pub(crate) fn spec(&self) -> anyhow::Result<lakefish_schemas::DatagenSpec> {
         let spec = lakefish_schemas::DatagenSpec {
             net: self.net.clone(),
             engine: self.engine.as_deref().map(Into::into),

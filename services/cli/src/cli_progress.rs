@@ -11,9 +11,9 @@ use lakefish_jobs::ProgressSink;
 use lakefish_schemas::Progress;
 
 /// How often a line is written when the output is not a terminal.
-pub const PLAIN_EVERY: Duration = Duration::from_secs(10);
+pub(crate) const PLAIN_EVERY: Duration = Duration::from_secs(10);
 
-pub enum Bar {
+pub(crate) enum Bar {
     Terminal(ProgressBar),
     /// When it started, and what it has written so far.
     Plain {
@@ -23,7 +23,7 @@ pub enum Bar {
 }
 
 #[derive(Default)]
-pub struct PlainState {
+pub(crate) struct PlainState {
     /// When the last line was written.
     last: Option<Instant>,
     /// The last report, when it is not written yet (it is at the end).
@@ -43,7 +43,7 @@ fn message(p: &Progress) -> String {
 }
 
 impl Bar {
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         if !std::io::stderr().is_terminal() {
             return Bar::Plain {
                 started: Instant::now(),
@@ -63,7 +63,7 @@ impl Bar {
         Bar::Terminal(bar)
     }
 
-    pub fn show(&self, p: &Progress) {
+    pub(crate) fn show(&self, p: &Progress) {
         match self {
             Bar::Terminal(bar) => {
                 if let Some(total) = p.total {
@@ -88,7 +88,7 @@ impl Bar {
         }
     }
 
-    pub fn finish(&self) {
+    pub(crate) fn finish(&self) {
         match self {
             Bar::Terminal(bar) => bar.finish(),
             Bar::Plain { started, state } => {

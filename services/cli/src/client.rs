@@ -7,11 +7,11 @@ use lakefish_schemas::{JobRecord, JobSpec, JobState, Source, raw_key};
 use std::time::Duration;
 
 /// The HTTP client of every `--api` command: sends `LAKEFISH_TOKEN` as a bearer token when set.
-pub fn client() -> reqwest::Client {
+pub(crate) fn client() -> reqwest::Client {
     client_with_timeout(Some(Duration::from_secs(30)))
 }
 
-pub fn client_with_timeout(timeout: Option<Duration>) -> reqwest::Client {
+pub(crate) fn client_with_timeout(timeout: Option<Duration>) -> reqwest::Client {
     let mut headers = reqwest::header::HeaderMap::new();
     if let Ok(token) = std::env::var("LAKEFISH_TOKEN")
         && let Ok(mut v) = reqwest::header::HeaderValue::from_str(&format!("Bearer {token}"))
@@ -26,7 +26,7 @@ pub fn client_with_timeout(timeout: Option<Duration>) -> reqwest::Client {
     b.build().expect("http client")
 }
 
-pub async fn check(resp: reqwest::Response) -> anyhow::Result<serde_json::Value> {
+pub(crate) async fn check(resp: reqwest::Response) -> anyhow::Result<serde_json::Value> {
     let status = resp.status();
     let body: serde_json::Value = resp.json().await.unwrap_or(serde_json::Value::Null);
     if !status.is_success() {
@@ -39,7 +39,7 @@ pub async fn check(resp: reqwest::Response) -> anyhow::Result<serde_json::Value>
     Ok(body)
 }
 
-pub fn file_name(path: &str) -> anyhow::Result<&str> {
+pub(crate) fn file_name(path: &str) -> anyhow::Result<&str> {
     std::path::Path::new(path)
         .file_name()
         .and_then(|n| n.to_str())
@@ -47,7 +47,7 @@ pub fn file_name(path: &str) -> anyhow::Result<&str> {
 }
 
 /// A local file as a stream of 1 MiB pieces.
-pub async fn file_stream(
+pub(crate) async fn file_stream(
     path: &str,
 ) -> anyhow::Result<
     impl futures::Stream<Item = std::io::Result<bytes::Bytes>> + Unpin + Send + 'static,
@@ -67,7 +67,7 @@ pub async fn file_stream(
     )))
 }
 
-pub async fn upload_via_api(
+pub(crate) async fn upload_via_api(
     api: &str,
     source: Source,
     path: &str,
@@ -94,7 +94,7 @@ pub async fn upload_via_api(
     Ok(input)
 }
 
-pub async fn submit(
+pub(crate) async fn submit(
     api: &str,
     wait: bool,
     upload: bool,
@@ -173,7 +173,7 @@ pub async fn submit(
 }
 
 /// Polls `GET /v1/shuffles/{id}` until the shuffle is committed; returns its manifest.
-pub async fn wait_for_shuffle(
+pub(crate) async fn wait_for_shuffle(
     api: &str,
     id: &str,
     bar: &cli_progress::Bar,
@@ -209,7 +209,7 @@ pub async fn wait_for_shuffle(
 
 /// `lakefish jobs [--state S] [--kind K] [--json]`, newest first as a table, or `jobs ID`: one
 /// job's record as JSON.
-pub async fn show_jobs(
+pub(crate) async fn show_jobs(
     api: &str,
     state: Option<String>,
     kind: Option<String>,

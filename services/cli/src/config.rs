@@ -7,13 +7,13 @@ use lakefish_jobs::Lake;
 use lakefish_schemas::config::{Config, Scope};
 use std::collections::HashMap;
 
-pub fn cores() -> usize {
+pub(crate) fn cores() -> usize {
     std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(1)
 }
 
-pub fn init_logging(json: bool) {
+pub(crate) fn init_logging(json: bool) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("LAKEFISH_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     // Colours only for a terminal: a log file (serve.log) gets plain text.
@@ -29,7 +29,7 @@ pub fn init_logging(json: bool) {
 }
 
 /// Reads the config file once, with the LAKEFISH__* overrides; no file: the defaults.
-pub fn load_config(path: Option<&str>) -> anyhow::Result<Config> {
+pub(crate) fn load_config(path: Option<&str>) -> anyhow::Result<Config> {
     let Some(path) = path else {
         // No file: the defaults, still with the LAKEFISH__* overrides applied.
         let defaults = format!("version = {}", lakefish_schemas::config::CONFIG_VERSION);
@@ -45,7 +45,7 @@ pub fn load_config(path: Option<&str>) -> anyhow::Result<Config> {
 }
 
 /// Config values fill in what the command line (and its LAKEFISH_* variables) left unset.
-pub fn apply_config(cli: &mut Cli, matches: &clap::ArgMatches, config: &Config) {
+pub(crate) fn apply_config(cli: &mut Cli, matches: &clap::ArgMatches, config: &Config) {
     use clap::parser::ValueSource;
     let defaulted = |m: &clap::ArgMatches, id: &str| {
         !matches!(
@@ -94,14 +94,14 @@ pub fn apply_config(cli: &mut Cli, matches: &clap::ArgMatches, config: &Config) 
     }
 }
 
-pub fn open_lake(spec: &str) -> anyhow::Result<Lake> {
+pub(crate) fn open_lake(spec: &str) -> anyhow::Result<Lake> {
     let env: HashMap<String, String> = std::env::vars().collect();
     Ok(Lake::open(spec, &env)?)
 }
 
 /// The lake for a command that only reads it: a local directory that does not exist is an
 /// error (a mistyped `--lake` would otherwise read as an empty lake, silently).
-pub fn open_existing_lake(spec: &str) -> anyhow::Result<Lake> {
+pub(crate) fn open_existing_lake(spec: &str) -> anyhow::Result<Lake> {
     if !spec.contains("://") && !std::path::Path::new(spec).is_dir() {
         anyhow::bail!(
             "no lake at {spec}: the directory does not exist (check --lake or LAKEFISH_LAKE; the commands that write, such as ingest, upload and serve, create a lake)"
@@ -113,7 +113,7 @@ pub fn open_existing_lake(spec: &str) -> anyhow::Result<Lake> {
 /// The lake for a command that writes it in its own process, with the catalogue its server
 /// keeps (the lake's `_catalog.json` names it), so lists show what the command writes. A
 /// PostgreSQL catalogue needs its URL with the password: `LAKEFISH_METASTORE`.
-pub async fn open_lake_for_writing(spec: &str) -> anyhow::Result<Lake> {
+pub(crate) async fn open_lake_for_writing(spec: &str) -> anyhow::Result<Lake> {
     let lake = open_lake(spec)?;
     let Some(marker) = lakefish_jobs::catalog::read_marker(&lake).await? else {
         return Ok(lake);
@@ -181,7 +181,7 @@ pub async fn open_lake_for_writing(spec: &str) -> anyhow::Result<Lake> {
 }
 
 /// `lakefish token new NAME --scope ...`: a fresh token and the config lines that admit it.
-pub fn new_token(name: &str, scopes: &[String]) -> anyhow::Result<()> {
+pub(crate) fn new_token(name: &str, scopes: &[String]) -> anyhow::Result<()> {
     let scopes = scopes
         .iter()
         .map(|s| match Scope::parse(s) {
@@ -205,7 +205,7 @@ pub fn new_token(name: &str, scopes: &[String]) -> anyhow::Result<()> {
 }
 
 /// `lakefish check-config [FILE]`: parses the file as `serve` would and prints it resolved.
-pub fn check_config(path: Option<String>) -> anyhow::Result<()> {
+pub(crate) fn check_config(path: Option<String>) -> anyhow::Result<()> {
     let path = path.context("name the file: lakefish check-config FILE (or --config)")?;
     let config = load_config(Some(&path))?;
     println!("{path}: ok (version {})", config.version);

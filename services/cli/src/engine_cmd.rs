@@ -11,7 +11,7 @@ use lakefish_engine::features::FeatureSetKind;
 use lakefish_engine::nnue::random_network;
 
 #[derive(clap::Args)]
-pub struct EngineArgs {
+pub(crate) struct EngineArgs {
     /// Evaluation: `best` (the registry's best net, or the hand-written evaluation until a
     /// net has been promoted), a registered name (nn-<12 hex>, pulled from the lake and
     /// hash-checked), a path to a .nnue file, or `classical`.
@@ -25,7 +25,7 @@ pub struct EngineArgs {
 }
 
 #[derive(clap::Subcommand)]
-pub enum EngineCommand {
+pub(crate) enum EngineCommand {
     /// Search a fixed set of 16 positions to a fixed depth on one thread: prints the total
     /// node count (the same on every run for the same evaluation) and nodes per second.
     Bench {
@@ -77,7 +77,7 @@ fn stockfish_bench(path: &std::path::Path) -> anyhow::Result<f64> {
 
 /// The evaluator `what` names: a .nnue file, or what the lake resolves (built-ins, `best`,
 /// registered nets).
-pub fn resolve(lake: &str, what: &str) -> anyhow::Result<Evaluator> {
+pub(crate) fn resolve(lake: &str, what: &str) -> anyhow::Result<Evaluator> {
     let what = what.trim();
     // Built-ins need no lake.
     if let Some(builtin) = lakefish_jobs::nets::builtin_evaluator(what) {
@@ -105,7 +105,7 @@ pub fn resolve(lake: &str, what: &str) -> anyhow::Result<Evaluator> {
     })
 }
 
-pub fn run(lake: &str, args: EngineArgs) -> anyhow::Result<()> {
+pub(crate) fn run(lake: &str, args: EngineArgs) -> anyhow::Result<()> {
     match args.command {
         None => {
             let evaluator = resolve(lake, &args.net)?;

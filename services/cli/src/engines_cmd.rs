@@ -7,7 +7,7 @@ use anyhow::{Context, bail};
 use lakefish_schemas::engines::{BUILTIN_ENGINE, EngineSpec};
 
 #[derive(clap::Subcommand)]
-pub enum EnginesCommand {
+pub(crate) enum EnginesCommand {
     /// Register a UCI engine that SPRTs (and self-play) may use as a side.
     ///
     /// Workers run the command: registering is code execution on every worker by design,
@@ -89,7 +89,11 @@ fn parse_options(options: &[String]) -> anyhow::Result<BTreeMap<String, String>>
     Ok(out)
 }
 
-pub async fn run(lake: &str, api: Option<String>, what: EnginesCommand) -> anyhow::Result<()> {
+pub(crate) async fn run(
+    lake: &str,
+    api: Option<String>,
+    what: EnginesCommand,
+) -> anyhow::Result<()> {
     match what {
         EnginesCommand::Add {
             name,

@@ -10,7 +10,7 @@ const METRICS_SHOWN: usize = 5;
 
 /// `lakefish runs [ID] [--metrics] [--json]`: every training run as a table (or JSON), or one
 /// run's record as JSON with its last metrics rows (all of them with `--metrics`).
-pub async fn runs(
+pub(crate) async fn runs(
     lake: &str,
     id: Option<String>,
     all_metrics: bool,
@@ -61,7 +61,7 @@ pub async fn runs(
 }
 
 /// Bytes for people: 1.2 MiB.
-pub fn human_bytes(b: u64) -> String {
+pub(crate) fn human_bytes(b: u64) -> String {
     const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
     let mut v = b as f64;
     let mut unit = 0;
@@ -77,7 +77,7 @@ pub fn human_bytes(b: u64) -> String {
 }
 
 /// `lakefish datasets [--json]`: every committed dataset, one line each (or JSON).
-pub async fn datasets(lake: &str, json: bool) -> anyhow::Result<()> {
+pub(crate) async fn datasets(lake: &str, json: bool) -> anyhow::Result<()> {
     let lake = crate::config::open_existing_lake(lake)?;
     let ds = lakefish_lake::datasets::list_datasets(&lake).await?;
     if json {
@@ -111,7 +111,7 @@ pub async fn datasets(lake: &str, json: bool) -> anyhow::Result<()> {
 }
 
 /// `lakefish chunk SHUFFLE [INDEX]`: a chunk's rows as text.
-pub fn chunk(
+pub(crate) fn chunk(
     rt: &tokio::runtime::Runtime,
     lake: &str,
     shuffle: &str,
@@ -145,7 +145,7 @@ pub fn chunk(
 /// `lakefish upload FILE... --source S`: files into `raw/` (or `books/`) of the lake.
 /// `lakefish upload`: copies files into `raw/` under the same rule as the API: the same bytes
 /// again change nothing, other bytes under a taken name are refused unless `replace`.
-pub async fn upload(
+pub(crate) async fn upload(
     lake: &str,
     files: &[String],
     source: &str,
@@ -185,7 +185,7 @@ pub async fn upload(
 }
 
 /// `lakefish synth OUT`: a synthetic binpack of random games, for tests and demos.
-pub fn synth(out: &str, games: usize, seed: u64) -> anyhow::Result<()> {
+pub(crate) fn synth(out: &str, games: usize, seed: u64) -> anyhow::Result<()> {
     let bytes = lakefish_ingest::binpack::synthetic_binpack(games, seed);
     std::fs::write(out, &bytes).with_context(|| format!("writing {out}"))?;
     println!("wrote {out}: {games} games, {} bytes", bytes.len());

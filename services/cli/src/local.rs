@@ -8,7 +8,7 @@ use lakefish_schemas::{JobId, JobSpec};
 use std::sync::Arc;
 
 /// Runs a job in this process with a progress bar and prints its result.
-pub fn run_here(
+pub(crate) fn run_here(
     lake: &str,
     rt: &tokio::runtime::Handle,
     spec: JobSpec,
@@ -20,7 +20,7 @@ pub fn run_here(
 }
 
 /// Runs a job in this process with a progress bar and returns its result.
-pub fn run_here_value(
+pub(crate) fn run_here_value(
     lake: &str,
     rt: &tokio::runtime::Handle,
     spec: JobSpec,

@@ -9,7 +9,7 @@ use lakefish_schemas::nets::NetFormat;
 use std::io::BufRead;
 
 #[derive(clap::Subcommand)]
-pub enum NetsCommand {
+pub(crate) enum NetsCommand {
     /// All registered nets, oldest first: name, features, architecture, run, quantization
     /// error; the best one is marked.
     Ls,
@@ -69,7 +69,7 @@ pub enum NetsCommand {
     },
 }
 
-pub async fn run(lake: &str, api: Option<String>, what: NetsCommand) -> anyhow::Result<()> {
+pub(crate) async fn run(lake: &str, api: Option<String>, what: NetsCommand) -> anyhow::Result<()> {
     // Importing a net adds to a lake (and may start one); `eval` may read a net file and no
     // lake at all. The others only read a lake, which must be there.
     let writes = matches!(what, NetsCommand::Import { .. } | NetsCommand::Eval { .. });

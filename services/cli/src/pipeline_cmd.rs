@@ -8,7 +8,7 @@ use lakefish_schemas::Progress;
 use std::time::Duration;
 
 #[derive(clap::Args)]
-pub struct PipelineArgs {
+pub(crate) struct PipelineArgs {
     /// The API's base URL.
     #[arg(long, env = "LAKEFISH_API", default_value = "http://127.0.0.1:8080")]
     api: String,
@@ -30,7 +30,7 @@ enum PipelineCommand {
     },
 }
 
-pub async fn run(args: PipelineArgs) -> anyhow::Result<()> {
+pub(crate) async fn run(args: PipelineArgs) -> anyhow::Result<()> {
     let api = args.api.trim_end_matches('/');
     let c = client();
     match args.what {

@@ -44,9 +44,9 @@ async fn shutdown_signal() {
 }
 
 /// How long an upload's staging file may sit untouched before `serve` removes it at start.
-pub const STAGING_MAX_IDLE: std::time::Duration = std::time::Duration::from_secs(3600);
+pub(crate) const STAGING_MAX_IDLE: std::time::Duration = std::time::Duration::from_secs(3600);
 
-pub async fn serve(
+pub(crate) async fn serve(
     lake: &str,
     listen: &str,
     q: QueueArgs,
@@ -145,7 +145,7 @@ pub async fn serve(
 /// a SQLite file beside the SQLite queue file, or, with a Redis queue (workers on other
 /// machines cannot share a file), the lake as before the metastore (no catalogue), with a
 /// warning that says what to set. A catalogue created just now is filled from the lake.
-pub async fn open_metastore(
+pub(crate) async fn open_metastore(
     arg: &MetastoreArg,
     lake: lakefish_jobs::Lake,
     sqlite_queue: Option<&String>,
@@ -216,7 +216,11 @@ fn worker_spec(name: String, work: &WorkArgs) -> anyhow::Result<WorkerSpec> {
 }
 
 /// `lakefish metastore status|rebuild`.
-pub async fn metastore(lake: &str, what: MetastoreCommand, q: QueueArgs) -> anyhow::Result<()> {
+pub(crate) async fn metastore(
+    lake: &str,
+    what: MetastoreCommand,
+    q: QueueArgs,
+) -> anyhow::Result<()> {
     let lake = open_lake(lake)?;
     let spec = metastore_spec(&q.meta, q.redis.is_none().then_some(&q.queue_db))?;
     if spec == MetastoreSpec::Lake {
@@ -279,7 +283,7 @@ pub async fn metastore(lake: &str, what: MetastoreCommand, q: QueueArgs) -> anyh
 
 /// An API without tokens is open to everyone who can reach it: served on loopback only,
 /// unless the operator says so in words (`--open-api-without-tokens`).
-pub fn check_exposure(addr: SocketAddr, tokens: bool, open: bool) -> anyhow::Result<()> {
+pub(crate) fn check_exposure(addr: SocketAddr, tokens: bool, open: bool) -> anyhow::Result<()> {
     if addr.ip().is_loopback() || tokens || open {
         return Ok(());
     }
@@ -291,7 +295,7 @@ pub fn check_exposure(addr: SocketAddr, tokens: bool, open: bool) -> anyhow::Res
 }
 
 /// `lakefish worker`: runs jobs from the shared Redis queue until stopped.
-pub async fn worker(
+pub(crate) async fn worker(
     lake: &str,
     redis: Option<String>,
     work: WorkArgs,

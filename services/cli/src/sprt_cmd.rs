@@ -6,7 +6,7 @@ use lakefish_schemas::{JobSpec, SprtSpec, SprtStatus};
 
 #[derive(clap::Args)]
 #[command(args_conflicts_with_subcommands = true)]
-pub struct SprtArgs {
+pub(crate) struct SprtArgs {
     #[command(subcommand)]
     pub command: Option<SprtCommand>,
     #[command(flatten)]
@@ -14,7 +14,7 @@ pub struct SprtArgs {
 }
 
 #[derive(clap::Args)]
-pub struct RunArgs {
+pub(crate) struct RunArgs {
     /// The candidate: ENGINE[+NET][,OPTION=VALUE...] — a registered engine (lakefish engines
     /// ls), optionally with a registered net (passed in the engine's net option, EvalFile for
     /// Stockfish) and UCI options, e.g. 'stockfish,UCI_LimitStrength=true,UCI_Elo=2000'.
@@ -76,7 +76,7 @@ pub struct RunArgs {
 }
 
 /// The exit code of a test played here: scripts can tell the outcomes apart.
-pub fn exit_code(state: lakefish_schemas::SprtState) -> i32 {
+pub(crate) fn exit_code(state: lakefish_schemas::SprtState) -> i32 {
     match state {
         lakefish_schemas::SprtState::Accepted | lakefish_schemas::SprtState::Running => 0,
         lakefish_schemas::SprtState::Rejected => 3,
@@ -85,7 +85,7 @@ pub fn exit_code(state: lakefish_schemas::SprtState) -> i32 {
 }
 
 #[derive(clap::Subcommand)]
-pub enum SprtCommand {
+pub(crate) enum SprtCommand {
     /// LLR, Elo ± 95% interval and LOS from counts alone, like fishtest's calculator.
     Calc {
         /// Pair counts LL,LD,DD,WD,WW (DD counts WL pairs too).
@@ -121,7 +121,7 @@ pub enum SprtCommand {
 }
 
 impl RunArgs {
-    pub fn spec(&self) -> anyhow::Result<SprtSpec> {
+    pub(crate) fn spec(&self) -> anyhow::Result<SprtSpec> {
         let need = |v: &Option<String>, flag: &str| match v {
             Some(v) => Ok(v.clone()),
             None => bail!("{flag} is required (see lakefish sprt --help)"),
@@ -150,7 +150,7 @@ impl RunArgs {
 }
 
 /// Prints a status the way people read SPRT results.
-pub fn print_status(s: &SprtStatus) {
+pub(crate) fn print_status(s: &SprtStatus) {
     println!("sprt {}: {:?}", s.id, s.state);
     println!("  new  {} ({})", s.new.name, s.new.requested);
     println!("  base {} ({})", s.base.name, s.base.requested);
@@ -182,7 +182,11 @@ pub fn print_status(s: &SprtStatus) {
     }
 }
 
-pub async fn run(lake: &str, rt: &tokio::runtime::Handle, args: SprtArgs) -> anyhow::Result<()> {
+pub(crate) async fn run(
+    lake: &str,
+    rt: &tokio::runtime::Handle,
+    args: SprtArgs,
+) -> anyhow::Result<()> {
     match args.command {
         Some(SprtCommand::Calc {
             penta,
@@ -258,7 +262,7 @@ pub async fn run(lake: &str, rt: &tokio::runtime::Handle, args: SprtArgs) -> any
 
 /// `lakefish gauntlet`: places an engine on another engine's Elo scale.
 #[derive(clap::Args)]
-pub struct GauntletArgs {
+pub(crate) struct GauntletArgs {
     /// The side to place: ENGINE[+NET][,OPTION=VALUE...], or a net (best, classical,
     /// nn-....nnue) for lakefish's own engine.
     #[arg(long)]
@@ -292,7 +296,7 @@ pub struct GauntletArgs {
     pub json: bool,
 }
 
-pub async fn gauntlet(
+pub(crate) async fn gauntlet(
     lake: &str,
     rt: &tokio::runtime::Handle,
     args: GauntletArgs,

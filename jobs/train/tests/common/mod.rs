@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::Mutex;
 
-pub struct Fixture {
+pub(crate) struct Fixture {
     pub _dir: tempfile::TempDir,
     pub ctx: JobContext,
     pub rt: tokio::runtime::Runtime,
@@ -22,7 +22,7 @@ pub struct Fixture {
 /// else (or with LAKEFISH_TESTS_WITHOUT_SHARED set) generated games. The ingest, mask and
 /// shuffle run once per chunk count in a test binary; each test gets its own copy of that
 /// lake, so what one test writes (runs, nets) never reaches another.
-pub fn fixture(chunks: u32) -> Fixture {
+pub(crate) fn fixture(chunks: u32) -> Fixture {
     let template = template_lake(chunks);
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().join("lake");
@@ -68,7 +68,7 @@ fn template_lake(chunks: u32) -> (PathBuf, String) {
 
 impl Fixture {
     /// The committed manifest of the fixture's shuffle.
-    pub fn shuffle_manifest(&self) -> lakefish_schemas::ShuffleManifest {
+    pub(crate) fn shuffle_manifest(&self) -> lakefish_schemas::ShuffleManifest {
         self.rt
             .block_on(lakefish_jobs::shuffle::read_shuffle_manifest(
                 &self.ctx.lake,
@@ -79,7 +79,7 @@ impl Fixture {
     }
 }
 
-pub fn spec(shuffle: &str) -> TrainSpec {
+pub(crate) fn spec(shuffle: &str) -> TrainSpec {
     serde_json::from_value(serde_json::json!({
         "shuffle": shuffle, "arch": "32x2-8", "batch_size": 1024, "device": "cpu", "seed": 11
     }))
