@@ -879,6 +879,15 @@ async fn train_specs_are_checked_at_the_door() {
         let msg = err["error"].as_str().unwrap();
         assert!(msg.starts_with(says), "{spec}: {msg}");
     }
+    // An SPRT through POST /v1/jobs is planned at the door as through POST /v1/sprt: a book
+    // that is not there is a 400 (before, a 202 and a failure on the worker).
+    let sprt = r#"{"kind":"sprt","spec":{"new":"classical","base":"material","book":"lake:raw/books/missing.epd","nodes":100}}"#;
+    let (status, _, err) = send(&app, "POST", "/v1/jobs", sprt, None).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{err}");
+    assert!(
+        err["error"].as_str().unwrap().contains("missing.epd"),
+        "{err}"
+    );
     let (_, _, listed) = send(&app, "GET", "/v1/jobs", "", None).await;
     assert_eq!(listed["jobs"].as_array().unwrap().len(), 0, "{listed}");
     // A good one still goes through.

@@ -563,3 +563,29 @@ fn run(rt: &tokio::runtime::Runtime, what: BenchCommand) -> anyhow::Result<()> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Args;
+    use clap::{CommandFactory, Parser};
+
+    /// Every benchmark and argument carries help text (clap checks with debug assertions).
+    #[test]
+    fn every_command_and_argument_has_help() {
+        Args::command().debug_assert();
+    }
+
+    /// `train --device` takes cpu, cuda or auto; anything else is refused by name with the
+    /// values it takes, before any work starts.
+    #[test]
+    fn bench_train_refuses_an_unknown_device() {
+        let parse = |device: &str| {
+            Args::try_parse_from(["lakefish-bench", "train", "x.binpack", "--device", device])
+        };
+        let err = parse("gpu0").err().expect("gpu0 refused").to_string();
+        assert!(err.contains("gpu0") && err.contains("cuda"), "{err}");
+        for ok in ["cpu", "cuda", "auto"] {
+            assert!(parse(ok).is_ok(), "{ok}");
+        }
+    }
+}
