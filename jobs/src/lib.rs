@@ -25,5 +25,5 @@ pub mod shuffle;
 pub mod sprt;
 
 pub use lakefish_lake::{
-    ErrorCode, Hooks, JobContext, JobError, JobSubmitter, Lake, ProgressSink, Trainer,
+    ErrorCode, Hooks, JobContext, JobError, JobSubmitter, Lake, Mode, ProgressSink, Trainer,
 };

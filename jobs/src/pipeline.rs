@@ -230,10 +230,7 @@ fn ensure_job(
     let (state, result, error) = match ctx.block_on(store.get(&id))? {
         Some(rec) => (rec.state, rec.result, rec.error),
         None => {
-            let submit = ctx
-                .submitter
-                .as_ref()
-                .ok_or_else(|| JobError::Internal("pipelines run only through a queue".into()))?;
+            let submit = ctx.submitter("a pipeline")?;
             let kind = spec.kind().to_string();
             submit.submit(id.clone(), spec)?;
             run.jobs.push(StepJob {

@@ -26,7 +26,7 @@ pub fn run_spec(
             let summary = lakefish_ingest::ingest_pgn::ingest_pgn(ctx, id, s)?;
             Ok(serde_json::to_value(summary)?)
         }
-        JobSpec::Shuffle(s) if ctx.submitter.is_some() => {
+        JobSpec::Shuffle(s) if ctx.is_queued() => {
             let m = crate::shuffle::fan_out(ctx, s)?;
             Ok(serde_json::to_value(m)?)
         }
@@ -50,7 +50,7 @@ pub fn run_spec(
             let m = crate::nets::register(ctx, s)?;
             Ok(serde_json::to_value(m)?)
         }
-        JobSpec::Sprt(s) if ctx.submitter.is_some() => crate::sprt::fan_out(ctx, s),
+        JobSpec::Sprt(s) if ctx.is_queued() => crate::sprt::fan_out(ctx, s),
         JobSpec::Sprt(s) => {
             let status = crate::sprt::run_here(ctx, s)?;
             Ok(serde_json::to_value(status)?)
@@ -90,10 +90,17 @@ pub async fn run_queued_job(
     may_retry: bool,
     hooks: crate::Hooks,
 ) -> Result<(), JobError> {
-    let store = hooks
-        .records
-        .clone()
-        .unwrap_or_else(|| JobStore::new(lake.clone()));
+    // A queued job's record lives in the deployment's store: no silent fallback to the lake.
+    let store = match &hooks.mode {
+        crate::Mode::Queued { records, .. } => records.clone(),
+        crate::Mode::InProcess => {
+            return Err(JobError::Internal(
+                "a queued job runs only where the queue's submitter and record store are given \
+                 (Mode::Queued)"
+                    .into(),
+            ));
+        }
+    };
     let existing = store.get(&job.id).await?;
     let spec = match job.spec() {
         Ok(spec) => spec,

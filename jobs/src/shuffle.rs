@@ -699,9 +699,7 @@ pub fn failed_task(ctx: &JobContext, id: &str) -> Result<Option<String>, JobErro
 }
 
 fn submitter(ctx: &JobContext) -> Result<&std::sync::Arc<dyn crate::JobSubmitter>, JobError> {
-    ctx.submitter
-        .as_ref()
-        .ok_or_else(|| JobError::Internal("shuffle tasks need a queue to fan out".into()))
+    ctx.submitter("a shuffle's tasks")
 }
 
 /// Plans the shuffle and queues one `shuffle_deal` job per input part. The last deal queues

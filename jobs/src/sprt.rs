@@ -464,10 +464,7 @@ pub fn failed_batch(ctx: &JobContext, id: &str, counted: u64) -> Result<Option<S
 /// Plans the test and queues its first `concurrency` batches; each batch queues the next.
 pub fn fan_out(ctx: &JobContext, spec: &SprtSpec) -> Result<serde_json::Value, JobError> {
     let plan = plan(ctx, spec)?;
-    let submit = ctx
-        .submitter
-        .as_ref()
-        .ok_or_else(|| JobError::Internal("an sprt fans out only through a queue".into()))?;
+    let submit = ctx.submitter("an sprt's fan-out")?;
     if let Some(done) = decided(ctx, &plan.id)? {
         ctx.block_on(index_status(&ctx.lake, &done))?;
     } else {
@@ -500,10 +497,7 @@ pub fn batch_task(ctx: &JobContext, task: &SprtTask) -> Result<serde_json::Value
     let status = advance(ctx, &plan)?;
     let next = task.index + plan.spec.concurrency as u64;
     if status.state == SprtState::Running && next < plan.spec.batches() {
-        let submit = ctx
-            .submitter
-            .as_ref()
-            .ok_or_else(|| JobError::Internal("sprt batches run on a queue".into()))?;
+        let submit = ctx.submitter("an sprt batch")?;
         let t = SprtTask {
             sprt: plan.id.clone(),
             index: next,

@@ -8,6 +8,27 @@ use lakefish_lake::records::JobStore;
 use lakefish_schemas::{DatasetName, IngestBinpackSpec, JobId, JobSpec, JobState, QueuedJob};
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
+use std::sync::Arc;
+
+/// A queue that takes nothing (these jobs fan nothing out).
+struct NoQueue;
+
+impl lakefish_jobs::JobSubmitter for NoQueue {
+    fn submit(&self, _: JobId, _: JobSpec) -> Result<(), lakefish_jobs::JobError> {
+        Err(lakefish_jobs::JobError::Internal("no queue here".into()))
+    }
+}
+
+/// A worker's hooks: the queued mode, with the lake's records as the deployment's store.
+fn queued(lake: &Lake) -> lakefish_jobs::Hooks {
+    lakefish_jobs::Hooks {
+        mode: lakefish_jobs::Mode::Queued {
+            submitter: Arc::new(NoQueue),
+            records: JobStore::new(lake.clone()),
+        },
+        ..Default::default()
+    }
+}
 
 mod common;
 
@@ -54,16 +75,9 @@ async fn redelivery_after_a_dead_worker_equals_one_clean_run() {
     // Reference: one clean run.
     let clean_root = dir.path().join("clean");
     let clean = Lake::open(clean_root.to_str().unwrap(), &HashMap::new()).unwrap();
-    run_queued_job(
-        clean.clone(),
-        job.clone(),
-        "w1",
-        2,
-        false,
-        Default::default(),
-    )
-    .await
-    .unwrap();
+    run_queued_job(clean.clone(), job.clone(), "w1", 2, false, queued(&clean))
+        .await
+        .unwrap();
 
     // A worker died mid-job: its record says running, a part is half there (as a different,
     // truncated object) and a part from some other attempt lingers; no manifest.
@@ -94,7 +108,7 @@ async fn redelivery_after_a_dead_worker_equals_one_clean_run() {
         "w2",
         2,
         false,
-        Default::default(),
+        queued(&crashed),
     )
     .await
     .unwrap();
@@ -110,7 +124,7 @@ async fn redelivery_after_a_dead_worker_equals_one_clean_run() {
         "w3",
         2,
         false,
-        Default::default(),
+        queued(&crashed),
     )
     .await
     .unwrap();
@@ -133,7 +147,7 @@ async fn a_failed_job_records_why_and_touches_no_data() {
             rows_per_part: 500,
         }),
     );
-    let err = run_queued_job(lake.clone(), job.clone(), "w", 1, true, Default::default())
+    let err = run_queued_job(lake.clone(), job.clone(), "w", 1, true, queued(&lake))
         .await
         .unwrap_err();
     assert!(!err.is_transient(), "bad input is not retried: {err}");
@@ -166,7 +180,7 @@ async fn workers_refuse_local_files_outside_their_roots() {
     let lake = Lake::open(dir.path().join("lake").to_str().unwrap(), &HashMap::new()).unwrap();
     let hooks = || lakefish_jobs::Hooks {
         inputs: lakefish_lake::input::InputPolicy::confined(&[root.to_str().unwrap().to_string()]),
-        ..Default::default()
+        ..queued(&lake)
     };
     let job = |input: &Path, dataset: &str| {
         let spec = JobSpec::IngestBinpack(IngestBinpackSpec {
@@ -202,4 +216,29 @@ async fn workers_refuse_local_files_outside_their_roots() {
         .await
         .unwrap();
     assert!(!lake.list("positions").await.unwrap().is_empty());
+}
+
+/// A queued job needs the queue's record store: a process that gives none is refused before
+/// anything runs, instead of keeping records in the lake where nobody reads them (issue 36).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_queued_job_without_a_record_store_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let lake = Lake::open(dir.path().join("lake").to_str().unwrap(), &HashMap::new()).unwrap();
+    let job = QueuedJob::new(
+        JobId::new(),
+        &JobSpec::IngestBinpack(IngestBinpackSpec {
+            max_game_bytes: None,
+            inputs: vec!["lake:raw/binpack/x.binpack".into()],
+            dataset: DatasetName::new("x").unwrap(),
+            rows_per_part: 500,
+        }),
+    );
+    let err = run_queued_job(lake.clone(), job, "w", 1, true, Default::default())
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("Mode::Queued"), "{err}");
+    assert!(
+        lake.list("jobs").await.unwrap().is_empty(),
+        "a record was kept"
+    );
 }

@@ -597,7 +597,10 @@ async fn admit(
                 lakefish_jobs::JobContext::new(s.lake.clone(), tokio::runtime::Handle::current())
                     .with_hooks(lakefish_jobs::Hooks {
                         inputs: s.input_policy(),
-                        records: Some(s.jobs.clone()),
+                        mode: lakefish_jobs::Mode::Queued {
+                            submitter: s.queue.submitter(s.jobs.clone()),
+                            records: s.jobs.clone(),
+                        },
                         ..Default::default()
                     });
             let sprt = sprt.clone();

@@ -421,10 +421,12 @@ async fn handle(
         state.threads,
         may_retry,
         lakefish_jobs::Hooks {
-            submitter: Some(state.submitter.clone()),
+            mode: lakefish_jobs::Mode::Queued {
+                submitter: state.submitter.clone(),
+                records: state.jobs.clone(),
+            },
             trainer: state.trainer.clone(),
             inputs: state.inputs.clone(),
-            records: Some(state.jobs.clone()),
         },
     )
     .await;

@@ -68,10 +68,12 @@ pub async fn run(
         crons.push(tokio::spawn(async move { worker.run().await }));
     }
     let ctx = JobContext::new(lake.clone(), tokio::runtime::Handle::current()).with_hooks(Hooks {
-        submitter: Some(queue.submitter(jobs.clone())),
+        mode: lakefish_jobs::Mode::Queued {
+            submitter: queue.submitter(jobs.clone()),
+            records: jobs,
+        },
         trainer: None,
         inputs: InputPolicy::confined(&config.inputs.local_roots),
-        records: Some(jobs),
     });
     let ctx = Arc::new(ctx);
     loop {

@@ -43,14 +43,28 @@ pub trait Trainer: Send + Sync {
     ) -> Result<serde_json::Value, JobError>;
 }
 
-/// What a worker lends the jobs it runs, and the local files they may read.
+/// How a process runs jobs, decided once where it starts (no `Option` switches modes).
+#[derive(Clone, Default)]
+pub enum Mode {
+    /// Everything in this process (the CLI): a shuffle deals and piles itself, an SPRT plays
+    /// every pair, and the records a job reads (a pipeline's, a fan-out's) are the lake's.
+    #[default]
+    InProcess,
+    /// Part of a queued deployment (workers, the scheduler, the API): a job fans its tasks
+    /// out through `submitter`, and every job record is read from and written to `records`,
+    /// the deployment's one store (the metastore).
+    Queued {
+        submitter: Arc<dyn JobSubmitter>,
+        records: JobStore,
+    },
+}
+
+/// What a process lends the jobs it runs, and the local files they may read.
 #[derive(Clone, Default)]
 pub struct Hooks {
-    pub submitter: Option<Arc<dyn JobSubmitter>>,
+    pub mode: Mode,
     pub trainer: Option<Arc<dyn Trainer>>,
     pub inputs: InputPolicy,
-    /// Where job records are kept (the lake's `jobs/` when absent).
-    pub records: Option<JobStore>,
 }
 
 /// Everything a job needs from the outside world, passed explicitly.
@@ -64,11 +78,12 @@ pub struct JobContext {
     pub progress: Arc<dyn ProgressSink>,
     /// CPU threads the job may use.
     pub threads: usize,
-    pub submitter: Option<Arc<dyn JobSubmitter>>,
+    pub mode: Mode,
     pub trainer: Option<Arc<dyn Trainer>>,
     /// Which local files the job may open (`Input::open` checks).
     pub inputs: InputPolicy,
-    /// The job records of the deployment (a fanned-out job reads its tasks' records).
+    /// The job records of the deployment (a fanned-out job reads its tasks' records): the
+    /// queued mode's store, else the lake's.
     pub jobs: JobStore,
 }
 
@@ -82,20 +97,36 @@ impl JobContext {
             threads: std::thread::available_parallelism()
                 .map(|n| n.get())
                 .unwrap_or(1),
-            submitter: None,
+            mode: Mode::InProcess,
             trainer: None,
             inputs: InputPolicy::Unconfined,
         }
     }
 
     pub fn with_hooks(mut self, hooks: Hooks) -> Self {
-        self.submitter = hooks.submitter;
+        if let Mode::Queued { records, .. } = &hooks.mode {
+            self.jobs = records.clone();
+        }
+        self.mode = hooks.mode;
         self.trainer = hooks.trainer;
         self.inputs = hooks.inputs;
-        if let Some(records) = hooks.records {
-            self.jobs = records;
-        }
         self
+    }
+
+    /// The queue to fan tasks out to: in the queued mode only (`what` names the job that
+    /// needs it, for the error in-process).
+    pub fn submitter(&self, what: &str) -> Result<&Arc<dyn JobSubmitter>, JobError> {
+        match &self.mode {
+            Mode::Queued { submitter, .. } => Ok(submitter),
+            Mode::InProcess => Err(JobError::Internal(format!(
+                "{what} runs only through a queue"
+            ))),
+        }
+    }
+
+    /// Whether jobs fan out over a queue (true) or do all their work here.
+    pub fn is_queued(&self) -> bool {
+        matches!(self.mode, Mode::Queued { .. })
     }
 
     pub fn with_progress(mut self, progress: Arc<dyn ProgressSink>) -> Self {

@@ -20,6 +20,6 @@ pub mod lake;
 pub mod parts;
 pub mod records;
 
-pub use context::{Hooks, JobContext, JobSubmitter, NoProgress, ProgressSink, Trainer};
+pub use context::{Hooks, JobContext, JobSubmitter, Mode, NoProgress, ProgressSink, Trainer};
 pub use error::{ErrorCode, JobError};
 pub use lake::Lake;

@@ -32,12 +32,11 @@ pub(crate) fn run_here_value(
         .with_progress(bar.clone())
         .with_threads(threads.unwrap_or_else(cores))
         .with_hooks(lakefish_jobs::Hooks {
-            submitter: None,
+            // In-process jobs queue nothing: no record of theirs is kept.
+            mode: lakefish_jobs::Mode::InProcess,
             trainer: Some(Arc::new(lakefish_train::LakefishTrainer)),
             // The user's own machine and files: the CLI reads any path its user can.
             inputs: lakefish_lake::input::InputPolicy::Unconfined,
-            // In-process jobs queue nothing: no record of theirs is kept.
-            records: None,
         });
     let out = lakefish_jobs::runner::run_spec(&ctx, &JobId::new(), &spec);
     bar.finish();
