@@ -15,6 +15,17 @@ pub mod train;
 use lakefish_jobs::{JobContext, JobError};
 use lakefish_schemas::{JobId, TrainSpec};
 
+/// Seeds libtorch's random generator and draws under one lock. The generator is one per
+/// process: a run seeding it while another draws its initial weights (tests run in parallel, a
+/// worker may train two jobs at once) would give the same seed other weights, and a resumed
+/// run would then differ from one trained straight through.
+pub(crate) fn seeded<T>(seed: i64, draw: impl FnOnce() -> T) -> T {
+    static GENERATOR: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _held = GENERATOR.lock().unwrap_or_else(|e| e.into_inner());
+    tch::manual_seed(seed);
+    draw()
+}
+
 /// Keeps libtorch's large tensors in the process heap between training steps.
 ///
 /// glibc serves allocations above its mmap threshold (at most 32 MiB, usually far less) with

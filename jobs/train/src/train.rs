@@ -689,13 +689,14 @@ fn train_run(
     let threads = ctx.threads.max(1);
     let now = lakefish_lake::records::now;
     let prefix = run_prefix(id);
-    tch::manual_seed(spec.seed as i64);
-    let model = Model::new(
-        &setup.arch,
-        setup.features.inputs() as i64,
-        setup.features.max_active() as i64,
-        setup.device,
-    );
+    let model = crate::seeded(spec.seed as i64, || {
+        Model::new(
+            &setup.arch,
+            setup.features.inputs() as i64,
+            setup.features.max_active() as i64,
+            setup.device,
+        )
+    });
     let mut adam = if setup.sparse_ft {
         Adam::sparse(&model)
     } else {
