@@ -200,3 +200,27 @@ pub struct ShuffleChunk {
 pub fn chunk_file_name(index: u32) -> String {
     format!("chunk-{index:05}.parquet")
 }
+
+#[cfg(test)]
+mod dataset_ref_tests {
+    use super::*;
+
+    /// `--dataset` as the CLI takes it: a bare name of the default source, or SOURCE/NAME;
+    /// an unknown source or a bad name is refused, naming the argument.
+    #[test]
+    fn dataset_refs_parse_with_or_without_a_source() {
+        let d = DatasetRef::parse("lichess/twic", Source::Binpack).unwrap();
+        assert_eq!((d.source, d.dataset.as_str()), (Source::Lichess, "twic"));
+        let d = DatasetRef::parse("sf-1", Source::Selfplay).unwrap();
+        assert_eq!((d.source, d.dataset.as_str()), (Source::Selfplay, "sf-1"));
+        for (bad, says) in [
+            ("tape/x", "unknown source \"tape\""),
+            ("lichess/", "\"lichess/\""),
+            ("binpack/a/b", "\"binpack/a/b\""),
+            ("../x", "\"../x\""),
+        ] {
+            let e = DatasetRef::parse(bad, Source::Binpack).unwrap_err();
+            assert!(e.contains(says), "{bad}: {e}");
+        }
+    }
+}

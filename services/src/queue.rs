@@ -350,18 +350,6 @@ struct QueueSubmitter {
     rt: tokio::runtime::Handle,
 }
 
-/// What [`submit`] did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Submission {
-    /// Recorded as queued and pushed.
-    Queued,
-    /// Its record was there already (the same job submitted again): pushed again unless it
-    /// had succeeded.
-    Again,
-    /// It had succeeded already: nothing done.
-    Done,
-}
-
 /// The one way a job enters the queue, for the API, the fan-out of shuffles and SPRTs and
 /// the pipeline driver: its record is written (queued), then the job is pushed. When the
 /// push fails, the record this call wrote is deleted again, so nothing is left that no worker
@@ -372,9 +360,10 @@ pub async fn submit(
     queue: &Queue,
     id: &JobId,
     spec: &JobSpec,
-) -> Result<Submission, JobError> {
+) -> Result<(), JobError> {
     let created = match store.get(id).await? {
-        Some(rec) if rec.state == JobState::Succeeded => return Ok(Submission::Done),
+        // The same job again after it succeeded: nothing to do.
+        Some(rec) if rec.state == JobState::Succeeded => return Ok(()),
         Some(_) => false,
         None => {
             store.put(&new_record(id.clone(), spec)).await?;
@@ -389,18 +378,13 @@ pub async fn submit(
             "the queue did not take the job: {e}"
         )));
     }
-    Ok(if created {
-        Submission::Queued
-    } else {
-        Submission::Again
-    })
+    Ok(())
 }
 
 impl JobSubmitter for QueueSubmitter {
     fn submit(&self, id: JobId, spec: JobSpec) -> Result<(), JobError> {
         self.rt
             .block_on(submit(&self.store, &self.queue, &id, &spec))
-            .map(|_| ())
     }
 }
 
