@@ -55,6 +55,17 @@ fn entry(s: &Sample) -> TrainingDataEntry {
     }
 }
 
+impl crate::Job for DatagenSpec {
+    fn run(
+        &self,
+        _: lakefish_schemas::JobKind,
+        ctx: &JobContext,
+        id: &JobId,
+    ) -> Result<serde_json::Value, JobError> {
+        datagen(ctx, id, self)
+    }
+}
+
 pub fn datagen(
     ctx: &JobContext,
     job_id: &JobId,

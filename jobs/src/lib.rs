@@ -2,8 +2,10 @@
 //! training runs), SPRT orchestration, self-play data, pipelines, metrics and the runner.
 //!
 //! Each job is a plain function over a [`JobContext`]: it reads inputs, writes the lake and
-//! reports [`Progress`](lakefish_schemas::Progress) as data. The CLI calls them in-process;
-//! workers call them through [`runner::run_queued_job`], which also keeps the job record.
+//! reports [`Progress`](lakefish_schemas::Progress) as data. Each kind of the registry
+//! ([`lakefish_schemas::job_kinds`]) implements [`Job`] beside its function; the CLI runs them
+//! in-process through [`runner::run_spec`], workers through [`runner::run_queued_job`], which
+//! also keeps the job record.
 //! The lake and the job contract are `lakefish-lake`; the readers are `lakefish-ingest`;
 //! training and quantizing reach `lakefish-train` only through the [`Trainer`] hook.
 //!
@@ -27,3 +29,4 @@ pub mod sprt;
 pub use lakefish_lake::{
     ErrorCode, Hooks, JobContext, JobError, JobSubmitter, Lake, Mode, ProgressSink, Trainer,
 };
+pub use runner::Job;

@@ -180,6 +180,17 @@ pub async fn read_mask(
     Ok(keep)
 }
 
+impl crate::Job for MaskSpec {
+    fn run(
+        &self,
+        _: lakefish_schemas::JobKind,
+        ctx: &JobContext,
+        id: &JobId,
+    ) -> Result<serde_json::Value, JobError> {
+        Ok(serde_json::to_value(mask_dataset(ctx, id, self)?)?)
+    }
+}
+
 pub fn mask_dataset(
     ctx: &JobContext,
     job_id: &JobId,

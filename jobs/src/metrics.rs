@@ -53,10 +53,10 @@ pub async fn prometheus(lake: &Lake, jobs: &JobStore) -> Result<String, JobError
     let mut durations: BTreeMap<String, (f64, u64)> = BTreeMap::new();
     for t in &tally {
         *by_kind_state
-            .entry((t.kind.clone(), t.state.as_str()))
+            .entry((t.kind.as_str().to_string(), t.state.as_str()))
             .or_default() += t.count;
         if t.timed > 0 {
-            let d = durations.entry(t.kind.clone()).or_default();
+            let d = durations.entry(t.kind.as_str().to_string()).or_default();
             d.0 += t.seconds;
             d.1 += t.timed;
         }

@@ -170,6 +170,17 @@ pub fn pick_checkpoint(run: &RunRecord, step: Option<u64>) -> Result<(String, u6
     }
 }
 
+impl crate::Job for RegisterSpec {
+    fn run(
+        &self,
+        _: lakefish_schemas::JobKind,
+        ctx: &JobContext,
+        _: &lakefish_schemas::JobId,
+    ) -> Result<serde_json::Value, JobError> {
+        Ok(serde_json::to_value(register(ctx, self)?)?)
+    }
+}
+
 /// Registers a quantized checkpoint. Idempotent: the same bytes give the same name and the
 /// existing manifest is returned unchanged.
 pub fn register(ctx: &JobContext, spec: &RegisterSpec) -> Result<NetManifest, JobError> {

@@ -3,65 +3,77 @@
 
 use crate::{JobContext, JobError, Lake, ProgressSink};
 use lakefish_lake::records::{JobStore, now};
-use lakefish_schemas::{JobId, JobRecord, JobSpec, JobState, Progress, QueuedJob};
+use lakefish_schemas::{JobId, JobKind, JobRecord, JobSpec, JobState, Progress, QueuedJob};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// How often a running job's progress is copied into its record.
 pub const PROGRESS_INTERVAL: Duration = Duration::from_millis(500);
 
-/// Runs a job spec in-process and returns its result as JSON. Blocking: call it from a
-/// thread of its own (`spawn_blocking`), never from an async task.
-pub fn run_spec(
-    ctx: &JobContext,
-    id: &JobId,
-    spec: &JobSpec,
-) -> Result<serde_json::Value, JobError> {
-    match spec {
-        JobSpec::IngestBinpack(s) => {
-            let summary = lakefish_ingest::ingest_binpack::ingest_binpack(ctx, id, s)?;
-            Ok(serde_json::to_value(summary)?)
+/// What a job kind does when it runs. Each spec type in the registry
+/// ([`lakefish_schemas::job_kinds`]) implements it in its job's module; [`run_spec`] is
+/// derived from the registry. `kind` tells apart kinds that share a spec type (both ingests,
+/// both shuffle passes). Blocking: jobs run on a thread of their own.
+pub trait Job {
+    fn run(
+        &self,
+        kind: JobKind,
+        ctx: &JobContext,
+        id: &JobId,
+    ) -> Result<serde_json::Value, JobError>;
+}
+
+/// Dispatch, built from the registry: a kind without a `Job` implementation does not compile.
+macro_rules! dispatch {
+    ($( $(#[$doc:meta])* $variant:ident = $name:literal, $spec:ty, $who:ident; )*) => {
+        /// Runs a job spec in-process and returns its result as JSON. Blocking: call it from
+        /// a thread of its own (`spawn_blocking`), never from an async task.
+        pub fn run_spec(
+            ctx: &JobContext,
+            id: &JobId,
+            spec: &JobSpec,
+        ) -> Result<serde_json::Value, JobError> {
+            match spec {
+                $(JobSpec::$variant(s) => Job::run(s, JobKind::$variant, ctx, id),)*
+            }
         }
-        JobSpec::IngestPgn(s) => {
-            let summary = lakefish_ingest::ingest_pgn::ingest_pgn(ctx, id, s)?;
-            Ok(serde_json::to_value(summary)?)
-        }
-        JobSpec::Shuffle(s) if ctx.is_queued() => {
-            let m = crate::shuffle::fan_out(ctx, s)?;
-            Ok(serde_json::to_value(m)?)
-        }
-        JobSpec::Shuffle(s) => {
-            let m = crate::shuffle::shuffle_here(ctx, s)?;
-            Ok(serde_json::to_value(m)?)
-        }
-        JobSpec::Train(s) => match &ctx.trainer {
-            Some(t) => t.train(ctx, id, s),
+    };
+}
+lakefish_schemas::job_kinds!(dispatch);
+
+impl Job for lakefish_schemas::IngestSpec {
+    fn run(
+        &self,
+        kind: JobKind,
+        ctx: &JobContext,
+        id: &JobId,
+    ) -> Result<serde_json::Value, JobError> {
+        let summary = match kind {
+            JobKind::IngestPgn => lakefish_ingest::ingest_pgn::ingest_pgn(ctx, id, self)?,
+            _ => lakefish_ingest::ingest_binpack::ingest_binpack(ctx, id, self)?,
+        };
+        Ok(serde_json::to_value(summary)?)
+    }
+}
+
+impl Job for lakefish_schemas::TrainSpec {
+    fn run(&self, _: JobKind, ctx: &JobContext, id: &JobId) -> Result<serde_json::Value, JobError> {
+        match &ctx.trainer {
+            Some(t) => t.train(ctx, id, self),
             None => Err(JobError::Failed(
                 "this process cannot train (it was built without lakefish-train)".into(),
             )),
-        },
-        JobSpec::Quantize(s) => match &ctx.trainer {
-            Some(t) => t.quantize(ctx, s),
+        }
+    }
+}
+
+impl Job for lakefish_schemas::QuantizeSpec {
+    fn run(&self, _: JobKind, ctx: &JobContext, _: &JobId) -> Result<serde_json::Value, JobError> {
+        match &ctx.trainer {
+            Some(t) => t.quantize(ctx, self),
             None => Err(JobError::Failed(
                 "this process cannot quantize (it was built without lakefish-train)".into(),
             )),
-        },
-        JobSpec::Register(s) => {
-            let m = crate::nets::register(ctx, s)?;
-            Ok(serde_json::to_value(m)?)
-        }
-        JobSpec::Sprt(s) if ctx.is_queued() => crate::sprt::fan_out(ctx, s),
-        JobSpec::Sprt(s) => {
-            let status = crate::sprt::run_here(ctx, s)?;
-            Ok(serde_json::to_value(status)?)
-        }
-        JobSpec::SprtBatch(t) => crate::sprt::batch_task(ctx, t),
-        JobSpec::Datagen(s) => crate::datagen::datagen(ctx, id, s),
-        JobSpec::ShuffleDeal(t) => crate::shuffle::deal_task(ctx, t),
-        JobSpec::ShufflePile(t) => crate::shuffle::pile_task(ctx, t),
-        JobSpec::Mask(s) => {
-            let summary = crate::masks::mask_dataset(ctx, id, s)?;
-            Ok(serde_json::to_value(summary)?)
         }
     }
 }
@@ -138,7 +150,7 @@ pub async fn run_queued_job(
         tracing::info!(job = %job.id, "already succeeded; re-delivery ignored");
         return Ok(());
     }
-    tracing::info!(job = %job.id, kind = rec.kind, attempt = rec.attempts, "job started");
+    tracing::info!(job = %job.id, kind = rec.kind.as_str(), attempt = rec.attempts, "job started");
 
     let latest = Arc::new(Latest::default());
     let ctx = JobContext::new(lake, tokio::runtime::Handle::current())

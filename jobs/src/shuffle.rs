@@ -621,6 +621,37 @@ pub fn start(ctx: &JobContext, spec: &ShuffleSpec) -> Result<ShufflePlan, JobErr
     Ok(plan)
 }
 
+/// Queued, a shuffle fans out as deal and pile jobs; in-process it runs here.
+impl crate::Job for ShuffleSpec {
+    fn run(
+        &self,
+        _: lakefish_schemas::JobKind,
+        ctx: &JobContext,
+        _: &lakefish_schemas::JobId,
+    ) -> Result<serde_json::Value, JobError> {
+        Ok(if ctx.is_queued() {
+            serde_json::to_value(fan_out(ctx, self)?)?
+        } else {
+            serde_json::to_value(shuffle_here(ctx, self)?)?
+        })
+    }
+}
+
+/// A fanned-out shuffle's pass: `shuffle_deal` or `shuffle_pile`.
+impl crate::Job for lakefish_schemas::ShuffleTask {
+    fn run(
+        &self,
+        kind: lakefish_schemas::JobKind,
+        ctx: &JobContext,
+        _: &lakefish_schemas::JobId,
+    ) -> Result<serde_json::Value, JobError> {
+        match kind {
+            lakefish_schemas::JobKind::ShufflePile => pile_task(ctx, self),
+            _ => deal_task(ctx, self),
+        }
+    }
+}
+
 /// The whole shuffle in this process: both passes on all cores, then the commit.
 pub fn shuffle_here(ctx: &JobContext, spec: &ShuffleSpec) -> Result<ShuffleManifest, JobError> {
     let plan = plan(ctx, spec)?;

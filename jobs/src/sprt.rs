@@ -419,6 +419,33 @@ fn decided(ctx: &JobContext, id: &str) -> Result<Option<SprtStatus>, JobError> {
     )
 }
 
+/// Queued, an SPRT fans out as batches of game pairs; in-process it plays here.
+impl crate::Job for SprtSpec {
+    fn run(
+        &self,
+        _: lakefish_schemas::JobKind,
+        ctx: &JobContext,
+        _: &lakefish_schemas::JobId,
+    ) -> Result<serde_json::Value, JobError> {
+        if ctx.is_queued() {
+            fan_out(ctx, self)
+        } else {
+            Ok(serde_json::to_value(run_here(ctx, self)?)?)
+        }
+    }
+}
+
+impl crate::Job for lakefish_schemas::SprtTask {
+    fn run(
+        &self,
+        _: lakefish_schemas::JobKind,
+        ctx: &JobContext,
+        _: &lakefish_schemas::JobId,
+    ) -> Result<serde_json::Value, JobError> {
+        batch_task(ctx, self)
+    }
+}
+
 /// Runs a whole test in this process, batch after batch, each on all the job's threads.
 pub fn run_here(ctx: &JobContext, spec: &SprtSpec) -> Result<SprtStatus, JobError> {
     let plan = plan(ctx, spec)?;

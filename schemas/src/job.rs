@@ -83,30 +83,141 @@ impl fmt::Display for JobId {
     }
 }
 
-/// A validated job. Serialized as `{"kind": "...", "spec": {...}}`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(tag = "kind", content = "spec", rename_all = "snake_case")]
-pub enum JobSpec {
-    IngestBinpack(IngestSpec),
-    IngestPgn(IngestSpec),
-    Mask(MaskSpec),
-    Shuffle(ShuffleSpec),
-    Train(crate::TrainSpec),
-    /// A run's checkpoint to a `.nnue` file, checked against the float model.
-    Quantize(crate::QuantizeSpec),
-    /// A quantized checkpoint into the content-addressed registry `nets/`.
-    Register(crate::RegisterSpec),
-    /// Self-play games into a binpack, ingested as `positions/source=selfplay`.
-    Datagen(crate::DatagenSpec),
-    /// An SPRT match; queued, it fans out as `sprt_batch` jobs.
-    Sprt(crate::SprtSpec),
-    /// Pass 1 of a fanned-out shuffle for one input part (queued by the `shuffle` job).
-    ShuffleDeal(ShuffleTask),
-    /// Pass 2 of a fanned-out shuffle for one pile (queued by the last deal).
-    ShufflePile(ShuffleTask),
-    /// One batch of an SPRT's game pairs (queued by the `sprt` job and by earlier batches).
-    SprtBatch(crate::SprtTask),
+/// The registry of job kinds: every kind, named once, with the spec type its payload carries
+/// and whether clients may submit it (`submit`) or only lakefish queues it (`internal`).
+///
+/// Everything else about kinds is derived from this list by passing it to a macro (the
+/// "callback" `$cb`): here [`JobKind`], [`JobSpec`] and its decoding; in `lakefish-jobs` the
+/// dispatch to each kind's `Job` implementation; the API's schemas and the CLI's kind lists
+/// come from those. Adding a kind is its module (the spec type, and its `Job` implementation)
+/// and one line here.
+#[macro_export]
+macro_rules! job_kinds {
+    ($cb:ident) => {
+        $cb! {
+            /// Stockfish `.binpack` files into `positions/source=binpack/dataset=<dataset>/`.
+            IngestBinpack = "ingest_binpack", $crate::IngestSpec, submit;
+            /// PGN files into `positions/source=lichess/dataset=<dataset>/month=YYYY-MM/`.
+            IngestPgn = "ingest_pgn", $crate::IngestSpec, submit;
+            /// A per-position mask beside a dataset.
+            Mask = "mask", $crate::MaskSpec, submit;
+            /// Datasets into shuffled chunks; queued, it fans out as `shuffle_deal` jobs.
+            Shuffle = "shuffle", $crate::ShuffleSpec, submit;
+            /// A training run from a shuffle's chunks.
+            Train = "train", $crate::TrainSpec, submit;
+            /// A run's checkpoint to a `.nnue` file, checked against the float model.
+            Quantize = "quantize", $crate::QuantizeSpec, submit;
+            /// A quantized checkpoint into the content-addressed registry `nets/`.
+            Register = "register", $crate::RegisterSpec, submit;
+            /// An SPRT match; queued, it fans out as `sprt_batch` jobs.
+            Sprt = "sprt", $crate::SprtSpec, submit;
+            /// Self-play games into a binpack, ingested as `positions/source=selfplay`.
+            Datagen = "datagen", $crate::DatagenSpec, submit;
+            /// One batch of an SPRT's game pairs (queued by the `sprt` job and by earlier batches).
+            SprtBatch = "sprt_batch", $crate::SprtTask, internal;
+            /// Pass 1 of a fanned-out shuffle for one input part (queued by the `shuffle` job).
+            ShuffleDeal = "shuffle_deal", $crate::ShuffleTask, internal;
+            /// Pass 2 of a fanned-out shuffle for one pile (queued by the last deal).
+            ShufflePile = "shuffle_pile", $crate::ShuffleTask, internal;
+        }
+    };
 }
+
+/// A spec type a job kind carries: checked once decoded, so a payload that cannot run is
+/// refused where it enters (the API, the queue), naming the field.
+pub trait KindSpec: serde::de::DeserializeOwned {
+    fn validate(&self) -> Result<(), String> {
+        Ok(())
+    }
+}
+
+/// Spec types whose inherent `validate` is the check.
+macro_rules! validated_by_inherent_method {
+    ($($t:ty),*) => {
+        $(impl KindSpec for $t {
+            fn validate(&self) -> Result<(), String> {
+                <$t>::validate(self)
+            }
+        })*
+    };
+}
+validated_by_inherent_method!(
+    IngestSpec,
+    ShuffleSpec,
+    ShuffleTask,
+    crate::TrainSpec,
+    crate::QuantizeSpec,
+    crate::RegisterSpec,
+    crate::SprtSpec,
+    crate::SprtTask,
+    crate::DatagenSpec
+);
+impl KindSpec for MaskSpec {}
+
+/// Builds [`JobKind`] and [`JobSpec`] from the registry.
+macro_rules! define_job_kinds {
+    ($( $(#[$doc:meta])* $variant:ident = $name:literal, $spec:ty, $who:ident; )*) => {
+        /// Every kind of job: the `kind` of a payload is [`JobKind::as_str`].
+        #[derive(
+            Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize,
+            schemars::JsonSchema,
+        )]
+        pub enum JobKind {
+            $( $(#[$doc])* #[serde(rename = $name)] $variant, )*
+        }
+
+        impl JobKind {
+            pub const ALL: &'static [JobKind] = &[$(JobKind::$variant),*];
+
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $(JobKind::$variant => $name,)*
+                }
+            }
+
+            /// Kinds lakefish queues itself (a shuffle's passes, an SPRT's batches); clients
+            /// cannot submit them.
+            pub fn is_internal(self) -> bool {
+                match self {
+                    $(JobKind::$variant => job_kinds_is_internal!($who),)*
+                }
+            }
+        }
+
+        /// A validated job. Serialized as `{"kind": "...", "spec": {...}}`.
+        #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+        #[serde(tag = "kind", content = "spec")]
+        pub enum JobSpec {
+            $( $(#[$doc])* #[serde(rename = $name)] $variant($spec), )*
+        }
+
+        impl JobSpec {
+            pub fn job_kind(&self) -> JobKind {
+                match self {
+                    $(JobSpec::$variant(_) => JobKind::$variant,)*
+                }
+            }
+
+            /// The spec of `kind` from its JSON, validated; the error names the field.
+            fn decode_kind(kind: JobKind, spec: serde_json::Value) -> Result<JobSpec, String> {
+                Ok(match kind {
+                    $(JobKind::$variant => JobSpec::$variant(valid::<$spec>(spec)?),)*
+                })
+            }
+        }
+    };
+}
+
+macro_rules! job_kinds_is_internal {
+    (submit) => {
+        false
+    };
+    (internal) => {
+        true
+    };
+}
+
+job_kinds!(define_job_kinds);
 
 /// The body of `POST /v1/jobs`, for its schema and for clients: [`JobSpec::from_request`]
 /// reads it (it also names what is wrong in a bad one).
@@ -200,98 +311,29 @@ impl IngestSpec {
     }
 }
 
-/// Every kind of job, named once: the `kind` of a payload is [`JobKind::as_str`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum JobKind {
-    IngestBinpack,
-    IngestPgn,
-    Mask,
-    Shuffle,
-    Train,
-    Quantize,
-    Register,
-    Sprt,
-    Datagen,
-    SprtBatch,
-    ShuffleDeal,
-    ShufflePile,
-}
-
 impl JobKind {
-    pub const ALL: [JobKind; 12] = [
-        JobKind::IngestBinpack,
-        JobKind::IngestPgn,
-        JobKind::Mask,
-        JobKind::Shuffle,
-        JobKind::Train,
-        JobKind::Quantize,
-        JobKind::Register,
-        JobKind::Sprt,
-        JobKind::Datagen,
-        JobKind::SprtBatch,
-        JobKind::ShuffleDeal,
-        JobKind::ShufflePile,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            JobKind::IngestBinpack => "ingest_binpack",
-            JobKind::IngestPgn => "ingest_pgn",
-            JobKind::Mask => "mask",
-            JobKind::Shuffle => "shuffle",
-            JobKind::Train => "train",
-            JobKind::Quantize => "quantize",
-            JobKind::Register => "register",
-            JobKind::Sprt => "sprt",
-            JobKind::Datagen => "datagen",
-            JobKind::SprtBatch => "sprt_batch",
-            JobKind::ShuffleDeal => "shuffle_deal",
-            JobKind::ShufflePile => "shuffle_pile",
-        }
-    }
-
     pub fn parse(name: &str) -> Option<JobKind> {
-        JobKind::ALL.into_iter().find(|k| k.as_str() == name)
+        JobKind::ALL.iter().copied().find(|k| k.as_str() == name)
     }
 
-    /// Kinds lakefish queues itself (a shuffle's passes, an SPRT's batches); clients cannot
-    /// submit them.
-    pub fn is_internal(self) -> bool {
-        matches!(
-            self,
-            JobKind::SprtBatch | JobKind::ShuffleDeal | JobKind::ShufflePile
-        )
-    }
-
-    /// The kinds clients may submit, for error messages: "ingest_binpack, ingest_pgn, ...".
+    /// The kinds clients may submit, for error messages and help: "ingest_binpack, ...".
     pub fn submittable() -> String {
         JobKind::ALL
-            .into_iter()
+            .iter()
             .filter(|k| !k.is_internal())
-            .map(JobKind::as_str)
+            .map(|k| k.as_str())
             .collect::<Vec<_>>()
             .join(", ")
     }
 }
 
-impl JobSpec {
-    pub fn job_kind(&self) -> JobKind {
-        match self {
-            JobSpec::IngestBinpack(_) => JobKind::IngestBinpack,
-            JobSpec::IngestPgn(_) => JobKind::IngestPgn,
-            JobSpec::Mask(_) => JobKind::Mask,
-            JobSpec::Shuffle(_) => JobKind::Shuffle,
-            JobSpec::Train(_) => JobKind::Train,
-            JobSpec::Quantize(_) => JobKind::Quantize,
-            JobSpec::Register(_) => JobKind::Register,
-            JobSpec::Sprt(_) => JobKind::Sprt,
-            JobSpec::Datagen(_) => JobKind::Datagen,
-            JobSpec::SprtBatch(_) => JobKind::SprtBatch,
-            JobSpec::ShuffleDeal(_) => JobKind::ShuffleDeal,
-            JobSpec::ShufflePile(_) => JobKind::ShufflePile,
-        }
+impl fmt::Display for JobKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
     }
+}
 
+impl JobSpec {
     pub fn kind(&self) -> &'static str {
         self.job_kind().as_str()
     }
@@ -370,52 +412,14 @@ impl JobSpec {
             kind: kind.as_str(),
             message,
         };
-        Ok(match kind {
-            JobKind::IngestBinpack => {
-                JobSpec::IngestBinpack(valid(spec, IngestSpec::validate).map_err(invalid)?)
-            }
-            JobKind::IngestPgn => {
-                JobSpec::IngestPgn(valid(spec, IngestSpec::validate).map_err(invalid)?)
-            }
-            JobKind::Mask => JobSpec::Mask(from_spec(spec).map_err(invalid)?),
-            JobKind::Shuffle => {
-                JobSpec::Shuffle(valid(spec, ShuffleSpec::validate).map_err(invalid)?)
-            }
-            JobKind::Train => {
-                JobSpec::Train(valid(spec, crate::TrainSpec::validate).map_err(invalid)?)
-            }
-            JobKind::Quantize => {
-                JobSpec::Quantize(valid(spec, crate::QuantizeSpec::validate).map_err(invalid)?)
-            }
-            JobKind::Register => {
-                JobSpec::Register(valid(spec, crate::RegisterSpec::validate).map_err(invalid)?)
-            }
-            JobKind::Sprt => {
-                JobSpec::Sprt(valid(spec, crate::SprtSpec::validate).map_err(invalid)?)
-            }
-            JobKind::Datagen => {
-                JobSpec::Datagen(valid(spec, crate::DatagenSpec::validate).map_err(invalid)?)
-            }
-            JobKind::SprtBatch => {
-                JobSpec::SprtBatch(valid(spec, crate::SprtTask::validate).map_err(invalid)?)
-            }
-            JobKind::ShuffleDeal => {
-                JobSpec::ShuffleDeal(valid(spec, ShuffleTask::validate).map_err(invalid)?)
-            }
-            JobKind::ShufflePile => {
-                JobSpec::ShufflePile(valid(spec, ShuffleTask::validate).map_err(invalid)?)
-            }
-        })
+        JobSpec::decode_kind(kind, spec).map_err(invalid)
     }
 }
 
-/// Deserializes a spec and checks it with `validate`.
-fn valid<T: serde::de::DeserializeOwned>(
-    spec: serde_json::Value,
-    validate: fn(&T) -> Result<(), String>,
-) -> Result<T, String> {
-    let t = from_spec(spec)?;
-    validate(&t)?;
+/// Deserializes a spec and checks it.
+fn valid<T: KindSpec>(spec: serde_json::Value) -> Result<T, String> {
+    let t: T = from_spec(spec)?;
+    t.validate()?;
     Ok(t)
 }
 
@@ -513,7 +517,7 @@ pub struct Progress {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct JobRecord {
     pub id: JobId,
-    pub kind: String,
+    pub kind: JobKind,
     pub spec: JobSpec,
     pub state: JobState,
     pub progress: Progress,
@@ -638,6 +642,40 @@ mod tests {
         q.version = 2;
         q.spec = serde_json::json!({"kind": "train_the_net", "spec": {"new": true}});
         assert!(q.spec().unwrap_err().to_string().contains("version 2"));
+    }
+
+    /// Everything derived from the registry agrees with it: names, serde, the submission
+    /// schema, and which kinds a client may send.
+    #[test]
+    fn every_registered_kind_is_named_decoded_and_described_alike() {
+        let mut names = std::collections::BTreeSet::new();
+        let schema = serde_json::to_value(schemars::schema_for!(SubmitRequest)).unwrap();
+        let described: Vec<&str> = schema["oneOf"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|v| v.pointer("/properties/kind/const")?.as_str())
+            .collect();
+        for &kind in JobKind::ALL {
+            let name = kind.as_str();
+            assert!(names.insert(name), "{name} registered twice");
+            assert_eq!(JobKind::parse(name), Some(kind));
+            assert_eq!(serde_json::to_value(kind).unwrap(), name);
+            assert_eq!(described.contains(&name), !kind.is_internal(), "{name}");
+            // The payload names its kind; a client may not send an internal one.
+            let body = format!(r#"{{"kind":"{name}","spec":{{}}}}"#);
+            let refused = JobSpec::from_request(body.as_bytes()).unwrap_err();
+            if kind.is_internal() {
+                assert_eq!(refused, SpecError::UnknownKind(name.into()));
+            } else {
+                assert!(
+                    matches!(&refused, SpecError::Invalid { kind: k, .. } if *k == name),
+                    "{name}: {refused}"
+                );
+            }
+        }
+        assert_eq!(JobKind::parse("no_such_kind"), None);
+        assert_eq!(described.len(), JobKind::submittable().split(", ").count());
     }
 
     #[test]

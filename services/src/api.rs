@@ -694,10 +694,17 @@ async fn list_jobs(
         })?),
     };
     let kind = match q.kind {
-        Some(k) if lakefish_schemas::JobKind::parse(&k).is_none() => {
-            return Err(ApiError::BadRequest(format!("unknown job kind {k:?}")));
-        }
-        k => k,
+        Some(k) => Some(lakefish_schemas::JobKind::parse(&k).ok_or_else(|| {
+            ApiError::BadRequest(format!(
+                "unknown job kind {k:?} (known: {})",
+                lakefish_schemas::JobKind::ALL
+                    .iter()
+                    .map(|k| k.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ))
+        })?),
+        None => None,
     };
     let after = q
         .after

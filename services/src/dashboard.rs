@@ -155,7 +155,7 @@ fn jobs_table(jobs: &[JobRecord]) -> String {
             r#"<tr><td><a href="/v1/jobs/{id}"><code>{sid}</code></a></td><td>{kind}</td><td>{target}</td><td>{state}</td><td>{stage} {bar}</td><td class="num">{rows}</td><td>{worker}</td><td>{created}</td><td>{finished}</td><td class="error">{error}</td></tr>"#,
             id = j.id,
             sid = short(j.id.as_str()),
-            kind = escape(&j.kind),
+            kind = escape(j.kind.as_str()),
             target = job_target(j),
             state = state_badge(j.state.as_str()),
             stage = escape(&j.progress.stage),

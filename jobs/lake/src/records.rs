@@ -64,7 +64,7 @@ impl JobCursor {
 #[derive(Clone, Debug, Default)]
 pub struct JobQuery {
     pub state: Option<JobState>,
-    pub kind: Option<String>,
+    pub kind: Option<lakefish_schemas::JobKind>,
     pub after: Option<JobCursor>,
     pub limit: usize,
 }
@@ -79,7 +79,7 @@ pub struct JobPage {
 /// How many jobs of a kind are in a state, and how long the finished ones took.
 #[derive(Clone, Debug, PartialEq)]
 pub struct JobTally {
-    pub kind: String,
+    pub kind: lakefish_schemas::JobKind,
     pub state: JobState,
     pub count: u64,
     /// Start to finish, summed over the `timed` records that have both.
@@ -146,7 +146,7 @@ impl JobStore {
     pub fn new_record(id: JobId, spec: JobSpec) -> JobRecord {
         JobRecord {
             id,
-            kind: spec.kind().to_string(),
+            kind: spec.job_kind(),
             spec,
             state: JobState::Queued,
             progress: Progress::default(),
@@ -319,7 +319,7 @@ impl RecordBackend for LakeRecords {
         let mut all = self.scan(MAX_LAKE_RECORDS_SCANNED).await?;
         all.retain(|r| {
             query.state.is_none_or(|s| r.state == s)
-                && query.kind.as_ref().is_none_or(|k| &r.kind == k)
+                && query.kind.as_ref().is_none_or(|k| r.kind == *k)
                 && query.after.as_ref().is_none_or(|c| c.precedes(r))
         });
         all.sort_by(|a, b| (&b.created, b.id.as_str()).cmp(&(&a.created, a.id.as_str())));
@@ -334,13 +334,13 @@ impl RecordBackend for LakeRecords {
     }
 
     async fn tally(&self) -> Result<Vec<JobTally>, JobError> {
-        let mut by: std::collections::BTreeMap<(String, &'static str), JobTally> =
+        let mut by: std::collections::BTreeMap<(&'static str, &'static str), JobTally> =
             Default::default();
         for r in self.scan(MAX_LAKE_RECORDS_SCANNED).await? {
             let t = by
-                .entry((r.kind.clone(), r.state.as_str()))
+                .entry((r.kind.as_str(), r.state.as_str()))
                 .or_insert_with(|| JobTally {
-                    kind: r.kind.clone(),
+                    kind: r.kind,
                     state: r.state,
                     count: 0,
                     seconds: 0.0,

@@ -18,7 +18,7 @@ use lakefish_lake::records::{
     run_seconds,
 };
 use lakefish_lake::{JobError, Lake};
-use lakefish_schemas::{JobId, JobRecord, JobState};
+use lakefish_schemas::{JobId, JobKind, JobRecord, JobState};
 use sqlx::any::{AnyPoolOptions, AnyRow};
 use sqlx::{AnyPool, Row};
 use std::time::Duration;
@@ -407,7 +407,7 @@ impl SqlRecords {
                 for rec in rows {
                     q = q
                         .bind(rec.id.to_string())
-                        .bind(rec.kind.clone())
+                        .bind(rec.kind.as_str())
                         .bind(rec.state.as_str())
                         .bind(rec.created.clone())
                         .bind(run_seconds(rec).map(|s| (s * 1000.0).round() as i64))
@@ -509,7 +509,7 @@ impl SqlRecords {
 /// A change of one `job_tally` row.
 #[derive(Debug, PartialEq)]
 struct Delta {
-    kind: String,
+    kind: &'static str,
     state: &'static str,
     count: i64,
     run_ms: i64,
@@ -520,7 +520,7 @@ impl Delta {
     fn of(rec: &JobRecord, sign: i64) -> Delta {
         let ms = run_seconds(rec).map(|s| (s * 1000.0).round() as i64);
         Delta {
-            kind: rec.kind.clone(),
+            kind: rec.kind.as_str(),
             state: rec.state.as_str(),
             count: sign,
             run_ms: sign * ms.unwrap_or(0),
@@ -535,7 +535,7 @@ async fn apply_deltas(
     tx: &mut sqlx::Transaction<'_, sqlx::Any>,
     mut deltas: Vec<Delta>,
 ) -> Result<(), sqlx::Error> {
-    deltas.sort_by(|a, b| (&a.kind, a.state).cmp(&(&b.kind, b.state)));
+    deltas.sort_by(|a, b| (a.kind, a.state).cmp(&(b.kind, b.state)));
     let mut merged: Vec<Delta> = Vec::new();
     for d in deltas {
         match merged.last_mut() {
@@ -556,7 +556,7 @@ async fn apply_deltas(
              ON CONFLICT (kind, state) DO UPDATE SET count = job_tally.count + excluded.count,
                  run_ms = job_tally.run_ms + excluded.run_ms, timed = job_tally.timed + excluded.timed",
         )
-        .bind(d.kind.as_str())
+        .bind(d.kind)
         .bind(d.state)
         .bind(d.count)
         .bind(d.run_ms)
@@ -720,8 +720,14 @@ impl RecordBackend for SqlRecords {
                 key: format!("metastore {}", spec.describe()),
                 reason: format!("unknown state {state:?}"),
             })?;
+            let kind: String = row.try_get(0).map_err(fail)?;
+            let kind = JobKind::parse(&kind).ok_or_else(|| JobError::Corrupt {
+                what: "job tally",
+                key: format!("metastore {}", spec.describe()),
+                reason: format!("unknown job kind {kind:?}"),
+            })?;
             out.push(JobTally {
-                kind: row.try_get(0).map_err(fail)?,
+                kind,
                 state,
                 count: row.try_get::<i64, _>(2).map_err(fail)?.max(0) as u64,
                 seconds: row.try_get::<i64, _>(3).map_err(fail)? as f64 / 1000.0,

@@ -6,7 +6,7 @@
 use lakefish_lake::Lake;
 use lakefish_lake::records::{JobCursor, JobQuery, JobStore, run_seconds};
 use lakefish_metastore::{MetastoreSpec, SCHEMA_VERSION, SqlRecords, open_job_store};
-use lakefish_schemas::{JobId, JobRecord, JobSpec, JobState};
+use lakefish_schemas::{JobId, JobKind, JobRecord, JobSpec, JobState};
 use lakefish_testkit::Postgres;
 use std::collections::BTreeMap;
 
@@ -18,7 +18,7 @@ fn spec() -> JobSpec {
     .unwrap()
 }
 
-const KINDS: [&str; 3] = ["ingest_pgn", "train", "sprt_batch"];
+const KINDS: [JobKind; 3] = [JobKind::IngestPgn, JobKind::Train, JobKind::SprtBatch];
 
 /// Record `i` of a history: creation times rise with `i` but every fifth shares its
 /// predecessor's millisecond (ties are broken by id); kinds and states cycle.
@@ -31,7 +31,7 @@ fn record(i: usize) -> JobRecord {
             .to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
     };
     rec.created = at(ms);
-    rec.kind = KINDS[i % 3].to_string();
+    rec.kind = KINDS[i % 3];
     rec.state = JobState::ALL[i % 4];
     if rec.state.is_final() {
         rec.started = Some(at(ms + 1000));
@@ -85,9 +85,10 @@ async fn suite(store: JobStore) {
     // Filters, alone and together, page the same way.
     for (state, kind) in [
         (Some(JobState::Failed), None),
-        (None, Some("train")),
-        (Some(JobState::Succeeded), Some("sprt_batch")),
-        (Some(JobState::Running), Some("no_such_kind")),
+        (None, Some(JobKind::Train)),
+        (Some(JobState::Succeeded), Some(JobKind::SprtBatch)),
+        // A kind no record has.
+        (Some(JobState::Running), Some(JobKind::Datagen)),
     ] {
         let expect: Vec<JobRecord> = history
             .iter()
@@ -96,7 +97,7 @@ async fn suite(store: JobStore) {
             .collect();
         let q = JobQuery {
             state,
-            kind: kind.map(str::to_string),
+            kind,
             limit: 4,
             after: None,
         };
@@ -187,18 +188,16 @@ async fn suite(store: JobStore) {
 }
 
 async fn assert_tally(store: &JobStore, records: &[JobRecord]) {
-    let mut expect: BTreeMap<(String, &str), (u64, u64, f64)> = BTreeMap::new();
+    let mut expect: BTreeMap<(JobKind, &str), (u64, u64, f64)> = BTreeMap::new();
     for r in records {
-        let e = expect
-            .entry((r.kind.clone(), r.state.as_str()))
-            .or_default();
+        let e = expect.entry((r.kind, r.state.as_str())).or_default();
         e.0 += 1;
         if let Some(s) = run_seconds(r) {
             e.1 += 1;
             e.2 += s;
         }
     }
-    let mut got: BTreeMap<(String, &str), (u64, u64, f64)> = BTreeMap::new();
+    let mut got: BTreeMap<(JobKind, &str), (u64, u64, f64)> = BTreeMap::new();
     for t in store.tally().await.unwrap() {
         if t.count > 0 {
             got.insert((t.kind, t.state.as_str()), (t.count, t.timed, t.seconds));
