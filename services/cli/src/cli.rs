@@ -174,8 +174,8 @@ pub(crate) enum Command {
         #[arg(long)]
         state: Option<String>,
         /// Only jobs of this kind (ingest_pgn, train, sprt, ...).
-        #[arg(long)]
-        kind: Option<String>,
+        #[arg(long, value_parser = job_kind)]
+        kind: Option<lakefish_schemas::JobKind>,
         /// The list as JSON, as `GET /v1/jobs` gives it (with the cursor of the next page).
         #[arg(long)]
         json: bool,
@@ -348,6 +348,10 @@ pub(crate) enum IngestCommand {
 #[derive(Subcommand)]
 pub(crate) enum SubmitCommand {
     /// Queue a job from its JSON ({"kind": ..., "spec": {...}}), as POST /v1/jobs takes it.
+    #[command(after_help = format!(
+        "Kinds: {}. Each spec's fields: GET /v1/openapi.json, schema SubmitRequest.",
+        lakefish_schemas::JobKind::submittable()
+    ))]
     Json {
         /// A JSON file holding the request body: {"kind": ..., "spec": {...}}.
         file: String,
@@ -844,4 +848,15 @@ mod tests {
     fn every_command_and_argument_has_help() {
         crate::cli::Cli::command().debug_assert();
     }
+}
+
+/// A job kind named on the command line.
+fn job_kind(name: &str) -> Result<lakefish_schemas::JobKind, String> {
+    lakefish_schemas::JobKind::parse(name).ok_or_else(|| {
+        let known: Vec<&str> = lakefish_schemas::JobKind::ALL
+            .iter()
+            .map(|k| k.as_str())
+            .collect();
+        format!("unknown job kind (known: {})", known.join(", "))
+    })
 }

@@ -212,7 +212,7 @@ pub(crate) async fn wait_for_shuffle(
 pub(crate) async fn show_jobs(
     api: &str,
     state: Option<String>,
-    kind: Option<String>,
+    kind: Option<lakefish_schemas::JobKind>,
     id: Option<String>,
     json: bool,
 ) -> anyhow::Result<()> {
