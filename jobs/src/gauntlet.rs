@@ -12,7 +12,7 @@ use crate::{JobContext, JobError};
 pub struct GauntletLevel {
     /// The reference's `UCI_Elo`.
     pub uci_elo: u32,
-    pub sprt: String,
+    pub sprt: lakefish_schemas::names::SprtId,
     pub wins: u64,
     pub draws: u64,
     pub losses: u64,

@@ -9,6 +9,7 @@ use crate::{JobContext, JobError, Lake};
 use bytes::Bytes;
 use lakefish_engine::nnue::Network;
 use lakefish_lake::catalog::{CatalogEntry, CatalogKind, CatalogQuery};
+use lakefish_schemas::names::RunId;
 use lakefish_schemas::nets::{
     BEST_KEY, BestNet, NETS_PREFIX, checkpoint_step, name_for_sha256, net_keys, net_name,
     quantized_keys,
@@ -32,7 +33,9 @@ pub async fn list_runs(lake: &Lake) -> Result<Vec<RunRecord>, JobError> {
             .rsplit('/')
             .next()
             .unwrap_or_default();
-        if let Some(r) = read_run(lake, id).await? {
+        // Only a run's directory has a run id for a name.
+        let Ok(id) = RunId::new(id) else { continue };
+        if let Some(r) = read_run(lake, &id).await? {
             out.push(r);
         }
     }
@@ -40,7 +43,7 @@ pub async fn list_runs(lake: &Lake) -> Result<Vec<RunRecord>, JobError> {
     Ok(out)
 }
 
-pub async fn read_run(lake: &Lake, run: &str) -> Result<Option<RunRecord>, JobError> {
+pub async fn read_run(lake: &Lake, run: &RunId) -> Result<Option<RunRecord>, JobError> {
     lake.get_json(&format!("runs/{run}/{RUN_FILE}"), "run record")
         .await
 }
@@ -113,7 +116,7 @@ pub struct RunWithMetrics {
 }
 
 /// A run's record with its metrics; `None` for an unknown run.
-pub async fn run_with_metrics(lake: &Lake, id: &str) -> Result<Option<RunWithMetrics>, JobError> {
+pub async fn run_with_metrics(lake: &Lake, id: &RunId) -> Result<Option<RunWithMetrics>, JobError> {
     let Some(run) = read_run(lake, id).await? else {
         return Ok(None);
     };
@@ -288,10 +291,10 @@ async fn register_async(lake: &Lake, spec: &RegisterSpec) -> Result<NetManifest,
         arch,
         arch_hash: report.arch_hash.clone(),
         description,
-        run: run.id.clone(),
+        run: run.id.to_string(),
         checkpoint,
         step,
-        shuffle: shuffle.id.clone(),
+        shuffle: shuffle.id.to_string(),
         datasets: shuffle
             .datasets
             .iter()

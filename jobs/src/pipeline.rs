@@ -502,7 +502,10 @@ fn train(
     config: &PipelineConfig,
     run: &mut PipelineRun,
 ) -> Result<Step, JobError> {
-    let shuffle = run.shuffle.clone().unwrap_or_default();
+    let shuffle = run
+        .shuffle
+        .clone()
+        .ok_or_else(|| JobError::Failed("this pipeline run has no shuffle yet".into()))?;
     let mut spec = config
         .train_spec(&shuffle, None)
         .map_err(JobError::Payload)?;
@@ -518,7 +521,8 @@ fn train(
             .warm_train_spec(&shuffle)
             .map_err(JobError::Payload)?;
         spec.init_from = Some(lakefish_schemas::train::InitFrom {
-            run: m.run,
+            run: lakefish_schemas::names::RunId::new(&m.run)
+                .map_err(|e| JobError::Failed(format!("the best net's run: {e}")))?,
             step: m.step,
         });
     }
@@ -532,7 +536,12 @@ fn train(
         Ok(r) => r,
         Err(step) => return Ok(step),
     };
-    run.train_run = result["id"].as_str().map(str::to_string);
+    run.train_run = result["id"]
+        .as_str()
+        .map(|id| {
+            lakefish_schemas::names::RunId::new(id).map_err(|e| JobError::Failed(e.to_string()))
+        })
+        .transpose()?;
     Ok(Step::Done)
 }
 
@@ -541,7 +550,7 @@ fn quantize(
     config: &PipelineConfig,
     run: &mut PipelineRun,
 ) -> Result<Step, JobError> {
-    let train_run = run.train_run.clone().unwrap_or_default();
+    let train_run = trained(run)?;
     let spec = config
         .quantize_spec(&train_run)
         .map_err(JobError::Payload)?;
@@ -559,8 +568,15 @@ fn quantize(
     Ok(Step::Done)
 }
 
+/// The run this pipeline run trained: the steps after training need it.
+fn trained(run: &PipelineRun) -> Result<lakefish_schemas::names::RunId, JobError> {
+    run.train_run
+        .clone()
+        .ok_or_else(|| JobError::Failed("this pipeline run has no training run yet".into()))
+}
+
 fn register(ctx: &JobContext, run: &mut PipelineRun) -> Result<Step, JobError> {
-    let train_run = run.train_run.clone().unwrap_or_default();
+    let train_run = trained(run)?;
     let best = ctx.block_on(crate::nets::read_best(&ctx.lake))?;
     let spec = RegisterSpec {
         run: train_run.clone(),
@@ -608,7 +624,8 @@ fn sprt(
         Ok(r) => r,
         Err(step) => return Ok(step),
     };
-    let id = result["sprt"].as_str().unwrap_or_default().to_string();
+    let id = lakefish_schemas::names::SprtId::new(result["sprt"].as_str().unwrap_or_default())
+        .map_err(|e| JobError::Failed(format!("the sprt job's result: {e}")))?;
     run.sprt = Some(id.clone());
     let Some(status) = ctx.block_on(crate::sprt::status(&ctx.lake, &id))? else {
         return Ok(Step::Waiting);

@@ -23,6 +23,7 @@ use lakefish_lake::catalog::{CatalogEntry, CatalogKind, CatalogQuery};
 use lakefish_lake::datasets::read_manifest;
 use lakefish_lake::parts::{chunk_writer_properties, encode_parquet_with};
 use lakefish_lake::records::now;
+use lakefish_schemas::names::ShuffleId;
 use lakefish_schemas::positions::dataset_prefix;
 use lakefish_schemas::shuffle::{
     PlannedPart, SHUFFLE_MANIFEST_FILE, SHUFFLE_PLAN_FILE, ShuffleChunk, chunk_file_name,
@@ -115,7 +116,11 @@ pub fn plan(ctx: &JobContext, spec: &ShuffleSpec) -> Result<ShufflePlan, JobErro
     for j in &dataset_jobs {
         h.update(j.as_str());
     }
-    let id = format!("sh-{}", &hex::encode(h.finalize())[..12]);
+    let id = lakefish_schemas::names::ShuffleId::new(&format!(
+        "sh-{}",
+        &hex::encode(h.finalize())[..12]
+    ))
+    .expect("sh- and hex digits make a name");
     Ok(ShufflePlan {
         id,
         spec: spec.clone(),
@@ -124,14 +129,17 @@ pub fn plan(ctx: &JobContext, spec: &ShuffleSpec) -> Result<ShufflePlan, JobErro
     })
 }
 
-pub async fn read_plan(lake: &crate::Lake, id: &str) -> Result<Option<ShufflePlan>, JobError> {
+pub async fn read_plan(
+    lake: &crate::Lake,
+    id: &ShuffleId,
+) -> Result<Option<ShufflePlan>, JobError> {
     let key = format!("{}/{SHUFFLE_PLAN_FILE}", shuffle_prefix(id));
     lake.get_json(&key, "shuffle plan").await
 }
 
 pub async fn read_shuffle_manifest(
     lake: &crate::Lake,
-    id: &str,
+    id: &ShuffleId,
 ) -> Result<Option<ShuffleManifest>, JobError> {
     let key = format!("{}/{SHUFFLE_MANIFEST_FILE}", shuffle_prefix(id));
     lake.get_json(&key, "shuffle manifest").await
@@ -147,7 +155,8 @@ pub async fn list_shuffles(lake: &crate::Lake) -> Result<Vec<ShuffleManifest>, J
     let mut out = Vec::new();
     for dir in lake.list_dirs("shuffled").await? {
         let id = dir.rsplit('/').next().unwrap_or_default();
-        if let Some(m) = read_shuffle_manifest(lake, id).await? {
+        let Ok(id) = ShuffleId::new(id) else { continue };
+        if let Some(m) = read_shuffle_manifest(lake, &id).await? {
             out.push(m);
         }
     }
@@ -295,7 +304,7 @@ pub struct ChunkRow {
 /// The first `limit` rows of chunk `index` of committed shuffle `id`.
 pub fn chunk_rows_as_text(
     ctx: &JobContext,
-    id: &str,
+    id: &ShuffleId,
     index: u32,
     limit: usize,
 ) -> Result<Vec<ChunkRow>, JobError> {
@@ -305,10 +314,6 @@ pub fn chunk_rows_as_text(
     use lakefish_schemas::positions::{
         COL_BOARD, COL_FEN, COL_GAME_ID, COL_MOVE, COL_PLY, COL_RESULT, COL_SCORE,
     };
-    lakefish_schemas::names::check_segment("shuffle id", id, 64).map_err(|e| JobError::Input {
-        input: id.to_string(),
-        reason: e.to_string(),
-    })?;
     let m = ctx
         .block_on(read_shuffle_manifest(&ctx.lake, id))?
         .ok_or_else(|| JobError::Input {
@@ -696,7 +701,7 @@ pub fn shuffle_here(ctx: &JobContext, spec: &ShuffleSpec) -> Result<ShuffleManif
 /// What a fanned-out `shuffle` job returns: the passes run as their own jobs.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct FannedOut {
-    pub shuffle: String,
+    pub shuffle: lakefish_schemas::names::ShuffleId,
     /// True when the shuffle was already committed: nothing was queued.
     pub already_present: bool,
     pub deal_jobs: usize,
@@ -709,7 +714,7 @@ fn task_id(plan_id: &str, pass: &str, index: u32) -> JobId {
 
 /// The error of a fanned-out shuffle's first failed pass, if one failed for good (the
 /// shuffle then never completes, and whoever waits for it should stop waiting).
-pub fn failed_task(ctx: &JobContext, id: &str) -> Result<Option<String>, JobError> {
+pub fn failed_task(ctx: &JobContext, id: &ShuffleId) -> Result<Option<String>, JobError> {
     let Some(plan) = ctx.block_on(read_plan(&ctx.lake, id))? else {
         return Ok(None);
     };
@@ -849,7 +854,7 @@ pub enum ShuffleStatus {
 
 pub async fn shuffle_status(
     lake: &crate::Lake,
-    id: &str,
+    id: &ShuffleId,
 ) -> Result<Option<ShuffleStatus>, JobError> {
     if let Some(m) = read_shuffle_manifest(lake, id).await? {
         return Ok(Some(ShuffleStatus::Committed(m)));
@@ -866,7 +871,7 @@ pub async fn shuffle_status(
         .await?
         .len();
     Ok(Some(ShuffleStatus::Running {
-        id: plan.id,
+        id: plan.id.to_string(),
         parts: plan.parts.len(),
         dealt,
         chunks: plan.spec.chunks,

@@ -21,6 +21,7 @@ use lakefish_schemas::{
 use shakmaty::Chess;
 
 use crate::{JobContext, JobError, Lake};
+use lakefish_schemas::names::SprtId;
 
 fn plan_key(id: &str) -> String {
     format!("{SPRT_PREFIX}/{id}/test.json")
@@ -87,10 +88,11 @@ pub fn plan(ctx: &JobContext, spec: &SprtSpec) -> Result<SprtPlan, JobError> {
     let book_sha = crate::nets::sha256_hex(epd.as_bytes());
     let identity =
         serde_json::json!({"spec": same, "new": new.name, "base": base.name, "book": book_sha});
-    let id = format!(
+    let id = lakefish_schemas::names::SprtId::new(&format!(
         "sprt-{}",
         &crate::nets::sha256_hex(identity.to_string().as_bytes())[..12]
-    );
+    ))
+    .expect("sprt- and hex digits make a name");
     if let Some(existing) = ctx.block_on(read_plan(&ctx.lake, &id))? {
         return Ok(existing);
     }
@@ -122,7 +124,7 @@ pub async fn index_status(lake: &Lake, s: &SprtStatus) -> Result<(), JobError> {
     lake.index(entry).await
 }
 
-pub async fn read_plan(lake: &Lake, id: &str) -> Result<Option<SprtPlan>, JobError> {
+pub async fn read_plan(lake: &Lake, id: &SprtId) -> Result<Option<SprtPlan>, JobError> {
     lake.get_json(&plan_key(id), "sprt test").await
 }
 
@@ -275,7 +277,7 @@ fn ensure_batch(ctx: &JobContext, arena: &Arena, index: u64) -> Result<bool, Job
 }
 
 /// The test's state from its stored batches (or its result once decided).
-pub async fn status(lake: &Lake, id: &str) -> Result<Option<SprtStatus>, JobError> {
+pub async fn status(lake: &Lake, id: &SprtId) -> Result<Option<SprtStatus>, JobError> {
     if let Some(done) = lake
         .get_json::<SprtStatus>(&result_key(id), "sprt result")
         .await?
@@ -470,7 +472,11 @@ fn batch_id(id: &str, index: u64) -> JobId {
 
 /// The error of a failed batch among the next `concurrency` after the `counted` ones: a test
 /// whose batch failed for good never decides.
-pub fn failed_batch(ctx: &JobContext, id: &str, counted: u64) -> Result<Option<String>, JobError> {
+pub fn failed_batch(
+    ctx: &JobContext,
+    id: &SprtId,
+    counted: u64,
+) -> Result<Option<String>, JobError> {
     let Some(plan) = ctx.block_on(read_plan(&ctx.lake, id))? else {
         return Ok(None);
     };
@@ -566,7 +572,8 @@ pub async fn list(
     let mut out = Vec::new();
     for dir in lake.list_dirs(SPRT_PREFIX).await? {
         let id = dir.trim_end_matches('/').rsplit('/').next().unwrap_or("");
-        if let Some(s) = status(lake, id).await? {
+        let Ok(id) = SprtId::new(id) else { continue };
+        if let Some(s) = status(lake, &id).await? {
             let involves = |n: &str| s.new.name == n || s.base.name == n;
             if net.is_none_or(involves) && state.is_none_or(|st| s.state == st) {
                 out.push(s);
@@ -578,7 +585,7 @@ pub async fn list(
 }
 
 /// The games played so far (all counted games once decided), as PGN.
-pub async fn pgn(lake: &Lake, id: &str) -> Result<Option<String>, JobError> {
+pub async fn pgn(lake: &Lake, id: &SprtId) -> Result<Option<String>, JobError> {
     if let Some(bytes) = lake.get(&pgn_key(id)).await? {
         return Ok(Some(String::from_utf8_lossy(&bytes).into_owned()));
     }

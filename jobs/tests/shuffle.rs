@@ -494,11 +494,14 @@ fn chunks_carry_packed_boards_that_print_back_as_their_fens() {
         text.iter()
             .all(|r| r.packed && r.fen.split(' ').count() == 6)
     );
-    // Outside input is refused by name, not looked up.
-    for (id, index) in [("../etc", 0), ("sh-000000000000", 0), (m.id.as_str(), 99)] {
-        let e = lakefish_jobs::shuffle::chunk_rows_as_text(&fx.ctx(), id, index, 5)
+    // Outside input is refused by name, not looked up: a path is not a shuffle id at all.
+    let e = lakefish_schemas::names::ShuffleId::new("../etc").unwrap_err();
+    assert!(e.to_string().contains("../etc"), "{e}");
+    for (id, index) in [("sh-000000000000", 0), (m.id.as_str(), 99)] {
+        let id = lakefish_schemas::names::ShuffleId::new(id).unwrap();
+        let e = lakefish_jobs::shuffle::chunk_rows_as_text(&fx.ctx(), &id, index, 5)
             .unwrap_err()
             .to_string();
-        assert!(e.contains(id), "{e}");
+        assert!(e.contains(id.as_str()), "{e}");
     }
 }

@@ -700,7 +700,13 @@ mod tests {
                 ..ok.clone()
             };
             let e = job.spec().unwrap_err().to_string();
-            assert!(e.contains("not a shuffle id"), "{bad}: {e}");
+            // Refused as a name when it could not be one, else by the id's own form.
+            assert!(
+                e.contains("not a shuffle id")
+                    || e.contains(&format!("shuffle name {bad:?}"))
+                    || e.contains("shuffle name is empty"),
+                "{bad}: {e}"
+            );
         }
         // Clients cannot submit them.
         let body = br#"{"kind":"shuffle_pile","spec":{"shuffle":"sh-0123456789ab","index":0}}"#;

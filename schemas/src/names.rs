@@ -103,6 +103,38 @@ macro_rules! segment_name {
                 $name::new(s)
             }
         }
+
+        /// Read-only: a checked name is used wherever a `&str` is.
+        impl std::ops::Deref for $name {
+            type Target = str;
+            fn deref(&self) -> &str {
+                &self.0
+            }
+        }
+
+        impl AsRef<str> for $name {
+            fn as_ref(&self) -> &str {
+                &self.0
+            }
+        }
+
+        impl PartialEq<str> for $name {
+            fn eq(&self, other: &str) -> bool {
+                self.0 == other
+            }
+        }
+
+        impl PartialEq<$name> for String {
+            fn eq(&self, other: &$name) -> bool {
+                *self == other.0
+            }
+        }
+
+        impl PartialEq<&str> for $name {
+            fn eq(&self, other: &&str) -> bool {
+                self.0 == *other
+            }
+        }
     };
 }
 
@@ -111,6 +143,34 @@ segment_name!(
     DatasetName,
     "dataset",
     64
+);
+
+segment_name!(
+    /// A training run's id (`runs/<id>/`).
+    RunId,
+    "run",
+    64
+);
+
+segment_name!(
+    /// A shuffle's id, `sh-<12 hex>` (`shuffles/<id>/`).
+    ShuffleId,
+    "shuffle",
+    64
+);
+
+segment_name!(
+    /// An SPRT's id (`sprt/<id>/`).
+    SprtId,
+    "sprt",
+    64
+);
+
+segment_name!(
+    /// One run of a pipeline: `<pipeline>-<UTC yyyymmddThhmmss>`.
+    PipelineRunId,
+    "pipeline run",
+    128
 );
 
 /// Where the rows of a `positions` partition came from: `source=<...>`.

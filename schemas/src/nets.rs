@@ -15,7 +15,7 @@ pub const NETS_PREFIX: &str = "nets";
 #[serde(deny_unknown_fields)]
 pub struct QuantizeSpec {
     /// The training run (`run-...`).
-    pub run: String,
+    pub run: crate::names::RunId,
     /// The checkpoint's step (default: the run's last checkpoint).
     #[serde(default)]
     pub checkpoint: Option<u64>,
@@ -47,9 +47,9 @@ fn d_p99() -> f64 {
 }
 
 impl QuantizeSpec {
-    pub fn new(run: &str) -> Self {
+    pub fn new(run: &crate::names::RunId) -> Self {
         QuantizeSpec {
-            run: run.to_string(),
+            run: run.clone(),
             checkpoint: None,
             positions: d_positions(),
             max_mean_cp: d_mean(),
@@ -58,7 +58,6 @@ impl QuantizeSpec {
     }
 
     pub fn validate(&self) -> Result<(), String> {
-        crate::names::check_segment("run", &self.run, 64).map_err(|e| e.to_string())?;
         if self.positions == 0 {
             return Err("positions must be at least 1".into());
         }
@@ -72,7 +71,7 @@ impl QuantizeSpec {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RegisterSpec {
-    pub run: String,
+    pub run: crate::names::RunId,
     /// The quantized checkpoint's step (default: the run's last checkpoint).
     #[serde(default)]
     pub checkpoint: Option<u64>,
@@ -83,7 +82,6 @@ pub struct RegisterSpec {
 
 impl RegisterSpec {
     pub fn validate(&self) -> Result<(), String> {
-        crate::names::check_segment("run", &self.run, 64).map_err(|e| e.to_string())?;
         if let Some(p) = &self.parent {
             net_name(p)?;
         }
@@ -267,13 +265,17 @@ mod tests {
 
     #[test]
     fn specs_validate() {
-        assert!(QuantizeSpec::new("run-abc").validate().is_ok());
-        assert!(QuantizeSpec::new("../x").validate().is_err());
-        let mut q = QuantizeSpec::new("run-abc");
+        let run = crate::names::RunId::new("run-abc").unwrap();
+        assert!(QuantizeSpec::new(&run).validate().is_ok());
+        // A run id that is not one cannot be written down.
+        assert!(crate::names::RunId::new("../x").is_err());
+        let bad: Result<QuantizeSpec, _> = serde_json::from_str(r#"{"run": "../x"}"#);
+        assert!(bad.unwrap_err().to_string().contains("run name \"../x\""));
+        let mut q = QuantizeSpec::new(&run);
         q.positions = 0;
         assert!(q.validate().is_err());
         let r = RegisterSpec {
-            run: "run-abc".into(),
+            run,
             checkpoint: None,
             parent: Some("best".into()),
         };

@@ -115,13 +115,13 @@ pub struct PipelineRun {
     pub jobs: Vec<StepJob>,
     /// Datasets trained on, as `source/dataset`.
     pub datasets: Vec<String>,
-    pub shuffle: Option<String>,
-    pub train_run: Option<String>,
+    pub shuffle: Option<crate::names::ShuffleId>,
+    pub train_run: Option<crate::names::RunId>,
     pub checkpoint: Option<u64>,
     pub net: Option<String>,
     /// The net the new one was tested against (`classical` before any promotion).
     pub base: Option<String>,
-    pub sprt: Option<String>,
+    pub sprt: Option<crate::names::SprtId>,
     pub sprt_state: Option<String>,
     pub promoted: bool,
     pub error: Option<String>,

@@ -38,7 +38,7 @@ pub struct DatasetRef {
 #[serde(deny_unknown_fields)]
 pub struct ShuffleTask {
     /// The shuffle id, `sh-` and 12 hex digits.
-    pub shuffle: String,
+    pub shuffle: crate::names::ShuffleId,
     pub index: u32,
 }
 
@@ -160,7 +160,7 @@ pub struct PlannedPart {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ShufflePlan {
-    pub id: String,
+    pub id: crate::names::ShuffleId,
     pub spec: ShuffleSpec,
     /// The commits of the datasets read, by dataset, in `spec.datasets` order.
     pub dataset_jobs: Vec<JobId>,
@@ -172,7 +172,7 @@ pub struct ShufflePlan {
 #[serde(deny_unknown_fields)]
 pub struct ShuffleManifest {
     pub version: u32,
-    pub id: String,
+    pub id: crate::names::ShuffleId,
     pub source: Source,
     pub datasets: Vec<DatasetName>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

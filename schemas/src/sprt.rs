@@ -220,7 +220,7 @@ impl Incidents {
 /// `sprt/<id>/test.json`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SprtPlan {
-    pub id: String,
+    pub id: crate::names::SprtId,
     pub spec: SprtSpec,
     pub new: SprtSide,
     pub base: SprtSide,
@@ -250,7 +250,7 @@ pub struct SprtBatch {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SprtTask {
-    pub sprt: String,
+    pub sprt: crate::names::SprtId,
     pub index: u64,
 }
 
@@ -306,7 +306,7 @@ pub struct EloSummary {
 /// Where a test stands: `GET /v1/sprt/{id}`, and `result.json` once decided.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SprtStatus {
-    pub id: String,
+    pub id: crate::names::SprtId,
     pub state: SprtState,
     pub new: SprtSide,
     pub base: SprtSide,

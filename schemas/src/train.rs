@@ -10,7 +10,7 @@ pub const METRICS_FILE: &str = "metrics.parquet";
 #[serde(deny_unknown_fields)]
 pub struct TrainSpec {
     /// The shuffle to train on (`sh-...`); its last `val_chunks` chunks are held out.
-    pub shuffle: String,
+    pub shuffle: crate::names::ShuffleId,
     #[serde(default)]
     pub features: FeatureSet,
     /// `256x2-32-32`: feature transformer width, then hidden layers (clipped ReLU); or
@@ -55,7 +55,7 @@ pub struct TrainSpec {
     pub ft_update: FtUpdate,
     /// Continue this run from its last checkpoint instead of starting a new one.
     #[serde(default)]
-    pub resume: Option<String>,
+    pub resume: Option<crate::names::RunId>,
     /// A mask definition applied to the chunks' rows at load time (the quiet predicate plus
     /// its optional ply and score limits), for training on a subset without a new shuffle.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -159,7 +159,7 @@ impl FtUpdate {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct InitFrom {
-    pub run: String,
+    pub run: crate::names::RunId,
     pub step: u64,
 }
 
@@ -204,13 +204,6 @@ impl TrainSpec {
         if self.init_from.is_some() && self.resume.is_some() {
             return Err("init_from starts a new run; it cannot be combined with resume".into());
         }
-        let init = self.init_from.as_ref().map(|i| &i.run);
-        for id in std::iter::once(&self.shuffle)
-            .chain(self.resume.as_ref())
-            .chain(init)
-        {
-            crate::names::check_segment("id", id, 64).map_err(|e| e.to_string())?;
-        }
         Ok(())
     }
 }
@@ -218,7 +211,7 @@ impl TrainSpec {
 /// `runs/<id>/run.json`: what a run is and how far it got.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RunRecord {
-    pub id: String,
+    pub id: crate::names::RunId,
     pub spec: TrainSpec,
     pub device: String,
     pub step: u64,

@@ -14,6 +14,7 @@ use axum::{Json, Router};
 use lakefish_jobs::Lake;
 use lakefish_lake::records::{JobCursor, JobQuery, JobStore};
 use lakefish_schemas::config::Config;
+use lakefish_schemas::names::{RunId, ShuffleId, SprtId};
 use lakefish_schemas::{JobId, JobSpec, JobState, Source, raw_key};
 use schemars::{JsonSchema, Schema, SchemaGenerator};
 use serde::Deserialize;
@@ -550,8 +551,9 @@ async fn pipeline_run(
     ApiPath((name, id)): ApiPath<(String, String)>,
 ) -> Result<Response, ApiError> {
     pipeline_config(&s, &name)?;
-    lakefish_schemas::names::check_segment("run id", &id, 128)
-        .map_err(|e| ApiError::NotFound(e.to_string()))?;
+    let id: lakefish_schemas::names::PipelineRunId = id
+        .parse()
+        .map_err(|e: lakefish_schemas::NameError| ApiError::NotFound(e.to_string()))?;
     let run = lakefish_jobs::pipeline::read_run(&s.lake, &name, &id)
         .await?
         .ok_or_else(|| ApiError::NotFound(format!("pipeline {name} has no run {id}")))?;
@@ -822,7 +824,7 @@ async fn shuffle(
     ApiPath(id): ApiPath<String>,
 ) -> Result<Response, ApiError> {
     let unknown = || ApiError::NotFound(format!("shuffle {id:?} not found"));
-    lakefish_schemas::names::check_segment("shuffle", &id, 64).map_err(|_| unknown())?;
+    let id: ShuffleId = path_id(&id, "shuffle")?;
     let status = lakefish_jobs::shuffle::shuffle_status(&s.lake, &id)
         .await?
         .ok_or_else(unknown)?;
@@ -834,7 +836,7 @@ async fn run(
     ApiPath(id): ApiPath<String>,
 ) -> Result<Response, ApiError> {
     let unknown = || ApiError::NotFound(format!("run {id:?} not found"));
-    lakefish_schemas::names::check_segment("run", &id, 64).map_err(|_| unknown())?;
+    let id: RunId = path_id(&id, "run")?;
     let v = lakefish_jobs::nets::run_with_metrics(&s.lake, &id)
         .await?
         .ok_or_else(unknown)?;
@@ -900,16 +902,17 @@ async fn submit_sprt(
     Ok((StatusCode::ACCEPTED, Json(body)).into_response())
 }
 
-fn sprt_id(id: &str) -> Result<(), ApiError> {
-    lakefish_schemas::names::check_segment("sprt", id, 64)
-        .map_err(|_| ApiError::NotFound(format!("sprt test {id:?} not found")))
+/// An id from a path: one that cannot be an id names nothing (404, like an unknown one).
+fn path_id<T: std::str::FromStr>(id: &str, what: &str) -> Result<T, ApiError> {
+    id.parse()
+        .map_err(|_| ApiError::NotFound(format!("{what} {id:?} not found")))
 }
 
 async fn get_sprt(
     State(s): State<AppState>,
     ApiPath(id): ApiPath<String>,
 ) -> Result<Response, ApiError> {
-    sprt_id(&id)?;
+    let id: SprtId = path_id(&id, "sprt test")?;
     let st = lakefish_jobs::sprt::status(&s.lake, &id)
         .await?
         .ok_or_else(|| ApiError::NotFound(format!("sprt test {id} not found")))?;
@@ -920,7 +923,7 @@ async fn sprt_pgn(
     State(s): State<AppState>,
     ApiPath(id): ApiPath<String>,
 ) -> Result<Response, ApiError> {
-    sprt_id(&id)?;
+    let id: SprtId = path_id(&id, "sprt test")?;
     let pgn = lakefish_jobs::sprt::pgn(&s.lake, &id)
         .await?
         .ok_or_else(|| ApiError::NotFound(format!("sprt test {id} not found")))?;

@@ -114,7 +114,7 @@ pub struct NetList {
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct SprtSubmitted {
     /// The test's id (`/v1/sprt/<id>`).
-    pub id: String,
+    pub id: lakefish_schemas::names::SprtId,
     /// The job running it.
     pub job: JobId,
     /// The nets as resolved (`best` becomes a name).

@@ -274,7 +274,7 @@ pub async fn overview(State(s): State<AppState>) -> Page {
         &s.lake,
         &recent,
         lakefish_jobs::sprt::list(&s.lake, None, None),
-        |t| (t.created.clone(), t.id.clone()),
+        |t| (t.created.clone(), t.id.to_string()),
     )
     .await?
     .items;
@@ -398,7 +398,7 @@ pub async fn runs(State(s): State<AppState>) -> Page {
 
 pub async fn run(State(s): State<AppState>, PagePath(id): PagePath) -> Page {
     let unknown = || ApiError::NotFound(format!("training run {id:?} not found"));
-    lakefish_schemas::names::check_segment("run", &id, 64).map_err(|_| unknown())?;
+    let id: lakefish_schemas::names::RunId = id.parse().map_err(|_| unknown())?;
     let lakefish_jobs::nets::RunWithMetrics { run: r, metrics } =
         lakefish_jobs::nets::run_with_metrics(&s.lake, &id)
             .await?
@@ -590,7 +590,7 @@ pub async fn sprt_list(State(s): State<AppState>) -> Page {
 
 pub async fn sprt(State(s): State<AppState>, PagePath(id): PagePath) -> Page {
     let unknown = || ApiError::NotFound(format!("sprt test {id:?} not found"));
-    lakefish_schemas::names::check_segment("sprt", &id, 64).map_err(|_| unknown())?;
+    let id: lakefish_schemas::names::SprtId = id.parse().map_err(|_| unknown())?;
     let st = lakefish_jobs::sprt::status(&s.lake, &id)
         .await?
         .ok_or_else(unknown)?;

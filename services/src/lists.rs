@@ -74,7 +74,10 @@ pub(crate) async fn shuffles(
 ) -> Result<Response, ApiError> {
     let query = q.query(CatalogKind::Shuffle)?;
     let scan = lakefish_jobs::shuffle::list_shuffles(&s.lake);
-    let page = catalog::page(&s.lake, &query, scan, |m| (m.created.clone(), m.id.clone())).await?;
+    let page = catalog::page(&s.lake, &query, scan, |m| {
+        (m.created.clone(), m.id.to_string())
+    })
+    .await?;
     Ok(Json(crate::bodies::ShuffleList {
         shuffles: page.items,
         next: page.next.map(|c| c.encode()),
@@ -88,7 +91,10 @@ pub(crate) async fn runs(
 ) -> Result<Response, ApiError> {
     let query = q.query(CatalogKind::Run)?;
     let scan = lakefish_jobs::nets::list_runs(&s.lake);
-    let page = catalog::page(&s.lake, &query, scan, |r| (r.created.clone(), r.id.clone())).await?;
+    let page = catalog::page(&s.lake, &query, scan, |r| {
+        (r.created.clone(), r.id.to_string())
+    })
+    .await?;
     Ok(Json(crate::bodies::RunList {
         runs: page.items,
         next: page.next.map(|c| c.encode()),
@@ -144,7 +150,10 @@ pub(crate) async fn list_sprt(
     query.state = state.map(|s| s.as_str().to_string());
     query.link = net.clone();
     let scan = lakefish_jobs::sprt::list(&s.lake, net.as_deref(), state);
-    let page = catalog::page(&s.lake, &query, scan, |t| (t.created.clone(), t.id.clone())).await?;
+    let page = catalog::page(&s.lake, &query, scan, |t| {
+        (t.created.clone(), t.id.to_string())
+    })
+    .await?;
     Ok(Json(crate::bodies::SprtList {
         tests: page.items,
         next: page.next.map(|c| c.encode()),

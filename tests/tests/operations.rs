@@ -742,7 +742,7 @@ fn quantize_defaults_accept_what_the_demo_pipeline_accepts() {
     )
     .unwrap();
     let demo = &config.pipelines["demo"].quantize;
-    let spec = lakefish_schemas::QuantizeSpec::new("run-000000000000");
+    let spec = lakefish_schemas::QuantizeSpec::new(&"run-000000000000".parse().unwrap());
     assert!(
         demo["max_mean_cp"].as_f64().unwrap() <= spec.max_mean_cp,
         "{demo:?}"

@@ -83,13 +83,13 @@ impl CatalogEntry {
     /// An entry for `doc`, whose JSON is what lists show.
     pub fn of<T: Serialize>(
         kind: CatalogKind,
-        name: impl Into<String>,
+        name: impl AsRef<str>,
         created: impl Into<String>,
         doc: &T,
     ) -> Self {
         CatalogEntry {
             kind,
-            name: name.into(),
+            name: name.as_ref().to_string(),
             created: created.into(),
             state: None,
             links: Vec::new(),

@@ -559,7 +559,7 @@ pub fn quantize(ctx: &JobContext, spec: &QuantizeSpec) -> Result<QuantizeReport,
     }
     let (nnue_key, report_key) = quantized_keys(&run.id, step);
     let report = QuantizeReport {
-        run: run.id.clone(),
+        run: run.id.to_string(),
         checkpoint,
         step,
         file: nnue_key.clone(),

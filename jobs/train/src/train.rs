@@ -621,10 +621,11 @@ pub fn train(ctx: &JobContext, job: &JobId, spec: &TrainSpec) -> Result<RunRecor
         None => {
             // The job id's last 12 hex digits are random (UUIDv7). The same job delivered
             // again (its worker died) finds its run and goes on from the last checkpoint.
-            let id = format!(
+            let id = lakefish_schemas::names::RunId::new(&format!(
                 "run-{}",
                 &job.as_str()[job.as_str().len().saturating_sub(12)..]
-            );
+            ))
+            .expect("run- and a job id's hex digits make a name");
             if let Some(mut rec) = ctx.block_on(read_run(&ctx.lake, &id))?
                 && &rec.spec == spec
             {
@@ -659,7 +660,7 @@ fn continue_run(
     ctx: &JobContext,
     spec: &TrainSpec,
     setup: Setup,
-    id: String,
+    id: lakefish_schemas::names::RunId,
     mut record: RunRecord,
 ) -> Result<RunRecord, TrainError> {
     match train_run(ctx, spec, setup, &id, &mut record) {

@@ -72,7 +72,11 @@ fn a_trained_net_quantizes_within_targets_and_registers_once() {
     let net = Network::from_bytes(&bytes).unwrap();
     assert_eq!(net.arch.to_string(), "64x2-16-16");
     assert_eq!(net.features.name(), "all768");
-    assert!(net.description.contains(&run.id), "{}", net.description);
+    assert!(
+        net.description.contains(run.id.as_str()),
+        "{}",
+        net.description
+    );
     assert_eq!(net.to_bytes(), bytes.to_vec());
 
     // Quantizing again writes the same bytes.
@@ -192,9 +196,12 @@ fn unrepresentable_values_and_missing_steps_are_named() {
     assert!(e.contains("ft.weight") && e.contains("int16"), "{e}");
 
     let fx = fixture(3);
-    let e = quantize(&fx.ctx, &QuantizeSpec::new("run-nosuchrun"))
-        .unwrap_err()
-        .to_string();
+    let e = quantize(
+        &fx.ctx,
+        &QuantizeSpec::new(&"run-nosuchrun".parse().unwrap()),
+    )
+    .unwrap_err()
+    .to_string();
     assert!(e.contains("run-nosuchrun does not exist"), "{e}");
     let mut s = spec(&fx.shuffle);
     s.max_steps = Some(2);

@@ -7,7 +7,10 @@ use lakefish_train::train::{epoch_order, read_run, run_prefix, train};
 mod common;
 use common::{Fixture, fixture, spec};
 
-fn last_checkpoint(fx: &Fixture, run: &str) -> Vec<(String, tch::Tensor)> {
+fn last_checkpoint(
+    fx: &Fixture,
+    run: &lakefish_schemas::names::RunId,
+) -> Vec<(String, tch::Tensor)> {
     let rec = fx
         .rt
         .block_on(read_run(&fx.ctx.lake, run))
@@ -353,7 +356,7 @@ fn a_load_time_filter_trains_on_the_rows_it_keeps() {
 fn stockfish_s_architecture_trains_and_resumes_exactly() {
     use lakefish_schemas::train::FeatureSet;
     let fx = fixture(4);
-    let sf = |steps: u64, resume: Option<String>| {
+    let sf = |steps: u64, resume: Option<lakefish_schemas::names::RunId>| {
         let mut s = spec(&fx.shuffle);
         s.features = FeatureSet::HalfKaV2Hm;
         s.arch = "stockfish-15.1".into();
@@ -389,7 +392,7 @@ fn stockfish_s_architecture_trains_and_resumes_exactly() {
 fn the_sparse_transformer_update_resumes_exactly_and_differs_from_dense() {
     use lakefish_schemas::train::{FeatureSet, FtUpdate};
     let fx = fixture(4);
-    let run = |steps: u64, update: FtUpdate, resume: Option<String>| {
+    let run = |steps: u64, update: FtUpdate, resume: Option<lakefish_schemas::names::RunId>| {
         let mut s = spec(&fx.shuffle);
         s.features = FeatureSet::HalfKp;
         s.max_steps = Some(steps);

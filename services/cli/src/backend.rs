@@ -123,7 +123,10 @@ impl Backend {
     }
 
     /// An SPRT test's state, counts and decision.
-    pub(crate) async fn sprt(&self, id: &str) -> anyhow::Result<SprtStatus> {
+    pub(crate) async fn sprt(
+        &self,
+        id: &lakefish_schemas::names::SprtId,
+    ) -> anyhow::Result<SprtStatus> {
         match self {
             Backend::Api(api) => Ok(serde_json::from_value(
                 Self::get_json(&format!("{api}/v1/sprt/{id}")).await?,

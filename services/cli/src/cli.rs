@@ -101,7 +101,7 @@ pub(crate) enum Command {
     /// its last metrics rows.
     Runs {
         /// One run's record, with its last metrics rows (default: all runs).
-        id: Option<String>,
+        id: Option<lakefish_schemas::names::RunId>,
         /// With a run: every metrics row (one each 10 steps), as JSON.
         #[arg(long, requires = "id")]
         metrics: bool,
@@ -192,7 +192,7 @@ pub(crate) enum Command {
     /// score, result, ply and move, tab-separated (or JSON lines with --json).
     Chunk {
         /// The shuffle (sh-...).
-        shuffle: String,
+        shuffle: lakefish_schemas::names::ShuffleId,
         /// Which chunk (0 is the first).
         #[arg(default_value_t = 0)]
         index: u32,
@@ -467,7 +467,7 @@ impl MaskArgs {
 pub(crate) struct TrainArgs {
     /// The shuffle to train on (sh-...).
     #[arg(long)]
-    pub shuffle: String,
+    pub shuffle: lakefish_schemas::names::ShuffleId,
     /// Feature set: all768, halfkp or halfka_v2_hm.
     #[arg(long, default_value = "all768")]
     pub features: String,
@@ -524,7 +524,7 @@ pub(crate) struct TrainArgs {
     pub ft_update: String,
     /// Continue this run from its last checkpoint (same settings; more steps or epochs).
     #[arg(long)]
-    pub resume: Option<String>,
+    pub resume: Option<lakefish_schemas::names::RunId>,
     /// Warm start: a new run from the weights of another run's checkpoint, RUN:STEP (same
     /// features and architecture).
     #[arg(long)]
@@ -575,7 +575,7 @@ impl TrainArgs {
                         .split_once(':')
                         .context("--init-from is RUN:STEP, e.g. run-0123456789ab:204")?;
                     Some(lakefish_schemas::train::InitFrom {
-                        run: run.to_string(),
+                        run: run.parse().context("--init-from RUN:STEP")?,
                         step: step
                             .parse()
                             .context("--init-from RUN:STEP: STEP is a number")?,
@@ -649,7 +649,7 @@ impl TrainArgs {
 pub(crate) struct QuantizeArgs {
     /// The training run (run-...).
     #[arg(long)]
-    pub run: String,
+    pub run: lakefish_schemas::names::RunId,
     /// The checkpoint's step (default: the run's last checkpoint).
     #[arg(long)]
     pub checkpoint: Option<u64>,
@@ -685,7 +685,7 @@ impl QuantizeArgs {
 pub(crate) struct RegisterArgs {
     /// The training run (run-...).
     #[arg(long)]
-    pub run: String,
+    pub run: lakefish_schemas::names::RunId,
     /// The quantized checkpoint's step (default: the run's last checkpoint).
     #[arg(long)]
     pub checkpoint: Option<u64>,
@@ -836,6 +836,17 @@ impl DatagenArgs {
     }
 }
 
+/// A job kind named on the command line.
+fn job_kind(name: &str) -> Result<lakefish_schemas::JobKind, String> {
+    lakefish_schemas::JobKind::parse(name).ok_or_else(|| {
+        let known: Vec<&str> = lakefish_schemas::JobKind::ALL
+            .iter()
+            .map(|k| k.as_str())
+            .collect();
+        format!("unknown job kind (known: {})", known.join(", "))
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use clap::CommandFactory;
@@ -848,15 +859,4 @@ mod tests {
     fn every_command_and_argument_has_help() {
         crate::cli::Cli::command().debug_assert();
     }
-}
-
-/// A job kind named on the command line.
-fn job_kind(name: &str) -> Result<lakefish_schemas::JobKind, String> {
-    lakefish_schemas::JobKind::parse(name).ok_or_else(|| {
-        let known: Vec<&str> = lakefish_schemas::JobKind::ALL
-            .iter()
-            .map(|k| k.as_str())
-            .collect();
-        format!("unknown job kind (known: {})", known.join(", "))
-    })
 }

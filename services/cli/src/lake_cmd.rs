@@ -12,7 +12,7 @@ const METRICS_SHOWN: usize = 5;
 /// run's record as JSON with its last metrics rows (all of them with `--metrics`).
 pub(crate) async fn runs(
     lake: &str,
-    id: Option<String>,
+    id: Option<lakefish_schemas::names::RunId>,
     all_metrics: bool,
     json: bool,
 ) -> anyhow::Result<()> {
@@ -114,7 +114,7 @@ pub(crate) async fn datasets(lake: &str, json: bool) -> anyhow::Result<()> {
 pub(crate) fn chunk(
     rt: &tokio::runtime::Runtime,
     lake: &str,
-    shuffle: &str,
+    shuffle: &lakefish_schemas::names::ShuffleId,
     index: u32,
     limit: usize,
     json: bool,

@@ -113,7 +113,7 @@ pub(crate) enum SprtCommand {
     /// One test's state: LLR and bounds, W/D/L, pentanomial, Elo, games.
     Show {
         /// The test's id (sprt-...).
-        id: String,
+        id: lakefish_schemas::names::SprtId,
         /// Read through a running service instead of the lake.
         #[arg(long)]
         api: Option<String>,

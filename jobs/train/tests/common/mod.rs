@@ -15,7 +15,7 @@ pub(crate) struct Fixture {
     pub _dir: tempfile::TempDir,
     pub ctx: JobContext,
     pub rt: tokio::runtime::Runtime,
-    pub shuffle: String,
+    pub shuffle: lakefish_schemas::names::ShuffleId,
 }
 
 /// A lake with a quiet-masked, shuffled dataset: the shared sample binpack when present,
@@ -40,8 +40,9 @@ pub(crate) fn fixture(chunks: u32) -> Fixture {
 
 /// The prepared lake for `chunks` (directory, shuffle id), made on first use. Its
 /// directories are kept until the test binary exits.
-fn template_lake(chunks: u32) -> (PathBuf, String) {
-    static TEMPLATES: Mutex<BTreeMap<u32, (PathBuf, String)>> = Mutex::new(BTreeMap::new());
+fn template_lake(chunks: u32) -> (PathBuf, lakefish_schemas::names::ShuffleId) {
+    static TEMPLATES: Mutex<BTreeMap<u32, (PathBuf, lakefish_schemas::names::ShuffleId)>> =
+        Mutex::new(BTreeMap::new());
     let mut all = TEMPLATES.lock().unwrap_or_else(|e| e.into_inner());
     if let Some(t) = all.get(&chunks) {
         return t.clone();
