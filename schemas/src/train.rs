@@ -163,26 +163,39 @@ pub struct InitFrom {
     pub step: u64,
 }
 
+/// The defaults of a train spec, named once: serde fills them in a payload, the CLI shows
+/// and uses the same values.
+pub mod defaults {
+    pub const ARCH: &str = "256x2-32-32";
+    pub const BATCH_SIZE: u32 = 16384;
+    pub const EPOCHS: u32 = 1;
+    pub const LR: f64 = 1e-3;
+    pub const LR_DECAY: f64 = 1.0;
+    pub const LAMBDA: f64 = 1.0;
+    pub const VAL_CHUNKS: u32 = 1;
+    pub const SCALE: f64 = 361.0;
+}
+
 fn d_arch() -> String {
-    "256x2-32-32".into()
+    defaults::ARCH.into()
 }
 fn d_batch() -> u32 {
-    16384
+    defaults::BATCH_SIZE
 }
 fn d_epochs() -> u32 {
-    1
+    defaults::EPOCHS
 }
 fn d_lr() -> f64 {
-    1e-3
+    defaults::LR
 }
 fn d_one() -> f64 {
-    1.0
+    defaults::LAMBDA
 }
 fn d_one_u32() -> u32 {
-    1
+    defaults::VAL_CHUNKS
 }
 fn d_scale() -> f64 {
-    361.0
+    defaults::SCALE
 }
 
 impl TrainSpec {

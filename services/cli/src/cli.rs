@@ -474,38 +474,38 @@ pub(crate) struct TrainArgs {
     /// Layer sizes: feature transformer WIDTHx2, then hidden layers (256x2-32-32, clipped
     /// ReLU, the Stockfish scheme); or WIDTHx2:screlu, the transformer's squared clipped
     /// output straight into the output (no hidden layers; fastest in search).
-    #[arg(long, default_value = "256x2-32-32")]
+    #[arg(long, default_value = lakefish_schemas::train::defaults::ARCH)]
     pub arch: String,
     /// Positions per training step.
-    #[arg(long, default_value_t = 16384)]
+    #[arg(long, default_value_t = lakefish_schemas::train::defaults::BATCH_SIZE)]
     pub batch_size: u32,
     /// Passes over the shuffle's training chunks.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = lakefish_schemas::train::defaults::EPOCHS)]
     pub epochs: u32,
     /// Stop after this many steps in total.
     #[arg(long)]
     pub max_steps: Option<u64>,
     /// Adam learning rate at the start.
-    #[arg(long, default_value_t = 1e-3)]
+    #[arg(long, default_value_t = lakefish_schemas::train::defaults::LR)]
     pub lr: f64,
     /// Learning rate factor applied after every epoch.
-    #[arg(long, default_value_t = 1.0)]
+    #[arg(long, default_value_t = lakefish_schemas::train::defaults::LR_DECAY)]
     pub lr_decay: f64,
     /// elmo (cross-entropy), mse (|Δ|^2) or power (|Δ|^2.6), on win probabilities.
     #[arg(long, default_value = "elmo")]
     pub loss: String,
     /// Sigmoid scale of scores (internal units).
-    #[arg(long, default_value_t = 361.0)]
+    #[arg(long, default_value_t = lakefish_schemas::train::defaults::SCALE)]
     pub scale: f64,
     /// Weight of the score against the game result in the target at the first epoch (it
     /// moves linearly to --lambda-end by the last).
-    #[arg(long, default_value_t = 1.0)]
+    #[arg(long, default_value_t = lakefish_schemas::train::defaults::LAMBDA)]
     pub lambda_start: f64,
     /// λ at the last epoch (interpolated linearly from --lambda-start).
-    #[arg(long, default_value_t = 1.0)]
+    #[arg(long, default_value_t = lakefish_schemas::train::defaults::LAMBDA)]
     pub lambda_end: f64,
     /// The shuffle's last N chunks are held out for the validation loss.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = lakefish_schemas::train::defaults::VAL_CHUNKS)]
     pub val_chunks: u32,
     /// Checkpoint every N steps (0: at every epoch end only).
     #[arg(long, default_value_t = 0)]
@@ -858,5 +858,20 @@ mod tests {
     #[test]
     fn every_command_and_argument_has_help() {
         crate::cli::Cli::command().debug_assert();
+    }
+
+    /// `lakefish train` without flags asks for what a payload without fields gets.
+    #[test]
+    fn train_flags_default_to_the_spec_s_defaults() {
+        use clap::Parser;
+        let cli =
+            crate::cli::Cli::try_parse_from(["lakefish", "train", "--shuffle", "sh-0123456789ab"])
+                .unwrap();
+        let crate::cli::Command::Train(args) = cli.command else {
+            panic!("not the train command");
+        };
+        let from_json: lakefish_schemas::TrainSpec =
+            serde_json::from_str(r#"{"shuffle": "sh-0123456789ab"}"#).unwrap();
+        assert_eq!(args.spec().unwrap(), from_json);
     }
 }
