@@ -14,6 +14,7 @@ pub mod json;
 pub mod mask;
 pub mod names;
 pub mod nets;
+pub mod netspec;
 pub mod pipeline;
 pub mod positions;
 pub mod shuffle;
