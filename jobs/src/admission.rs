@@ -23,18 +23,21 @@ pub async fn check(lake: &Lake, spec: &JobSpec) -> Result<(), JobError> {
 /// on the device asked for.
 pub fn check_train(spec: &TrainSpec) -> Result<(), JobError> {
     let bad = |field: &str, why: String| Err(JobError::Invalid(format!("spec.{field}: {why}")));
-    if spec.arch == crate::foreign_nets::STOCKFISH_ARCH {
-        if spec.features != FeatureSet::HalfKaV2Hm {
+    // A description names its own fields (`net.inputs.layout: ...`).
+    let (features, arch) = spec
+        .preset()
+        .map_err(|e| JobError::Invalid(format!("spec.{e}")))?;
+    if arch == crate::foreign_nets::STOCKFISH_ARCH {
+        if features != FeatureSet::HalfKaV2Hm {
             return bad(
                 "features",
                 format!(
-                    "architecture {} takes features halfka_v2_hm (Stockfish 15.1's), not {}",
-                    spec.arch,
-                    spec.features.as_str()
+                    "architecture {arch} takes features halfka_v2_hm (Stockfish 15.1's), not {}",
+                    features.as_str()
                 ),
             );
         }
-    } else if let Err(e) = lakefish_engine::nnue::Arch::parse(&spec.arch) {
+    } else if let Err(e) = lakefish_engine::nnue::Arch::parse(&arch) {
         return bad(
             "arch",
             format!(

@@ -512,8 +512,9 @@ fn train(
     if config.train.warm_start
         && let Some(best) = ctx.block_on(crate::nets::read_best(&ctx.lake))?
         && let Some(m) = ctx.block_on(crate::nets::read_net(&ctx.lake, &best.name))?
-        && m.features == spec.features.as_str()
-        && m.arch == spec.arch
+        && let Ok((features, arch)) = spec.preset()
+        && m.features == features.as_str()
+        && m.arch == arch
         // An imported net has no run of ours to warm-start from.
         && !m.external
     {

@@ -63,7 +63,7 @@ pub enum Inputs {
     /// 768 = 2 colours (the perspective's own, the other) × 6 pieces × 64 squares, the
     /// square seen from the perspective (a rank flip for black): bullet's `Chess768`,
     /// lakefish's `all768`.
-    PieceSquare,
+    PieceSquare {},
     /// Piece-square inputs once per bucket of the perspective's king square: bullet's
     /// `ChessBuckets` (64 entries) and `ChessBucketsMirrored` (32 entries, `mirror = true`).
     KingBuckets {
@@ -80,9 +80,9 @@ pub enum Inputs {
         factoriser: bool,
     },
     /// Stockfish's HalfKP (64 king squares × 641, nnue-pytorch's `HalfKP`).
-    Halfkp,
+    Halfkp {},
     /// Stockfish's HalfKAv2_hm (32 mirrored king buckets × 11 × 64).
-    HalfkaV2Hm,
+    HalfkaV2Hm {},
 }
 
 /// How the transformer's output is activated, per perspective.
@@ -271,17 +271,17 @@ impl Inputs {
     /// Inputs of the family (what the transformer's weight has rows for).
     pub fn count(&self) -> usize {
         match self {
-            Inputs::PieceSquare => 768,
+            Inputs::PieceSquare {} => 768,
             Inputs::KingBuckets { layout, .. } => 768 * bucket_count(layout) as usize,
-            Inputs::Halfkp => 64 * (10 * 64 + 1),
-            Inputs::HalfkaV2Hm => 32 * 11 * 64,
+            Inputs::Halfkp {} => 64 * (10 * 64 + 1),
+            Inputs::HalfkaV2Hm {} => 32 * 11 * 64,
         }
     }
 
     /// At most this many inputs are active per perspective: what sparse batches reserve.
     pub fn max_active(&self) -> usize {
         match self {
-            Inputs::Halfkp => 30,
+            Inputs::Halfkp {} => 30,
             _ => 32,
         }
     }
@@ -289,9 +289,9 @@ impl Inputs {
     /// The name today's trainer and engine know the family by, where they have one.
     pub fn preset_name(&self) -> Option<&'static str> {
         match self {
-            Inputs::PieceSquare => Some("all768"),
-            Inputs::Halfkp => Some("halfkp"),
-            Inputs::HalfkaV2Hm => Some("halfka_v2_hm"),
+            Inputs::PieceSquare {} => Some("all768"),
+            Inputs::Halfkp {} => Some("halfkp"),
+            Inputs::HalfkaV2Hm {} => Some("halfka_v2_hm"),
             Inputs::KingBuckets { .. } => None,
         }
     }
@@ -580,13 +580,36 @@ impl NetSpec {
         })
     }
 
+    /// The preset this description is, as `(features, arch)`, if it is one: what today's
+    /// trainer and `.nnue` format build (the name is not compared).
+    pub fn as_preset(&self) -> Option<(&'static str, String)> {
+        let features = self.inputs.preset_name()?;
+        let arch = if self.layers.first().map(|l| l.activation)
+            == Some(LayerActivation::SquareAndCreluSkipLast)
+        {
+            "stockfish-15.1".to_string()
+        } else {
+            let mut a = format!("{}x2", self.transformer.width);
+            for l in &self.layers {
+                a.push_str(&format!("-{}", l.width));
+            }
+            if self.transformer.activation == TransformerActivation::Screlu {
+                a.push_str(":screlu");
+            }
+            a
+        };
+        let mut preset = NetSpec::preset(features, &arch).ok()?;
+        preset.name.clone_from(&self.name);
+        (preset == *self).then_some((features, arch))
+    }
+
     /// Today's net names as NetSpecs: `features` (all768, halfkp, halfka_v2_hm) with `arch`
     /// (`WIDTHx2-H1-H2...` clipped ReLU, `WIDTHx2:screlu`, or `stockfish-15.1`).
     pub fn preset(features: &str, arch: &str) -> Result<NetSpec, NetSpecError> {
         let inputs = match features {
-            "all768" => Inputs::PieceSquare,
-            "halfkp" => Inputs::Halfkp,
-            "halfka_v2_hm" => Inputs::HalfkaV2Hm,
+            "all768" => Inputs::PieceSquare {},
+            "halfkp" => Inputs::Halfkp {},
+            "halfka_v2_hm" => Inputs::HalfkaV2Hm {},
             other => {
                 return Err(bad(
                     "features",
@@ -595,7 +618,7 @@ impl NetSpec {
             }
         };
         let spec = if arch == "stockfish-15.1" {
-            if inputs != Inputs::HalfkaV2Hm {
+            if inputs != (Inputs::HalfkaV2Hm {}) {
                 return Err(bad("features", "stockfish-15.1 reads halfka_v2_hm inputs"));
             }
             NetSpec {
@@ -773,7 +796,7 @@ mod tests {
     #[test]
     fn presets_describe_today_s_nets() {
         let p = NetSpec::preset("all768", "256x2-32-32").unwrap();
-        assert_eq!(p.inputs, Inputs::PieceSquare);
+        assert_eq!(p.inputs, Inputs::PieceSquare {});
         assert_eq!(p.transformer.width, 256);
         assert_eq!(p.layers.len(), 2);
         assert_eq!(

@@ -68,6 +68,10 @@ pub struct TrainSpec {
     /// checkpoint of another run, which must have the same features and architecture.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub init_from: Option<InitFrom>,
+    /// The net as a description ([`crate::netspec::NetSpec`]) instead of `features` and
+    /// `arch` (which then stay unset).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub net: Option<crate::netspec::NetSpec>,
 }
 
 /// Declares a closed set of names stored as strings: the enum, its names, parsing with an
@@ -199,6 +203,34 @@ fn d_scale() -> f64 {
 }
 
 impl TrainSpec {
+    /// The net as today's trainer knows it, `(features, arch)`: the fields themselves, or the
+    /// preset `net` describes. A description that is no preset is an error naming `net`.
+    pub fn preset(&self) -> Result<(FeatureSet, String), String> {
+        let Some(net) = &self.net else {
+            return Ok((self.features, self.arch.clone()));
+        };
+        let (features, arch) = net.as_preset().ok_or_else(|| {
+            "net: this lakefish trains the nets of its presets only so far (all768, halfkp or \
+             halfka_v2_hm inputs with WIDTHx2-H1-H2, WIDTHx2:screlu or stockfish-15.1); king \
+             buckets, output buckets and per-bucket layers are described but not yet trained"
+                .to_string()
+        })?;
+        let features = FeatureSet::parse(features).map_err(|e| format!("net: {e}"))?;
+        Ok((features, arch))
+    }
+
+    /// `(features, arch)` for lists: the preset's names, or what a description is called.
+    pub fn net_label(&self) -> (String, String) {
+        match (self.preset(), &self.net) {
+            (Ok((f, a)), _) => (f.as_str().to_string(), a),
+            (Err(_), Some(net)) => (
+                "netspec".into(),
+                net.name.clone().unwrap_or_else(|| "(unnamed)".into()),
+            ),
+            (Err(_), None) => (self.features.as_str().into(), self.arch.clone()),
+        }
+    }
+
     pub fn validate(&self) -> Result<(), String> {
         if self.batch_size == 0 || self.epochs == 0 {
             return Err("batch_size and epochs must be at least 1".into());
@@ -212,6 +244,15 @@ impl TrainSpec {
         ] {
             if !(0.0..=1.0).contains(&l) {
                 return Err(format!("{name} must be between 0 and 1"));
+            }
+        }
+        if let Some(net) = &self.net {
+            net.validate().map_err(|e| format!("net.{e}"))?;
+            if self.features != FeatureSet::default() || self.arch != defaults::ARCH {
+                return Err(
+                    "net: describes the whole net; leave features and arch out when giving it"
+                        .into(),
+                );
             }
         }
         if self.init_from.is_some() && self.resume.is_some() {
@@ -270,6 +311,42 @@ mod tests {
             .unwrap()
             .extend(extra.as_object().unwrap().clone());
         serde_json::from_value(v).map_err(|e| e.to_string())
+    }
+
+    /// A net given as a description: a preset's trains as the preset; one that is no preset
+    /// is refused naming `net`, as is a description beside `features` or `arch`.
+    #[test]
+    fn a_net_description_is_a_preset_or_refused_by_name() {
+        let presets = [
+            ("all768", "256x2-32-32"),
+            ("halfkp", "512x2:screlu"),
+            ("halfka_v2_hm", "stockfish-15.1"),
+        ];
+        for (features, arch) in presets {
+            let net = crate::netspec::NetSpec::preset(features, arch).unwrap();
+            assert_eq!(net.as_preset(), Some((features, arch.to_string())));
+            let s = spec(serde_json::json!({ "net": net })).unwrap();
+            s.validate().unwrap();
+            let (f, a) = s.preset().unwrap();
+            assert_eq!((f.as_str(), a.as_str()), (features, arch));
+        }
+        let mut bucketed = crate::netspec::NetSpec::preset("all768", "64x2:screlu").unwrap();
+        bucketed.output_buckets = crate::netspec::OutputBuckets::MaterialCount { count: 8 };
+        assert_eq!(bucketed.as_preset(), None);
+        let s = spec(serde_json::json!({ "net": bucketed })).unwrap();
+        s.validate().unwrap();
+        assert!(s.preset().unwrap_err().starts_with("net: "));
+        let both = spec(serde_json::json!({ "net": bucketed, "arch": "128x2" })).unwrap();
+        assert!(both.validate().unwrap_err().starts_with("net: "));
+        bucketed.transformer.width = 0;
+        let bad = spec(serde_json::json!({ "net": bucketed })).unwrap();
+        assert!(
+            bad.validate()
+                .unwrap_err()
+                .starts_with("net.transformer.width: "),
+            "{:?}",
+            bad.validate()
+        );
     }
 
     /// The feature-transformer update from a job payload: known names only, `auto` by

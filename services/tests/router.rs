@@ -896,6 +896,52 @@ async fn train_specs_are_checked_at_the_door() {
     assert_eq!(status, StatusCode::ACCEPTED, "{err}");
 }
 
+/// A net description in a train spec is checked at the door, naming the field inside it;
+/// a description the trainer cannot build yet is refused by name too; a preset's is taken.
+#[tokio::test]
+async fn net_descriptions_are_checked_at_the_door() {
+    let app = app(Config::default()).await;
+    let layout = "[0,1,2,3,4,4,5,5,6,6,6,6,7,7,7,7,8,8,8,8,8,8,8,8,9,9,9,9,9,9,9,9]";
+    let net = |inputs: &str, width: u32| {
+        format!(
+            r#"{{"version":1,"inputs":{inputs},"transformer":{{"width":{width},"activation":"screlu"}},"quantization":{{"eval_scale":400.0}}}}"#
+        )
+    };
+    let bucketed = |l: &str| format!(r#"{{"family":"king_buckets","mirror":true,"layout":{l}}}"#);
+    for (net, says) in [
+        (net(&bucketed("[0,1,2]"), 64), "net.inputs.layout: "),
+        (
+            net(
+                &bucketed(&layout.replace(",9,9,9,9,9,9,9,9]", ",10,10,10,10,10,10,10,10]")),
+                64,
+            ),
+            "bucket 9 is empty",
+        ),
+        (net(&bucketed(layout), 0), "net.transformer.width: "),
+        (
+            net(r#"{"family":"piece_square","buckets":3}"#, 64),
+            "net.inputs: unknown field",
+        ),
+        (net(&bucketed(layout), 64), "spec.net: this lakefish trains"),
+    ] {
+        let body =
+            format!(r#"{{"kind":"train","spec":{{"shuffle":"sh-000000000001","net":{net}}}}}"#);
+        let (status, _, err) = send(&app, "POST", "/v1/jobs", &body, None).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{net}: {err}");
+        let msg = err["error"].as_str().unwrap();
+        assert!(msg.contains(says), "{says}: {msg}");
+    }
+    let (_, _, listed) = send(&app, "GET", "/v1/jobs", "", None).await;
+    assert_eq!(listed["jobs"].as_array().unwrap().len(), 0, "{listed}");
+    // The description of a preset trains as that preset.
+    let body = format!(
+        r#"{{"kind":"train","spec":{{"shuffle":"sh-000000000001","net":{}}}}}"#,
+        net(r#"{"family":"piece_square"}"#, 64).replace("400.0", "600.0")
+    );
+    let (status, _, err) = send(&app, "POST", "/v1/jobs", &body, None).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{err}");
+}
+
 /// A queue that does not take a job: both submit routes answer 503 and leave nothing,
 /// neither a record nor a queued job (the one rule of `queue::submit`).
 #[tokio::test]

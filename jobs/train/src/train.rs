@@ -135,8 +135,9 @@ pub(crate) fn resolve(
 ) -> Result<(Setup, ShuffleManifest), TrainError> {
     // The checks the API made at the door, made again: a queue can be written by others.
     lakefish_jobs::admission::check_train(spec)?;
-    let features = feature_set(spec.features);
-    let arch = ModelArch::parse(&spec.arch)?;
+    let (features, arch) = spec.preset().map_err(TrainError::Spec)?;
+    let features = feature_set(features);
+    let arch = ModelArch::parse(&arch)?;
     let loss = match spec.loss {
         LossName::Elmo => Loss::Elmo,
         LossName::Mse => Loss::Power(2.0),

@@ -346,6 +346,8 @@ pub(crate) enum IngestCommand {
 }
 
 #[derive(Subcommand)]
+// Parsed once per process: the size of the largest variant costs nothing.
+#[allow(clippy::large_enum_variant)]
 pub(crate) enum SubmitCommand {
     /// Queue a job from its JSON ({"kind": ..., "spec": {...}}), as POST /v1/jobs takes it.
     #[command(after_help = format!(
@@ -533,6 +535,10 @@ pub(crate) struct TrainArgs {
     /// right (files a↔h).
     #[arg(long)]
     pub mirror: bool,
+    /// The net as a NetSpec file (TOML or JSON; examples in infra/nets/) instead of
+    /// --features and --arch.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["features", "arch"])]
+    pub net_spec: Option<std::path::PathBuf>,
     /// Filter the chunks' rows at load time: quiet rows from this ply on.
     #[arg(long)]
     pub filter_min_ply: Option<u16>,
@@ -590,6 +596,17 @@ impl TrainArgs {
                     max_abs_score: self.filter_max_abs_score,
                 },
             ),
+            net: match &self.net_spec {
+                None => None,
+                Some(path) => {
+                    let text = std::fs::read_to_string(path)
+                        .with_context(|| format!("--net-spec: reading {}", path.display()))?;
+                    Some(
+                        lakefish_schemas::netspec::NetSpec::parse(&text)
+                            .map_err(|e| anyhow::anyhow!("--net-spec {}: {e}", path.display()))?,
+                    )
+                }
+            },
         };
         spec.validate().map_err(anyhow::Error::msg)?;
         Ok(spec)
@@ -613,6 +630,7 @@ const RESUMED_SETTINGS: &[(&[&str], &str)] = &[
     (&["ft_update"], "ft_update"),
     (&["mirror"], "mirror"),
     (&["init_from"], "init_from"),
+    (&["net_spec"], "net"),
     (&["filter_min_ply", "filter_max_abs_score"], "filter"),
 ];
 
