@@ -22,7 +22,11 @@ pub async fn check(lake: &Lake, spec: &JobSpec) -> Result<(), JobError> {
 /// A training spec's architecture, its fit with the feature set, and the transformer update
 /// on the device asked for.
 pub fn check_train(spec: &TrainSpec) -> Result<(), JobError> {
-    let bad = |field: &str, why: String| Err(JobError::Invalid(format!("spec.{field}: {why}")));
+    // With a description, what it expands to is its fault, not fields the user never sent.
+    let bad = |field: &str, why: String| {
+        let field = if spec.net.is_some() { "net" } else { field };
+        Err(JobError::Invalid(format!("spec.{field}: {why}")))
+    };
     // A description names its own fields (`net.inputs.layout: ...`).
     let (features, arch) = spec
         .preset()

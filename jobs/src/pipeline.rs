@@ -540,7 +540,8 @@ fn train(
     run.train_run = result["id"]
         .as_str()
         .map(|id| {
-            lakefish_schemas::names::RunId::new(id).map_err(|e| JobError::Failed(e.to_string()))
+            lakefish_schemas::names::RunId::new(id)
+                .map_err(|e| JobError::Failed(format!("the train job's result id: {e}")))
         })
         .transpose()?;
     Ok(Step::Done)
@@ -625,8 +626,13 @@ fn sprt(
         Ok(r) => r,
         Err(step) => return Ok(step),
     };
-    let id = lakefish_schemas::names::SprtId::new(result["sprt"].as_str().unwrap_or_default())
-        .map_err(|e| JobError::Failed(format!("the sprt job's result: {e}")))?;
+    let id = result["sprt"]
+        .as_str()
+        .ok_or_else(|| JobError::Failed("the sprt job's result has no sprt id".into()))
+        .and_then(|id| {
+            lakefish_schemas::names::SprtId::new(id)
+                .map_err(|e| JobError::Failed(format!("the sprt job's result: {e}")))
+        })?;
     run.sprt = Some(id.clone());
     let Some(status) = ctx.block_on(crate::sprt::status(&ctx.lake, &id))? else {
         return Ok(Step::Waiting);

@@ -50,7 +50,14 @@ impl Job for lakefish_schemas::IngestSpec {
     ) -> Result<serde_json::Value, JobError> {
         let summary = match kind {
             JobKind::IngestPgn => lakefish_ingest::ingest_pgn::ingest_pgn(ctx, id, self)?,
-            _ => lakefish_ingest::ingest_binpack::ingest_binpack(ctx, id, self)?,
+            JobKind::IngestBinpack => {
+                lakefish_ingest::ingest_binpack::ingest_binpack(ctx, id, self)?
+            }
+            other => {
+                return Err(JobError::Internal(format!(
+                    "an ingest spec dispatched as {other}"
+                )));
+            }
         };
         Ok(serde_json::to_value(summary)?)
     }

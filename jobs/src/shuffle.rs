@@ -651,8 +651,11 @@ impl crate::Job for lakefish_schemas::ShuffleTask {
         _: &lakefish_schemas::JobId,
     ) -> Result<serde_json::Value, JobError> {
         match kind {
+            lakefish_schemas::JobKind::ShuffleDeal => deal_task(ctx, self),
             lakefish_schemas::JobKind::ShufflePile => pile_task(ctx, self),
-            _ => deal_task(ctx, self),
+            other => Err(JobError::Internal(format!(
+                "a shuffle task dispatched as {other}"
+            ))),
         }
     }
 }

@@ -93,7 +93,7 @@ macro_rules! segment_name {
 
         impl std::fmt::Display for $name {
             fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str(&self.0)
+                f.pad(&self.0)
             }
         }
 

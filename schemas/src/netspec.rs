@@ -320,16 +320,16 @@ impl Inputs {
                 ),
             ));
         }
-        let n = bucket_count(layout);
-        if n > MAX_BUCKETS {
+        if let Some(&big) = layout.iter().find(|&&b| b >= MAX_BUCKETS) {
             return Err(bad(
                 "inputs.layout",
                 format!(
-                    "bucket {} is beyond the limit of {MAX_BUCKETS} buckets",
-                    n - 1
+                    "bucket {big} is beyond the limit of {MAX_BUCKETS} buckets (0 to {})",
+                    MAX_BUCKETS - 1
                 ),
             ));
         }
+        let n = bucket_count(layout);
         if let Some(empty) = (0..n).find(|b| !layout.contains(b)) {
             return Err(bad(
                 "inputs.layout",
@@ -548,10 +548,11 @@ impl NetSpec {
         out
     }
 
-    /// How a tensor is stored when the document does not say: the bullet scheme for SCReLU
-    /// and pairwise nets (i16 ×255 transformer, ×64 layers, ×255·64 output bias), the
-    /// Stockfish scheme otherwise (i16 ×127 transformer, i8 ×64 layers with i32 ×127·64
-    /// biases, output ×600·16/127 and ×600·16).
+    /// How a tensor is stored when the document does not say. Nets whose transformer feeds
+    /// the output directly through SCReLU or a pairwise product take lakefish's SCReLU scheme
+    /// (i16 ×255 transformer, i8 ×64 output weights, i32 ×255·64 output bias); all others the
+    /// Stockfish scheme (i16 ×127 transformer, i8 ×64 layers with i32 ×127·64 biases, output
+    /// ×s·16/127 and ×s·16, PSQT ×s·16, where s is `eval_scale`).
     pub fn default_quant(&self, tensor: &str) -> Option<TensorQuant> {
         let q = |dtype, factor| TensorQuant {
             dtype,
@@ -568,13 +569,14 @@ impl NetSpec {
             && self.layers.is_empty()
             && self.transformer.psqt == 0;
         let ft = if bullet { 255.0 } else { 127.0 };
+        let s = self.quantization.eval_scale;
         Some(match tensor {
             "ft.weight" | "ft.bias" | "ft.factoriser" => q(Dtype::I16, ft),
-            "psqt.weight" => q(Dtype::I32, 600.0 * 16.0),
-            "out.weight" if bullet => q(Dtype::I16, 64.0),
-            "out.bias" if bullet => q(Dtype::I16, 255.0 * 64.0),
-            "out.weight" => q(Dtype::I8, 600.0 * 16.0 / 127.0),
-            "out.bias" => q(Dtype::I32, 600.0 * 16.0),
+            "psqt.weight" => q(Dtype::I32, s * 16.0),
+            "out.weight" if bullet => q(Dtype::I8, 64.0),
+            "out.bias" if bullet => q(Dtype::I32, 255.0 * 64.0),
+            "out.weight" => q(Dtype::I8, s * 16.0 / 127.0),
+            "out.bias" => q(Dtype::I32, s * 16.0),
             n if n.ends_with(".weight") => q(Dtype::I8, 64.0),
             _ => q(Dtype::I32, 127.0 * 64.0),
         })
@@ -601,6 +603,50 @@ impl NetSpec {
         let mut preset = NetSpec::preset(features, &arch).ok()?;
         preset.name.clone_from(&self.name);
         (preset == *self).then_some((features, arch))
+    }
+
+    /// Why this description is no preset, naming the first field that differs from what
+    /// today's trainer builds (`None` when it is one).
+    pub fn why_not_preset(&self) -> Option<String> {
+        if self.as_preset().is_some() {
+            return None;
+        }
+        let stockfish = self.layers.first().map(|l| l.activation)
+            == Some(LayerActivation::SquareAndCreluSkipLast);
+        let Some(features) = self.inputs.preset_name() else {
+            return Some(
+                "inputs: king_buckets inputs are described but not trained yet (piece_square, \
+                 halfkp and halfka_v2_hm are)"
+                    .into(),
+            );
+        };
+        if !self.output_buckets.is_none() && !stockfish {
+            return Some("output_buckets: output buckets are described but not trained yet".into());
+        }
+        if let Some(i) = self.layers.iter().position(|l| l.per_bucket)
+            && !stockfish
+        {
+            return Some(format!(
+                "layers[{i}].per_bucket: per-bucket layers are trained for stockfish-15.1 only so far"
+            ));
+        }
+        if self.transformer.activation == TransformerActivation::PairwiseCrelu && !stockfish {
+            return Some(
+                "transformer.activation: pairwise_crelu is trained for stockfish-15.1 only so far"
+                    .into(),
+            );
+        }
+        if self.quantization.eval_scale != 600.0 || !self.quantization.tensors.is_empty() {
+            return Some(
+                "quantization: today's trainer writes its presets' quantization only (eval_scale \
+                 600, no per-tensor entries)"
+                    .into(),
+            );
+        }
+        Some(format!(
+            "transformer: this {features} net is no preset (WIDTHx2-H1-H2 with crelu layers, \
+             WIDTHx2:screlu without layers, or stockfish-15.1)"
+        ))
     }
 
     /// Today's net names as NetSpecs: `features` (all768, halfkp, halfka_v2_hm) with `arch`

@@ -27,7 +27,7 @@ pub struct TrainSpec {
     #[serde(default = "d_lr")]
     pub lr: f64,
     /// Learning rate multiplied by this after every epoch.
-    #[serde(default = "d_one")]
+    #[serde(default = "d_lr_decay")]
     pub lr_decay: f64,
     #[serde(default)]
     pub loss: LossName,
@@ -195,6 +195,9 @@ fn d_lr() -> f64 {
 fn d_one() -> f64 {
     defaults::LAMBDA
 }
+fn d_lr_decay() -> f64 {
+    defaults::LR_DECAY
+}
 fn d_one_u32() -> u32 {
     defaults::VAL_CHUNKS
 }
@@ -210,10 +213,10 @@ impl TrainSpec {
             return Ok((self.features, self.arch.clone()));
         };
         let (features, arch) = net.as_preset().ok_or_else(|| {
-            "net: this lakefish trains the nets of its presets only so far (all768, halfkp or \
-             halfka_v2_hm inputs with WIDTHx2-H1-H2, WIDTHx2:screlu or stockfish-15.1); king \
-             buckets, output buckets and per-bucket layers are described but not yet trained"
-                .to_string()
+            format!(
+                "net.{} (this lakefish trains the nets of its presets so far)",
+                net.why_not_preset().unwrap_or_default()
+            )
         })?;
         let features = FeatureSet::parse(features).map_err(|e| format!("net: {e}"))?;
         Ok((features, arch))
@@ -335,7 +338,11 @@ mod tests {
         assert_eq!(bucketed.as_preset(), None);
         let s = spec(serde_json::json!({ "net": bucketed })).unwrap();
         s.validate().unwrap();
-        assert!(s.preset().unwrap_err().starts_with("net: "));
+        assert!(
+            s.preset().unwrap_err().starts_with("net.output_buckets: "),
+            "{:?}",
+            s.preset()
+        );
         let both = spec(serde_json::json!({ "net": bucketed, "arch": "128x2" })).unwrap();
         assert!(both.validate().unwrap_err().starts_with("net: "));
         bucketed.transformer.width = 0;

@@ -922,7 +922,10 @@ async fn net_descriptions_are_checked_at_the_door() {
             net(r#"{"family":"piece_square","buckets":3}"#, 64),
             "net.inputs: unknown field",
         ),
-        (net(&bucketed(layout), 64), "spec.net: this lakefish trains"),
+        (
+            net(&bucketed(layout), 64),
+            "spec.net.inputs: king_buckets inputs are described",
+        ),
     ] {
         let body =
             format!(r#"{{"kind":"train","spec":{{"shuffle":"sh-000000000001","net":{net}}}}}"#);

@@ -47,10 +47,10 @@ impl KingBuckets {
         if layout.len() != want {
             return Err(LayoutError::Length(layout.len()));
         }
-        let buckets = layout.iter().max().map_or(0, |m| m + 1);
-        if buckets > MAX_BUCKETS {
-            return Err(LayoutError::TooMany(buckets - 1));
+        if let Some(&big) = layout.iter().find(|&&b| b >= MAX_BUCKETS) {
+            return Err(LayoutError::TooMany(big));
         }
+        let buckets = layout.iter().max().map_or(0, |m| m + 1);
         if let Some(empty) = (0..buckets).find(|b| !layout.contains(b)) {
             return Err(LayoutError::Empty(empty));
         }
@@ -226,6 +226,12 @@ mod tests {
         assert_eq!(
             KingBuckets::new(&[64; 64], false),
             Err(LayoutError::TooMany(64))
+        );
+        let mut huge = [0; 64];
+        huge[5] = u32::MAX;
+        assert_eq!(
+            KingBuckets::new(&huge, false),
+            Err(LayoutError::TooMany(u32::MAX))
         );
     }
 

@@ -721,11 +721,11 @@ impl RecordBackend for SqlRecords {
                 reason: format!("unknown state {state:?}"),
             })?;
             let kind: String = row.try_get(0).map_err(fail)?;
-            let kind = JobKind::parse(&kind).ok_or_else(|| JobError::Corrupt {
-                what: "job tally",
-                key: format!("metastore {}", spec.describe()),
-                reason: format!("unknown job kind {kind:?}"),
-            })?;
+            // A kind this build does not know (written by a newer one): left out, not fatal.
+            let Some(kind) = JobKind::parse(&kind) else {
+                tracing::warn!("job tally: kind {kind:?} is unknown to this lakefish; left out");
+                continue;
+            };
             out.push(JobTally {
                 kind,
                 state,

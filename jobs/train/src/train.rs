@@ -622,11 +622,10 @@ pub fn train(ctx: &JobContext, job: &JobId, spec: &TrainSpec) -> Result<RunRecor
         None => {
             // The job id's last 12 hex digits are random (UUIDv7). The same job delivered
             // again (its worker died) finds its run and goes on from the last checkpoint.
-            let id = lakefish_schemas::names::RunId::new(&format!(
-                "run-{}",
-                &job.as_str()[job.as_str().len().saturating_sub(12)..]
-            ))
-            .expect("run- and a job id's hex digits make a name");
+            let chars: Vec<char> = job.as_str().chars().collect();
+            let tail: String = chars[chars.len().saturating_sub(12)..].iter().collect();
+            let id = lakefish_schemas::names::RunId::new(&format!("run-{tail}"))
+                .map_err(|e| TrainError::Spec(format!("job id {job}: {e}")))?;
             if let Some(mut rec) = ctx.block_on(read_run(&ctx.lake, &id))?
                 && &rec.spec == spec
             {

@@ -613,10 +613,14 @@ impl TrainArgs {
     }
 }
 
-/// The settings `train --resume RUN` takes from the run unless given: (flag id, spec key).
+/// The settings `train --resume RUN` takes from the run unless given: (flag ids, spec key).
+/// The net is one setting, given as --features/--arch or as --net-spec: any of them given,
+/// none is taken from the run.
+const NET_FLAGS: &[&str] = &["features", "arch", "net_spec"];
 const RESUMED_SETTINGS: &[(&[&str], &str)] = &[
-    (&["features"], "features"),
-    (&["arch"], "arch"),
+    (NET_FLAGS, "features"),
+    (NET_FLAGS, "arch"),
+    (NET_FLAGS, "net"),
     (&["batch_size"], "batch_size"),
     (&["lr"], "lr"),
     (&["lr_decay"], "lr_decay"),
@@ -630,7 +634,6 @@ const RESUMED_SETTINGS: &[(&[&str], &str)] = &[
     (&["ft_update"], "ft_update"),
     (&["mirror"], "mirror"),
     (&["init_from"], "init_from"),
-    (&["net_spec"], "net"),
     (&["filter_min_ply", "filter_max_abs_score"], "filter"),
 ];
 
@@ -876,6 +879,41 @@ mod tests {
     #[test]
     fn every_command_and_argument_has_help() {
         crate::cli::Cli::command().debug_assert();
+    }
+
+    /// `--resume` takes the net from the run unless one is given in any form: a description
+    /// given resumes with it alone, not beside the run's features.
+    #[test]
+    fn a_resumed_net_is_one_setting() {
+        use clap::Parser;
+        let dir = std::env::temp_dir().join(format!("lakefish-net-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("n.json");
+        let net = lakefish_schemas::netspec::NetSpec::preset("all768", "64x2:screlu").unwrap();
+        std::fs::write(&file, serde_json::to_string(&net).unwrap()).unwrap();
+        let run: lakefish_schemas::TrainSpec = serde_json::from_str(
+            r#"{"shuffle": "sh-0123456789ab", "features": "halfkp", "arch": "128x2-8"}"#,
+        )
+        .unwrap();
+        let args = |extra: &[&str]| {
+            let mut argv = vec!["lakefish", "train", "--shuffle", "sh-0123456789ab"];
+            argv.extend(extra);
+            let cli = crate::cli::Cli::try_parse_from(argv).unwrap();
+            let crate::cli::Command::Train(a) = cli.command else {
+                panic!("not the train command");
+            };
+            a
+        };
+        let path = file.to_str().unwrap();
+        let given = ["net_spec"];
+        let spec = args(&["--net-spec", path])
+            .resumed_spec(&run, |id| given.contains(&id))
+            .unwrap();
+        assert_eq!(spec.net, Some(net));
+        assert_eq!(spec.preset().unwrap().1, "64x2:screlu");
+        let spec = args(&[]).resumed_spec(&run, |_| false).unwrap();
+        assert_eq!(spec.preset().unwrap().1, "128x2-8", "the run's own net");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     /// `lakefish train` without flags asks for what a payload without fields gets.
