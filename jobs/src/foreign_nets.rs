@@ -43,6 +43,7 @@ pub async fn import_stockfish(lake: &Lake, bytes: Vec<u8>) -> Result<NetManifest
         created: lakefish_lake::records::now(),
         format: NetFormat::Stockfish,
         external: true,
+        net: lakefish_schemas::netspec::NetSpec::preset("halfka_v2_hm", STOCKFISH_ARCH).ok(),
     };
     let (file_key, manifest_key) = net_keys(&name);
     // The file first: a manifest never names a file that is not there.

@@ -283,6 +283,8 @@ async fn register_async(lake: &Lake, spec: &RegisterSpec) -> Result<NetManifest,
                 run.spec.shuffle, run.id
             ))
         })?;
+    // The description the file's features and architecture stand for.
+    let net = lakefish_schemas::netspec::NetSpec::preset(&features, &arch).ok();
     let manifest = NetManifest {
         name: name.clone(),
         sha256: sha,
@@ -317,6 +319,7 @@ async fn register_async(lake: &Lake, spec: &RegisterSpec) -> Result<NetManifest,
         created: lakefish_lake::records::now(),
         format,
         external: false,
+        net,
     };
     lake.put(&file_key, bytes).await?;
     let json = serde_json::to_vec_pretty(&manifest)?;

@@ -150,6 +150,10 @@ pub struct NetManifest {
     /// are empty, the lineage is outside lakefish.
     #[serde(default)]
     pub external: bool,
+    /// The net as a description (`features` and `arch` expanded; absent in manifests written
+    /// before descriptions existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub net: Option<crate::netspec::NetSpec>,
 }
 
 /// Formats of a net file.

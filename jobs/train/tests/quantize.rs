@@ -92,6 +92,9 @@ fn a_trained_net_quantizes_within_targets_and_registers_once() {
     assert_eq!(m.name, format!("nn-{}.nnue", &report.sha256[..12]));
     assert_eq!(m.run, run.id);
     assert_eq!(m.shuffle, fx.shuffle);
+    // The manifest records the net as a description, the one its features and arch name.
+    let net = m.net.clone().expect("a description in the manifest");
+    assert_eq!(net.as_preset(), Some(("all768", m.arch.clone())));
     assert_eq!(m.datasets, vec!["binpack/train".to_string()]);
     // (JSON keeps these to within an ulp.)
     assert_eq!(m.quantization.positions, again.error.positions);
