@@ -1,70 +1,152 @@
 #!/usr/bin/env bash
 # The trainer's GPU checks, for a machine with an NVIDIA GPU and torch 2.11 (+cu130) in a
-# Python (the build machine needs neither: copy a release `lakefish` there).
+# Python (the build machine needs neither: copy a release `lakefish` and `lakefish-bench`).
 #
-#   LAKEFISH=path/to/lakefish PY=/path/to/python infra/bench/gpu.sh BINPACK [DEVICE] [STEPS]
+#   LAKEFISH=path/to/lakefish PY=/path/to/python infra/bench/gpu.sh BINPACK [DEVICE] [STEPS] [REPEAT]
 #
 # 1. `lakefish bench train --device DEVICE`: loader alone, training steps on the device, and
 #    the plain PyTorch loop (infra/bench/torch_reference.py) on the same batches and device.
-# 2. Exact resume on the device: 60 steps straight and 30 + resume 30 must leave checkpoints
-#    with the same sha256; then the device run goes on for 30 more steps on the CPU.
-# 3. A whole training run (2 epochs, batch 16384) on BINPACK's quiet rows, with its rates.
-# Results go to $OUT (default /tmp/gpu-out).
-set -euo pipefail
-BINPACK=${1:?usage: gpu.sh BINPACK [cuda|cpu|auto] [STEPS]}
+# 2. Exact resume on the device for all768 256x2:screlu, halfka_v2_hm 256x2-32-32 and
+#    Stockfish 15.1's architecture: 60 steps straight and 30 + resume 30 must leave
+#    checkpoints with the same sha256; the first then goes on for 30 more steps on the CPU.
+# 3. Whole runs at batch 16384 on BINPACK's quiet rows repeated REPEAT times (default 32):
+#    all768 256x2:screlu and stockfish-15.1, each for up to WHOLE_S seconds (default 75),
+#    with their 10-step windows' rates (the first, with start-up, apart) and where the time
+#    went (waiting for the loader, moving batches to the device, queueing steps, reading the
+#    loss back: the "training finished" log line).
+# Each part reports and goes on when another fails; the exit status is the number of failed
+# parts. Results go to $OUT (default /tmp/gpu-out).
+set -uo pipefail
+BINPACK=${1:?usage: gpu.sh BINPACK [cuda|cpu|auto] [STEPS] [REPEAT]}
 DEV=${2:-cuda}
 STEPS=${3:-300}
+REPEAT=${4:-32}
+WHOLE_S=${WHOLE_S:-75}
 LF=${LAKEFISH:-target/release/lakefish}
-PY=${PY:-$(command -v python3)}
+PY=$(command -v "${PY:-python3}" || echo "${PY:-python3}")
+# Parts to run (PARTS="1 3" skips the resume checks); whole runs listed in WHOLE (default: all).
+PARTS=${PARTS:-1 2 3}
+WHOLE=${WHOLE:-all768-256x2-screlu stockfish-15.1 all768-256x2-32-32}
 OUTD=${OUT:-/tmp/gpu-out}
 mkdir -p "$OUTD"
+failed=0
+part() { echo; echo "== $* ($(date -u +%T))" | tee -a "$OUTD/summary.txt"; }
+fail() { echo "FAILED: $*" | tee -a "$OUTD/summary.txt"; failed=$((failed + 1)); }
+say() { echo "$*" | tee -a "$OUTD/summary.txt"; }
+
 # The binary's rpath names the build machine's libtorch; here it is the Python's torch.
 torch_dir=$("$PY" -c 'import importlib.util as u; s = u.find_spec("torch"); print(s.submodule_search_locations[0] if s else "")' 2>/dev/null || true)
 [ -n "$torch_dir" ] || { echo "gpu.sh: no torch in $PY (set PY to a Python with torch 2.11)" >&2; exit 1; }
 export LD_LIBRARY_PATH=$torch_dir/lib:$torch_dir/../nvidia/cu13/lib:${LD_LIBRARY_PATH:-}
 script=$(dirname "$0")/torch_reference.py
+say "machine: $(nvidia-smi -L 2>/dev/null | head -1 || echo 'no nvidia-smi'); $(nproc) cores; torch $("$PY" -c 'import torch; print(torch.__version__)' 2>/dev/null)"
 
+want() { [[ " $PARTS " == *" $1 "* ]]; }
+if want 1; then
+part "1. bench train --device $DEV --steps $STEPS"
 if "$PY" -c 'import torch, numpy' 2>/dev/null; then
   reference=(--torch-python "$PY" --torch-script "$script")
 else
-  echo "torch and numpy do not import in $PY: the PyTorch reference is skipped"
+  say "torch and numpy do not import in $PY: the PyTorch reference is skipped"
   reference=(--torch-python /nonexistent)
 fi
-"$LF" bench train "$BINPACK" --device "$DEV" --steps "$STEPS" "${reference[@]}" 2>&1 | tee "$OUTD/bench.txt"
+timeout 240 "$LF" bench train "$BINPACK" --device "$DEV" --steps "$STEPS" \
+  --features "${BENCH_FEATURES:-all768,halfka_v2_hm}" "${reference[@]}" > "$OUTD/bench.txt" 2>&1 ||
+  fail "bench train (exit $?): $(tail -3 "$OUTD/bench.txt")"
+grep -vE '^\s*$|INFO|WARN|Memory.cpp' "$OUTD/bench.txt" | tail -30 | tee -a "$OUTD/summary.txt"
+fi
 
 lake=$(mktemp -d)
 trap 'rm -rf "$lake"' EXIT
-"$LF" --lake "$lake" ingest binpack "$BINPACK" --dataset d >/dev/null
-"$LF" --lake "$lake" mask quiet --dataset d >/dev/null
-sh=$("$LF" --lake "$lake" shuffle --dataset d --chunks 8 --seed 1 2>&1 | grep -o 'sh-[0-9a-f]\{12\}' | head -1)
-# Prints the run id; the whole output goes to $OUTD/train.log (a failure stops the script).
+shuffle_of() { grep -o 'sh-[0-9a-f]\{12\}' | head -1; }
+# Trains on shuffle $1 with the rest as flags; prints the run id, logs to train.log.
 train() {
-  "$LF" --lake "$lake" train --shuffle "$sh" --batch-size 4096 --val-chunks 1 --seed 3 --epochs 4 "$@" \
-    >> "$OUTD/train.log" 2>&1 || { tail -5 "$OUTD/train.log" >&2; exit 1; }
-  tail -50 "$OUTD/train.log" | grep -o 'run-[0-9a-f]\{12\}' | tail -1
+  local sh=$1
+  shift
+  "$LF" --lake "$lake" train --shuffle "$sh" --val-chunks 1 --seed 3 "$@" >> "$OUTD/train.log" 2>&1 ||
+    { echo "train $* failed: $(tail -3 "$OUTD/train.log")" >&2; return 1; }
+  tail -80 "$OUTD/train.log" | grep -o 'run-[0-9a-f]\{12\}' | tail -1
 }
-a=$(train --device "$DEV" --max-steps 60)
-b=$(train --device "$DEV" --max-steps 30)
-train --device "$DEV" --max-steps 60 --resume "$b" >/dev/null
-sa=$(sha256sum < "$lake/runs/$a/checkpoints/step-000000060.ot")
-sb=$(sha256sum < "$lake/runs/$b/checkpoints/step-000000060.ot")
-echo "60 steps: $sa; 30 + resume 30: $sb" | tee "$OUTD/resume.txt"
-if [ "$sa" = "$sb" ]; then
-  echo "exact resume on $DEV: yes" | tee -a "$OUTD/resume.txt"
-else
-  echo "exact resume on $DEV: NO" | tee -a "$OUTD/resume.txt"
-  exit 1
-fi
-train --device cpu --max-steps 90 --resume "$b" >/dev/null
-ls "$lake/runs/$b/checkpoints" | tee -a "$OUTD/resume.txt"
 
-sh=$("$LF" --lake "$lake" shuffle --dataset d --chunks 16 --seed 2 2>&1 | grep -o 'sh-[0-9a-f]\{12\}' | head -1)
-start=$(date +%s.%N)
-run=$("$LF" --lake "$lake" train --shuffle "$sh" --device "$DEV" --epochs 2 --val-chunks 1 2>>"$OUTD/train.log" |
-  grep -o 'run-[0-9a-f]\{12\}' | head -1)
-end=$(date +%s.%N)
-"$LF" --lake "$lake" runs "$run" > "$OUTD/run.json"
-echo "whole run $run: $(awk -v a="$start" -v b="$end" 'BEGIN { printf "%.1f", b - a }') s" | tee "$OUTD/train.txt"
-grep -o '"positions_per_s": [0-9.]*' "$OUTD/run.json" | awk '{print $2}' | sort -n |
-  awk '{v[NR]=$1} END {print "positions/s per 10-step window: min " v[1] ", median " v[int((NR+1)/2)] ", max " v[NR]}' |
-  tee -a "$OUTD/train.txt"
+"$LF" --lake "$lake" ingest binpack "$BINPACK" --dataset d > /dev/null 2>&1 &&
+  "$LF" --lake "$lake" mask quiet --dataset d > /dev/null 2>&1 || fail "ingest $BINPACK"
+small=$("$LF" --lake "$lake" shuffle --dataset d --chunks 8 --seed 1 2>&1 | shuffle_of)
+if want 2; then
+part "2. exact resume on $DEV"
+resume() {
+  local label=$1
+  shift
+  local flags=(--device "$DEV" --batch-size 4096 --epochs 4 "$@")
+  local a b sa sb
+  a=$(train "$small" "${flags[@]}" --max-steps 60) || { fail "$label: 60 steps"; return; }
+  b=$(train "$small" "${flags[@]}" --max-steps 30) || { fail "$label: 30 steps"; return; }
+  train "$small" "${flags[@]}" --max-steps 60 --resume "$b" > /dev/null || { fail "$label: resume"; return; }
+  sa=$(sha256sum < "$lake/runs/$a/checkpoints/step-000000060.ot" | cut -c1-16)
+  sb=$(sha256sum < "$lake/runs/$b/checkpoints/step-000000060.ot" | cut -c1-16)
+  if [ "$sa" = "$sb" ]; then
+    say "$label: exact resume on $DEV: yes (60 steps and 30 + resume 30 both $sa…)"
+  else
+    fail "$label: exact resume on $DEV: NO (60 steps $sa…, 30 + resume 30 $sb…)"
+  fi
+  RESUMED=$b
+}
+resume "all768 256x2:screlu" --features all768 --arch 256x2:screlu
+if [ -n "${RESUMED:-}" ]; then
+  train "$small" --device cpu --batch-size 4096 --epochs 4 --features all768 --arch 256x2:screlu \
+    --max-steps 90 --resume "$RESUMED" > /dev/null &&
+    say "  and on the CPU from there: $(ls "$lake/runs/$RESUMED/checkpoints" | tr '\n' ' ')" ||
+    fail "all768: going on on the CPU"
+fi
+RESUMED=
+resume "halfka_v2_hm 256x2-32-32" --features halfka_v2_hm --arch 256x2-32-32
+resume "stockfish-15.1" --features halfka_v2_hm --arch stockfish-15.1
+fi
+
+want 3 || { part "done: $failed part(s) failed"; exit "$failed"; }
+part "3. whole runs, batch 16384, $BINPACK x$REPEAT"
+big=$lake/big.binpack
+for _ in $(seq "$REPEAT"); do cat "$BINPACK"; done > "$big"
+t0=$(date +%s.%N)
+"$LF" --lake "$lake" ingest binpack "$big" --dataset big > /dev/null 2>&1 &&
+  "$LF" --lake "$lake" mask quiet --dataset big > /dev/null 2>&1 || fail "ingest x$REPEAT"
+bigsh=$("$LF" --lake "$lake" shuffle --dataset big --chunks 32 --seed 2 2>&1 | shuffle_of)
+say "ingest, mask and shuffle of x$REPEAT: $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }') s"
+whole() {
+  local label=$1
+  shift
+  local start end run
+  start=$(date +%s.%N)
+  # Stopped after WHOLE_S seconds; checkpoints every 200 steps keep what it measured.
+  timeout -s INT "$WHOLE_S" "$LF" --lake "$lake" train --shuffle "$bigsh" --device "$DEV" \
+    --batch-size 16384 --val-chunks 1 --epochs 100 --checkpoint-every 200 "$@" \
+    > "$OUTD/whole-$label.log" 2>&1
+  end=$(date +%s.%N)
+  run=$(grep -o 'run-[0-9a-f]\{12\}' "$OUTD/whole-$label.log" | head -1)
+  [ -n "$run" ] || { fail "$label whole run: $(tail -3 "$OUTD/whole-$label.log")"; return; }
+  "$LF" --lake "$lake" runs "$run" --metrics > "$OUTD/whole-$label.json" 2>/dev/null
+  say "$label: $run, $(awk -v a="$start" -v b="$end" 'BEGIN { printf "%.1f", b - a }') s wall"
+  "$PY" - "$OUTD/whole-$label.json" <<'EOF' | tee -a "$OUTD/summary.txt"
+import json, re, statistics, sys
+text = open(sys.argv[1]).read()
+rates = [float(x) for x in re.findall(r'"positions_per_s":\s*([0-9.eE+]+)', text)]
+if len(rates) < 3:
+    print(f"  only {len(rates)} windows recorded")
+else:
+    first, rest = rates[0], rates[1:]
+    print(f"  {len(rates)} windows of 10 steps: first (start-up) {first/1e6:.2f} M/s; "
+          f"the rest: median {statistics.median(rest)/1e6:.2f} M, mean {statistics.mean(rest)/1e6:.2f} M, "
+          f"min {min(rest)/1e6:.2f} M, max {max(rest)/1e6:.2f} M positions/s")
+EOF
+  grep -hE "training finished|epoch finished" "$OUTD/whole-$label.log" | tail -1 | sed 's/^/  /' | tee -a "$OUTD/summary.txt"
+}
+for w in $WHOLE; do
+  case $w in
+    all768-256x2-screlu) whole "$w" --features all768 --arch 256x2:screlu ;;
+    all768-256x2-32-32) whole "$w" --features all768 --arch 256x2-32-32 ;;
+    stockfish-15.1) whole "$w" --features halfka_v2_hm --arch stockfish-15.1 ;;
+    *) fail "unknown whole run $w" ;;
+  esac
+done
+
+part "done: $failed part(s) failed"
+exit "$failed"

@@ -754,6 +754,7 @@ fn train_run(
     // Since the last metrics row: start, steps, summed loss (on the device), positions.
     let new_window = || (Instant::now(), 0u64, None::<Tensor>, 0u64);
     let mut window = new_window();
+    let mut spent = Spent::default();
     let checkpoint = |model: &Model,
                       adam: &Adam,
                       at: Position,
@@ -795,17 +796,24 @@ fn train_run(
             threads,
         );
         let mut epoch_done = true;
-        while let Some(b) = batches.next() {
+        loop {
+            let waited = Instant::now();
+            let Some(b) = batches.next() else { break };
+            spent.loader += waited.elapsed();
             if at.step >= max_steps {
                 epoch_done = false;
                 break;
             }
             let b = b?;
+            let uploaded = Instant::now();
             let t = BatchTensors::new(&b, setup.device);
             window.3 += b.len() as u64;
             batches.give_back(b);
+            spent.upload += uploaded.elapsed();
+            let stepped = Instant::now();
             let lv = train_step(&model, &mut adam, &t, setup.loss, lambda, spec.scale, lr)?
                 .to_kind(tch::Kind::Double);
+            spent.step += stepped.elapsed();
             at.step += 1;
             at.batch += 1;
             window.1 += 1;
@@ -814,8 +822,10 @@ fn train_run(
                 None => lv,
             });
             if at.step.is_multiple_of(10) || at.step == max_steps {
+                let synced = Instant::now();
                 let mean_loss =
                     window.2.as_ref().map_or(0.0, |t| t.double_value(&[])) / window.1 as f64;
+                spent.sync += synced.elapsed();
                 let secs = window.0.elapsed().as_secs_f64().max(1e-9);
                 metrics.rows.push((
                     at.step,
@@ -860,7 +870,18 @@ fn train_run(
         if let Some(last) = metrics.rows.last_mut() {
             last.3 = Some(val);
         }
-        tracing::info!(run = %id, epoch = at.epoch + 1, val_loss = val, material_val_loss = material, "epoch finished");
+        tracing::info!(
+            run = %id,
+            epoch = at.epoch + 1,
+            val_loss = val,
+            material_val_loss = material,
+            secs = started.elapsed().as_secs_f64(),
+            loader_wait_s = spent.loader.as_secs_f64(),
+            upload_s = spent.upload.as_secs_f64(),
+            step_s = spent.step.as_secs_f64(),
+            loss_sync_s = spent.sync.as_secs_f64(),
+            "epoch finished"
+        );
         at.epoch += 1;
         at.batch = 0;
         checkpoint(&model, &adam, at, record, &metrics)?;
@@ -871,6 +892,27 @@ fn train_run(
     record.finished = true;
     record.updated = now();
     ctx.block_on(put_run_record(&ctx.lake, &prefix, record))?;
-    tracing::info!(run = %id, steps = at.step, secs = started.elapsed().as_secs_f64(), "training finished");
+    let secs = started.elapsed().as_secs_f64();
+    tracing::info!(
+        run = %id,
+        steps = at.step,
+        secs,
+        loader_wait_s = spent.loader.as_secs_f64(),
+        upload_s = spent.upload.as_secs_f64(),
+        step_s = spent.step.as_secs_f64(),
+        loss_sync_s = spent.sync.as_secs_f64(),
+        "training finished"
+    );
     Ok(())
+}
+
+/// Where a run's wall time went, logged when it finishes so a slow run shows what to aim at:
+/// waiting for the loader's next batch, moving it to the device, queueing (CPU: running) the
+/// step, and reading the loss back (on a GPU, where the CPU waits for queued steps).
+#[derive(Default)]
+struct Spent {
+    loader: std::time::Duration,
+    upload: std::time::Duration,
+    step: std::time::Duration,
+    sync: std::time::Duration,
 }
