@@ -9,10 +9,12 @@ use std::sync::Arc;
 
 use shakmaty::{Bitboard, Board, Chess, Color, Move, Piece, Position, Role, Square};
 
-use crate::features::{All768, BoardDelta, FeatureSet, FeatureSetKind, HalfKaV2Hm, HalfKp};
+use crate::features::king_buckets::KingBuckets;
+use crate::features::{All768, BoardDelta, FeatureSetKind, HalfKaV2Hm, HalfKp};
 use crate::nnue::Network;
 use crate::scores::MAX_EVAL;
 use crate::simd::{AlignedI16, Kernel};
+use crate::spec_net::{Fixed, Incremental, InputFamily, SpecNet};
 use crate::stockfish_net::{self, StockfishNet};
 
 /// What the engine evaluates with.
@@ -25,15 +27,43 @@ pub enum Evaluator {
     Nnue(Arc<Network>),
     /// A Stockfish 15.1 net (imported from Stockfish or exported in its format).
     Stockfish(Arc<StockfishNet>),
+    /// A net its NetSpec describes (king buckets, output buckets, ...).
+    Spec(Arc<SpecNet>),
 }
 
-/// The feature transformer of an NNUE evaluator: its feature set, biases and weights.
-fn transformer(e: &Evaluator) -> Option<(FeatureSetKind, &[i16], &[i16])> {
+/// The input family of a transformer, borrowed from its net.
+#[derive(Clone, Copy)]
+enum Family<'a> {
+    Fixed(FeatureSetKind),
+    Buckets(&'a KingBuckets),
+}
+
+impl Family<'_> {
+    fn active(self, board: &Board, color: Color, out: &mut Vec<u32>) {
+        match self {
+            Family::Fixed(k) => k.active_features(board, color, out),
+            Family::Buckets(b) => b.active(board, color, out),
+        }
+        .expect("legal positions have both kings");
+    }
+}
+
+/// The feature transformer of an NNUE evaluator: its input family, biases and weights.
+fn transformer(e: &Evaluator) -> Option<(Family<'_>, &[i16], &[i16])> {
     match e {
         Evaluator::Classical | Evaluator::Material => None,
-        Evaluator::Nnue(net) => Some((net.features, &net.ft_bias, &net.ft_weights)),
-        Evaluator::Stockfish(net) => {
-            Some((FeatureSetKind::HalfKaV2Hm, &net.ft_bias, &net.ft_weights))
+        Evaluator::Nnue(net) => Some((Family::Fixed(net.features), &net.ft_bias, &net.ft_weights)),
+        Evaluator::Stockfish(net) => Some((
+            Family::Fixed(FeatureSetKind::HalfKaV2Hm),
+            &net.ft_bias,
+            &net.ft_weights,
+        )),
+        Evaluator::Spec(net) => {
+            let family = match &net.family {
+                InputFamily::Preset(k) => Family::Fixed(*k),
+                InputFamily::KingBuckets(b) => Family::Buckets(b),
+            };
+            Some((family, &net.ft_bias, &net.ft_weights))
         }
     }
 }
@@ -42,6 +72,11 @@ impl Evaluator {
     /// The net in a file of either format (lakefish's, told by its magic bytes, or Stockfish
     /// 15.1's).
     pub fn from_net_bytes(bytes: &[u8]) -> Result<Evaluator, String> {
+        if SpecNet::sniff(bytes) {
+            return SpecNet::from_bytes(bytes)
+                .map(|n| Evaluator::Spec(Arc::new(n)))
+                .map_err(|e| e.to_string());
+        }
         if bytes.starts_with(crate::nnue::MAGIC) {
             return Network::from_bytes(bytes)
                 .map(|n| Evaluator::Nnue(Arc::new(n)))
@@ -68,6 +103,11 @@ impl Evaluator {
                 String::from_utf8_lossy(&net.description),
                 Kernel::detect(stockfish_net::HALF).name()
             ),
+            Evaluator::Spec(net) => format!(
+                "{} ({} kernels)",
+                net.describe(),
+                Kernel::detect(net.width).name()
+            ),
         }
     }
 }
@@ -93,6 +133,7 @@ impl EvalStack {
             Evaluator::Classical | Evaluator::Material => (0, 0),
             Evaluator::Nnue(net) => (net.arch.l1, 0),
             Evaluator::Stockfish(_) => (stockfish_net::HALF, stockfish_net::BUCKETS),
+            Evaluator::Spec(net) => (net.width, 0),
         };
         EvalStack {
             kernel: Kernel::detect(width),
@@ -155,19 +196,44 @@ impl EvalStack {
 
     /// Derives ply `ply + 1` from ply `ply` for `mv`, played by `turn`, which led to `child`.
     pub fn push(&mut self, ply: usize, turn: Color, mv: Move, child: &Chess) {
-        let Some((features, _, _)) = transformer(&self.evaluator) else {
+        let Some((family, _, _)) = transformer(&self.evaluator) else {
             return;
         };
         // One dispatch per move; below it the feature set's index math inlines.
-        match features {
-            FeatureSetKind::All768 => self.push_with::<All768>(ply, turn, mv, child),
-            FeatureSetKind::HalfKp => self.push_with::<HalfKp>(ply, turn, mv, child),
-            FeatureSetKind::HalfKaV2Hm => self.push_with::<HalfKaV2Hm>(ply, turn, mv, child),
+        match family {
+            Family::Fixed(FeatureSetKind::All768) => {
+                self.push_with(&Fixed::<All768>::default(), ply, turn, mv, child)
+            }
+            Family::Fixed(FeatureSetKind::HalfKp) => {
+                self.push_with(&Fixed::<HalfKp>::default(), ply, turn, mv, child)
+            }
+            Family::Fixed(FeatureSetKind::HalfKaV2Hm) => {
+                self.push_with(&Fixed::<HalfKaV2Hm>::default(), ply, turn, mv, child)
+            }
+            Family::Buckets(_) => {
+                // The layout lives in the net, which the stack also borrows mutably below:
+                // hold the net by its own handle for the move (a reference count, no copy).
+                let Evaluator::Spec(net) = &self.evaluator else {
+                    unreachable!("king buckets come from a described net")
+                };
+                let net = Arc::clone(net);
+                let InputFamily::KingBuckets(buckets) = &net.family else {
+                    unreachable!("matched above")
+                };
+                self.push_with(&**buckets, ply, turn, mv, child)
+            }
         }
     }
 
     #[inline(always)]
-    fn push_with<S: FeatureSet>(&mut self, ply: usize, turn: Color, mv: Move, child: &Chess) {
+    fn push_with<F: Incremental>(
+        &mut self,
+        family: &F,
+        ply: usize,
+        turn: Color,
+        mv: Move,
+        child: &Chess,
+    ) {
         let Some((_, _, weights)) = transformer(&self.evaluator) else {
             return;
         };
@@ -178,7 +244,7 @@ impl EvalStack {
         for color in Color::ALL {
             let dst = &mut child_acc[color as usize * w..][..w];
             let psqt_dst = psqt_slot(ply + 1, color);
-            if S::needs_refresh_for(color, &delta) {
+            if family.needs_refresh_for(color, &delta) {
                 refresh_into(
                     &self.evaluator,
                     self.kernel,
@@ -190,12 +256,12 @@ impl EvalStack {
                 );
                 continue;
             }
-            let king = if S::KING_RELATIVE {
+            let king = if family.king_relative() {
                 child.board().king_of(color).unwrap_or(Square::A1)
             } else {
                 Square::A1
             };
-            let changes = S::changed(color, king, &delta);
+            let changes = family.changed(color, king, &delta);
             self.kernel.update(
                 dst,
                 &parent[color as usize * w..][..w],
@@ -254,6 +320,15 @@ impl EvalStack {
                     &self.psqt[psqt_slot(ply, turn.other())],
                 )
             }
+            Evaluator::Spec(net) => {
+                let turn = pos.turn();
+                net.evaluate(
+                    self.kernel,
+                    self.accumulator(ply, turn),
+                    self.accumulator(ply, turn.other()),
+                    pos.board().occupied().count() as u32,
+                )
+            }
         };
         #[cfg(test)]
         if let Evaluator::Nnue(net) = &self.evaluator
@@ -274,6 +349,15 @@ impl EvalStack {
                 .evaluate(pos.board(), pos.turn())
                 .expect("a legal board");
             assert_eq!(v, fresh.side_to_move(), "stale accumulator at ply {ply}");
+        }
+        #[cfg(test)]
+        if let Evaluator::Spec(net) = &self.evaluator
+            && VERIFY_SEARCH.load(std::sync::atomic::Ordering::Relaxed)
+        {
+            let fresh = net
+                .evaluate_board(pos.board(), pos.turn())
+                .expect("features");
+            assert_eq!(v, fresh, "stale accumulator at ply {ply}");
         }
         v.clamp(-MAX_EVAL, MAX_EVAL)
     }
@@ -301,13 +385,11 @@ fn refresh_into(
     color: Color,
     scratch: &mut Vec<u32>,
 ) {
-    let Some((features, bias, weights)) = transformer(evaluator) else {
+    let Some((family, bias, weights)) = transformer(evaluator) else {
         return;
     };
     scratch.clear();
-    features
-        .active_features(board, color, scratch)
-        .expect("legal positions have both kings");
+    family.active(board, color, scratch);
     kernel.update(acc, bias, weights, &[], scratch);
     if let Evaluator::Stockfish(net) = evaluator {
         psqt.fill(0);

@@ -21,6 +21,7 @@ pub mod rules;
 pub mod scores;
 pub mod search;
 pub mod simd;
+pub mod spec_net;
 pub mod sprt;
 pub mod stockfish_net;
 pub mod uci;

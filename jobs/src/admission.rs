@@ -7,7 +7,7 @@
 
 use crate::JobError;
 use lakefish_lake::Lake;
-use lakefish_schemas::train::FtUpdate;
+use lakefish_schemas::train::{FtUpdate, TrainedNet};
 use lakefish_schemas::{DeviceChoice, FeatureSet, JobSpec, TrainSpec};
 
 /// Everything about `spec` that holds or fails whatever the lake holds, and the sides of an
@@ -28,9 +28,23 @@ pub fn check_train(spec: &TrainSpec) -> Result<(), JobError> {
         Err(JobError::Invalid(format!("spec.{field}: {why}")))
     };
     // A description names its own fields (`net.inputs.layout: ...`).
-    let (features, arch) = spec
-        .preset()
-        .map_err(|e| JobError::Invalid(format!("spec.{e}")))?;
+    let (features, arch) = match spec
+        .trained_net()
+        .map_err(|e| JobError::Invalid(format!("spec.{e}")))?
+    {
+        TrainedNet::Preset(features, arch) => (features, arch),
+        TrainedNet::Described(_) => {
+            // Described nets train densely: the sparse update knows the fixed shapes' layout.
+            if spec.ft_update == FtUpdate::Sparse {
+                return Err(JobError::Invalid(
+                    "spec.ft_update: sparse updates train the presets only; a described net \
+                     trains dense (use auto or dense)"
+                        .into(),
+                ));
+            }
+            return Ok(());
+        }
+    };
     if arch == crate::foreign_nets::STOCKFISH_ARCH {
         if features != FeatureSet::HalfKaV2Hm {
             return bad(

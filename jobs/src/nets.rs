@@ -242,26 +242,40 @@ async fn register_async(lake: &Lake, spec: &RegisterSpec) -> Result<NetManifest,
             report.sha256
         )));
     }
-    // A Stockfish-architecture run quantizes into Stockfish's format.
-    let (features, arch, description, format) =
-        if lakefish_engine::stockfish_net::StockfishNet::sniff(&bytes) {
-            let net = lakefish_engine::stockfish_net::StockfishNet::from_bytes(&bytes)
-                .map_err(|e| corrupt(e.to_string()))?;
-            (
-                "halfka_v2_hm".to_string(),
-                crate::foreign_nets::STOCKFISH_ARCH.to_string(),
-                String::from_utf8_lossy(&net.description).into_owned(),
-                lakefish_schemas::nets::NetFormat::Stockfish,
-            )
-        } else {
-            let net = Network::from_bytes(&bytes).map_err(|e| corrupt(e.to_string()))?;
-            (
-                net.features.name().to_string(),
-                net.arch.to_string(),
-                net.description.clone(),
-                lakefish_schemas::nets::NetFormat::Lakefish,
-            )
-        };
+    // A Stockfish-architecture run quantizes into Stockfish's format, a described net into
+    // the `.nnue` version that carries its description.
+    let mut described = None;
+    let (features, arch, description, format) = if lakefish_engine::spec_net::SpecNet::sniff(&bytes)
+    {
+        let net = lakefish_engine::spec_net::SpecNet::from_bytes(&bytes)
+            .map_err(|e| corrupt(e.to_string()))?;
+        let label = net.spec.name.clone().unwrap_or_else(|| "(unnamed)".into());
+        let comment = net.comment.clone();
+        described = Some(net.spec);
+        (
+            "netspec".to_string(),
+            label,
+            comment,
+            lakefish_schemas::nets::NetFormat::Lakefish,
+        )
+    } else if lakefish_engine::stockfish_net::StockfishNet::sniff(&bytes) {
+        let net = lakefish_engine::stockfish_net::StockfishNet::from_bytes(&bytes)
+            .map_err(|e| corrupt(e.to_string()))?;
+        (
+            "halfka_v2_hm".to_string(),
+            crate::foreign_nets::STOCKFISH_ARCH.to_string(),
+            String::from_utf8_lossy(&net.description).into_owned(),
+            lakefish_schemas::nets::NetFormat::Stockfish,
+        )
+    } else {
+        let net = Network::from_bytes(&bytes).map_err(|e| corrupt(e.to_string()))?;
+        (
+            net.features.name().to_string(),
+            net.arch.to_string(),
+            net.description.clone(),
+            lakefish_schemas::nets::NetFormat::Lakefish,
+        )
+    };
     let name = name_for_sha256(&sha);
     let (file_key, manifest_key) = net_keys(&name);
     if let Some(parent) = &spec.parent {
@@ -283,8 +297,9 @@ async fn register_async(lake: &Lake, spec: &RegisterSpec) -> Result<NetManifest,
                 run.spec.shuffle, run.id
             ))
         })?;
-    // The description the file's features and architecture stand for.
-    let net = lakefish_schemas::netspec::NetSpec::preset(&features, &arch).ok();
+    // The description the file carries, or the one its features and architecture stand for.
+    let net =
+        described.or_else(|| lakefish_schemas::netspec::NetSpec::preset(&features, &arch).ok());
     let manifest = NetManifest {
         name: name.clone(),
         sha256: sha,

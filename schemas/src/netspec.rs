@@ -491,6 +491,50 @@ impl NetSpec {
         Ok(())
     }
 
+    /// What the engine's evaluator of described nets (and so the trainer of them) takes
+    /// beyond [`NetSpec::validate`]: PSQT outputs and Stockfish's layer-stack activation are
+    /// Stockfish's own nets' (its preset), and the transformer is stored as i16 with one whole
+    /// factor (the accumulators' lanes).
+    pub fn engine_limits(&self) -> Result<(), NetSpecError> {
+        if self.transformer.psqt > 0 {
+            return Err(bad(
+                "transformer.psqt",
+                "PSQT outputs are Stockfish's own nets' (the stockfish-15.1 preset)",
+            ));
+        }
+        if let Some(i) = self
+            .layers
+            .iter()
+            .position(|l| l.activation == LayerActivation::SquareAndCreluSkipLast)
+        {
+            return Err(bad(
+                format!("layers[{i}].activation"),
+                "square_and_crelu_skip_last is Stockfish's layer stack (the stockfish-15.1 preset)",
+            ));
+        }
+        let ft = |n: &str| self.default_quant(n).expect("every net has a transformer");
+        let (w, b) = (ft("ft.weight"), ft("ft.bias"));
+        if w.dtype != Dtype::I16 || b.dtype != Dtype::I16 {
+            return Err(bad(
+                "quantization.tensors",
+                "ft.weight and ft.bias are stored as i16 (the engine's accumulators are)",
+            ));
+        }
+        if w.factor != b.factor
+            || w.factor.fract() != 0.0
+            || !(1.0..=i16::MAX as f64).contains(&w.factor)
+        {
+            return Err(bad(
+                "quantization.tensors",
+                format!(
+                    "ft.weight and ft.bias take one whole factor from 1 to 32767 (they have {} and {})",
+                    w.factor, b.factor
+                ),
+            ));
+        }
+        Ok(())
+    }
+
     /// Whether training keeps a factoriser to merge at quantization.
     pub fn factoriser(&self) -> bool {
         matches!(

@@ -222,6 +222,23 @@ impl TrainSpec {
         Ok((features, arch))
     }
 
+    /// What this run trains: a preset (today's fixed shapes, their own model, format and
+    /// kernels) or a net its description gives (`net` that is no preset), refused naming
+    /// the field where the engine could not evaluate it.
+    pub fn trained_net(&self) -> Result<TrainedNet, String> {
+        match &self.net {
+            Some(net) if net.as_preset().is_none() => {
+                net.validate()
+                    .and_then(|()| net.engine_limits())
+                    .map_err(|e| format!("net.{e}"))?;
+                Ok(TrainedNet::Described(net.clone()))
+            }
+            _ => self
+                .preset()
+                .map(|(features, arch)| TrainedNet::Preset(features, arch)),
+        }
+    }
+
     /// `(features, arch)` for lists: the preset's names, or what a description is called.
     pub fn net_label(&self) -> (String, String) {
         match (self.preset(), &self.net) {
@@ -302,6 +319,15 @@ impl RunRecord {
             (false, None) => "running",
         }
     }
+}
+
+/// What a training run trains ([`TrainSpec::trained_net`]).
+#[derive(Debug, Clone, PartialEq)]
+pub enum TrainedNet {
+    /// Today's fixed shapes, by name: `(features, arch)`.
+    Preset(FeatureSet, String),
+    /// A net its description gives.
+    Described(crate::netspec::NetSpec),
 }
 
 #[cfg(test)]

@@ -897,7 +897,8 @@ async fn train_specs_are_checked_at_the_door() {
 }
 
 /// A net description in a train spec is checked at the door, naming the field inside it;
-/// a description the trainer cannot build yet is refused by name too; a preset's is taken.
+/// one the engine could not evaluate is refused by name too; a preset's and a king-bucketed
+/// one are taken (the latter not with sparse updates, which know the presets only).
 #[tokio::test]
 async fn net_descriptions_are_checked_at_the_door() {
     let app = app(Config::default()).await;
@@ -923,8 +924,8 @@ async fn net_descriptions_are_checked_at_the_door() {
             "net.inputs: unknown field",
         ),
         (
-            net(&bucketed(layout), 64),
-            "spec.net.inputs: king_buckets inputs are described",
+            r#"{"version":1,"inputs":{"family":"piece_square"},"transformer":{"width":64,"activation":"screlu","psqt":8},"output_buckets":{"rule":"material_count","count":8},"quantization":{"eval_scale":400.0}}"#.to_string(),
+            "spec.net.transformer.psqt: PSQT outputs are Stockfish's",
         ),
     ] {
         let body =
@@ -942,6 +943,30 @@ async fn net_descriptions_are_checked_at_the_door() {
         net(r#"{"family":"piece_square"}"#, 64).replace("400.0", "600.0")
     );
     let (status, _, err) = send(&app, "POST", "/v1/jobs", &body, None).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{err}");
+    let body = |extra: &str| {
+        format!(
+            r#"{{"kind":"train","spec":{{"shuffle":"sh-000000000001"{extra},"net":{}}}}}"#,
+            net(&bucketed(layout), 64)
+        )
+    };
+    let (status, _, err) = send(
+        &app,
+        "POST",
+        "/v1/jobs",
+        &body(r#","ft_update":"sparse""#),
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{err}");
+    assert!(
+        err["error"]
+            .as_str()
+            .unwrap()
+            .contains("spec.ft_update: sparse updates"),
+        "{err}"
+    );
+    let (status, _, err) = send(&app, "POST", "/v1/jobs", &body(""), None).await;
     assert_eq!(status, StatusCode::ACCEPTED, "{err}");
 }
 

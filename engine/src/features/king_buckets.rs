@@ -131,6 +131,29 @@ impl KingBuckets {
         }
         out
     }
+
+    /// Turns one perspective's `all768` indices (what the loader's fast pass makes) into this
+    /// layout's, in place. The perspective's own king is among them (`all768`'s own-king
+    /// inputs, `320 + its square seen from its side`) and brings the XOR and the addend of
+    /// every index. Without it the indices are left as they are and this errs.
+    pub fn remap_all768(
+        &self,
+        perspective: Color,
+        indices: &mut [i32],
+    ) -> Result<(), FeatureError> {
+        const OWN_KING: i32 = 64 * 5;
+        let Some(&king) = indices
+            .iter()
+            .find(|&&i| (OWN_KING..OWN_KING + 64).contains(&i))
+        else {
+            return Err(FeatureError::NoKing(perspective));
+        };
+        let (xor, add) = self.terms[(king - OWN_KING) as usize];
+        for i in indices.iter_mut() {
+            *i = ((*i as u32 ^ xor) + add) as i32;
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]
@@ -189,6 +212,42 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// The loader's way (all768 indices, then the own king's terms) gives the same lists as
+    /// the direct one, along random games, for both perspectives.
+    #[test]
+    fn all768_indices_remap_to_the_layout() {
+        let kb = KingBuckets::new(&BULLET, true).unwrap();
+        let mut rng = crate::random_games::SplitMix(11);
+        let mut pos = Chess::default();
+        for _ in 0..3000 {
+            let moves = pos.legal_moves();
+            if moves.is_empty() {
+                pos = Chess::default();
+                continue;
+            }
+            pos.play_unchecked(moves[rng.below(moves.len() as u64) as usize]);
+            for p in Color::ALL {
+                let mut plain = Vec::new();
+                FeatureSetKind::All768
+                    .active_features(pos.board(), p, &mut plain)
+                    .unwrap();
+                let mut remapped: Vec<i32> = plain.iter().map(|&i| i as i32).collect();
+                kb.remap_all768(p, &mut remapped).unwrap();
+                let mut direct = Vec::new();
+                kb.active(pos.board(), p, &mut direct).unwrap();
+                assert_eq!(
+                    remapped.iter().map(|&i| i as u32).collect::<BTreeSet<_>>(),
+                    direct.into_iter().collect::<BTreeSet<_>>(),
+                    "{p:?} in {}",
+                    pos.board()
+                );
+            }
+        }
+        let mut no_king = vec![0, 1, 2];
+        assert!(kb.remap_all768(Color::White, &mut no_king).is_err());
+        assert_eq!(no_king, [0, 1, 2]);
     }
 
     /// One bucket, no mirror: `all768`, index for index.

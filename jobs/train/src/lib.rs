@@ -9,6 +9,7 @@ pub mod loader;
 pub mod model;
 pub mod quantize;
 pub mod sparse;
+pub mod spec_model;
 pub mod stockfish_model;
 pub mod train;
 

@@ -12,12 +12,13 @@ pub use lakefish_engine::nnue::{
     Activation, Arch, MAX_HIDDEN_WEIGHT, MAX_OUTPUT_WEIGHT, MAX_SCRELU_OUTPUT_WEIGHT, OUTPUT_SCALE,
 };
 
-/// What a model is: one of lakefish's own architectures, or Stockfish 15.1's
-/// ([`crate::stockfish_model`]).
+/// What a model is: one of lakefish's own architectures, Stockfish 15.1's
+/// ([`crate::stockfish_model`]), or a net its description gives ([`crate::spec_model`]).
 #[derive(Debug, Clone, PartialEq)]
 pub enum ModelArch {
     Lakefish(Arch),
     Stockfish,
+    Spec(Box<lakefish_schemas::netspec::NetSpec>),
 }
 
 impl ModelArch {
@@ -37,6 +38,17 @@ impl ModelArch {
                 "{} nets are quantized into Stockfish's format, not lakefish's",
                 crate::stockfish_model::ARCH
             ))),
+            ModelArch::Spec(_) => Err(crate::TrainError::Spec(
+                "a described net is quantized as its description says".into(),
+            )),
+        }
+    }
+
+    /// What the model's output is multiplied by to give a score in internal units.
+    pub fn output_scale(&self) -> f64 {
+        match self {
+            ModelArch::Spec(spec) => spec.quantization.eval_scale,
+            _ => OUTPUT_SCALE,
         }
     }
 }
@@ -46,6 +58,10 @@ impl std::fmt::Display for ModelArch {
         match self {
             ModelArch::Lakefish(a) => write!(f, "{a}"),
             ModelArch::Stockfish => f.write_str(crate::stockfish_model::ARCH),
+            ModelArch::Spec(spec) => match &spec.name {
+                Some(name) => write!(f, "netspec {name:?}"),
+                None => f.write_str("netspec"),
+            },
         }
     }
 }
@@ -62,6 +78,13 @@ impl Model {
     pub fn new(arch: &ModelArch, inputs: i64, max_active: i64, device: Device) -> Model {
         let arch = match arch {
             ModelArch::Lakefish(a) => a,
+            ModelArch::Spec(spec) => {
+                return Model {
+                    arch: ModelArch::Spec(spec.clone()),
+                    inputs: spec.inputs.count() as i64,
+                    params: crate::spec_model::new_params(spec, max_active, device),
+                };
+            }
             ModelArch::Stockfish => {
                 let params = crate::stockfish_model::new_params(inputs, max_active, device)
                     .into_iter()
@@ -124,8 +147,13 @@ impl Model {
     /// gradient path to its weights and recorded there, for the trainer's own sparse update
     /// ([`crate::sparse`]).
     pub fn forward_with(&self, b: &BatchTensors, sparse: Option<&mut SparseBags>) -> Tensor {
-        if self.arch == ModelArch::Stockfish {
-            return crate::stockfish_model::forward(self, b, sparse);
+        match &self.arch {
+            ModelArch::Stockfish => return crate::stockfish_model::forward(self, b, sparse),
+            ModelArch::Spec(spec) => {
+                debug_assert!(sparse.is_none(), "described nets train dense");
+                return crate::spec_model::forward(spec, &self.params, b);
+            }
+            ModelArch::Lakefish(_) => {}
         }
         let mut inputs = self.dense_inputs_with(b, sparse);
         let last = inputs.len() - 1;
@@ -188,6 +216,7 @@ impl Model {
         let arch = match &self.arch {
             ModelArch::Lakefish(a) => a,
             ModelArch::Stockfish => return crate::stockfish_model::clip(&self.params),
+            ModelArch::Spec(spec) => return crate::spec_model::clip(spec, &self.params),
         };
         let output = format!("l{}.weight", arch.dense().len() - 1);
         tch::no_grad(|| {

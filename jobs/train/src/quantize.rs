@@ -7,7 +7,7 @@
 
 use crate::TrainError;
 use crate::loader::{Batch, ChunkSource, parse_fen_board};
-use crate::model::{BatchTensors, Model, ModelArch, OUTPUT_SCALE};
+use crate::model::{BatchTensors, Model, ModelArch};
 use crate::train::{Adam, LakeChunks, load_checkpoint, read_run, resolve, run_prefix};
 use lakefish_engine::features::FeatureSetKind;
 use lakefish_engine::nnue::{
@@ -16,9 +16,11 @@ use lakefish_engine::nnue::{
 };
 use lakefish_engine::scores;
 use lakefish_engine::simd::Kernel;
+use lakefish_engine::spec_net::SpecNet;
 use lakefish_engine::stockfish_net::StockfishNet;
 use lakefish_jobs::JobContext;
 use lakefish_schemas::nets::quantized_keys;
+use lakefish_schemas::netspec::Inputs;
 use lakefish_schemas::{Progress, QuantizationError, QuantizeReport, QuantizeSpec};
 use tch::Device;
 
@@ -421,7 +423,7 @@ fn compare(
     let n = probe.material.len();
     let t = BatchTensors::new(b, Device::Cpu);
     let float: Vec<f32> = tch::no_grad(|| {
-        let out = model.forward(&t) * OUTPUT_SCALE;
+        let out = model.forward(&t) * model.arch.output_scale();
         Vec::<f32>::try_from(out.flatten(0, -1))
     })?;
     let ends = |offsets: &[i32], indices: &[i32], i: usize| {
@@ -483,6 +485,10 @@ pub fn quantize(ctx: &JobContext, spec: &QuantizeSpec) -> Result<QuantizeReport,
         features.max_active() as i64,
         Device::Cpu,
     );
+    let features_name = match &setup.arch {
+        ModelArch::Spec(_) => "netspec",
+        _ => features.name(),
+    };
     let mut adam = Adam::new(&model);
     let key = format!("{}/checkpoints/{checkpoint}", run_prefix(&run.id));
     let bytes = ctx
@@ -495,7 +501,7 @@ pub fn quantize(ctx: &JobContext, spec: &QuantizeSpec) -> Result<QuantizeReport,
 
     stage(ctx, "quantize", 1);
     let description = format!(
-        "lakefish net {features} {arch}: run {run} checkpoint {checkpoint} (step {step}), shuffle {shuffle}",
+        "lakefish net {features_name} {arch}: run {run} checkpoint {checkpoint} (step {step}), shuffle {shuffle}",
         arch = setup.arch,
         run = run.id,
         shuffle = shuffle.id,
@@ -534,6 +540,28 @@ pub fn quantize(ctx: &JobContext, spec: &QuantizeSpec) -> Result<QuantizeReport,
             };
             (file, Box::new(eval))
         }
+        ModelArch::Spec(spec) => {
+            let net = crate::spec_model::quantize(spec, &model.params, description)?;
+            let file = net.to_bytes();
+            if SpecNet::from_bytes(&file).as_ref() != Ok(&net) {
+                return Err(TrainError::Internal(
+                    "the .nnue file does not read back as the described net written".into(),
+                ));
+            }
+            // Men on the board from a feature list: one feature per man but in HalfKP,
+            // which has none for the kings.
+            let kings = u32::from(matches!(spec.inputs, Inputs::Halfkp {}));
+            let eval = move |stm: &[u32], nstm: &[u32]| {
+                let men = stm.len() as u32 + 2 * kings;
+                net.evaluate(
+                    Kernel::Scalar,
+                    &net.accumulate(stm),
+                    &net.accumulate(nstm),
+                    men,
+                ) as f64
+            };
+            (file, Box::new(eval))
+        }
     };
 
     stage(ctx, "compare with the float model", 2);
@@ -543,7 +571,8 @@ pub fn quantize(ctx: &JobContext, spec: &QuantizeSpec) -> Result<QuantizeReport,
         .chain(setup.train.iter().rev())
         .copied()
         .collect();
-    let probe = probe_positions(&setup.source, &order, features, spec.positions as usize)?;
+    let mut probe = probe_positions(&setup.source, &order, features, spec.positions as usize)?;
+    setup.remap(&mut probe.batch)?;
     if probe.material.is_empty() {
         return Err(TrainError::Spec(format!(
             "shuffle {} has no positions to check the quantized net on",
@@ -565,11 +594,13 @@ pub fn quantize(ctx: &JobContext, spec: &QuantizeSpec) -> Result<QuantizeReport,
         file: nnue_key.clone(),
         sha256: lakefish_jobs::nets::sha256_hex(&file),
         bytes: file.len() as u64,
-        features: features.name().to_string(),
+        features: features_name.to_string(),
         arch: setup.arch.to_string(),
         arch_hash: match &setup.arch {
             ModelArch::Lakefish(arch) => format!("{:#010x}", arch_hash(features, arch)),
             ModelArch::Stockfish => format!("{:#010x}", lakefish_engine::stockfish_net::FILE_HASH),
+            // A described net's file carries its description, checked whole when read.
+            ModelArch::Spec(_) => "netspec".to_string(),
         },
         error,
         created: lakefish_lake::records::now(),

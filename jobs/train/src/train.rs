@@ -9,12 +9,13 @@
 
 use crate::TrainError;
 use crate::loader::{Batch, ChunkSource, RowOptions, stream_batches};
-use crate::model::{BatchTensors, Loss, Model, ModelArch, OUTPUT_SCALE, loss, target};
+use crate::model::{BatchTensors, Loss, Model, ModelArch, loss, target};
 use crate::sparse::SparseBags;
 use arrow_array::RecordBatch;
 use lakefish_engine::features::FeatureSetKind;
 use lakefish_jobs::{JobContext, Lake};
-use lakefish_schemas::train::{FtUpdate, METRICS_FILE, RUN_FILE};
+use lakefish_schemas::netspec::Inputs;
+use lakefish_schemas::train::{FtUpdate, METRICS_FILE, RUN_FILE, TrainedNet};
 use lakefish_schemas::{
     DeviceChoice, FeatureSet, JobId, LossName, Progress, RunRecord, ShuffleManifest, TrainSpec,
 };
@@ -60,6 +61,8 @@ impl ChunkSource for LakeChunks {
 /// The resolved settings of a run.
 pub(crate) struct Setup {
     pub(crate) features: FeatureSetKind,
+    /// A king-bucketed description's layout: the loader's `all768` indices become its.
+    pub(crate) buckets: Option<lakefish_engine::features::king_buckets::KingBuckets>,
     pub(crate) arch: ModelArch,
     loss: Loss,
     device: Device,
@@ -68,6 +71,16 @@ pub(crate) struct Setup {
     pub(crate) train: Vec<usize>,
     pub(crate) val: Vec<usize>,
     pub(crate) source: Arc<LakeChunks>,
+}
+
+impl Setup {
+    /// The model's inputs from the loader's: a king-bucketed net's layout applied.
+    pub(crate) fn remap(&self, b: &mut Batch) -> Result<(), TrainError> {
+        match &self.buckets {
+            Some(kb) => crate::spec_model::remap_batch(kb, b).map_err(TrainError::Internal),
+            None => Ok(()),
+        }
+    }
 }
 
 /// `--ft-update auto` updates the transformer sparsely on the CPU for feature sets wider
@@ -135,9 +148,21 @@ pub(crate) fn resolve(
 ) -> Result<(Setup, ShuffleManifest), TrainError> {
     // The checks the API made at the door, made again: a queue can be written by others.
     lakefish_jobs::admission::check_train(spec)?;
-    let (features, arch) = spec.preset().map_err(TrainError::Spec)?;
-    let features = feature_set(features);
-    let arch = ModelArch::parse(&arch)?;
+    let (features, arch, buckets) = match spec.trained_net().map_err(TrainError::Spec)? {
+        TrainedNet::Preset(features, arch) => {
+            (feature_set(features), ModelArch::parse(&arch)?, None)
+        }
+        TrainedNet::Described(net) => {
+            let buckets = crate::spec_model::king_buckets(&net).map_err(TrainError::Spec)?;
+            let features = match net.inputs {
+                Inputs::Halfkp {} => FeatureSetKind::HalfKp,
+                Inputs::HalfkaV2Hm {} => FeatureSetKind::HalfKaV2Hm,
+                // King buckets: all768 from the loader, remapped per batch.
+                Inputs::PieceSquare {} | Inputs::KingBuckets { .. } => FeatureSetKind::All768,
+            };
+            (features, ModelArch::Spec(Box::new(net)), buckets)
+        }
+    };
     let loss = match spec.loss {
         LossName::Elmo => Loss::Elmo,
         LossName::Mse => Loss::Power(2.0),
@@ -149,6 +174,7 @@ pub(crate) fn resolve(
         // all768 measures faster sparse too, but its little nets trained on little data (the
         // nightly pipeline's test) came out weaker with lazy Adam, so it stays dense unless
         // asked (docs/BENCHMARKS.md, "Sparse on the CPU").
+        (FtUpdate::Auto, _) if matches!(arch, ModelArch::Spec(_)) => false,
         (FtUpdate::Auto, d) => d == Device::Cpu && features.inputs() > SPARSE_MIN_INPUTS,
         (FtUpdate::Sparse, Device::Cpu) => true,
         (FtUpdate::Sparse, d) => {
@@ -196,6 +222,7 @@ pub(crate) fn resolve(
     Ok((
         Setup {
             features,
+            buckets,
             arch,
             loss,
             device,
@@ -344,7 +371,7 @@ pub fn train_step(
     let tgt = target(&batch.score, &batch.result, lambda, scale);
     let mut bags = SparseBags::default();
     let out = model.forward_with(batch, adam.sparse.then_some(&mut bags));
-    let l = loss(kind, &(out * OUTPUT_SCALE), &tgt, scale);
+    let l = loss(kind, &(out * model.arch.output_scale()), &tgt, scale);
     l.backward();
     adam.update(model, lr, &bags)?;
     model.clip();
@@ -533,12 +560,13 @@ fn validate(
     );
     let (mut total, mut material, mut n) = (0.0, 0.0, 0u64);
     while let Some(b) = batches.next() {
-        let b = b?;
+        let mut b = b?;
+        setup.remap(&mut b)?;
         let t = BatchTensors::new(&b, setup.device);
         let target = target(&t.score, &t.result, lambda, spec.scale);
         let rows = b.len() as f64;
         let l = tch::no_grad(|| {
-            let pred = model.forward(&t) * OUTPUT_SCALE;
+            let pred = model.forward(&t) * model.arch.output_scale();
             loss(setup.loss, &pred, &target, spec.scale).double_value(&[])
         });
         let m = material_tensor(&b, setup.device);
@@ -804,7 +832,8 @@ fn train_run(
                 epoch_done = false;
                 break;
             }
-            let b = b?;
+            let mut b = b?;
+            setup.remap(&mut b)?;
             let uploaded = Instant::now();
             let t = BatchTensors::new(&b, setup.device);
             window.3 += b.len() as u64;

@@ -255,3 +255,102 @@ fn stockfish_quantization_refuses_what_does_not_fit() {
     let bytes = net.to_bytes().unwrap();
     assert!(lakefish_engine::stockfish_net::StockfishNet::from_bytes(&bytes).unwrap() == net);
 }
+
+/// bullet's four progression nets (`infra/nets/bullet-*.toml`, transformers narrowed to 64
+/// so the test stays short) each train, beat the material-only baseline on held-out chunks,
+/// quantize as their descriptions say within the usual float-vs-integer limits, read back
+/// whole and register with their description; the king-bucketed one resumes exactly.
+#[test]
+fn bullet_progression_nets_train_quantize_and_register() {
+    use lakefish_engine::spec_net::SpecNet;
+    use lakefish_schemas::netspec::NetSpec;
+    let fx = fixture(6);
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../infra/nets");
+    for name in [
+        "bullet-1-simple",
+        "bullet-2-output-buckets",
+        "bullet-3-input-buckets",
+        "bullet-4-multi-layer",
+    ] {
+        let text = std::fs::read_to_string(dir.join(format!("{name}.toml"))).unwrap();
+        let mut net = NetSpec::parse(&text).unwrap();
+        net.transformer.width = 64;
+        let mut s = spec(&fx.shuffle);
+        s.net = Some(net.clone());
+        s.epochs = 2;
+        s.lr = 3e-3;
+        let run = train(&fx.ctx, &JobId::new(), &s).unwrap();
+        let (val, material) = (
+            run.val_loss.last().copied().unwrap(),
+            run.material_val_loss.unwrap(),
+        );
+        assert!(
+            val < material,
+            "{name}: val {val} against material {material}"
+        );
+        assert!(run.step > 200, "{name}: {} steps", run.step);
+
+        let report = quantize(&fx.ctx, &QuantizeSpec::new(&run.id)).unwrap();
+        let e = &report.error;
+        eprintln!("{name}: val {val:.5} (material {material:.5}), quantized: {e:?}");
+        assert!(
+            e.mean_abs_cp <= 3.0 && e.p99_abs_cp <= 15.0,
+            "{name}: {e:?}"
+        );
+        assert!(e.max_abs_cp > 0.0, "{name}: the check compared something");
+        assert_eq!(report.features, "netspec");
+        let (nnue_key, _) = quantized_keys(&run.id, run.step);
+        let bytes = fx.rt.block_on(fx.ctx.lake.get(&nnue_key)).unwrap().unwrap();
+        let int = SpecNet::from_bytes(&bytes).unwrap();
+        assert_eq!(int.spec, net, "{name}: the file carries its description");
+
+        let m = register(
+            &fx.ctx,
+            &RegisterSpec {
+                run: run.id.clone(),
+                checkpoint: None,
+                parent: None,
+            },
+        )
+        .unwrap();
+        assert_eq!(m.net.as_ref(), Some(&net), "{name}");
+        assert_eq!(m.features, "netspec");
+        assert_eq!(m.arch, net.name.clone().unwrap());
+
+        if name == "bullet-3-input-buckets" {
+            let straight = {
+                let mut s = s.clone();
+                s.max_steps = Some(40);
+                train(&fx.ctx, &JobId::new(), &s).unwrap()
+            };
+            let mut first = s.clone();
+            first.max_steps = Some(20);
+            let b = train(&fx.ctx, &JobId::new(), &first).unwrap();
+            let mut resumed = first.clone();
+            resumed.max_steps = Some(40);
+            resumed.resume = Some(b.id.clone());
+            let b = train(&fx.ctx, &JobId::new(), &resumed).unwrap();
+            assert_eq!(b.step, 40);
+            let load = |run: &lakefish_schemas::names::RunId| {
+                let rec = fx
+                    .rt
+                    .block_on(lakefish_train::train::read_run(&fx.ctx.lake, run))
+                    .unwrap()
+                    .unwrap();
+                let key = format!(
+                    "{}/checkpoints/{}",
+                    lakefish_train::train::run_prefix(run),
+                    rec.checkpoints.last().unwrap()
+                );
+                let bytes = fx.rt.block_on(fx.ctx.lake.get(&key)).unwrap().unwrap();
+                tch::Tensor::load_multi_from_stream(std::io::Cursor::new(bytes.to_vec())).unwrap()
+            };
+            let (wa, wb) = (load(&straight.id), load(&b.id));
+            assert!(wa.iter().any(|(n, _)| n == "ft.factoriser"));
+            for ((na, ta), (nb, tb)) in wa.iter().zip(&wb) {
+                assert_eq!(na, nb);
+                assert!(ta.equal(tb), "{name}: {na} differs after resume");
+            }
+        }
+    }
+}

@@ -33,7 +33,8 @@ pub(crate) enum EngineCommand {
         #[arg(long, default_value_t = 8)]
         depth: u32,
         /// Use a random net of this shape instead of --net (speed only): FEATURES:ARCH,
-        /// e.g. all768:256x2-32-32 or halfkp:256x2-32-32.
+        /// e.g. all768:256x2-32-32 or halfkp:256x2-32-32, or a NetSpec file (.toml or .json,
+        /// e.g. infra/nets/bullet-3-input-buckets.toml).
         #[arg(long)]
         random_net: Option<String>,
         /// Also time the evaluation: incremental accumulator updates against full refreshes
@@ -132,6 +133,15 @@ pub(crate) fn run(lake: &str, args: EngineArgs) -> anyhow::Result<()> {
             stockfish,
         }) => {
             let evaluator = match random_net {
+                Some(file) if file.ends_with(".toml") || file.ends_with(".json") => {
+                    let text = std::fs::read_to_string(&file)
+                        .with_context(|| format!("--random-net {file}"))?;
+                    let spec = lakefish_schemas::netspec::NetSpec::parse(&text)
+                        .map_err(|e| anyhow::anyhow!("--random-net {file}: {e}"))?;
+                    let net = lakefish_engine::spec_net::random_spec_net(spec, 1)
+                        .map_err(|e| anyhow::anyhow!("--random-net {file}: {e}"))?;
+                    Evaluator::Spec(Arc::new(net))
+                }
                 Some(shape) => {
                     let (features, arch) = shape
                         .split_once(':')
@@ -145,7 +155,9 @@ pub(crate) fn run(lake: &str, args: EngineArgs) -> anyhow::Result<()> {
             println!("evaluation: {}", evaluator.describe());
             if eval {
                 let Evaluator::Nnue(net) = &evaluator else {
-                    bail!("--eval needs a net (--net or --random-net)");
+                    bail!(
+                        "--eval times lakefish's fixed shapes (--net or --random-net FEATURES:ARCH)"
+                    );
                 };
                 let lines = match &eval_pgn {
                     Some(path) => {

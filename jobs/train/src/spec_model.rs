@@ -1,0 +1,262 @@
+//! The float model of a net its NetSpec describes (issue 37): parameters named and shaped by
+//! [`NetSpec::tensors`], a forward pass that follows the description (factoriser, transformer
+//! activation, layers per output bucket, the output bucket chosen by the number of men), and
+//! the clipping that keeps every weight where its integer type can hold it.
+//!
+//! The output times the description's `eval_scale` is a score in the lake's unit, as
+//! [`crate::model::OUTPUT_SCALE`] is for the fixed shapes.
+
+use lakefish_engine::features::king_buckets::KingBuckets;
+use lakefish_schemas::netspec::{
+    Dtype, Inputs, LayerActivation, NetSpec, OutputBuckets, TransformerActivation,
+};
+use tch::{Device, Kind, Tensor};
+
+use crate::loader::Batch;
+use crate::model::BatchTensors;
+
+/// Fresh parameters: the transformer uniform in ±1/sqrt(max_active) (its sums start in the
+/// clipped range), its bias and the factoriser zero (the factoriser then learns what every
+/// bucket shares), dense layers uniform in ±1/sqrt(fan-in) like torch's `Linear`. Seeded by
+/// the caller.
+pub fn new_params(spec: &NetSpec, max_active: i64, device: Device) -> Vec<(String, Tensor)> {
+    let uniform = |shape: &[i64], bound: f64| {
+        (Tensor::rand(shape, (Kind::Float, device)) * 2.0 - 1.0) * bound
+    };
+    spec.tensors()
+        .into_iter()
+        .map(|t| {
+            let shape: Vec<i64> = t.shape.iter().map(|&d| d as i64).collect();
+            let value = match t.name.as_str() {
+                "ft.weight" => uniform(&shape, 1.0 / (max_active as f64).sqrt()),
+                "ft.bias" | "ft.factoriser" => Tensor::zeros(&shape, (Kind::Float, device)),
+                name => {
+                    // A bias has the fan-in of its weight.
+                    let weight = name.replace(".bias", ".weight");
+                    let fan_in = spec
+                        .tensors()
+                        .into_iter()
+                        .find(|w| w.name == weight)
+                        .map_or(1, |w| w.shape[1]);
+                    uniform(&shape, 1.0 / (fan_in as f64).sqrt())
+                }
+            };
+            (t.name, value.set_requires_grad(true))
+        })
+        .collect()
+}
+
+/// Men on the board of each row, from the stm perspective's feature count: every family but
+/// HalfKP has one feature per man, kings included; HalfKP has none for the kings.
+fn men(spec: &NetSpec, b: &BatchTensors) -> Tensor {
+    let offsets = b.stm_offsets.to_kind(Kind::Int64);
+    let total = Tensor::from_slice(&[b.stm_indices.size()[0]]).to_device(offsets.device());
+    let ends = Tensor::cat(&[offsets.narrow(0, 1, offsets.size()[0] - 1), total], 0);
+    let count = ends - &offsets;
+    match spec.inputs {
+        Inputs::Halfkp {} => count + 2,
+        _ => count,
+    }
+}
+
+/// Each row's output bucket (`[batch]`, int64), by the description's rule.
+pub fn buckets(spec: &NetSpec, b: &BatchTensors) -> Tensor {
+    let men = men(spec, b).clamp(2, 32);
+    match spec.output_buckets {
+        OutputBuckets::None => men.zeros_like(),
+        OutputBuckets::MaterialCount { count } => {
+            (men - 2).floor_divide_scalar(32u32.div_ceil(count) as i64)
+        }
+        OutputBuckets::StockfishLayerStacks => (men - 1).floor_divide_scalar(4),
+    }
+}
+
+fn param<'a>(params: &'a [(String, Tensor)], name: &str) -> &'a Tensor {
+    &params
+        .iter()
+        .find(|(n, _)| n == name)
+        .unwrap_or_else(|| panic!("the description's parameter {name}"))
+        .1
+}
+
+/// The net's output (`[batch, 1]`); times `eval_scale` a score in internal units.
+pub fn forward(spec: &NetSpec, params: &[(String, Tensor)], b: &BatchTensors) -> Tensor {
+    let w = param(params, "ft.weight");
+    let bias = param(params, "ft.bias");
+    let factoriser = spec.factoriser().then(|| param(params, "ft.factoriser"));
+    let transformer = |idx: &Tensor, off: &Tensor| {
+        let mut acc = crate::sparse::bag(None, "ft.weight", w, idx, off) + bias;
+        if let Some(f) = factoriser {
+            // The shared piece-square weight: every bucket's input `i` is `i mod 768` there.
+            let plain = idx.remainder(768);
+            acc += crate::sparse::bag(None, "ft.factoriser", f, &plain, off);
+        }
+        match spec.transformer.activation {
+            TransformerActivation::Crelu => acc.clamp(0.0, 1.0),
+            TransformerActivation::Screlu => acc.clamp(0.0, 1.0).square(),
+            TransformerActivation::PairwiseCrelu => {
+                let h = spec.transformer.width as i64 / 2;
+                acc.narrow(1, 0, h).clamp(0.0, 1.0) * acc.narrow(1, h, h).clamp(0.0, 1.0)
+            }
+        }
+    };
+    let mut x = Tensor::cat(
+        &[
+            transformer(&b.stm_indices, &b.stm_offsets),
+            transformer(&b.nstm_indices, &b.nstm_offsets),
+        ],
+        1,
+    );
+    let count = spec.output_buckets.count() as i64;
+    let bucket = (count > 1).then(|| buckets(spec, b));
+    // Rows `bucket · width ..` of a per-bucket layer's output: the chosen bucket's.
+    let select = |y: Tensor, width: i64| match &bucket {
+        Some(k) => {
+            let n = y.size()[0];
+            let index = (k * width).unsqueeze(1) + Tensor::arange(width, (Kind::Int64, y.device()));
+            y.view([n, count * width]).gather(1, &index, false)
+        }
+        None => y,
+    };
+    for (i, layer) in spec.layers.iter().enumerate() {
+        let y = x.linear(
+            param(params, &format!("l{}.weight", i + 1)),
+            Some(param(params, &format!("l{}.bias", i + 1))),
+        );
+        let width = layer.width as i64;
+        let y = if layer.per_bucket {
+            select(y, width)
+        } else {
+            y
+        };
+        x = match layer.activation {
+            LayerActivation::Crelu => y.clamp(0.0, 1.0),
+            LayerActivation::Screlu => y.clamp(0.0, 1.0).square(),
+            LayerActivation::SquareAndCreluSkipLast => {
+                unreachable!("Stockfish's layer stacks train as the stockfish-15.1 preset")
+            }
+        };
+    }
+    let y = x.linear(param(params, "out.weight"), Some(param(params, "out.bias")));
+    select(y, 1)
+}
+
+/// Keeps every weight that is stored as an integer where its type can hold it at its factor
+/// (the transformer: the accumulators' i16 lanes; a factoriser is merged into the transformer,
+/// so the two together must fit: each is kept to half).
+pub fn clip(spec: &NetSpec, params: &[(String, Tensor)]) {
+    tch::no_grad(|| {
+        for (name, t) in params {
+            let quant = match name.as_str() {
+                "ft.factoriser" => spec.default_quant("ft.weight"),
+                n => spec.default_quant(n),
+            };
+            let Some(q) = quant else { continue };
+            if q.dtype == Dtype::F32 || name.ends_with(".bias") {
+                continue;
+            }
+            let mut max = q.dtype.max() / q.factor;
+            if spec.factoriser() && name.starts_with("ft.") {
+                max /= 2.0;
+            }
+            let _ = t.shallow_clone().clamp_(-max, max);
+        }
+    });
+}
+
+/// The king-bucket layout a description's inputs use, when they are king-bucketed: the
+/// loader makes `all768` indices, which [`remap_batch`] turns into the layout's.
+pub fn king_buckets(spec: &NetSpec) -> Result<Option<KingBuckets>, String> {
+    match &spec.inputs {
+        Inputs::KingBuckets { layout, mirror, .. } => KingBuckets::new(layout, *mirror)
+            .map(Some)
+            .map_err(|e| format!("inputs.layout: {e}")),
+        _ => Ok(None),
+    }
+}
+
+/// A batch of `all768` indices in a king-bucket layout's: each row's own king picks the
+/// bucket and the mirror of its perspective.
+pub fn remap_batch(kb: &KingBuckets, b: &mut Batch) -> Result<(), String> {
+    let rows = b.len();
+    for (indices, offsets, perspective) in [
+        (&mut b.stm_indices, &b.stm_offsets, "side to move"),
+        (&mut b.nstm_indices, &b.nstm_offsets, "other side"),
+    ] {
+        for r in 0..rows {
+            let start = offsets[r] as usize;
+            let end = offsets.get(r + 1).map_or(indices.len(), |&e| e as usize);
+            // The colour only names the error: the indices are already relative.
+            kb.remap_all768(shakmaty::Color::White, &mut indices[start..end])
+                .map_err(|_| format!("row {r}: no king of the {perspective} among its inputs"))?;
+        }
+    }
+    Ok(())
+}
+
+/// The integer net of a described model: the factoriser merged into every bucket's
+/// transformer rows, then each tensor stored as its quantization says (type, factor,
+/// rounding). A value its type cannot hold is an error naming the tensor.
+pub fn quantize(
+    spec: &NetSpec,
+    params: &[(String, Tensor)],
+    comment: String,
+) -> Result<lakefish_engine::spec_net::SpecNet, crate::TrainError> {
+    use lakefish_engine::spec_net::{SpecNet, Values};
+    use lakefish_schemas::netspec::Rounding;
+    let values = |name: &str| -> Result<Vec<f32>, crate::TrainError> {
+        let t = param(params, name)
+            .detach()
+            .to_device(Device::Cpu)
+            .flatten(0, -1);
+        Ok(Vec::<f32>::try_from(t)?)
+    };
+    let width = spec.transformer.width as usize;
+    let mut tensors = Vec::new();
+    for t in spec.tensors() {
+        if t.name == "ft.factoriser" {
+            continue;
+        }
+        let mut v = values(&t.name)?;
+        if t.name == "ft.weight" && spec.factoriser() {
+            let f = values("ft.factoriser")?;
+            for (row, chunk) in v.chunks_mut(width).enumerate() {
+                let shared = &f[(row % 768) * width..][..width];
+                chunk.iter_mut().zip(shared).for_each(|(w, s)| *w += s);
+            }
+        }
+        let q = spec
+            .default_quant(&t.name)
+            .expect("every tensor of the description has a quantization");
+        let stored = |i: usize, x: f32| -> Result<f64, crate::TrainError> {
+            let scaled = x as f64 * q.factor;
+            let r = match q.rounding {
+                Rounding::Round => scaled.round(),
+                Rounding::Trunc => scaled.trunc(),
+            };
+            if r.is_finite() && r.abs() <= q.dtype.max() {
+                Ok(r)
+            } else {
+                Err(crate::TrainError::Quantize {
+                    tensor: t.name.clone(),
+                    reason: format!(
+                        "value {x} at index {i} is {r} at factor {}, beyond {:?}",
+                        q.factor, q.dtype
+                    ),
+                })
+            }
+        };
+        let ints = || -> Result<Vec<f64>, crate::TrainError> {
+            v.iter().enumerate().map(|(i, &x)| stored(i, x)).collect()
+        };
+        let stored = match q.dtype {
+            Dtype::I8 => Values::I8(ints()?.into_iter().map(|x| x as i8).collect()),
+            Dtype::I16 => Values::I16(ints()?.into_iter().map(|x| x as i16).collect()),
+            Dtype::I32 => Values::I32(ints()?.into_iter().map(|x| x as i32).collect()),
+            Dtype::F32 => Values::F32(v.iter().map(|&x| (x as f64 * q.factor) as f32).collect()),
+        };
+        tensors.push((t.name, stored));
+    }
+    SpecNet::new(spec.clone(), comment, tensors)
+        .map_err(|e| crate::TrainError::Internal(format!("the quantized net: {e}")))
+}
