@@ -317,6 +317,30 @@ fn bullet_progression_nets_train_quantize_and_register() {
         assert_eq!(m.features, "netspec");
         assert_eq!(m.arch, net.name.clone().unwrap());
 
+        // It plays: a short node-limited SPRT in lakefish's engine against material only.
+        let book = "rnbqkbnr/pppppppp/8/8/4P3/8/PPPP1PPP/RNBQKBNR b KQkq -\n\
+                    rnbqkbnr/pppppppp/8/8/3P4/8/PPP1PPPP/RNBQKBNR b KQkq -\n";
+        fx.rt
+            .block_on(
+                fx.ctx
+                    .lake
+                    .put("raw/books/bullet.epd", book.as_bytes().to_vec()),
+            )
+            .unwrap();
+        let sprt: lakefish_schemas::SprtSpec = serde_json::from_value(serde_json::json!({
+            "new": m.name, "base": "material", "book": "lake:raw/books/bullet.epd",
+            "nodes": 300, "batch_pairs": 2, "max_pairs": 2, "elo0": 0.0, "elo1": 50.0
+        }))
+        .unwrap();
+        let played = lakefish_jobs::sprt::run_here(&fx.ctx, &sprt).unwrap();
+        assert_eq!(played.games, 4, "{name}: {played:?}");
+        assert_eq!(played.wins + played.draws + played.losses, 4);
+        assert_eq!(
+            played.new_incidents,
+            Default::default(),
+            "{name}: {played:?}"
+        );
+
         if name == "bullet-3-input-buckets" {
             let straight = {
                 let mut s = s.clone();
