@@ -378,3 +378,103 @@ fn bullet_progression_nets_train_quantize_and_register() {
         }
     }
 }
+
+/// Presets are today's nets, bit for bit: trained at the same seed for the same steps, each
+/// preset's weights and its quantized net (its free-text description aside), and the integer
+/// evaluations of a few positions, equal what the code before nets-as-data made
+/// (`tests/data/golden/`, written by this test at eb4a898 with LAKEFISH_WRITE_GOLDEN=1, on
+/// the shared sample and on generated games).
+#[test]
+fn presets_train_and_quantize_as_before_nets_as_data() {
+    use sha2::{Digest, Sha256};
+    let fx = fixture(6);
+    let hex = |bytes: &[u8]| format!("{:x}", Sha256::digest(bytes));
+    let fens = [
+        "rnbqkbnr/pppppppp/8/8/4P3/8/PPPP1PPP/RNBQKBNR b KQkq - 0 1",
+        "r1bq1rk1/pp2bppp/2n1pn2/3p4/2PP4/2N1PN2/PP3PPP/R2QKB1R w KQ - 0 9",
+        "8/5k2/8/3K4/8/8/2R5/8 w - - 0 1",
+    ];
+    let mut lines = Vec::new();
+    for (features, arch) in [
+        ("all768", "32x2-8"),
+        ("all768", "32x2:screlu"),
+        ("halfkp", "32x2-8"),
+        ("halfka_v2_hm", "stockfish-15.1"),
+    ] {
+        let mut s = spec(&fx.shuffle);
+        s.features = lakefish_schemas::FeatureSet::parse(features).unwrap();
+        s.arch = arch.into();
+        s.max_steps = Some(20);
+        let run = train(&fx.ctx, &JobId::new(), &s).unwrap();
+        let rec = fx
+            .rt
+            .block_on(lakefish_train::train::read_run(&fx.ctx.lake, &run.id))
+            .unwrap()
+            .unwrap();
+        let key = format!(
+            "{}/checkpoints/{}",
+            lakefish_train::train::run_prefix(&run.id),
+            rec.checkpoints.last().unwrap()
+        );
+        let ckpt = fx.rt.block_on(fx.ctx.lake.get(&key)).unwrap().unwrap();
+        let mut weights = Sha256::new();
+        for (name, t) in
+            tch::Tensor::load_multi_from_stream(std::io::Cursor::new(ckpt.to_vec())).unwrap()
+        {
+            if name.starts_with("adam.") || name == "position" {
+                continue;
+            }
+            let v = Vec::<f32>::try_from(t.flatten(0, -1)).unwrap();
+            weights.update(name.as_bytes());
+            v.iter().for_each(|x| weights.update(x.to_le_bytes()));
+        }
+        let mut q = QuantizeSpec::new(&run.id);
+        q.positions = 1000;
+        q.max_mean_cp = 1e9;
+        q.max_p99_cp = 1e9;
+        quantize(&fx.ctx, &q).unwrap();
+        let (nnue_key, _) = quantized_keys(&run.id, run.step);
+        let bytes = fx.rt.block_on(fx.ctx.lake.get(&nnue_key)).unwrap().unwrap();
+        // The description names the run (a fresh id each time): blank it.
+        let net = match lakefish_engine::stockfish_net::StockfishNet::from_bytes(&bytes) {
+            Ok(mut net) => {
+                net.description.clear();
+                hex(&net.to_bytes().unwrap())
+            }
+            Err(_) => {
+                let mut net = Network::from_bytes(&bytes).unwrap();
+                net.description.clear();
+                hex(&net.to_bytes())
+            }
+        };
+        let evaluator = lakefish_engine::eval::Evaluator::from_net_bytes(&bytes).unwrap();
+        let evals: Vec<String> = fens
+            .iter()
+            .map(|f| {
+                lakefish_jobs::foreign_nets::evaluate_fen(&evaluator, f)
+                    .unwrap()
+                    .white
+                    .to_string()
+            })
+            .collect();
+        lines.push(format!(
+            "{features} {arch} weights {} net {net} evals {}",
+            hex(&weights.finalize()),
+            evals.join(",")
+        ));
+    }
+    let data = if lakefish_testkit::shared_data("binpack/small.binpack").is_some() {
+        "shared"
+    } else {
+        "generated"
+    };
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join(format!("../../tests/data/golden/presets-{data}.txt"));
+    let got = lines.join("\n") + "\n";
+    if std::env::var_os("LAKEFISH_WRITE_GOLDEN").is_some() {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, &got).unwrap();
+    }
+    let want = std::fs::read_to_string(&path).unwrap();
+    assert_eq!(got, want, "presets drifted from {}", path.display());
+}
