@@ -383,7 +383,10 @@ fn bullet_progression_nets_train_quantize_and_register() {
 /// preset's weights and its quantized net (its free-text description aside), and the integer
 /// evaluations of a few positions, equal what the code before nets-as-data made
 /// (`tests/data/golden/`, written by this test at eb4a898 with LAKEFISH_WRITE_GOLDEN=1, on
-/// the shared sample and on generated games).
+/// the shared sample and on generated games). The floats come from libtorch's CPU kernels,
+/// which pick their instructions by the CPU: the files hold what this project's CI machine
+/// (x86-64 with AVX2, 2 threads) computes; on another CPU, regenerate both files at eb4a898
+/// and at the commit under test there, and compare those.
 #[test]
 fn presets_train_and_quantize_as_before_nets_as_data() {
     use sha2::{Digest, Sha256};
