@@ -6,8 +6,9 @@
 #
 # 1. `lakefish bench train --device DEVICE`: loader alone, training steps on the device, and
 #    the plain PyTorch loop (infra/bench/torch_reference.py) on the same batches and device.
-# 2. Exact resume on the device for all768 256x2:screlu, halfka_v2_hm 256x2-32-32 and
-#    Stockfish 15.1's architecture: 60 steps straight and 30 + resume 30 must leave
+# 2. Exact resume on the device for all768 256x2:screlu, halfka_v2_hm 256x2-32-32, Stockfish
+#    15.1's architecture and infra/nets/buckets-512.toml (a NetSpec with king buckets and
+#    output buckets): 60 steps straight and 30 + resume 30 must leave
 #    checkpoints with the same sha256; the first then goes on for 30 more steps on the CPU.
 # 3. Whole runs at batch 16384 on BINPACK's quiet rows repeated REPEAT times (default 32):
 #    all768 256x2:screlu and stockfish-15.1, each for up to WHOLE_S seconds (default 75),
@@ -26,7 +27,7 @@ LF=${LAKEFISH:-target/release/lakefish}
 PY=$(command -v "${PY:-python3}" || echo "${PY:-python3}")
 # Parts to run (PARTS="1 3" skips the resume checks); whole runs listed in WHOLE (default: all).
 PARTS=${PARTS:-1 2 3}
-WHOLE=${WHOLE:-all768-256x2-screlu stockfish-15.1 all768-256x2-32-32}
+WHOLE=${WHOLE:-all768-256x2-screlu stockfish-15.1 all768-256x2-32-32 buckets-512}
 OUTD=${OUT:-/tmp/gpu-out}
 mkdir -p "$OUTD"
 failed=0
@@ -39,6 +40,7 @@ torch_dir=$("$PY" -c 'import importlib.util as u; s = u.find_spec("torch"); prin
 [ -n "$torch_dir" ] || { echo "gpu.sh: no torch in $PY (set PY to a Python with torch 2.11)" >&2; exit 1; }
 export LD_LIBRARY_PATH=$torch_dir/lib:$torch_dir/../nvidia/cu13/lib:${LD_LIBRARY_PATH:-}
 script=$(dirname "$0")/torch_reference.py
+NETS=$(dirname "$0")/../nets
 say "machine: $(nvidia-smi -L 2>/dev/null | head -1 || echo 'no nvidia-smi'); $(nproc) cores; torch $("$PY" -c 'import torch; print(torch.__version__)' 2>/dev/null)"
 
 want() { [[ " $PARTS " == *" $1 "* ]]; }
@@ -100,6 +102,7 @@ fi
 RESUMED=
 resume "halfka_v2_hm 256x2-32-32" --features halfka_v2_hm --arch 256x2-32-32
 resume "stockfish-15.1" --features halfka_v2_hm --arch stockfish-15.1
+resume "buckets-512 (a NetSpec: king and output buckets)" --net-spec "$NETS/buckets-512.toml"
 fi
 
 want 3 || { part "done: $failed part(s) failed"; exit "$failed"; }
@@ -144,6 +147,7 @@ for w in $WHOLE; do
     all768-256x2-screlu) whole "$w" --features all768 --arch 256x2:screlu ;;
     all768-256x2-32-32) whole "$w" --features all768 --arch 256x2-32-32 ;;
     stockfish-15.1) whole "$w" --features halfka_v2_hm --arch stockfish-15.1 ;;
+    buckets-512) whole "$w" --net-spec "$NETS/buckets-512.toml" ;;
     *) fail "unknown whole run $w" ;;
   esac
 done

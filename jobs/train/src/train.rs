@@ -14,7 +14,7 @@ use crate::sparse::SparseBags;
 use arrow_array::RecordBatch;
 use lakefish_engine::features::FeatureSetKind;
 use lakefish_jobs::{JobContext, Lake};
-use lakefish_schemas::netspec::Inputs;
+use lakefish_schemas::netspec::{Inputs, NetSpec};
 use lakefish_schemas::train::{FtUpdate, METRICS_FILE, RUN_FILE, TrainedNet};
 use lakefish_schemas::{
     DeviceChoice, FeatureSet, JobId, LossName, Progress, RunRecord, ShuffleManifest, TrainSpec,
@@ -389,7 +389,16 @@ pub(crate) struct Position {
     batch: u64,
 }
 
-fn save_checkpoint(model: &Model, adam: &Adam, at: Position) -> Result<Vec<u8>, TrainError> {
+/// Name of the checkpoint tensor that holds the net's description (UTF-8 JSON of its NetSpec):
+/// a checkpoint says what net it is without the run record beside it.
+pub const NETSPEC_TENSOR: &str = "netspec";
+
+fn save_checkpoint(
+    model: &Model,
+    adam: &Adam,
+    at: Position,
+    netspec: &[u8],
+) -> Result<Vec<u8>, TrainError> {
     let mut named: Vec<(String, Tensor)> = model
         .params
         .iter()
@@ -401,6 +410,7 @@ fn save_checkpoint(model: &Model, adam: &Adam, at: Position) -> Result<Vec<u8>, 
     }
     let meta = [at.step as i64, at.epoch as i64, at.batch as i64, adam.step];
     named.push(("position".into(), Tensor::from_slice(&meta)));
+    named.push((NETSPEC_TENSOR.into(), Tensor::from_slice(netspec)));
     let mut out = Vec::new();
     Tensor::save_multi_to_stream(&named, &mut out)?;
     Ok(out)
@@ -782,6 +792,15 @@ fn train_run(
     // Since the last metrics row: start, steps, summed loss (on the device), positions.
     let new_window = || (Instant::now(), 0u64, None::<Tensor>, 0u64);
     let mut window = new_window();
+    // The description every checkpoint carries: the run's NetSpec, or its preset's.
+    let netspec = match spec.trained_net().map_err(TrainError::Spec)? {
+        TrainedNet::Described(net) => Some(net),
+        TrainedNet::Preset(features, arch) => NetSpec::preset(features.as_str(), &arch).ok(),
+    }
+    .map(|n| serde_json::to_vec(&n))
+    .transpose()
+    .map_err(|e| TrainError::Internal(format!("the net's description: {e}")))?
+    .unwrap_or_default();
     let mut spent = Spent::default();
     let checkpoint = |model: &Model,
                       adam: &Adam,
@@ -790,7 +809,7 @@ fn train_run(
                       metrics: &Metrics|
      -> Result<(), TrainError> {
         let name = checkpoint_name(at.step);
-        let bytes = save_checkpoint(model, adam, at)?;
+        let bytes = save_checkpoint(model, adam, at, &netspec)?;
         ctx.block_on(ctx.lake.put(&format!("{prefix}/checkpoints/{name}"), bytes))?;
         if record.checkpoints.last() != Some(&name) {
             record.checkpoints.push(name);

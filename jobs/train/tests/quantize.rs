@@ -371,6 +371,13 @@ fn bullet_progression_nets_train_quantize_and_register() {
             };
             let (wa, wb) = (load(&straight.id), load(&b.id));
             assert!(wa.iter().any(|(n, _)| n == "ft.factoriser"));
+            // The checkpoint carries the net's description.
+            let (_, described) = wa
+                .iter()
+                .find(|(n, _)| n == lakefish_train::train::NETSPEC_TENSOR)
+                .expect("a description in the checkpoint");
+            let text = String::from_utf8(Vec::<u8>::try_from(described).unwrap()).unwrap();
+            assert_eq!(NetSpec::parse(&text).unwrap(), net);
             for ((na, ta), (nb, tb)) in wa.iter().zip(&wb) {
                 assert_eq!(na, nb);
                 assert!(ta.equal(tb), "{name}: {na} differs after resume");
@@ -424,7 +431,7 @@ fn presets_train_and_quantize_as_before_nets_as_data() {
         for (name, t) in
             tch::Tensor::load_multi_from_stream(std::io::Cursor::new(ckpt.to_vec())).unwrap()
         {
-            if name.starts_with("adam.") || name == "position" {
+            if name.starts_with("adam.") || name == "position" || name == "netspec" {
                 continue;
             }
             let v = Vec::<f32>::try_from(t.flatten(0, -1)).unwrap();

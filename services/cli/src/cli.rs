@@ -535,8 +535,9 @@ pub(crate) struct TrainArgs {
     /// right (files a↔h).
     #[arg(long)]
     pub mirror: bool,
-    /// The net as a NetSpec file (TOML or JSON; examples in infra/nets/) instead of
-    /// --features and --arch.
+    /// The net as a NetSpec file (TOML or JSON; examples in infra/nets/, docs/NETSPEC.md)
+    /// instead of --features and --arch, or a preset's name as FEATURES:ARCH
+    /// (all768:256x2:screlu, halfka_v2_hm:stockfish-15.1) when no such file exists.
     #[arg(long, value_name = "FILE", conflicts_with_all = ["features", "arch"])]
     pub net_spec: Option<std::path::PathBuf>,
     /// Filter the chunks' rows at load time: quiet rows from this ply on.
@@ -598,6 +599,14 @@ impl TrainArgs {
             ),
             net: match &self.net_spec {
                 None => None,
+                Some(path) if !path.exists() && path.to_string_lossy().contains(':') => {
+                    let name = path.to_string_lossy();
+                    let (features, arch) = name.split_once(':').expect("checked above");
+                    Some(
+                        lakefish_schemas::netspec::NetSpec::preset(features, arch)
+                            .map_err(|e| anyhow::anyhow!("--net-spec {name}: {e}"))?,
+                    )
+                }
                 Some(path) => {
                     let text = std::fs::read_to_string(path)
                         .with_context(|| format!("--net-spec: reading {}", path.display()))?;
@@ -913,6 +922,16 @@ mod tests {
         assert_eq!(spec.preset().unwrap().1, "64x2:screlu");
         let spec = args(&[]).resumed_spec(&run, |_| false).unwrap();
         assert_eq!(spec.preset().unwrap().1, "128x2-8", "the run's own net");
+        // A preset's name where no such file exists; a name that is neither is refused.
+        let spec = args(&["--net-spec", "halfkp:32x2-8"])
+            .resumed_spec(&run, |id| given.contains(&id))
+            .unwrap();
+        assert_eq!(spec.preset().unwrap().1, "32x2-8");
+        let err = args(&["--net-spec", "halfkp:banana"])
+            .resumed_spec(&run, |id| given.contains(&id))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("--net-spec halfkp:banana"), "{err}");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
