@@ -67,7 +67,8 @@ train() {
   shift
   "$LF" --lake "$lake" train --shuffle "$sh" --val-chunks 1 --seed 3 "$@" >> "$OUTD/train.log" 2>&1 ||
     { echo "train $* failed: $(tail -3 "$OUTD/train.log")" >&2; return 1; }
-  tail -80 "$OUTD/train.log" | grep -o 'run-[0-9a-f]\{12\}' | tail -1
+  # The run record printed last: its "id" (a described net's record is long).
+  grep -o '"id": "run-[0-9a-f]\{12\}"' "$OUTD/train.log" | tail -1 | grep -o 'run-[0-9a-f]\{12\}'
 }
 
 "$LF" --lake "$lake" ingest binpack "$BINPACK" --dataset d > /dev/null 2>&1 &&
