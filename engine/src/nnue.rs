@@ -217,7 +217,9 @@ pub fn arch_hash(features: FeatureSetKind, arch: &Arch) -> u32 {
 pub enum NnueError {
     #[error("not a lakefish .nnue file (magic bytes {0:?})")]
     Magic(Vec<u8>),
-    #[error("format version {found}; this build reads version {VERSION}")]
+    #[error(
+        "format version {found}; this build reads version {VERSION} (fixed shapes) and 2 (nets a NetSpec describes)"
+    )]
     Version { found: u32 },
     #[error(
         "architecture hash {found:#010x} does not match {expected:#010x} for {features} {arch} (written under other quantization rules, or a corrupt header)"

@@ -610,9 +610,10 @@ impl SpecNet {
                 let row = o * layer.fan_in;
                 let bias = layer.bias.raw(o) / layer.bias_factor;
                 let sum = if i == 0 && layer.weight.dtype() != Dtype::F32 {
-                    // Exact: integers times integers, one division by both scales.
-                    let s: i64 = (0..layer.fan_in)
-                        .map(|j| x[j] * layer.weight.int(row + j))
+                    // Exact: integers times integers, one division by both scales. i32 weights
+                    // times activations up to QA² could pass i64 over thousands of inputs.
+                    let s: i128 = (0..layer.fan_in)
+                        .map(|j| (x[j] * layer.weight.int(row + j)) as i128)
                         .sum();
                     s as f64 / (x_scale as f64 * layer.weight_factor)
                 } else if i == 0 {

@@ -85,6 +85,13 @@ pub fn evaluate_fen(net: &Evaluator, fen: &str) -> Result<FenEvaluation, String>
                 sf: Some(e),
             })
         }
+        Evaluator::Spec(net) => {
+            let v = net
+                .evaluate_board(pos.board(), turn)
+                .map_err(|e| e.to_string())?;
+            let white = if turn.is_white() { v } else { -v };
+            Ok(FenEvaluation { white, sf: None })
+        }
         other => Err(format!("{} is not a net", other.describe())),
     }
 }
@@ -93,4 +100,37 @@ pub fn evaluate_fen(net: &Evaluator, fen: &str) -> Result<FenEvaluation, String>
 pub struct FenEvaluation {
     pub white: i32,
     pub sf: Option<SfEvaluation>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A described net (a `.nnue` version 2) evaluates a FEN from White's side: the engine's
+    /// score for the side to move, negated when Black moves.
+    #[test]
+    fn described_nets_evaluate_fens() {
+        let mut spec = lakefish_schemas::netspec::NetSpec::parse(include_str!(
+            "../../infra/nets/bullet-3-input-buckets.toml"
+        ))
+        .unwrap();
+        spec.transformer.width = 64;
+        let net = lakefish_engine::spec_net::random_spec_net(spec, 5).unwrap();
+        let evaluator = Evaluator::from_net_bytes(&net.to_bytes()).unwrap();
+        for fen in [
+            "rnbqkbnr/pppppppp/8/8/4P3/8/PPPP1PPP/RNBQKBNR b KQkq - 0 1",
+            "r1bq1rk1/pp2bppp/2n1pn2/3p4/2PP4/2N1PN2/PP3PPP/R2QKB1R w KQ - 0 9",
+        ] {
+            let pos: Chess = fen
+                .parse::<Fen>()
+                .unwrap()
+                .into_position(CastlingMode::Standard)
+                .unwrap();
+            let stm = net.evaluate_board(pos.board(), pos.turn()).unwrap();
+            let white = if pos.turn().is_white() { stm } else { -stm };
+            let got = evaluate_fen(&evaluator, fen).unwrap();
+            assert_eq!(got.white, white, "{fen}");
+            assert!(got.sf.is_none());
+        }
+    }
 }

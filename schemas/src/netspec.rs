@@ -33,6 +33,8 @@ pub const NETSPEC_VERSION: u32 = 1;
 /// Widest transformer and hidden layer a NetSpec may ask for.
 pub const MAX_TRANSFORMER_WIDTH: u32 = 4096;
 pub const MAX_LAYER_WIDTH: u32 = 1024;
+/// Most hidden layers a net may have (a reader of a file sizes its work by them).
+pub const MAX_LAYERS: usize = 16;
 /// Most output buckets (and king buckets) a net may have.
 pub const MAX_BUCKETS: u32 = 64;
 
@@ -437,6 +439,12 @@ impl NetSpec {
                 ),
             ));
         }
+        if self.layers.len() > MAX_LAYERS {
+            return Err(bad(
+                "layers",
+                format!("{} hidden layers, at most {MAX_LAYERS}", self.layers.len()),
+            ));
+        }
         for (i, l) in self.layers.iter().enumerate() {
             if !(1..=MAX_LAYER_WIDTH).contains(&l.width) {
                 return Err(bad(
@@ -514,18 +522,23 @@ impl NetSpec {
         }
         let ft = |n: &str| self.default_quant(n).expect("every net has a transformer");
         let (w, b) = (ft("ft.weight"), ft("ft.bias"));
-        if w.dtype != Dtype::I16 || b.dtype != Dtype::I16 {
-            return Err(bad(
-                "quantization.tensors",
-                "ft.weight and ft.bias are stored as i16 (the engine's accumulators are)",
-            ));
+        for (name, q) in [("ft.weight", &w), ("ft.bias", &b)] {
+            if q.dtype != Dtype::I16 {
+                return Err(bad(
+                    format!("quantization.tensors.{name:?}.dtype"),
+                    format!(
+                        "{:?}: the transformer is stored as i16 (the engine's accumulators are)",
+                        q.dtype
+                    ),
+                ));
+            }
         }
         if w.factor != b.factor
             || w.factor.fract() != 0.0
             || !(1.0..=i16::MAX as f64).contains(&w.factor)
         {
             return Err(bad(
-                "quantization.tensors",
+                "quantization.tensors.\"ft.weight\".factor",
                 format!(
                     "ft.weight and ft.bias take one whole factor from 1 to 32767 (they have {} and {})",
                     w.factor, b.factor
@@ -990,6 +1003,12 @@ eval_scale = 400.0
             "{ok}\n[[layers]]\nwidth = 16\nactivation = \"screlu\"\n[[layers]]\nwidth = 8\nactivation = \"square_and_crelu_skip_last\"\n"
         );
         assert_eq!(field_of(&layered), "layers[1].activation");
+        // Too many layers for a reader to take.
+        let deep = format!(
+            "{ok}{}",
+            "\n[[layers]]\nwidth = 4\nactivation = \"crelu\"\n".repeat(MAX_LAYERS + 1)
+        );
+        assert_eq!(field_of(&deep), "layers");
         let layered = format!("{ok}\n[[layers]]\nwidth = 16\nactivation = \"pairwise_crelu\"\n");
         assert_eq!(field_of(&layered), "layers[0].activation");
         // A quantization entry for a tensor the net does not have.

@@ -321,7 +321,7 @@ pub fn quantize_model(
 
 /// Proves no reachable position overflows an int16 accumulator: for every column, the bias
 /// plus the `max_active` largest weights in magnitude stays within i16.
-fn check_accumulator_range(
+pub(crate) fn check_accumulator_range(
     bias: &[i64],
     weights: &[i64],
     l1: usize,

@@ -159,9 +159,22 @@ pub fn clip(spec: &NetSpec, params: &[(String, Tensor)]) {
             if spec.factoriser() && name.starts_with("ft.") {
                 max /= 2.0;
             }
+            if name == "out.weight" && screlu_kernel(spec) {
+                // The engine's SCReLU dot multiplies in i16 lanes: weights within ±127 stored.
+                max = max.min(127.0 / q.factor);
+            }
             let _ = t.shallow_clone().clamp_(-max, max);
         }
     });
+}
+
+/// Whether the engine evaluates this net's output with the presets' SCReLU kernel when its
+/// output weights stay within ±127 stored: a SCReLU transformer at factor 255 straight into
+/// the output (see `lakefish_engine::spec_net`).
+fn screlu_kernel(spec: &NetSpec) -> bool {
+    spec.transformer.activation == TransformerActivation::Screlu
+        && spec.layers.is_empty()
+        && spec.default_quant("ft.weight").map(|q| q.factor) == Some(255.0)
 }
 
 /// The king-bucket layout a description's inputs use, when they are king-bucketed: the
@@ -253,10 +266,68 @@ pub fn quantize(
             Dtype::I8 => Values::I8(ints()?.into_iter().map(|x| x as i8).collect()),
             Dtype::I16 => Values::I16(ints()?.into_iter().map(|x| x as i16).collect()),
             Dtype::I32 => Values::I32(ints()?.into_iter().map(|x| x as i32).collect()),
-            Dtype::F32 => Values::F32(v.iter().map(|&x| (x as f64 * q.factor) as f32).collect()),
+            Dtype::F32 => {
+                let f: Vec<f32> = v.iter().map(|&x| (x as f64 * q.factor) as f32).collect();
+                if let Some(i) = f.iter().position(|x| !x.is_finite()) {
+                    return Err(crate::TrainError::Quantize {
+                        tensor: t.name.clone(),
+                        reason: format!("value {} at index {i} is not a finite number", v[i]),
+                    });
+                }
+                Values::F32(f)
+            }
         };
         tensors.push((t.name, stored));
     }
+    // No position may overflow an i16 accumulator: all of a perspective's features come
+    // from one king bucket's block of 768 rows (else from the whole set), at most
+    // `max_active` of them.
+    if let (Values::I16(w), Values::I16(b)) = (&tensors[0].1, &tensors[1].1) {
+        let block = match spec.inputs {
+            Inputs::KingBuckets { .. } => 768 * width,
+            _ => w.len(),
+        };
+        let bias: Vec<i64> = b.iter().map(|&x| x as i64).collect();
+        for rows in w.chunks(block) {
+            let rows: Vec<i64> = rows.iter().map(|&x| x as i64).collect();
+            crate::quantize::check_accumulator_range(
+                &bias,
+                &rows,
+                width,
+                spec.inputs.max_active(),
+            )?;
+        }
+    }
     SpecNet::new(spec.clone(), comment, tensors)
         .map_err(|e| crate::TrainError::Internal(format!("the quantized net: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A transformer column whose 32 largest weights would overflow an i16 accumulator is
+    /// refused when quantized, naming the tensor, though every weight alone fits i16.
+    #[test]
+    fn an_accumulator_that_could_overflow_is_refused() {
+        let spec = NetSpec::parse(
+            "version = 1\n[inputs]\nfamily = \"piece_square\"\n[transformer]\nwidth = 8\n\
+             activation = \"screlu\"\n[quantization]\neval_scale = 400.0\n",
+        )
+        .unwrap();
+        let params = new_params(&spec, 32, Device::Cpu);
+        let fine = quantize(&spec, &params, String::new());
+        assert!(fine.is_ok(), "{:?}", fine.err());
+        tch::no_grad(|| {
+            // 100 at factor 255 is 25,500: one fits, two do not.
+            let _ = param(&params, "ft.weight").narrow(1, 3, 1).fill_(100.0);
+        });
+        let err = quantize(&spec, &params, String::new())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("ft.weight") && err.contains("column 3"),
+            "{err}"
+        );
+    }
 }

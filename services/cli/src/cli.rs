@@ -603,8 +603,14 @@ impl TrainArgs {
                     let name = path.to_string_lossy();
                     let (features, arch) = name.split_once(':').expect("checked above");
                     Some(
-                        lakefish_schemas::netspec::NetSpec::preset(features, arch)
-                            .map_err(|e| anyhow::anyhow!("--net-spec {name}: {e}"))?,
+                        lakefish_schemas::netspec::NetSpec::preset(features, arch).map_err(
+                            |e| {
+                                anyhow::anyhow!(
+                                    "--net-spec {name}: no such file, and not a preset name \
+                                     (FEATURES:ARCH): {e}"
+                                )
+                            },
+                        )?,
                     )
                 }
                 Some(path) => {

@@ -35,6 +35,7 @@ pub fn all() -> Vec<Target> {
         pgn_eval(),
         pgn_splitter(),
         nnue(),
+        nnue_described(),
         uci(),
         fen(),
         book(),
@@ -528,6 +529,106 @@ fn nnue() -> Target {
                     Ok(Verdict::Refused)
                 } else {
                     Err(format!(".nnue error names no place: {shown}"))
+                }
+            }
+        }),
+    }
+}
+
+/// `.nnue` version 2 (nets a NetSpec describes): a file read back writes the same bytes and
+/// evaluates alike on every kernel, incrementally and from scratch; a refusal names where.
+fn nnue_described() -> Target {
+    use lakefish_engine::spec_net::{SpecNet, random_spec_net};
+    use lakefish_schemas::netspec::NetSpec;
+    let spec = |text: &str| NetSpec::parse(text).expect("a seed's description");
+    let layout = "[0, 1, 2, 3, 4, 4, 5, 5, 6, 6, 6, 6, 7, 7, 7, 7, 8, 8, 8, 8, 8, 8, 8, 8, 9, 9, 9, 9, 9, 9, 9, 9]";
+    let seeds = [
+        "version = 1\n[inputs]\nfamily = \"piece_square\"\n[transformer]\nwidth = 4\n\
+         activation = \"screlu\"\n[quantization]\neval_scale = 400.0\n"
+            .to_string(),
+        format!(
+            "version = 1\n[inputs]\nfamily = \"king_buckets\"\nmirror = true\nlayout = {layout}\n\
+             [transformer]\nwidth = 8\nactivation = \"pairwise_crelu\"\n[[layers]]\nwidth = 2\n\
+             activation = \"crelu\"\nper_bucket = true\n[output_buckets]\nrule = \"material_count\"\n\
+             count = 4\n[quantization]\neval_scale = 400.0\n\
+             tensors.\"out.weight\" = {{ dtype = \"f32\", factor = 1.0 }}\n"
+        ),
+    ]
+    .iter()
+    .enumerate()
+    .map(|(i, t)| random_spec_net(spec(t), i as u64).unwrap().to_bytes())
+    .collect();
+    Target {
+        name: "nnue_described",
+        seeds,
+        dict: words(&[
+            "LKFNNUE\n",
+            "\"king_buckets\"",
+            "\"layout\"",
+            "\"width\"",
+            "ft.weight",
+            "out.bias",
+            "\"f32\"",
+            "\"layers\"",
+        ]),
+        text: false,
+        structured: None,
+        max_len: 128 << 10,
+        check: Box::new(|data| match SpecNet::from_bytes(data) {
+            Ok(net) => {
+                if net.to_bytes() != data {
+                    return Err("a described net read back writes other bytes".into());
+                }
+                let mut stack = lakefish_engine::eval::EvalStack::new(
+                    Evaluator::Spec(Arc::new(net.clone())),
+                    4,
+                );
+                let mut pos = Chess::default();
+                stack.reset(&pos);
+                for ply in 0..3 {
+                    let m = pos.legal_moves()[0];
+                    let turn = pos.turn();
+                    pos.play_unchecked(m);
+                    stack.push(ply, turn, m, &pos);
+                    let want = net
+                        .evaluate_board(pos.board(), pos.turn())
+                        .map_err(|e| e.to_string())?;
+                    let acc = net.refresh(pos.board()).map_err(|e| e.to_string())?;
+                    let (stm, nstm) =
+                        (&acc[pos.turn() as usize], &acc[pos.turn().other() as usize]);
+                    let men = pos.board().occupied().count() as u32;
+                    for kernel in Kernel::available(net.width) {
+                        let got = net.evaluate(kernel, stm, nstm, men);
+                        if got != want {
+                            return Err(format!("{kernel:?} gives {got}, scalar {want}"));
+                        }
+                    }
+                    let incremental = stack.evaluate(ply + 1, &pos);
+                    let bound = lakefish_engine::scores::MAX_EVAL;
+                    if incremental != want.clamp(-bound, bound) {
+                        return Err(format!("incremental {incremental}, refresh {want}"));
+                    }
+                }
+                Ok(Verdict::Accepted)
+            }
+            Err(e) => {
+                let shown = e.to_string();
+                let names_place = [
+                    "magic",
+                    "version",
+                    "description",
+                    "comment",
+                    "byte",
+                    "tensor",
+                    "trailing",
+                    "header",
+                ]
+                .iter()
+                .any(|w| shown.contains(w));
+                if names_place {
+                    Ok(Verdict::Refused)
+                } else {
+                    Err(format!("described .nnue error names no place: {shown}"))
                 }
             }
         }),

@@ -50,6 +50,11 @@ fn nnue() {
 }
 
 #[test]
+fn nnue_described() {
+    run("nnue_described", 3000);
+}
+
+#[test]
 fn uci() {
     run("uci", 1000);
 }
@@ -100,7 +105,10 @@ fn valid_seeds_are_accepted() {
             .filter(|s| run_one(&t, s) == Ok(Verdict::Accepted))
             .count();
         assert!(accepted > 0, "{}: no seed is accepted", t.name);
-        if matches!(t.name, "nnue" | "job_spec" | "fen" | "binpack_chunk") {
+        if matches!(
+            t.name,
+            "nnue" | "nnue_described" | "job_spec" | "fen" | "binpack_chunk"
+        ) {
             assert_eq!(accepted, t.seeds.len(), "{}: a seed is refused", t.name);
         }
     }
