@@ -343,24 +343,6 @@ impl Inputs {
         }
         Ok(())
     }
-
-    /// The king bucket of a perspective's king on `king` (0..64, from the perspective's own
-    /// side: a rank flip for black), and whether the board is mirrored for it.
-    pub fn king_bucket(&self, king: u32) -> (u32, bool) {
-        match self {
-            Inputs::KingBuckets { layout, mirror, .. } => {
-                let (file, rank) = (king % 8, king / 8);
-                if *mirror {
-                    let flip = file > 3;
-                    let f = if flip { 7 - file } else { file };
-                    (layout[(rank * 4 + f) as usize], flip)
-                } else {
-                    (layout[king as usize], false)
-                }
-            }
-            _ => (0, false),
-        }
-    }
 }
 
 /// Buckets a layout uses: its largest entry plus one.
@@ -865,24 +847,6 @@ mod tests {
             ]
             .map(|(n, s)| (n.to_string(), s))
         );
-    }
-
-    /// bullet's `ChessBucketsMirrored`: files e-h mirror onto d-a, the layout read by
-    /// `rank · 4 + file`.
-    #[test]
-    fn king_buckets_mirror_files_e_to_h() {
-        let s = bucketed();
-        // a1, h1 (mirrored onto a1), d1, e1 (onto d1), c2, h8.
-        for (king, want) in [
-            (0, (0, false)),
-            (7, (0, true)),
-            (3, (3, false)),
-            (4, (3, true)),
-            (10, (5, false)),
-            (63, (9, true)),
-        ] {
-            assert_eq!(s.inputs.king_bucket(king), want, "king on {king}");
-        }
     }
 
     #[test]

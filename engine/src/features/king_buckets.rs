@@ -250,6 +250,29 @@ mod tests {
         assert_eq!(no_king, [0, 1, 2]);
     }
 
+    /// bullet's `ChessBucketsMirrored`: files e-h mirror onto d-a, the layout read by
+    /// `rank · 4 + file` (moved here from the schemas, which no longer repeat the rule).
+    #[test]
+    fn king_buckets_mirror_files_e_to_h() {
+        let kb = KingBuckets::new(&BULLET, true).unwrap();
+        // a1, h1 (mirrored onto a1), d1, e1 (onto d1), c2, h8.
+        for (king, (bucket, mirrored)) in [
+            (0, (0, false)),
+            (7, (0, true)),
+            (3, (3, false)),
+            (4, (3, true)),
+            (10, (5, false)),
+            (63, (9, true)),
+        ] {
+            let want = (if mirrored { 7 } else { 0 }, 768 * bucket);
+            assert_eq!(
+                kb.king_terms(Color::White, Square::new(king)),
+                want,
+                "king on {king}"
+            );
+        }
+    }
+
     /// One bucket, no mirror: `all768`, index for index.
     #[test]
     fn one_bucket_is_all768() {
