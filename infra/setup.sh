@@ -60,6 +60,8 @@ need=()
 .venv/bin/python -c 'import duckdb' 2>/dev/null || need+=(duckdb)
 [ -x .venv/bin/moto_server ] || need+=("moto[server]")
 .venv/bin/python -c 'import chess' 2>/dev/null || need+=(chess)
+# The independent evaluator of nets in saved layouts (tests/py/layout_eval.py).
+.venv/bin/python -c "import numpy" 2>/dev/null || need+=(numpy)
 # The API fuzzer the tests run against /v1/openapi.json (tests/tests/api_fuzz.rs).
 [ -x .venv/bin/schemathesis ] || need+=(schemathesis==4.32.5)
 if [ ${#need[@]} -gt 0 ]; then

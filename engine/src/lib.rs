@@ -12,6 +12,7 @@ pub mod datagen;
 pub mod eval;
 pub mod features;
 pub mod fen;
+pub mod layout;
 pub mod matchplay;
 pub mod nnue;
 pub mod packed_board;

@@ -238,6 +238,8 @@ pub enum NnueError {
     Tensor { name: String, reason: String },
     #[error("header: {0}")]
     Header(String),
+    #[error("layout: {0}")]
+    Layout(String),
 }
 
 /// One dense layer: `weights` is `[outputs, inputs]`, row-major.

@@ -205,7 +205,8 @@ impl Values {
         dtype_code(self.dtype())
     }
 
-    fn to_le_bytes(&self, out: &mut Vec<u8>) {
+    /// Appends the values, little-endian.
+    pub fn write_le(&self, out: &mut Vec<u8>) {
         match self {
             Values::I8(v) => out.extend(v.iter().map(|&x| x as u8)),
             Values::I16(v) => v
@@ -220,7 +221,8 @@ impl Values {
         }
     }
 
-    fn from_le_bytes(dtype: Dtype, data: &[u8]) -> Values {
+    /// Values of `dtype` from little-endian bytes (a partial last value is dropped).
+    pub fn read_le(dtype: Dtype, data: &[u8]) -> Values {
         match dtype {
             Dtype::I8 => Values::I8(data.iter().map(|&b| b as i8).collect()),
             Dtype::I16 => Values::I16(
@@ -450,7 +452,7 @@ impl SpecNet {
             for d in shape {
                 out.extend_from_slice(&(*d as u32).to_le_bytes());
             }
-            v.to_le_bytes(&mut out);
+            v.write_le(&mut out);
         }
         out
     }
@@ -515,12 +517,29 @@ impl SpecNet {
             }
             let n: usize = shape.iter().product();
             let data = r.take(n * dtype_bytes(dtype), &what)?;
-            tensors.push((name.clone(), Values::from_le_bytes(dtype, data)));
+            tensors.push((name.clone(), Values::read_le(dtype, data)));
         }
         if r.remaining() != 0 {
             return Err(NnueError::Trailing(r.remaining()));
         }
         SpecNet::new(spec, comment, tensors)
+    }
+
+    /// The net's tensors as in its file: name, shape and values, in order.
+    pub fn tensors(&self) -> Vec<(String, Vec<usize>, Values)> {
+        let mut values = vec![
+            Values::I16(self.ft_weights.to_vec()),
+            Values::I16(self.ft_bias.clone()),
+        ];
+        for l in &self.layers {
+            values.push(l.weight.clone());
+            values.push(l.bias.clone());
+        }
+        file_tensors(&self.spec)
+            .into_iter()
+            .zip(values)
+            .map(|((name, shape), v)| (name, shape, v))
+            .collect()
     }
 
     /// Transformer output for one perspective's active features.

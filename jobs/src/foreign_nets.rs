@@ -6,7 +6,9 @@ use crate::{JobError, Lake};
 use lakefish_engine::eval::Evaluator;
 use lakefish_engine::stockfish_net::{FILE_HASH, SfEvaluation, StockfishNet};
 use lakefish_schemas::NetManifest;
+use lakefish_schemas::layout::Layout;
 use lakefish_schemas::nets::{NetFormat, QuantizationError, name_for_sha256, net_keys};
+use lakefish_schemas::netspec::NetSpec;
 use shakmaty::fen::Fen;
 use shakmaty::{CastlingMode, Chess, Position};
 
@@ -45,8 +47,18 @@ pub async fn import_stockfish(lake: &Lake, bytes: Vec<u8>) -> Result<NetManifest
         external: true,
         net: lakefish_schemas::netspec::NetSpec::preset("halfka_v2_hm", STOCKFISH_ARCH).ok(),
     };
+    store(lake, manifest, bytes).await
+}
+
+/// Writes an external net's file, then its manifest (a manifest never names a file that is
+/// not there), and indexes it; a manifest written meanwhile by another import wins.
+async fn store(
+    lake: &Lake,
+    manifest: NetManifest,
+    bytes: Vec<u8>,
+) -> Result<NetManifest, JobError> {
+    let name = manifest.name.clone();
     let (file_key, manifest_key) = net_keys(&name);
-    // The file first: a manifest never names a file that is not there.
     lake.put(&file_key, bytes).await?;
     let json = serde_json::to_vec_pretty(&manifest)?;
     let manifest = if lake.put_if_absent(&manifest_key, json).await? {
@@ -58,6 +70,81 @@ pub async fn import_stockfish(lake: &Lake, bytes: Vec<u8>) -> Result<NetManifest
     };
     index_net(lake, &manifest).await?;
     Ok(manifest)
+}
+
+/// Registers a net written elsewhere in a saved layout (a bullet `quantised.bin`, ...) as the
+/// NetSpec `spec` describes it, lineage external. The registry holds it in lakefish's `.nnue`
+/// (what the engine loads; exporting it in `layout` again gives `file`'s bytes back); the
+/// description records the layout and the original file's sha256. Refuses a file whose size,
+/// header or padding differ from the layout, or whose values the description's types cannot
+/// hold, naming what differs; nothing is stored then. Idempotent.
+pub async fn import_layout(
+    lake: &Lake,
+    file: &[u8],
+    layout: &Layout,
+    spec: NetSpec,
+) -> Result<NetManifest, JobError> {
+    let source = crate::nets::sha256_hex(file);
+    let comment = format!(
+        "imported from {} bytes in layout {:?} (sha256 {source})",
+        file.len(),
+        layout.name.as_deref().unwrap_or("(unnamed)")
+    );
+    let net = lakefish_engine::layout::read(file, layout, spec, comment)
+        .map_err(|e| JobError::Payload(e.to_string()))?;
+    let bytes = net.to_bytes();
+    let sha = crate::nets::sha256_hex(&bytes);
+    let name = name_for_sha256(&sha);
+    if let Some(existing) = read_net(lake, &name).await? {
+        index_net(lake, &existing).await?;
+        return Ok(existing);
+    }
+    let manifest = NetManifest {
+        name,
+        sha256: sha,
+        bytes: bytes.len() as u64,
+        features: "netspec".into(),
+        arch: net.spec.name.clone().unwrap_or_else(|| "(unnamed)".into()),
+        arch_hash: String::new(),
+        description: net.comment.clone(),
+        run: String::new(),
+        checkpoint: String::new(),
+        step: 0,
+        shuffle: String::new(),
+        datasets: Vec::new(),
+        mask: String::new(),
+        parent: None,
+        quantization: QuantizationError::default(),
+        created: lakefish_lake::records::now(),
+        format: NetFormat::Lakefish,
+        external: true,
+        net: Some(net.spec.clone()),
+    };
+    store(lake, manifest, bytes).await
+}
+
+/// A registered lakefish net's bytes (a described net or a preset) written in `layout`,
+/// refusing a Stockfish-format net or one the layout does not fit (naming the tensor).
+pub fn export_layout(
+    manifest: &NetManifest,
+    bytes: &[u8],
+    layout: &Layout,
+) -> Result<Vec<u8>, JobError> {
+    if StockfishNet::sniff(bytes) {
+        return Err(JobError::Payload(format!(
+            "net {} is in Stockfish's format: export it with --format stockfish",
+            manifest.name
+        )));
+    }
+    let net = lakefish_engine::layout::described(bytes)
+        .map_err(|e| JobError::Payload(format!("net {}: {e}", manifest.name)))?;
+    lakefish_engine::layout::write(&net, layout).map_err(|e| {
+        JobError::Payload(format!(
+            "net {} in layout {:?}: {e}",
+            manifest.name,
+            layout.name.as_deref().unwrap_or("(unnamed)")
+        ))
+    })
 }
 
 /// Evaluates one FEN with `net` (from [`Evaluator::from_net_bytes`]), from White's side:

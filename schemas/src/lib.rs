@@ -11,6 +11,7 @@ pub mod engines;
 pub mod games;
 pub mod job;
 pub mod json;
+pub mod layout;
 pub mod mask;
 pub mod names;
 pub mod nets;

@@ -599,33 +599,58 @@ impl TrainArgs {
             ),
             net: match &self.net_spec {
                 None => None,
-                Some(path) if !path.exists() && path.to_string_lossy().contains(':') => {
-                    let name = path.to_string_lossy();
-                    let (features, arch) = name.split_once(':').expect("checked above");
-                    Some(
-                        lakefish_schemas::netspec::NetSpec::preset(features, arch).map_err(
-                            |e| {
-                                anyhow::anyhow!(
-                                    "--net-spec {name}: no such file, and not a preset name \
-                                     (FEATURES:ARCH): {e}"
-                                )
-                            },
-                        )?,
-                    )
-                }
-                Some(path) => {
-                    let text = std::fs::read_to_string(path)
-                        .with_context(|| format!("--net-spec: reading {}", path.display()))?;
-                    Some(
-                        lakefish_schemas::netspec::NetSpec::parse(&text)
-                            .map_err(|e| anyhow::anyhow!("--net-spec {}: {e}", path.display()))?,
-                    )
-                }
+                Some(path) => Some(read_net_spec("--net-spec", &path.to_string_lossy())?),
             },
         };
         spec.validate().map_err(anyhow::Error::msg)?;
         Ok(spec)
     }
+}
+
+/// A NetSpec from a file (TOML or JSON), or from a preset's name as FEATURES:ARCH when no
+/// such file exists; errors start with `flag`.
+pub(crate) fn read_net_spec(
+    flag: &str,
+    arg: &str,
+) -> anyhow::Result<lakefish_schemas::netspec::NetSpec> {
+    let path = std::path::Path::new(arg);
+    if !path.exists()
+        && let Some((features, arch)) = arg.split_once(':')
+    {
+        return lakefish_schemas::netspec::NetSpec::preset(features, arch).map_err(|e| {
+            anyhow::anyhow!(
+                "{flag} {arg}: no such file, and not a preset name (FEATURES:ARCH): {e}"
+            )
+        });
+    }
+    let text = std::fs::read_to_string(path).with_context(|| format!("{flag}: reading {arg}"))?;
+    lakefish_schemas::netspec::NetSpec::parse(&text)
+        .map_err(|e| anyhow::anyhow!("{flag} {arg}: {e}"))
+}
+
+/// A saved layout from a file (TOML or JSON), or one lakefish ships (infra/layouts/) by its
+/// name when no such file exists; errors start with `flag`.
+pub(crate) fn read_layout(
+    flag: &str,
+    arg: &str,
+) -> anyhow::Result<lakefish_schemas::layout::Layout> {
+    use lakefish_schemas::layout::{Layout, SHIPPED};
+    let path = std::path::Path::new(arg);
+    let text = if path.exists() {
+        std::fs::read_to_string(path).with_context(|| format!("{flag}: reading {arg}"))?
+    } else if let Some((_, text)) = SHIPPED.iter().find(|(n, _)| *n == arg) {
+        text.to_string()
+    } else {
+        anyhow::bail!(
+            "{flag} {arg}: no such file, and not a shipped layout ({})",
+            SHIPPED
+                .iter()
+                .map(|(n, _)| *n)
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    };
+    Layout::parse(&text).map_err(|e| anyhow::anyhow!("{flag} {arg}: {e}"))
 }
 
 /// The settings `train --resume RUN` takes from the run unless given: (flag ids, spec key).

@@ -26,29 +26,48 @@ pub(crate) enum NetsCommand {
         #[arg(long, short)]
         out: Option<String>,
     },
-    /// Register a net made elsewhere, its bytes unchanged, under nn-<sha256[:12]>.nnue (the
-    /// name Stockfish gives the same file), lineage external. `--format stockfish` takes a
-    /// Stockfish 15.1 net, e.g. one written by its `export_net` command; any other version or
-    /// architecture is refused, naming what differs.
+    /// Register a net made elsewhere, lineage external. `--format stockfish` takes a
+    /// Stockfish 15.1 net (e.g. one written by its `export_net` command), its bytes
+    /// unchanged, under nn-<sha256[:12]>.nnue (the name Stockfish gives the same file); any
+    /// other version or architecture is refused, naming what differs. `--layout L --spec S`
+    /// takes a file written in saved layout L (a bullet `quantised.bin`) of the net NetSpec S
+    /// describes; it is registered in lakefish's .nnue (exporting it in L again gives the same
+    /// bytes). A file whose size, header or padding differ from the layout is refused.
     Import {
         /// The net file.
         file: String,
-        /// The file's format (only stockfish can be imported).
-        #[arg(long, default_value = "stockfish")]
+        /// The file's format when no --layout is given (only stockfish can be imported).
+        #[arg(long, default_value = "stockfish", conflicts_with = "layout")]
         format: NetFormat,
+        /// The file's saved layout: a layout file (TOML or JSON, docs/LAYOUTS.md), or a
+        /// shipped one by name (bullet-1-simple, bullet-2-output-buckets,
+        /// bullet-3-input-buckets, bullet-4-multi-layer: infra/layouts/).
+        #[arg(long, requires = "spec")]
+        layout: Option<String>,
+        /// The net the file holds, as a NetSpec file (infra/nets/bullet-*.toml) or a preset
+        /// name FEATURES:ARCH; with --layout.
+        #[arg(long, requires = "layout")]
+        spec: Option<String>,
     },
     /// Write a registered net in a format an engine loads. `--format stockfish` writes a file
     /// Stockfish 15.1 loads with `setoption name EvalFile value FILE`; the net must be of
-    /// Stockfish 15.1's architecture (`stockfish-15.1`).
+    /// Stockfish 15.1's architecture (`stockfish-15.1`). `--layout L` writes a described net
+    /// (trained with --net-spec, or imported with --layout) in saved layout L: bullet's
+    /// `quantised.bin` with `--layout bullet-2-output-buckets`, or a layout file of your
+    /// engine's; a layout that does not fit the net is refused, naming the tensor.
     Export {
         /// The net's registry name, or `best`.
         name: String,
         /// The format to write: stockfish (Stockfish 15.1 loads it; only nets of its
         /// architecture) or lakefish (lakefish's engine loads it). A net is written in the
         /// format it was registered in; another is refused, naming both.
-        #[arg(long, default_value = "stockfish")]
+        #[arg(long, default_value = "stockfish", conflicts_with = "layout")]
         format: NetFormat,
-        /// Where to write it (default: ./<name>).
+        /// A saved layout to write instead: a layout file (TOML or JSON, docs/LAYOUTS.md),
+        /// or a shipped one by name (bullet-1-simple ... bullet-4-multi-layer).
+        #[arg(long)]
+        layout: Option<String>,
+        /// Where to write it (default: ./<name>, with .bin for a layout).
         #[arg(long, short)]
         out: Option<String>,
     },
@@ -121,10 +140,28 @@ pub(crate) async fn run(lake: &str, api: Option<String>, what: NetsCommand) -> a
             std::fs::rename(&tmp, &out).with_context(|| format!("renaming {tmp} to {out}"))?;
             println!("{out}\t{} bytes\tsha256 {} ok", bytes.len(), m.sha256);
         }
-        NetsCommand::Import { file, format } => {
+        NetsCommand::Import {
+            file,
+            format,
+            layout,
+            spec,
+        } => {
             let Backend::Lake(lake) = &backend else {
                 bail!("nets import writes the lake: run it without --api");
             };
+            if let (Some(layout), Some(spec)) = (layout, spec) {
+                let layout = crate::cli::read_layout("--layout", &layout)?;
+                let spec = crate::cli::read_net_spec("--spec", &spec)?;
+                let bytes = std::fs::read(&file).with_context(|| format!("reading {file}"))?;
+                let m = lakefish_jobs::foreign_nets::import_layout(lake, &bytes, &layout, spec)
+                    .await
+                    .with_context(|| format!("importing {file}; nothing was registered"))?;
+                println!(
+                    "{}\t{} bytes\t{} ({})\texternal",
+                    m.name, m.bytes, m.arch, m.description
+                );
+                return Ok(());
+            }
             if format != NetFormat::Stockfish {
                 bail!(
                     "only --format stockfish can be imported (lakefish nets are registered from their training run)"
@@ -139,10 +176,32 @@ pub(crate) async fn run(lake: &str, api: Option<String>, what: NetsCommand) -> a
                 m.name, m.bytes, m.arch, m.description
             );
         }
-        NetsCommand::Export { name, format, out } => {
+        NetsCommand::Export {
+            name,
+            format,
+            layout,
+            out,
+        } => {
             let (m, bytes) = backend.net_file(&name).await?;
             if let Err(why) = lakefish_jobs::nets::verify(&m, &bytes) {
                 bail!("net {} arrived damaged: {why}; nothing was written", m.name);
+            }
+            if let Some(layout) = layout {
+                let layout = crate::cli::read_layout("--layout", &layout)?;
+                let written = lakefish_jobs::foreign_nets::export_layout(&m, &bytes, &layout)
+                    .context("nothing was written")?;
+                let out =
+                    out.unwrap_or_else(|| format!("{}.bin", m.name.trim_end_matches(".nnue")));
+                let tmp = format!("{out}.partial");
+                std::fs::write(&tmp, &written).with_context(|| format!("writing {tmp}"))?;
+                std::fs::rename(&tmp, &out).with_context(|| format!("renaming {tmp} to {out}"))?;
+                println!(
+                    "{out}\t{} bytes\t{} in layout {:?}",
+                    written.len(),
+                    m.name,
+                    layout.name.as_deref().unwrap_or("(unnamed)")
+                );
+                return Ok(());
             }
             if m.format != format {
                 bail!(

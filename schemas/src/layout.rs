@@ -1,0 +1,480 @@
+//! A saved layout: how a net's tensors are laid out in a file an engine loads, as one
+//! versioned document (TOML or JSON), in the spirit of bullet's `SavedFormat` list.
+//!
+//! ```toml
+//! version = 1
+//! name = "bullet 2_output_buckets"
+//! padding = { multiple = 64, bytes = "bullet" }   # what bullet appends to quantised.bin
+//!
+//! [[tensors]]
+//! id = "l0w"                 # the name in the engine's code (bullet's weight id)
+//! tensor = "ft.weight"       # the NetSpec tensor it holds
+//! dtype = "i16"
+//! factor = 255.0
+//! rounding = "round"
+//! [[tensors]]
+//! id = "l1w"
+//! tensor = "out.weight"
+//! dtype = "i16"
+//! factor = 64.0
+//! transpose = true
+//! ```
+//!
+//! Every tensor is a matrix `M×N` with M its outputs and N its inputs (a bias is `M×1`),
+//! written column-major, little-endian, as bullet writes its weights; `transpose` writes the
+//! transpose instead. The transformer's `ft.weight` is `width × inputs`, so each input's
+//! column is contiguous; a layer's weight is `rows × fan_in` (rows `bucket · width ..` when
+//! it has one set per output bucket), so without `transpose` each input's column of all
+//! buckets is contiguous, and with it each output row is. The header's items come first,
+//! then the tensors in order, then the padding.
+//!
+//! A layout says how a net's integers are *written*; the NetSpec's quantization says how
+//! they were *made*. [`Layout::check`] names every place the two disagree.
+
+use crate::netspec::{Dtype, NetSpec, Rounding};
+use serde::{Deserialize, Serialize};
+
+/// The format version of a layout document.
+pub const LAYOUT_VERSION: u32 = 1;
+/// Largest padding multiple a layout may ask for.
+pub const MAX_PADDING: u32 = 4096;
+
+/// The layouts lakefish ships (`infra/layouts/`), by name: `nets export --layout NAME`.
+pub const SHIPPED: &[(&str, &str)] = &[
+    (
+        "bullet-1-simple",
+        include_str!("../../infra/layouts/bullet-1-simple.toml"),
+    ),
+    (
+        "bullet-2-output-buckets",
+        include_str!("../../infra/layouts/bullet-2-output-buckets.toml"),
+    ),
+    (
+        "bullet-3-input-buckets",
+        include_str!("../../infra/layouts/bullet-3-input-buckets.toml"),
+    ),
+    (
+        "bullet-4-multi-layer",
+        include_str!("../../infra/layouts/bullet-4-multi-layer.toml"),
+    ),
+];
+
+/// A saved layout. See the module documentation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Layout {
+    pub version: u32,
+    /// What this layout is called ("bullet 1_simple", "lakefish").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Bytes before the first tensor, in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub header: Vec<HeaderItem>,
+    pub tensors: Vec<LayoutTensor>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub padding: Option<Padding>,
+}
+
+/// One fixed item of a header.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct HeaderItem {
+    /// A little-endian u32 constant.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub u32: Option<u32>,
+    /// ASCII text, written as its bytes (no length, no terminator).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
+}
+
+impl HeaderItem {
+    /// The item's bytes (the document was validated: exactly one of the two is set).
+    pub fn bytes(&self) -> Vec<u8> {
+        match (&self.u32, &self.text) {
+            (Some(v), _) => v.to_le_bytes().to_vec(),
+            (None, Some(t)) => t.as_bytes().to_vec(),
+            (None, None) => Vec::new(),
+        }
+    }
+}
+
+/// One tensor as written.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LayoutTensor {
+    /// The name the engine's code gives it (bullet's weight id: `l0w`, `l1b`).
+    pub id: String,
+    /// The NetSpec tensor written here (`ft.weight`, `l1.bias`, `out.weight`).
+    pub tensor: String,
+    pub dtype: Dtype,
+    /// 1.0 is written as this (1 for f32: floats are written as trained).
+    pub factor: f64,
+    #[serde(default)]
+    pub rounding: Rounding,
+    /// Write the transpose (`N×M`, column-major: each output's row contiguous).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub transpose: bool,
+    /// Tensors added in before quantizing (`ft.factoriser`, repeated over the king
+    /// buckets): what bullet's `.transform` merging `l0f` into `l0w` does.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub merge: Vec<String>,
+}
+
+/// Bytes appended so the file's size is a multiple of `multiple`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Padding {
+    pub multiple: u32,
+    /// The fill, repeated from its start (bullet: "bullet"); empty: zero bytes.
+    #[serde(default)]
+    pub bytes: String,
+}
+
+impl Padding {
+    /// The bytes that follow `len` bytes of content.
+    pub fn fill(&self, len: usize) -> Vec<u8> {
+        let m = self.multiple.max(1) as usize;
+        let n = (m - len % m) % m;
+        let pattern = self.bytes.as_bytes();
+        (0..n)
+            .map(|i| {
+                if pattern.is_empty() {
+                    0
+                } else {
+                    pattern[i % pattern.len()]
+                }
+            })
+            .collect()
+    }
+}
+
+/// What is wrong with a layout, or with a layout for a net: the field (or tensor) at fault
+/// and why.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{field}: {reason}")]
+pub struct LayoutError {
+    pub field: String,
+    pub reason: String,
+}
+
+fn bad(field: impl Into<String>, reason: impl Into<String>) -> LayoutError {
+    LayoutError {
+        field: field.into(),
+        reason: reason.into(),
+    }
+}
+
+fn dtype_name(d: Dtype) -> &'static str {
+    match d {
+        Dtype::I8 => "i8",
+        Dtype::I16 => "i16",
+        Dtype::I32 => "i32",
+        Dtype::F32 => "f32",
+    }
+}
+
+/// Whether a tensor stored as `stored` can be written as `written`: integers as any integer
+/// type (each value is checked when written), floats only as floats.
+fn compatible(stored: Dtype, written: Dtype) -> bool {
+    (stored == Dtype::F32) == (written == Dtype::F32)
+}
+
+impl Layout {
+    /// Reads a layout from TOML or JSON; every error names the field.
+    pub fn parse(text: &str) -> Result<Layout, LayoutError> {
+        fn located<E: std::fmt::Display>(e: serde_path_to_error::Error<E>) -> LayoutError {
+            let path = e.path().to_string();
+            bad(
+                if path == "." { "layout".into() } else { path },
+                e.inner().to_string(),
+            )
+        }
+        let layout: Layout = if text.trim_start().starts_with('{') {
+            crate::json::check_no_duplicate_keys(text.as_bytes()).map_err(|e| bad("layout", e))?;
+            let value: serde_json::Value =
+                serde_json::from_str(text).map_err(|e| bad("layout", e.to_string()))?;
+            serde_path_to_error::deserialize(value).map_err(located)?
+        } else {
+            let table: toml::Table = text.parse().map_err(|e: toml::de::Error| {
+                bad("layout", e.to_string().trim_end().replace('\n', " "))
+            })?;
+            serde_path_to_error::deserialize(toml::Value::Table(table)).map_err(located)?
+        };
+        layout.validate()?;
+        Ok(layout)
+    }
+
+    /// Checks the document on its own.
+    pub fn validate(&self) -> Result<(), LayoutError> {
+        if self.version == 0 || self.version > LAYOUT_VERSION {
+            return Err(bad(
+                "version",
+                format!(
+                    "{} is not a layout version this lakefish reads (1 to {LAYOUT_VERSION})",
+                    self.version
+                ),
+            ));
+        }
+        for (i, h) in self.header.iter().enumerate() {
+            let field = format!("header[{i}]");
+            match (&h.u32, &h.text) {
+                (Some(_), None) => {}
+                (None, Some(t)) if !t.is_empty() && t.is_ascii() && t.len() <= 4096 => {}
+                (None, Some(_)) => {
+                    return Err(bad(field, "text must be 1 to 4096 ASCII characters"));
+                }
+                _ => return Err(bad(field, "give exactly one of u32 or text")),
+            }
+        }
+        if self.tensors.is_empty() {
+            return Err(bad("tensors", "a layout writes at least one tensor"));
+        }
+        for (i, t) in self.tensors.iter().enumerate() {
+            let field = |f: &str| format!("tensors[{i}].{f}");
+            if t.id.is_empty() || t.id.len() > 64 {
+                return Err(bad(field("id"), "1 to 64 characters"));
+            }
+            if self.tensors[..i].iter().any(|u| u.id == t.id) {
+                return Err(bad(field("id"), format!("{:?} appears twice", t.id)));
+            }
+            if self.tensors[..i].iter().any(|u| u.tensor == t.tensor) {
+                return Err(bad(
+                    field("tensor"),
+                    format!("{:?} is written twice", t.tensor),
+                ));
+            }
+            if !t.factor.is_finite() || t.factor <= 0.0 || t.factor > 1e9 {
+                return Err(bad(
+                    field("factor"),
+                    format!("{} is not a positive number up to 1e9", t.factor),
+                ));
+            }
+            if t.dtype == Dtype::F32 && t.factor != 1.0 {
+                return Err(bad(
+                    field("factor"),
+                    "f32 tensors are written as trained: the factor must be 1",
+                ));
+            }
+        }
+        if let Some(p) = &self.padding {
+            if !(1..=MAX_PADDING).contains(&p.multiple) {
+                return Err(bad(
+                    "padding.multiple",
+                    format!("{} is not 1 to {MAX_PADDING}", p.multiple),
+                ));
+            }
+            if !p.bytes.is_ascii() || p.bytes.len() > 64 {
+                return Err(bad("padding.bytes", "at most 64 ASCII characters"));
+            }
+        }
+        Ok(())
+    }
+
+    /// The header's bytes.
+    pub fn header_bytes(&self) -> Vec<u8> {
+        self.header.iter().flat_map(|h| h.bytes()).collect()
+    }
+
+    /// Checks that this layout writes exactly the tensors of `spec`'s quantized net, each as
+    /// the NetSpec's quantization made it (another integer type is fine: each value is
+    /// checked as it is written), naming the tensor where they disagree.
+    pub fn check(&self, spec: &NetSpec) -> Result<(), LayoutError> {
+        let tensors = spec.tensors();
+        let factoriser = tensors.iter().any(|t| t.name == "ft.factoriser");
+        let file: Vec<&str> = tensors
+            .iter()
+            .map(|t| t.name.as_str())
+            .filter(|n| *n != "ft.factoriser")
+            .collect();
+        for (i, t) in self.tensors.iter().enumerate() {
+            let at = format!("tensors[{i}] ({})", t.id);
+            if !file.contains(&t.tensor.as_str()) {
+                return Err(bad(
+                    format!("{at}.tensor"),
+                    format!(
+                        "the net has no tensor {:?} (it has {})",
+                        t.tensor,
+                        file.join(", ")
+                    ),
+                ));
+            }
+            let q = spec.default_quant(&t.tensor).expect("the net's tensor");
+            if !compatible(q.dtype, t.dtype) {
+                return Err(bad(
+                    format!("{at}.dtype"),
+                    format!(
+                        "{} cannot hold {}, which the net stores as {} (integers are written as integers, floats as f32)",
+                        dtype_name(t.dtype),
+                        t.tensor,
+                        dtype_name(q.dtype)
+                    ),
+                ));
+            }
+            if q.factor != t.factor {
+                return Err(bad(
+                    format!("{at}.factor"),
+                    format!(
+                        "{} is quantized with factor {} by the net's description, the layout writes {}",
+                        t.tensor, q.factor, t.factor
+                    ),
+                ));
+            }
+            if q.dtype != Dtype::F32 && q.rounding != t.rounding {
+                return Err(bad(
+                    format!("{at}.rounding"),
+                    format!(
+                        "{} is quantized {:?} by the net's description, the layout says {:?}",
+                        t.tensor, q.rounding, t.rounding
+                    ),
+                ));
+            }
+            for m in &t.merge {
+                if m != "ft.factoriser" || t.tensor != "ft.weight" {
+                    return Err(bad(
+                        format!("{at}.merge"),
+                        format!(
+                            "{m:?}: only ft.factoriser merges, into ft.weight (as bullet merges l0f into l0w)"
+                        ),
+                    ));
+                }
+                if !factoriser {
+                    return Err(bad(
+                        format!("{at}.merge"),
+                        "the net has no factoriser to merge",
+                    ));
+                }
+            }
+            if t.tensor == "ft.weight" && factoriser && t.merge.is_empty() {
+                return Err(bad(
+                    format!("{at}.merge"),
+                    "the net trains a factoriser, which its quantized transformer holds merged: say merge = [\"ft.factoriser\"]",
+                ));
+            }
+        }
+        if let Some(missing) = file
+            .iter()
+            .find(|n| !self.tensors.iter().any(|t| t.tensor == **n))
+        {
+            return Err(bad(
+                "tensors",
+                format!("the layout leaves out {missing}, so a file in it could not be read back"),
+            ));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bullet_1() -> &'static str {
+        r#"
+version = 1
+name = "bullet 1_simple"
+padding = { multiple = 64, bytes = "bullet" }
+[[tensors]]
+id = "l0w"
+tensor = "ft.weight"
+dtype = "i16"
+factor = 255.0
+[[tensors]]
+id = "l0b"
+tensor = "ft.bias"
+dtype = "i16"
+factor = 255.0
+[[tensors]]
+id = "l1w"
+tensor = "out.weight"
+dtype = "i16"
+factor = 64.0
+[[tensors]]
+id = "l1b"
+tensor = "out.bias"
+dtype = "i16"
+factor = 16320.0
+"#
+    }
+
+    fn spec_1() -> NetSpec {
+        NetSpec::parse(
+            r#"
+version = 1
+[inputs]
+family = "piece_square"
+[transformer]
+width = 128
+activation = "screlu"
+[quantization]
+eval_scale = 400.0
+tensors."ft.weight" = { dtype = "i16", factor = 255.0 }
+tensors."ft.bias" = { dtype = "i16", factor = 255.0 }
+tensors."out.weight" = { dtype = "i16", factor = 64.0 }
+tensors."out.bias" = { dtype = "i16", factor = 16320.0 }
+"#,
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn a_layout_fits_its_net_and_bad_ones_name_the_tensor() {
+        let layout = Layout::parse(bullet_1()).unwrap();
+        layout.check(&spec_1()).unwrap();
+        assert_eq!(layout.padding.as_ref().unwrap().fill(100).len(), 28);
+        assert_eq!(&layout.padding.as_ref().unwrap().fill(120)[..], b"bulletbu");
+        assert!(layout.padding.as_ref().unwrap().fill(128).is_empty());
+
+        let err = |text: &str| Layout::parse(text).unwrap_err().to_string();
+        assert!(err(&bullet_1().replace("version = 1", "version = 7")).starts_with("version:"));
+        let unknown =
+            err(&bullet_1().replace("factor = 255.0\n[[", "factor = 255.0\nscale = 2\n[["));
+        assert!(unknown.starts_with("tensors[0]"), "{unknown}");
+        assert!(
+            err(&bullet_1().replace("\"l0b\"", "\"l0w\"")).starts_with("tensors[1].id:"),
+            "a duplicate id"
+        );
+        assert!(err(&bullet_1().replace("multiple = 64", "multiple = 0")).starts_with("padding"));
+
+        let check = |text: String| {
+            Layout::parse(&text)
+                .unwrap()
+                .check(&spec_1())
+                .unwrap_err()
+                .to_string()
+        };
+        let e = check(bullet_1().replace("\"out.bias\"", "\"l2.bias\""));
+        assert!(
+            e.starts_with("tensors[3] (l1b).tensor: the net has no tensor"),
+            "{e}"
+        );
+        let e = check(bullet_1().replace("factor = 64.0", "factor = 128.0"));
+        assert!(e.starts_with("tensors[2] (l1w).factor:"), "{e}");
+        let e = check(bullet_1().replace(
+            "id = \"l0w\"\ntensor = \"ft.weight\"\ndtype = \"i16\"\nfactor = 255.0",
+            "id = \"l0w\"\ntensor = \"ft.weight\"\ndtype = \"f32\"\nfactor = 1.0",
+        ));
+        assert!(
+            e.starts_with("tensors[0] (l0w).dtype: f32 cannot hold"),
+            "{e}"
+        );
+        // The output bias left out: a file without it could not be read back.
+        let short = bullet_1()
+            .split("[[tensors]]\nid = \"l1b\"")
+            .next()
+            .unwrap()
+            .to_string();
+        let e = check(short);
+        assert!(
+            e.starts_with("tensors: the layout leaves out out.bias"),
+            "{e}"
+        );
+        // A wider type than the net stores is fine.
+        Layout::parse(&bullet_1().replace(
+            "tensor = \"out.bias\"\ndtype = \"i16\"",
+            "tensor = \"out.bias\"\ndtype = \"i32\"",
+        ))
+        .unwrap()
+        .check(&spec_1())
+        .unwrap();
+    }
+}
