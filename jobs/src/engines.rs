@@ -460,6 +460,25 @@ pub async fn resolve_side(lake: &Lake, request: &SideRequest) -> Result<SprtSide
 /// An engine is given only nets of a format it loads: anything else would lose every game
 /// to a crash at load.
 fn check_net_format(spec: &EngineSpec, m: &lakefish_schemas::NetManifest) -> Result<(), JobError> {
+    if let Some(layout) = &spec.net_layout {
+        let fits = match (&m.format, &m.net) {
+            (lakefish_schemas::nets::NetFormat::Lakefish, Some(net)) => {
+                layout.check(net).map_err(|e| e.to_string())
+            }
+            _ => Err(format!(
+                "a {} net has no description to write",
+                m.format.as_str()
+            )),
+        };
+        return fits.map_err(|why| {
+            JobError::Invalid(format!(
+                "engine {} loads nets in layout {:?} (its registration's net_layout), which net {} does not fit: {why}",
+                spec.name,
+                layout.name.as_deref().unwrap_or("(unnamed)"),
+                m.name
+            ))
+        });
+    }
     if spec.net_formats.contains(&m.format) {
         return Ok(());
     }
@@ -520,8 +539,25 @@ pub async fn player(lake: &Lake, side: &SprtSide) -> Result<Player, JobError> {
     if let Some(net) = &side.net {
         let (manifest, bytes) = crate::nets::fetch_net(lake, net).await?;
         check_net_format(&spec, &manifest)?;
-        let path = cache_dir().join("nets").join(&manifest.name);
-        cache_file(&path, &bytes, &manifest.sha256, false)?;
+        let path = match &spec.net_layout {
+            None => {
+                let path = cache_dir().join("nets").join(&manifest.name);
+                cache_file(&path, &bytes, &manifest.sha256, false)?;
+                path
+            }
+            Some(layout) => {
+                // The net as the engine reads it, named by its own bytes.
+                let written = crate::foreign_nets::export_layout(&manifest, &bytes, layout)?;
+                let sha = crate::nets::sha256_hex(&written);
+                let path = cache_dir().join("nets").join(format!(
+                    "{}.{}.bin",
+                    manifest.name.trim_end_matches(".nnue"),
+                    &sha[..12]
+                ));
+                cache_file(&path, &written, &sha, false)?;
+                path
+            }
+        };
         options.insert(spec.net_option.clone(), path.display().to_string());
     }
     Ok(Player {
@@ -571,6 +607,7 @@ mod tests {
                 .collect(),
             net_option: "EvalFile".into(),
             net_formats: vec![lakefish_schemas::nets::NetFormat::Stockfish],
+            net_layout: None,
             sha256: None,
             bench: None,
         };
@@ -654,5 +691,63 @@ mod tests {
             .unwrap();
         assert_eq!(resolved.options["Skill Level"], "3");
         assert_eq!(resolved.name, "sf,Skill Level=3");
+    }
+
+    /// An engine registered with a saved layout gets its net written in that layout (bullet's
+    /// `quantised.bin` here), and a net the layout does not fit is refused before any game.
+    #[tokio::test]
+    async fn an_engine_with_a_layout_gets_the_net_in_it() {
+        use lakefish_schemas::layout::{Layout, SHIPPED};
+        let lake = Lake::in_memory();
+        let layout = Layout::parse(SHIPPED[0].1).unwrap();
+        let mut spec = stored(&lake).await;
+        spec.name = "bl".into();
+        // A real UCI program (make test installs it); it only answers `uci` here.
+        spec.command = "/usr/games/stockfish".into();
+        spec.net_layout = Some(layout.clone());
+        lake.put(&engine_key("bl"), serde_json::to_vec(&spec).unwrap())
+            .await
+            .unwrap();
+        // bullet's 1_simple, 16 wide, as an imported file would be.
+        let mut net =
+            lakefish_schemas::netspec::NetSpec::parse(lakefish_schemas::layout::SHIPPED_NETS[0].1)
+                .unwrap();
+        net.transformer.width = 16;
+        let random = lakefish_engine::spec_net::random_spec_net(net.clone(), 3).unwrap();
+        let file = lakefish_engine::layout::write(&random, &layout).unwrap();
+        let m = crate::foreign_nets::import_layout(&lake, &file, &layout, net)
+            .await
+            .unwrap();
+        let side = resolve_side(&lake, &format!("bl+{}", m.name).as_str().into())
+            .await
+            .unwrap();
+        let p = player(&lake, &side).await.unwrap();
+        let PlayerEngine::Uci(cmd) = p.engine else {
+            panic!("a UCI engine")
+        };
+        let (_, path) = cmd
+            .options
+            .iter()
+            .find(|(k, _)| k == "EvalFile")
+            .expect("the net's option");
+        assert_eq!(std::fs::read(path).unwrap(), file, "bullet's bytes");
+
+        // A net of Stockfish's format has no description to write.
+        let mut sf: lakefish_schemas::NetManifest = m.clone();
+        sf.name = "nn-aaaaaaaaaaaa.nnue".into();
+        sf.format = lakefish_schemas::nets::NetFormat::Stockfish;
+        sf.net = None;
+        let key = lakefish_schemas::nets::net_keys(&sf.name).1;
+        lake.put(&key, serde_json::to_vec(&sf).unwrap())
+            .await
+            .unwrap();
+        let err = resolve_side(&lake, &format!("bl+{}", sf.name).as_str().into())
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("loads nets in layout \"bullet 1_simple\""),
+            "{err}"
+        );
     }
 }

@@ -59,6 +59,11 @@ pub struct EngineSpec {
     /// Stockfish's. Empty: the engine takes no registered net.
     #[serde(default = "default_net_formats")]
     pub net_formats: Vec<crate::nets::NetFormat>,
+    /// The saved layout the engine loads nets in (docs/LAYOUTS.md: bullet's `quantised.bin`,
+    /// your engine's own): `ENGINE+NET` then writes the net in it for the engine, and refuses
+    /// a net the layout does not fit. Instead of `net_formats`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub net_layout: Option<crate::layout::Layout>,
     /// SHA-256 of the binary. Workers refuse to play when theirs differs.
     #[serde(default)]
     pub sha256: Option<String>,
@@ -275,6 +280,9 @@ impl EngineSpec {
             check_option(k, v)?;
         }
         check_option(&self.net_option, "")?;
+        if let Some(layout) = &self.net_layout {
+            layout.validate().map_err(|e| format!("net_layout.{e}"))?;
+        }
         if self.allow.len() > 64 || self.uci_options.len() > 1024 {
             return Err("at most 64 allowed options and 1024 announced ones".into());
         }
@@ -703,6 +711,7 @@ mod tests {
             uci_options: Vec::new(),
             net_option: default_net_option(),
             net_formats: default_net_formats(),
+            net_layout: None,
             sha256: None,
             bench: None,
         };
@@ -759,6 +768,7 @@ mod tests {
             uci_options: opts,
             net_option: default_net_option(),
             net_formats: default_net_formats(),
+            net_layout: None,
             sha256: None,
             bench: None,
         };

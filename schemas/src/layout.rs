@@ -59,6 +59,26 @@ pub const SHIPPED: &[(&str, &str)] = &[
     ),
 ];
 
+/// The NetSpecs of the nets the shipped layouts write (`infra/nets/`), in the same order.
+pub const SHIPPED_NETS: &[(&str, &str)] = &[
+    (
+        "bullet-1-simple",
+        include_str!("../../infra/nets/bullet-1-simple.toml"),
+    ),
+    (
+        "bullet-2-output-buckets",
+        include_str!("../../infra/nets/bullet-2-output-buckets.toml"),
+    ),
+    (
+        "bullet-3-input-buckets",
+        include_str!("../../infra/nets/bullet-3-input-buckets.toml"),
+    ),
+    (
+        "bullet-4-multi-layer",
+        include_str!("../../infra/nets/bullet-4-multi-layer.toml"),
+    ),
+];
+
 /// A saved layout. See the module documentation.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -414,6 +434,16 @@ tensors."out.bias" = { dtype = "i16", factor = 16320.0 }
 "#,
         )
         .unwrap()
+    }
+
+    #[test]
+    fn every_shipped_layout_fits_its_net() {
+        for ((name, layout), (net_name, net)) in SHIPPED.iter().zip(SHIPPED_NETS) {
+            assert_eq!(name, net_name);
+            let layout = Layout::parse(layout).unwrap();
+            layout.check(&NetSpec::parse(net).unwrap()).unwrap();
+            assert_eq!(layout.padding.unwrap().bytes, "bullet", "{name}");
+        }
     }
 
     #[test]

@@ -317,6 +317,8 @@ fn bullet_progression_nets_train_quantize_and_register() {
         assert_eq!(m.features, "netspec");
         assert_eq!(m.arch, net.name.clone().unwrap());
 
+        in_bullets_layout(&fx, name, &m, &bytes);
+
         // It plays: a short node-limited SPRT in lakefish's engine against material only.
         let book = "rnbqkbnr/pppppppp/8/8/4P3/8/PPPP1PPP/RNBQKBNR b KQkq -\n\
                     rnbqkbnr/pppppppp/8/8/3P4/8/PPP1PPPP/RNBQKBNR b KQkq -\n";
@@ -384,6 +386,139 @@ fn bullet_progression_nets_train_quantize_and_register() {
             }
         }
     }
+}
+
+/// A registered net in bullet's layout (`infra/layouts/NAME.toml`): lakefish's engine and an
+/// independent evaluator (tests/py/layout_eval.py: numpy, reading only the layout, the NetSpec
+/// and the file) give equal integers on 1,000 lake positions; export → import → export gives
+/// the same bytes; a file cut short is refused with nothing registered.
+fn in_bullets_layout(
+    fx: &common::Fixture,
+    name: &str,
+    m: &lakefish_schemas::NetManifest,
+    registered: &[u8],
+) {
+    use lakefish_jobs::foreign_nets::{evaluate_fen, export_layout, import_layout};
+    use lakefish_schemas::layout::Layout;
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let layout_path = root.join(format!("infra/layouts/{name}.toml"));
+    let layout = Layout::parse(&std::fs::read_to_string(&layout_path).unwrap()).unwrap();
+    let file = export_layout(m, registered, &layout).unwrap();
+    assert_eq!(file.len() % 64, 0, "{name}: bullet pads to 64 bytes");
+
+    let manifest = fx.shuffle_manifest();
+    let key = format!(
+        "{}/{}",
+        lakefish_jobs::shuffle::shuffle_prefix(&manifest.id),
+        manifest.chunks[0].name
+    );
+    let chunk = fx.rt.block_on(fx.ctx.lake.get(&key)).unwrap().unwrap();
+    let batch =
+        lakefish_lake::parts::read_chunk(chunk, &[lakefish_schemas::positions::COL_BOARD]).unwrap();
+    let fens: Vec<String> = lakefish_train::loader::chunk_fens(&batch)
+        .unwrap()
+        .into_iter()
+        .take(1000)
+        .collect();
+    assert_eq!(fens.len(), 1000);
+    let net = lakefish_engine::eval::Evaluator::from_net_bytes(registered).unwrap();
+    let ours: Vec<i64> = fens
+        .iter()
+        .map(|fen| {
+            let white = evaluate_fen(&net, fen).unwrap().white as i64;
+            if fen.split(' ').nth(1) == Some("b") {
+                -white
+            } else {
+                white
+            }
+        })
+        .collect();
+
+    let dir = tempfile::tempdir().unwrap();
+    let (spec_path, net_path) = (
+        dir.path().join("net.json"),
+        dir.path().join("quantised.bin"),
+    );
+    std::fs::write(
+        &spec_path,
+        serde_json::to_string(m.net.as_ref().unwrap()).unwrap(),
+    )
+    .unwrap();
+    std::fs::write(&net_path, &file).unwrap();
+    let mut child = std::process::Command::new(root.join(".venv/bin/python"))
+        .arg(root.join("tests/py/layout_eval.py"))
+        .args([&layout_path, &spec_path, &net_path])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("the project venv's python (make test installs it)");
+    let mut stdin = child.stdin.take().unwrap();
+    let text = fens.join("\n");
+    let writer = std::thread::spawn(move || {
+        use std::io::Write;
+        stdin.write_all(text.as_bytes()).unwrap();
+    });
+    let out = child.wait_with_output().unwrap();
+    writer.join().unwrap();
+    assert!(
+        out.status.success(),
+        "{name}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let theirs: Vec<i64> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| l.parse().unwrap())
+        .collect();
+    assert_eq!(theirs.len(), 1000);
+    let differ: Vec<_> = (0..1000).filter(|&i| ours[i] != theirs[i]).collect();
+    assert!(
+        differ.is_empty(),
+        "{name}: {} of 1,000 differ, first {:?}: lakefish {} numpy {}",
+        differ.len(),
+        fens[differ[0]],
+        ours[differ[0]],
+        theirs[differ[0]]
+    );
+    // The evaluations say something: not all equal.
+    assert!(
+        ours.iter().any(|&v| v != ours[0]),
+        "{name}: {:?}",
+        &ours[..5]
+    );
+
+    let spec = m.net.clone().unwrap();
+    let before = fx.rt.block_on(list_nets(&fx.ctx.lake)).unwrap().len();
+    let cut = &file[..file.len() - 64];
+    let err = fx
+        .rt
+        .block_on(import_layout(&fx.ctx.lake, cut, &layout, spec.clone()))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains(&format!("the file has {} bytes", cut.len())),
+        "{name}: {err}"
+    );
+    assert_eq!(
+        fx.rt.block_on(list_nets(&fx.ctx.lake)).unwrap().len(),
+        before
+    );
+
+    let imported = fx
+        .rt
+        .block_on(import_layout(&fx.ctx.lake, &file, &layout, spec))
+        .unwrap();
+    assert!(imported.external);
+    let (_, again) = fx
+        .rt
+        .block_on(fetch_net(&fx.ctx.lake, &imported.name))
+        .unwrap();
+    assert_eq!(
+        export_layout(&imported, &again, &layout).unwrap(),
+        file,
+        "{name}"
+    );
 }
 
 /// Presets are today's nets, bit for bit: trained at the same seed for the same steps, each

@@ -6,6 +6,8 @@ use std::path::PathBuf;
 use anyhow::{Context, bail};
 use lakefish_schemas::engines::{BUILTIN_ENGINE, EngineSpec};
 
+// Parsed once per process: the size of `Add` costs nothing worth boxing for.
+#[allow(clippy::large_enum_variant)]
 #[derive(clap::Subcommand)]
 pub(crate) enum EnginesCommand {
     /// Register a UCI engine that SPRTs (and self-play) may use as a side.
@@ -41,8 +43,17 @@ pub(crate) enum EnginesCommand {
         net_option: String,
         /// A net format the engine loads through that option: stockfish (the default) or
         /// lakefish; repeat for both. ENGINE+NET with a net of another format is refused.
-        #[arg(long = "net-format", value_name = "FORMAT")]
+        #[arg(
+            long = "net-format",
+            value_name = "FORMAT",
+            conflicts_with = "net_layout"
+        )]
         net_formats: Vec<lakefish_schemas::nets::NetFormat>,
+        /// The saved layout the engine loads nets in instead (a layout file, or a shipped
+        /// one: bullet-1-simple ... bullet-4-multi-layer; docs/LAYOUTS.md). ENGINE+NET then
+        /// writes the net in it for the engine; a net the layout does not fit is refused.
+        #[arg(long, value_name = "LAYOUT")]
+        net_layout: Option<String>,
         /// Record this bench node count instead of running `COMMAND bench` here.
         #[arg(long)]
         bench: Option<u64>,
@@ -104,6 +115,7 @@ pub(crate) async fn run(
             allow,
             net_option,
             net_formats,
+            net_layout,
             bench,
             no_check,
         } => {
@@ -123,6 +135,10 @@ pub(crate) async fn run(
                     vec![lakefish_schemas::nets::NetFormat::Stockfish]
                 } else {
                     net_formats
+                },
+                net_layout: match &net_layout {
+                    Some(l) => Some(crate::cli::read_layout("--net-layout", l)?),
+                    None => None,
                 },
                 sha256: None,
                 bench,

@@ -1,0 +1,216 @@
+// An example for bullet (at feab6443, CPU backend), added by lakefish's test
+// tests/tests/bullet.rs to a copy of ../shared/bench/bullet-cpu/bullet. It trains one of
+// bullet's four examples/progression nets, with the example's own inputs, graph and
+// `save_format` lines but a narrower transformer, for a few steps on a binpack, saves the
+// checkpoint (quantised.bin), then prints "eval X", X bullet's own float output (`eval_raw_output`, before
+// the eval scale) for each FEN on standard input, one per line.
+//
+// Environment: NET (1..4), HL (transformer width), DATA (a .binpack), OUT (the output directory),
+// STEPS (training steps).
+use bullet_lib::{
+    game::{
+        formats::sfbinpack::TrainingDataEntry,
+        inputs::{Chess768, ChessBucketsMirrored, get_num_buckets},
+        outputs::MaterialCount,
+    },
+    nn::{
+        InitSettings, Shape,
+        optimiser::{AdamW, AdamWParams},
+    },
+    trainer::{
+        save::SavedFormat,
+        schedule::{TrainingSchedule, TrainingSteps, lr, wdl},
+        settings::LocalSettings,
+    },
+    value::{ValueTrainerBuilder, loader},
+};
+use std::io::BufRead;
+
+#[rustfmt::skip]
+const BUCKET_LAYOUT: [usize; 32] = [
+    0, 1, 2, 3,
+    4, 4, 5, 5,
+    6, 6, 6, 6,
+    7, 7, 7, 7,
+    8, 8, 8, 8,
+    8, 8, 8, 8,
+    9, 9, 9, 9,
+    9, 9, 9, 9,
+];
+const NUM_INPUT_BUCKETS: usize = get_num_buckets(&BUCKET_LAYOUT);
+const NUM_OUTPUT_BUCKETS: usize = 8;
+
+fn env(name: &str) -> String {
+    std::env::var(name).unwrap_or_else(|_| panic!("{name} is not set"))
+}
+
+fn schedule(steps: usize) -> TrainingSchedule<lr::ConstantLR, wdl::ConstantWDL> {
+    TrainingSchedule {
+        net_id: "lakefish_check".to_string(),
+        eval_scale: 400.0,
+        steps: TrainingSteps { batch_size: 4096, batches_per_superbatch: steps, start_superbatch: 1, end_superbatch: 1 },
+        wdl_scheduler: wdl::ConstantWDL { value: 0.0 },
+        lr_scheduler: lr::ConstantLR { value: 0.01 },
+        save_rate: 1,
+    }
+}
+
+fn filter(e: &TrainingDataEntry) -> bool {
+    e.score.unsigned_abs() < 32000
+}
+
+macro_rules! train_and_eval {
+    ($trainer:expr, $steps:expr) => {{
+        let mut trainer = $trainer;
+        let settings =
+            LocalSettings { threads: 2, test_set: None, output_directory: Box::leak(env("OUT").into_boxed_str()), batch_queue_size: 8 };
+        let data = env("DATA");
+        trainer.run(&schedule($steps), &settings, &loader::SfBinpackLoader::new(&data, 8, 2, filter));
+        for line in std::io::stdin().lock().lines() {
+            let fen = line.unwrap();
+            if !fen.trim().is_empty() {
+                println!("eval {}", trainer.eval_raw_output(fen.trim())[0]);
+            }
+        }
+    }};
+}
+
+fn main() {
+    let hl: usize = env("HL").parse().unwrap();
+    let steps: usize = env("STEPS").parse().unwrap();
+    let factorised_l0w = || {
+        SavedFormat::id("l0w")
+            .transform(|store, weights| {
+                let factoriser = store.get("l0f").values.repeat(NUM_INPUT_BUCKETS);
+                weights.into_iter().zip(factoriser).map(|(a, b)| a + b).collect()
+            })
+            .round()
+            .quantise::<i16>(255)
+    };
+    let stricter = AdamWParams { max_weight: 0.99, min_weight: -0.99, ..Default::default() };
+    match env("NET").as_str() {
+        // examples/progression/1_simple.rs
+        "1" => train_and_eval!(
+            ValueTrainerBuilder::default()
+                .dual_perspective()
+                .optimiser(AdamW)
+                .inputs(Chess768)
+                .use_threads(2)
+                .save_format(&[
+                    SavedFormat::id("l0w").round().quantise::<i16>(255),
+                    SavedFormat::id("l0b").round().quantise::<i16>(255),
+                    SavedFormat::id("l1w").round().quantise::<i16>(64),
+                    SavedFormat::id("l1b").round().quantise::<i16>(255 * 64),
+                ])
+                .loss_fn(|output, target| output.sigmoid().squared_error(target))
+                .build(|builder, stm_inputs, ntm_inputs| {
+                    let l0 = builder.new_affine("l0", 768, hl);
+                    let l1 = builder.new_affine("l1", 2 * hl, 1);
+                    let stm_hidden = l0.forward(stm_inputs).screlu();
+                    let ntm_hidden = l0.forward(ntm_inputs).screlu();
+                    l1.forward(stm_hidden.concat(ntm_hidden))
+                }),
+            steps
+        ),
+        // examples/progression/2_output_buckets.rs
+        "2" => train_and_eval!(
+            ValueTrainerBuilder::default()
+                .dual_perspective()
+                .optimiser(AdamW)
+                .inputs(Chess768)
+                .output_buckets(MaterialCount::<NUM_OUTPUT_BUCKETS>)
+                .use_threads(2)
+                .save_format(&[
+                    SavedFormat::id("l0w").round().quantise::<i16>(255),
+                    SavedFormat::id("l0b").round().quantise::<i16>(255),
+                    SavedFormat::id("l1w").round().quantise::<i16>(64).transpose(),
+                    SavedFormat::id("l1b").round().quantise::<i16>(255 * 64),
+                ])
+                .loss_fn(|output, target| output.sigmoid().squared_error(target))
+                .build(|builder, stm_inputs, ntm_inputs, output_buckets| {
+                    let l0 = builder.new_affine("l0", 768, hl);
+                    let l1 = builder.new_affine("l1", 2 * hl, NUM_OUTPUT_BUCKETS);
+                    let stm_hidden = l0.forward(stm_inputs).screlu();
+                    let ntm_hidden = l0.forward(ntm_inputs).screlu();
+                    l1.forward(stm_hidden.concat(ntm_hidden)).select(output_buckets)
+                }),
+            steps
+        ),
+        // examples/progression/3_input_buckets.rs
+        "3" => train_and_eval!(
+            {
+                let mut trainer = ValueTrainerBuilder::default()
+                    .dual_perspective()
+                    .optimiser(AdamW)
+                    .inputs(ChessBucketsMirrored::new(BUCKET_LAYOUT))
+                    .output_buckets(MaterialCount::<NUM_OUTPUT_BUCKETS>)
+                    .use_threads(2)
+                    .save_format(&[
+                        factorised_l0w(),
+                        SavedFormat::id("l0b").round().quantise::<i16>(255),
+                        SavedFormat::id("l1w").round().quantise::<i16>(64).transpose(),
+                        SavedFormat::id("l1b").round().quantise::<i16>(255 * 64),
+                    ])
+                    .loss_fn(|output, target| output.sigmoid().squared_error(target))
+                    .build(|builder, stm_inputs, ntm_inputs, output_buckets| {
+                        let l0f = builder.new_weights("l0f", Shape::new(hl, 768), InitSettings::Zeroed);
+                        let expanded_factoriser = l0f.repeat(NUM_INPUT_BUCKETS);
+                        let mut l0 = builder.new_affine("l0", 768 * NUM_INPUT_BUCKETS, hl);
+                        l0.weights = l0.weights + expanded_factoriser;
+                        let l1 = builder.new_affine("l1", 2 * hl, NUM_OUTPUT_BUCKETS);
+                        let stm_hidden = l0.forward(stm_inputs).screlu();
+                        let ntm_hidden = l0.forward(ntm_inputs).screlu();
+                        l1.forward(stm_hidden.concat(ntm_hidden)).select(output_buckets)
+                    });
+                trainer.optimiser.set_params_for_weight("l0w", stricter);
+                trainer.optimiser.set_params_for_weight("l0f", stricter);
+                trainer
+            },
+            steps
+        ),
+        // examples/progression/4_multi_layer.rs
+        "4" => train_and_eval!(
+            {
+                let l2 = 16;
+                let mut trainer = ValueTrainerBuilder::default()
+                    .dual_perspective()
+                    .optimiser(AdamW)
+                    .inputs(ChessBucketsMirrored::new(BUCKET_LAYOUT))
+                    .output_buckets(MaterialCount::<NUM_OUTPUT_BUCKETS>)
+                    .use_threads(2)
+                    .save_format(&[
+                        factorised_l0w(),
+                        SavedFormat::id("l0b").round().quantise::<i16>(255),
+                        SavedFormat::id("l1w").transpose().round().quantise::<i8>(64),
+                        SavedFormat::id("l1b"),
+                        SavedFormat::id("l2w").transpose(),
+                        SavedFormat::id("l2b"),
+                        SavedFormat::id("l3w").transpose(),
+                        SavedFormat::id("l3b"),
+                    ])
+                    .loss_fn(|output, target| output.sigmoid().squared_error(target))
+                    .build(|builder, stm_inputs, ntm_inputs, output_buckets| {
+                        let l0f = builder.new_weights("l0f", Shape::new(hl, 768), InitSettings::Zeroed);
+                        let expanded_factoriser = l0f.repeat(NUM_INPUT_BUCKETS);
+                        let mut l0 = builder.new_affine("l0", 768 * NUM_INPUT_BUCKETS, hl);
+                        l0.init_with_effective_input_size(32);
+                        l0.weights = l0.weights + expanded_factoriser;
+                        let l1 = builder.new_affine("l1", hl, NUM_OUTPUT_BUCKETS * l2);
+                        let l2 = builder.new_affine("l2", l2, NUM_OUTPUT_BUCKETS * 32);
+                        let l3 = builder.new_affine("l3", 32, NUM_OUTPUT_BUCKETS);
+                        let stm_hidden = l0.forward(stm_inputs).crelu().pairwise_mul();
+                        let ntm_hidden = l0.forward(ntm_inputs).crelu().pairwise_mul();
+                        let hl1 = stm_hidden.concat(ntm_hidden);
+                        let hl2 = l1.forward(hl1).select(output_buckets).screlu();
+                        let hl3 = l2.forward(hl2).select(output_buckets).screlu();
+                        l3.forward(hl3).select(output_buckets)
+                    });
+                trainer.optimiser.set_params_for_weight("l0w", stricter);
+                trainer.optimiser.set_params_for_weight("l0f", stricter);
+                trainer
+            },
+            steps
+        ),
+        other => panic!("NET={other}: 1 to 4"),
+    }
+}
