@@ -607,13 +607,21 @@ impl TrainArgs {
     }
 }
 
-/// A NetSpec from a file (TOML or JSON), or from a preset's name as FEATURES:ARCH when no
-/// such file exists; errors start with `flag`.
+/// A NetSpec from a file (TOML or JSON), or, when no such file exists, a shipped one by name
+/// (infra/nets/bullet-*) or a preset's name as FEATURES:ARCH; errors start with `flag`.
 pub(crate) fn read_net_spec(
     flag: &str,
     arg: &str,
 ) -> anyhow::Result<lakefish_schemas::netspec::NetSpec> {
     let path = std::path::Path::new(arg);
+    if !path.exists()
+        && let Some((_, text)) = lakefish_schemas::layout::SHIPPED_NETS
+            .iter()
+            .find(|(n, _)| *n == arg)
+    {
+        return lakefish_schemas::netspec::NetSpec::parse(text)
+            .map_err(|e| anyhow::anyhow!("{flag} {arg}: {e}"));
+    }
     if !path.exists()
         && let Some((features, arch)) = arg.split_once(':')
     {
@@ -622,6 +630,16 @@ pub(crate) fn read_net_spec(
                 "{flag} {arg}: no such file, and not a preset name (FEATURES:ARCH): {e}"
             )
         });
+    }
+    if !path.exists() {
+        anyhow::bail!(
+            "{flag} {arg}: no such file, not a shipped net ({}), nor a preset name FEATURES:ARCH",
+            lakefish_schemas::layout::SHIPPED_NETS
+                .iter()
+                .map(|(n, _)| *n)
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
     }
     let text = std::fs::read_to_string(path).with_context(|| format!("{flag}: reading {arg}"))?;
     lakefish_schemas::netspec::NetSpec::parse(&text)

@@ -44,15 +44,15 @@ pub(crate) enum NetsCommand {
         /// bullet-3-input-buckets, bullet-4-multi-layer: infra/layouts/).
         #[arg(long, requires = "spec")]
         layout: Option<String>,
-        /// The net the file holds, as a NetSpec file (infra/nets/bullet-*.toml) or a preset
-        /// name FEATURES:ARCH; with --layout.
+        /// The net the file holds: a NetSpec file, a shipped one by name (bullet-1-simple ...
+        /// bullet-4-multi-layer: infra/nets/), or a preset name FEATURES:ARCH; with --layout.
         #[arg(long, requires = "layout")]
         spec: Option<String>,
     },
     /// Write a registered net in a format an engine loads. `--format stockfish` writes a file
     /// Stockfish 15.1 loads with `setoption name EvalFile value FILE`; the net must be of
-    /// Stockfish 15.1's architecture (`stockfish-15.1`). `--layout L` writes a described net
-    /// (trained with --net-spec, or imported with --layout) in saved layout L: bullet's
+    /// Stockfish 15.1's architecture (`stockfish-15.1`). `--layout L` writes a lakefish net (one a NetSpec
+    /// describes, or a preset such as all768 256x2:screlu) in saved layout L: bullet's
     /// `quantised.bin` with `--layout bullet-2-output-buckets`, or a layout file of your
     /// engine's; a layout that does not fit the net is refused, naming the tensor.
     Export {

@@ -36,6 +36,8 @@ pub fn all() -> Vec<Target> {
         pgn_splitter(),
         nnue(),
         nnue_described(),
+        layout_document(),
+        layout_file(),
         uci(),
         fen(),
         book(),
@@ -632,6 +634,99 @@ fn nnue_described() -> Target {
                 }
             }
         }),
+    }
+}
+
+// ---------------------------------------------------------------- saved layouts
+
+/// A layout document (TOML or JSON): refused naming the field, or read and valid.
+fn layout_document() -> Target {
+    use lakefish_schemas::layout::{Layout, SHIPPED};
+    let mut seeds: Vec<Vec<u8>> = SHIPPED.iter().map(|(_, t)| t.as_bytes().to_vec()).collect();
+    seeds.push(
+        serde_json::to_vec(&Layout::parse(SHIPPED[3].1).unwrap()).expect("a layout serializes"),
+    );
+    seeds.push(b"version = 1\nheader = [{ text = \"NNUE\" }, { u32 = 7 }]\n[[tensors]]\nid = \"a\"\ntensor = \"ft.weight\"\ndtype = \"i16\"\nfactor = 255.0\n".to_vec());
+    Target {
+        name: "layout_document",
+        seeds,
+        dict: words(&[
+            "[[tensors]]\n",
+            "transpose = true\n",
+            "merge = [\"ft.factoriser\"]\n",
+            "padding = { multiple = 64, bytes = \"bullet\" }\n",
+            "dtype = \"f32\"",
+            "factor = ",
+            "header",
+            "u32 = ",
+            "rounding = \"trunc\"",
+            "\"",
+            "[",
+            "{",
+        ]),
+        text: true,
+        structured: None,
+        max_len: 16 << 10,
+        check: Box::new(|data| match Layout::parse(&text(data)) {
+            Ok(layout) => {
+                layout
+                    .validate()
+                    .map_err(|e| format!("parse accepted an invalid layout: {e}"))?;
+                // What it writes before the tensors is what it promised.
+                let _ = layout.header_bytes();
+                Ok(Verdict::Accepted)
+            }
+            Err(e) if !e.field.is_empty() && !e.reason.is_empty() => Ok(Verdict::Refused),
+            Err(e) => Err(format!("a layout error names no field: {e:?}")),
+        }),
+    }
+}
+
+/// A file read through bullet's 3_input_buckets layout as a small net of that shape: refused
+/// naming what differs (size, header, padding, a tensor's value), or read, and then written
+/// back byte for byte.
+fn layout_file() -> Target {
+    use lakefish_engine::layout::{read, write};
+    use lakefish_engine::spec_net::random_spec_net;
+    use lakefish_schemas::layout::{Layout, SHIPPED, SHIPPED_NETS};
+    use lakefish_schemas::netspec::NetSpec;
+    let spec = {
+        let mut s = NetSpec::parse(SHIPPED_NETS[2].1).expect("a shipped net");
+        s.transformer.width = 4;
+        s
+    };
+    let layout = Layout::parse(SHIPPED[2].1).expect("a shipped layout");
+    let seeds = (0..3)
+        .map(|i| write(&random_spec_net(spec.clone(), i).unwrap(), &layout).unwrap())
+        .collect();
+    Target {
+        name: "layout_file",
+        seeds,
+        dict: words(&["bullet", "\u{7f}\u{7f}", "\u{0}\u{80}"]),
+        text: false,
+        structured: None,
+        max_len: 128 << 10,
+        check: Box::new(
+            move |data| match read(data, &layout, spec.clone(), String::new()) {
+                Ok(net) => {
+                    let again = write(&net, &layout).map_err(|e| e.to_string())?;
+                    if again != data {
+                        return Err("a file read through a layout writes other bytes".into());
+                    }
+                    net.evaluate_board(&shakmaty::Board::default(), shakmaty::Color::White)
+                        .map_err(|e| e.to_string())?;
+                    Ok(Verdict::Accepted)
+                }
+                Err(e) => {
+                    let shown = e.to_string();
+                    if ["layout:", "tensor "].iter().any(|w| shown.starts_with(w)) {
+                        Ok(Verdict::Refused)
+                    } else {
+                        Err(format!("a layout file's error names no place: {shown}"))
+                    }
+                }
+            },
+        ),
     }
 }
 

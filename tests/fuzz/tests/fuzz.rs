@@ -55,6 +55,16 @@ fn nnue_described() {
 }
 
 #[test]
+fn layout_document() {
+    run("layout_document", 3000);
+}
+
+#[test]
+fn layout_file() {
+    run("layout_file", 2000);
+}
+
+#[test]
 fn uci() {
     run("uci", 1000);
 }
