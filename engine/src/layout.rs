@@ -1,5 +1,6 @@
-//! A described net ([`SpecNet`]) written in, and read back from, a saved layout
-//! ([`Layout`]): the bytes another engine loads (bullet's `quantised.bin`, ...).
+//! A quantized net as named tensors ([`NetTensors`]: a described net, a preset, a Stockfish
+//! 15.1 net) written in, and read back from, a saved layout ([`Layout`]): the bytes another
+//! engine loads (bullet's `quantised.bin`, Stockfish's `.nnue`, ...).
 //!
 //! The integers are the net's own: a layout only orders, transposes, widens and pads them,
 //! so export → import → export gives the same bytes. Where a layout would need other
@@ -8,6 +9,7 @@
 
 use crate::nnue::NnueError;
 use crate::spec_net::{SpecNet, Values};
+use crate::stockfish_net::{LayerStack, StockfishNet};
 use lakefish_schemas::layout::{Layout, LayoutTensor};
 use lakefish_schemas::netspec::{Dtype, NetSpec};
 
@@ -58,6 +60,69 @@ impl Plain {
         })
     }
 
+    fn len(&self) -> usize {
+        match self {
+            Plain::Int(v) => v.len(),
+            Plain::Float(v) => v.len(),
+        }
+    }
+
+    /// Values `start .. start + len`.
+    fn slice(&self, start: usize, len: usize) -> Plain {
+        match self {
+            Plain::Int(v) => Plain::Int(v[start..start + len].to_vec()),
+            Plain::Float(v) => Plain::Float(v[start..start + len].to_vec()),
+        }
+    }
+
+    fn extend(&mut self, other: Plain) {
+        match (self, other) {
+            (Plain::Int(a), Plain::Int(b)) => a.extend(b),
+            (Plain::Float(a), Plain::Float(b)) => a.extend(b),
+            _ => unreachable!("one tensor is one kind"),
+        }
+    }
+
+    /// Each of `rows` rows of `cols` values padded with zeros to `to` values.
+    fn pad_rows(&self, rows: usize, cols: usize, to: usize) -> Plain {
+        fn p<T: Copy + Default>(v: &[T], rows: usize, cols: usize, to: usize) -> Vec<T> {
+            let mut out = Vec::with_capacity(rows * to);
+            for r in 0..rows {
+                out.extend_from_slice(&v[r * cols..][..cols]);
+                out.resize(out.len() + to - cols, T::default());
+            }
+            out
+        }
+        match self {
+            Plain::Int(v) => Plain::Int(p(v, rows, cols, to)),
+            Plain::Float(v) => Plain::Float(p(v, rows, cols, to)),
+        }
+    }
+
+    /// The first `cols` of each row of `padded` values, or the row whose padding is not zero.
+    fn unpad_rows(&self, rows: usize, padded: usize, cols: usize) -> Result<Plain, usize> {
+        fn u<T: Copy + Default + PartialEq>(
+            v: &[T],
+            rows: usize,
+            padded: usize,
+            cols: usize,
+        ) -> Result<Vec<T>, usize> {
+            let mut out = Vec::with_capacity(rows * cols);
+            for r in 0..rows {
+                let row = &v[r * padded..][..padded];
+                if row[cols..].iter().any(|x| *x != T::default()) {
+                    return Err(r);
+                }
+                out.extend_from_slice(&row[..cols]);
+            }
+            Ok(out)
+        }
+        Ok(match self {
+            Plain::Int(v) => Plain::Int(u(v, rows, padded, cols)?),
+            Plain::Float(v) => Plain::Float(u(v, rows, padded, cols)?),
+        })
+    }
+
     /// `rows × cols` row-major → its transpose, row-major.
     fn transposed(&self, rows: usize, cols: usize) -> Plain {
         fn t<T: Copy>(v: &[T], rows: usize, cols: usize) -> Vec<T> {
@@ -84,6 +149,203 @@ fn dtype_bytes(d: Dtype) -> usize {
     }
 }
 
+/// A quantized net as its named tensors: what a layout writes and reads.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NetTensors {
+    pub spec: NetSpec,
+    /// The free-text description (Stockfish's header holds it; a described net's comment).
+    pub description: Vec<u8>,
+    /// The net's file tensors in its order: name, shape, values as the NetSpec stores them.
+    pub tensors: Vec<(String, Vec<usize>, Values)>,
+}
+
+/// Whether `spec` is Stockfish 15.1's net (its preset).
+pub fn is_stockfish(spec: &NetSpec) -> bool {
+    spec.as_preset()
+        .is_some_and(|(f, a)| f == "halfka_v2_hm" && a == "stockfish-15.1")
+}
+
+fn stockfish_spec() -> NetSpec {
+    NetSpec::preset("halfka_v2_hm", "stockfish-15.1").expect("Stockfish 15.1's preset")
+}
+
+impl NetTensors {
+    pub fn of_spec_net(net: &SpecNet) -> NetTensors {
+        NetTensors {
+            spec: net.spec.clone(),
+            description: net.comment.as_bytes().to_vec(),
+            tensors: net.tensors(),
+        }
+    }
+
+    /// A Stockfish 15.1 net under its preset's description: each layer's 8 stacks one
+    /// tensor, rows stack by stack; `fc_1`'s two padding inputs (zero in Stockfish's nets)
+    /// dropped, refusing a net where they are not.
+    pub fn of_stockfish(net: &StockfishNet) -> Result<NetTensors, NnueError> {
+        let spec = stockfish_spec();
+        let cat_i32 = |f: &dyn Fn(&LayerStack) -> &Vec<i32>| {
+            Values::I32(
+                net.stacks
+                    .iter()
+                    .flat_map(|s| f(s).iter().copied())
+                    .collect(),
+            )
+        };
+        let cat_i8 = |f: &dyn Fn(&LayerStack) -> &Vec<i8>| {
+            Values::I8(
+                net.stacks
+                    .iter()
+                    .flat_map(|s| f(s).iter().copied())
+                    .collect(),
+            )
+        };
+        let mut fc1 = Vec::new();
+        for (b, s) in net.stacks.iter().enumerate() {
+            let cols = s.fc1.inputs;
+            for (r, row) in s.fc1.weights.chunks_exact(cols).enumerate() {
+                if row[30..].iter().any(|&w| w != 0) {
+                    return Err(NnueError::Tensor {
+                        name: "l2.weight".into(),
+                        reason: format!(
+                            "stack {b}, output {r}: fc_1's padding inputs 30 and 31 are not zero"
+                        ),
+                    });
+                }
+                fc1.extend_from_slice(&row[..30]);
+            }
+        }
+        let values = vec![
+            Values::I16(net.ft_weights.to_vec()),
+            Values::I16(net.ft_bias.clone()),
+            Values::I32(net.psqt_weights.clone()),
+            cat_i8(&|s| &s.fc0.weights),
+            cat_i32(&|s| &s.fc0.bias),
+            Values::I8(fc1),
+            cat_i32(&|s| &s.fc1.bias),
+            cat_i8(&|s| &s.fc2.weights),
+            cat_i32(&|s| &s.fc2.bias),
+        ];
+        NetTensors::new(spec, net.description.clone(), values)
+    }
+
+    /// Names and shapes from `spec`, checking each tensor's type and length.
+    fn new(
+        spec: NetSpec,
+        description: Vec<u8>,
+        values: Vec<Values>,
+    ) -> Result<NetTensors, NnueError> {
+        let want = file_tensors(&spec);
+        if want.len() != values.len() {
+            return Err(NnueError::Header(format!(
+                "{} tensors, the description has {}",
+                values.len(),
+                want.len()
+            )));
+        }
+        let mut tensors = Vec::new();
+        for ((name, shape), v) in want.into_iter().zip(values) {
+            let dtype = spec.default_quant(&name).expect("described").dtype;
+            let len: usize = shape.iter().product();
+            if v.dtype() != dtype || v.len() != len {
+                return Err(NnueError::Tensor {
+                    name,
+                    reason: format!(
+                        "{:?} × {}, the description needs {dtype:?} × {len}",
+                        v.dtype(),
+                        v.len()
+                    ),
+                });
+            }
+            tensors.push((name, shape, v));
+        }
+        Ok(NetTensors {
+            spec,
+            description,
+            tensors,
+        })
+    }
+
+    fn get(&self, name: &str) -> (&[usize], &Values) {
+        let (_, shape, v) = self
+            .tensors
+            .iter()
+            .find(|(n, _, _)| n == name)
+            .expect("checked: the layout writes the net's tensors");
+        (shape, v)
+    }
+
+    /// The net lakefish's engine evaluates (a Stockfish net is [`Self::into_stockfish`]).
+    pub fn into_spec_net(self) -> Result<SpecNet, NnueError> {
+        let comment = String::from_utf8_lossy(&self.description).into_owned();
+        let tensors = self.tensors.into_iter().map(|(n, _, v)| (n, v)).collect();
+        SpecNet::new(self.spec, comment, tensors)
+    }
+
+    /// A Stockfish 15.1 net, `fc_1` padded back to 32 inputs with zeros.
+    pub fn into_stockfish(self) -> Result<StockfishNet, NnueError> {
+        if !is_stockfish(&self.spec) {
+            return Err(NnueError::Header("not Stockfish 15.1's net".into()));
+        }
+        let mut v = self.tensors.into_iter().map(|(_, _, v)| v);
+        let (
+            Some(Values::I16(ftw)),
+            Some(Values::I16(ftb)),
+            Some(Values::I32(psqt)),
+            Some(Values::I8(w0)),
+            Some(Values::I32(b0)),
+            Some(Values::I8(w1)),
+            Some(Values::I32(b1)),
+            Some(Values::I8(w2)),
+            Some(Values::I32(b2)),
+        ) = (
+            v.next(),
+            v.next(),
+            v.next(),
+            v.next(),
+            v.next(),
+            v.next(),
+            v.next(),
+            v.next(),
+            v.next(),
+        )
+        else {
+            unreachable!("checked against the preset when made");
+        };
+        let stacks = (0..8)
+            .map(|b| {
+                let fc1: Vec<i8> = w1[b * 32 * 30..][..32 * 30]
+                    .chunks_exact(30)
+                    .flat_map(|row| row.iter().copied().chain([0, 0]))
+                    .collect();
+                LayerStack::new(
+                    (
+                        b0[b * 16..][..16].to_vec(),
+                        w0[b * 16 * 1024..][..16 * 1024].to_vec(),
+                    ),
+                    (b1[b * 32..][..32].to_vec(), fc1),
+                    (b2[b], w2[b * 32..][..32].to_vec()),
+                )
+            })
+            .collect();
+        Ok(StockfishNet {
+            description: self.description,
+            ft_bias: ftb,
+            ft_weights: ftw.into(),
+            psqt_weights: psqt,
+            stacks,
+        })
+    }
+}
+
+/// The file tensors of `spec` (names and shapes, the factoriser merged away), in order.
+fn file_tensors(spec: &NetSpec) -> Vec<(String, Vec<usize>)> {
+    spec.tensors()
+        .into_iter()
+        .filter(|t| t.name != "ft.factoriser")
+        .map(|t| (t.name, t.shape))
+        .collect()
+}
+
 /// How the net stores tensor `name` of `shape` relative to the layout's `M×N` matrix:
 /// `(M, N, stored row-major)`. The transformer (and PSQT) is stored `[inputs, width]`, each
 /// input's column contiguous (column-major); a dense layer `[rows, fan_in]` row-major.
@@ -96,25 +358,20 @@ fn matrix(name: &str, shape: &[usize]) -> (usize, usize, bool) {
     }
 }
 
-/// The layout entry of each of the net's file tensors, in the net's order.
-fn entries<'a>(layout: &'a Layout, spec: &NetSpec) -> Result<Vec<&'a LayoutTensor>, NnueError> {
-    layout
-        .check(spec)
-        .map_err(|e| NnueError::Layout(e.to_string()))?;
-    Ok(layout.tensors.iter().collect())
-}
-
-/// A lakefish `.nnue` of either version as a described net: a version-2 file as it is, a
-/// preset's (`all768` `256x2:screlu`, ...) under the NetSpec its preset name expands into,
-/// its integers unchanged.
-pub fn described(bytes: &[u8]) -> Result<SpecNet, NnueError> {
+/// A registered lakefish or Stockfish net file as named tensors: a described net (`.nnue`
+/// version 2) as it is, a preset's under the NetSpec its name expands into, a Stockfish 15.1
+/// net under its preset; the integers unchanged.
+pub fn described(bytes: &[u8]) -> Result<NetTensors, NnueError> {
     if SpecNet::sniff(bytes) {
-        return SpecNet::from_bytes(bytes);
+        return Ok(NetTensors::of_spec_net(&SpecNet::from_bytes(bytes)?));
+    }
+    if StockfishNet::sniff(bytes) {
+        let net = StockfishNet::from_bytes(bytes).map_err(|e| NnueError::Header(e.to_string()))?;
+        return NetTensors::of_stockfish(&net);
     }
     let net = crate::nnue::Network::from_bytes(bytes)?;
     let spec = NetSpec::preset(net.features.name(), &net.arch.to_string())
         .map_err(|e| NnueError::Header(format!("no description for this preset: {e}")))?;
-    let names = net_order(&spec);
     let mut values = vec![
         Values::I16(net.ft_weights.to_vec()),
         Values::I16(net.ft_bias.clone()),
@@ -123,35 +380,64 @@ pub fn described(bytes: &[u8]) -> Result<SpecNet, NnueError> {
         values.push(Values::I8(d.weights.clone()));
         values.push(Values::I32(d.bias.clone()));
     }
-    SpecNet::new(
-        spec,
-        net.description.clone(),
-        names.into_iter().zip(values).collect(),
-    )
+    NetTensors::new(spec, net.description.into_bytes(), values)
+}
+
+/// Rows `bucket · rows/buckets ..` of a stored tensor (a layer's weights or biases), with
+/// its matrix shape.
+fn bucket_rows(plain: &Plain, m: usize, n: usize, buckets: usize, bucket: usize) -> (Plain, usize) {
+    let per = m / buckets;
+    (plain.slice(bucket * per * n, per * n), per)
+}
+
+/// One tensor entry's bytes: the whole tensor, or with `bucket` that bucket's rows.
+fn write_tensor(
+    out: &mut Vec<u8>,
+    net: &NetTensors,
+    t: &LayoutTensor,
+    bucket: Option<usize>,
+) -> Result<(), NnueError> {
+    let (shape, values) = net.get(&t.tensor);
+    let (mut m, n, row_major) = matrix(&t.tensor, shape);
+    let mut plain = Plain::of(values);
+    if let Some(b) = bucket {
+        (plain, m) = bucket_rows(&plain, m, n, net.spec.output_buckets.count() as usize, b);
+    }
+    // The file holds the column-major M×N (= row-major N×M), or with `transpose` row-major
+    // M×N, its rows padded with `pad_inputs`.
+    if row_major != t.transpose {
+        plain = if row_major {
+            plain.transposed(m, n)
+        } else {
+            plain.transposed(n, m)
+        };
+    }
+    if let Some(p) = t.pad_inputs {
+        plain = plain.pad_rows(m, n, n.div_ceil(p as usize) * p as usize);
+    }
+    let v = plain.to_values(t.dtype, &format!("{} ({})", t.id, t.tensor))?;
+    v.write_le(out);
+    Ok(())
 }
 
 /// The bytes of `net` in `layout`.
-pub fn write(net: &SpecNet, layout: &Layout) -> Result<Vec<u8>, NnueError> {
-    let tensors = net.tensors();
-    let mut out = layout.header_bytes();
-    for t in entries(layout, &net.spec)? {
-        let (name, shape, values) = tensors
-            .iter()
-            .find(|(n, _, _)| *n == t.tensor)
-            .expect("checked: the layout writes the net's tensors");
-        let (m, n, row_major) = matrix(name, shape);
-        // The file holds the column-major M×N (= row-major N×M), or with `transpose`
-        // row-major M×N.
-        let mut plain = Plain::of(values);
-        if row_major != t.transpose {
-            plain = if row_major {
-                plain.transposed(m, n)
-            } else {
-                plain.transposed(n, m)
-            };
+pub fn write(net: &NetTensors, layout: &Layout) -> Result<Vec<u8>, NnueError> {
+    layout
+        .check(&net.spec)
+        .map_err(|e| NnueError::Layout(e.to_string()))?;
+    let mut out = layout.header_bytes(&net.description);
+    for t in &layout.tensors {
+        write_tensor(&mut out, net, t, None)?;
+    }
+    if let Some(st) = &layout.stacks {
+        for b in 0..net.spec.output_buckets.count() as usize {
+            for h in &st.prefix {
+                out.extend(h.bytes(&[]));
+            }
+            for t in &st.tensors {
+                write_tensor(&mut out, net, t, Some(b))?;
+            }
         }
-        let v = plain.to_values(t.dtype, &format!("{} ({})", t.id, t.tensor))?;
-        v.write_le(&mut out);
     }
     if let Some(p) = &layout.padding {
         let fill = p.fill(out.len());
@@ -160,34 +446,92 @@ pub fn write(net: &SpecNet, layout: &Layout) -> Result<Vec<u8>, NnueError> {
     Ok(out)
 }
 
-/// The size of a file in `layout` for `spec`, before padding.
-fn content_len(layout: &Layout, spec: &NetSpec) -> usize {
-    let shapes = spec.tensors();
-    layout.header_bytes().len()
+/// Bytes of one entry: its values (rows padded) for the whole tensor or one bucket.
+fn entry_len(spec: &NetSpec, t: &LayoutTensor, stacked: bool) -> usize {
+    let shape = file_tensors(spec)
+        .into_iter()
+        .find(|(n, _)| *n == t.tensor)
+        .map_or(Vec::new(), |(_, s)| s);
+    let (mut m, n, _) = matrix(&t.tensor, &shape);
+    if stacked {
+        m /= spec.output_buckets.count().max(1) as usize;
+    }
+    let cols = t
+        .pad_inputs
+        .map_or(n, |p| n.div_ceil(p as usize) * p as usize);
+    m * cols * dtype_bytes(t.dtype)
+}
+
+/// The size of a file in `layout` for `spec` with a description of `description` bytes,
+/// before padding.
+fn content_len(layout: &Layout, spec: &NetSpec, description: usize) -> usize {
+    let buckets = spec.output_buckets.count() as usize;
+    let stacks = layout.stacks.as_ref().map_or(0, |st| {
+        buckets
+            * (st.prefix.iter().map(|h| h.bytes(&[]).len()).sum::<usize>()
+                + st.tensors
+                    .iter()
+                    .map(|t| entry_len(spec, t, true))
+                    .sum::<usize>())
+    });
+    layout.header_bytes(&vec![0; description]).len()
         + layout
             .tensors
             .iter()
-            .map(|t| {
-                let n: usize = shapes
-                    .iter()
-                    .find(|s| s.name == t.tensor)
-                    .map_or(0, |s| s.shape.iter().product());
-                n * dtype_bytes(t.dtype)
-            })
+            .map(|t| entry_len(spec, t, false))
             .sum::<usize>()
+        + stacks
 }
 
 /// Reads a file written in `layout` as the net `spec` describes, refusing one whose size,
 /// header or padding differ from what the layout says (naming what differs) and any value
 /// the net's own type cannot hold.
-pub fn read(
-    bytes: &[u8],
-    layout: &Layout,
-    spec: NetSpec,
-    comment: String,
-) -> Result<SpecNet, NnueError> {
-    let entries = entries(layout, &spec)?;
-    let content = content_len(layout, &spec);
+pub fn read(bytes: &[u8], layout: &Layout, spec: NetSpec) -> Result<NetTensors, NnueError> {
+    layout
+        .check(&spec)
+        .map_err(|e| NnueError::Layout(e.to_string()))?;
+    // The header first: its description's length sizes the file.
+    let mut at = 0;
+    let mut description = Vec::new();
+    for h in &layout.header {
+        if h.description.is_some() {
+            let len = bytes
+                .get(at..at + 4)
+                .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize)
+                .ok_or_else(|| {
+                    NnueError::Layout(format!(
+                        "the file ends at byte {} before the description's length",
+                        bytes.len()
+                    ))
+                })?;
+            let text = bytes.get(at + 4..at + 4 + len).ok_or_else(|| {
+                NnueError::Layout(format!(
+                    "the description's length says {len} bytes from byte {}, the file has {}",
+                    at + 4,
+                    bytes.len()
+                ))
+            })?;
+            description = text.to_vec();
+            at += 4 + len;
+            continue;
+        }
+        let want = h.bytes(&[]);
+        let got = bytes
+            .get(at..at + want.len())
+            .unwrap_or(&bytes[at.min(bytes.len())..]);
+        if let Some(i) = (0..want.len()).find(|&i| got.get(i) != Some(&want[i])) {
+            return Err(NnueError::Layout(match got.get(i) {
+                Some(b) => format!(
+                    "the file's byte {} is {b:#04x}, the layout's header has {:#04x} there",
+                    at + i,
+                    want[i]
+                ),
+                None => format!("the file ends at byte {} inside the header", bytes.len()),
+            }));
+        }
+        at += want.len();
+    }
+    let content = content_len(layout, &spec, description.len());
     let padded = content + layout.padding.as_ref().map_or(0, |p| p.fill(content).len());
     if bytes.len() != padded {
         let mut why = format!(
@@ -206,16 +550,6 @@ pub fn read(
         });
         return Err(NnueError::Layout(why));
     }
-    let header = layout.header_bytes();
-    if bytes[..header.len()] != header[..] {
-        let at = (0..header.len())
-            .find(|&i| bytes[i] != header[i])
-            .expect("they differ");
-        return Err(NnueError::Layout(format!(
-            "the file's byte {at} is {:#04x}, the layout's header has {:#04x} there",
-            bytes[at], header[at]
-        )));
-    }
     if let Some(p) = &layout.padding {
         let fill = p.fill(content);
         if bytes[content..] != fill[..] {
@@ -225,21 +559,31 @@ pub fn read(
             )));
         }
     }
-    let shapes = spec.tensors();
-    let mut at = header.len();
-    let mut got: Vec<(String, Values)> = Vec::new();
-    for t in entries {
+    let shapes = file_tensors(&spec);
+    let mut got: Vec<(String, Plain)> = Vec::new();
+    let mut read_entry = |at: &mut usize, t: &LayoutTensor, stacked: bool| {
         let shape = &shapes
             .iter()
-            .find(|s| s.name == t.tensor)
+            .find(|(n, _)| *n == t.tensor)
             .expect("checked")
-            .shape;
-        let count: usize = shape.iter().product();
-        let len = count * dtype_bytes(t.dtype);
-        let v = Values::read_le(t.dtype, &bytes[at..at + len]);
-        at += len;
-        let (m, n, row_major) = matrix(&t.tensor, shape);
+            .1;
+        let (mut m, n, row_major) = matrix(&t.tensor, shape);
+        if stacked {
+            m /= spec.output_buckets.count() as usize;
+        }
+        let len = entry_len(&spec, t, stacked);
+        let v = Values::read_le(t.dtype, &bytes[*at..*at + len]);
+        *at += len;
         let mut plain = Plain::of(&v);
+        if let Some(p) = t.pad_inputs {
+            let padded = n.div_ceil(p as usize) * p as usize;
+            plain = plain
+                .unpad_rows(m, padded, n)
+                .map_err(|row| NnueError::Tensor {
+                    name: format!("{} ({})", t.id, t.tensor),
+                    reason: format!("row {row}: the padding inputs are not zero"),
+                })?;
+        }
         if row_major != t.transpose {
             plain = if row_major {
                 plain.transposed(n, m)
@@ -247,24 +591,54 @@ pub fn read(
                 plain.transposed(m, n)
             };
         }
-        let dtype = spec.default_quant(&t.tensor).expect("checked").dtype;
-        got.push((
-            t.tensor.clone(),
-            plain.to_values(dtype, &format!("{} ({})", t.id, t.tensor))?,
-        ));
+        match got.iter_mut().find(|(name, _)| *name == t.tensor) {
+            Some((_, rows)) => rows.extend(plain),
+            None => got.push((t.tensor.clone(), plain)),
+        }
+        Ok::<(), NnueError>(())
+    };
+    let mut at = layout.header_bytes(&description).len();
+    for t in &layout.tensors {
+        read_entry(&mut at, t, false)?;
     }
-    // The net's own order, whatever the layout's.
-    let order: Vec<String> = net_order(&spec);
-    got.sort_by_key(|(n, _)| order.iter().position(|o| o == n));
-    SpecNet::new(spec, comment, got)
-}
-
-fn net_order(spec: &NetSpec) -> Vec<String> {
-    spec.tensors()
-        .into_iter()
-        .map(|t| t.name)
-        .filter(|n| n != "ft.factoriser")
-        .collect()
+    if let Some(st) = &layout.stacks {
+        for _ in 0..spec.output_buckets.count() {
+            for h in &st.prefix {
+                let want = h.bytes(&[]);
+                if bytes[at..at + want.len()] != want[..] {
+                    return Err(NnueError::Layout(format!(
+                        "bytes {at}..{} are not the layout's stack prefix",
+                        at + want.len()
+                    )));
+                }
+                at += want.len();
+            }
+            for t in &st.tensors {
+                read_entry(&mut at, t, true)?;
+            }
+        }
+    }
+    let mut values = Vec::new();
+    for (name, _) in &shapes {
+        let (_, plain) = got.iter().find(|(n, _)| n == name).expect("checked");
+        let layout_id = layout
+            .entries()
+            .find(|(_, t)| t.tensor == *name)
+            .map_or("", |(_, t)| t.id.as_str());
+        let dtype = spec.default_quant(name).expect("checked").dtype;
+        debug_assert_eq!(
+            plain.len(),
+            shapes
+                .iter()
+                .find(|(n, _)| n == name)
+                .unwrap()
+                .1
+                .iter()
+                .product::<usize>()
+        );
+        values.push(plain.to_values(dtype, &format!("{layout_id} ({name})"))?);
+    }
+    NetTensors::new(spec, description, values)
 }
 
 #[cfg(test)]
@@ -326,7 +700,7 @@ tensors."out.bias" = { dtype = "i16", factor = 16320.0 }
     fn bytes_are_where_bullet_puts_them_and_come_back() {
         let net = random_spec_net(spec(), 7).unwrap();
         let layout = Layout::parse(BULLET_2).unwrap();
-        let bytes = write(&net, &layout).unwrap();
+        let bytes = write(&NetTensors::of_spec_net(&net), &layout).unwrap();
         // 768·16 + 16 + 8·32 + 8 i16 = 12,568 values, 25,136 bytes, padded to 25,152.
         assert_eq!(bytes.len(), 25_152);
         assert_eq!(&bytes[25_136..25_142], b"bullet");
@@ -344,37 +718,87 @@ tensors."out.bias" = { dtype = "i16", factor = 16320.0 }
         let base = 768 * 16 + 16;
         assert_eq!(i16_at(base + 2 * 32 + 7), ow[2 * 32 + 7]);
 
-        let back = read(&bytes, &layout, spec(), String::new()).unwrap();
-        assert_eq!(back.tensors(), net.tensors());
+        let back = read(&bytes, &layout, spec()).unwrap();
+        assert_eq!(back.tensors, net.tensors());
         assert_eq!(write(&back, &layout).unwrap(), bytes);
 
         // Without the transpose, input j's eight bucket weights are contiguous.
         let plain = Layout::parse(&BULLET_2.replace("transpose = true\n", "")).unwrap();
-        let b2 = write(&net, &plain).unwrap();
+        let b2 = write(&NetTensors::of_spec_net(&net), &plain).unwrap();
         let at = |i: usize| i16::from_le_bytes([b2[2 * i], b2[2 * i + 1]]);
         assert_eq!(at(base + 7 * 8 + 2), ow[2 * 32 + 7]);
 
         // A file one byte short, a damaged pad, a value the type cannot hold: refused.
-        let e = read(&bytes[..bytes.len() - 1], &layout, spec(), String::new()).unwrap_err();
+        let e = read(&bytes[..bytes.len() - 1], &layout, spec()).unwrap_err();
         assert!(e.to_string().contains("25151 bytes"), "{e}");
         let mut bad = bytes.clone();
         *bad.last_mut().unwrap() = 0;
-        let e = read(&bad, &layout, spec(), String::new()).unwrap_err();
+        let e = read(&bad, &layout, spec()).unwrap_err();
         assert!(e.to_string().contains("padding"), "{e}");
         let narrow = Layout::parse(&BULLET_2.replace(
             "tensor = \"out.bias\"\ndtype = \"i16\"",
             "tensor = \"out.bias\"\ndtype = \"i32\"",
         ))
         .unwrap();
-        let wide = write(&net, &narrow).unwrap();
+        let wide = write(&NetTensors::of_spec_net(&net), &narrow).unwrap();
         let mut big = wide.clone();
         let bias_at = 2 * (768 * 16 + 16 + 8 * 32);
         big[bias_at..bias_at + 4].copy_from_slice(&100_000i32.to_le_bytes());
-        let e = read(&big, &narrow, spec(), String::new()).unwrap_err();
+        let e = read(&big, &narrow, spec()).unwrap_err();
         assert!(
             e.to_string()
                 .starts_with("tensor l1b (out.bias): value 100000 at index 0 does not fit I16"),
             "{e}"
         );
+    }
+
+    /// Stockfish 15.1's file as a layout (`infra/layouts/stockfish-15.1.toml`): the bytes
+    /// today's writer makes, and back.
+    #[test]
+    fn stockfish_s_format_is_a_layout_too() {
+        use crate::stockfish_net::{LayerStack, random_net};
+        let text = include_str!("../../infra/layouts/stockfish-15.1.toml");
+        let layout = Layout::parse(text).unwrap();
+        let mut net = random_net(5);
+        // Stockfish's nets hold zeros in fc_1's two padding inputs; so must this one.
+        let err = NetTensors::of_stockfish(&net).unwrap_err().to_string();
+        assert!(err.starts_with("tensor l2.weight: stack 0"), "{err}");
+        net.stacks = net
+            .stacks
+            .iter()
+            .map(|s| {
+                let mut w = s.fc1.weights.clone();
+                for row in w.chunks_exact_mut(32) {
+                    row[30] = 0;
+                    row[31] = 0;
+                }
+                LayerStack::new(
+                    (s.fc0.bias.clone(), s.fc0.weights.clone()),
+                    (s.fc1.bias.clone(), w),
+                    (s.fc2.bias[0], s.fc2.weights.clone()),
+                )
+            })
+            .collect();
+        let tensors = NetTensors::of_stockfish(&net).unwrap();
+        let bytes = write(&tensors, &layout).unwrap();
+        assert!(
+            bytes == net.to_bytes().unwrap(),
+            "the layout writes other bytes"
+        );
+        let back = read(&bytes, &layout, tensors.spec.clone()).unwrap();
+        assert_eq!(back.description, b"a test net");
+        assert!(back.into_stockfish().unwrap() == net);
+        // A description longer than the file, a damaged stack hash: named.
+        let mut bad = bytes.clone();
+        bad[8..12].copy_from_slice(&u32::MAX.to_le_bytes());
+        let e = read(&bad, &layout, tensors.spec.clone())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("the description's length says"), "{e}");
+        let mut bad = bytes.clone();
+        let first_stack = bytes.len() - 8 * (4 + 16 * 4 + 16 * 1024 + 32 * 4 + 32 * 32 + 4 + 32);
+        bad[first_stack] ^= 1;
+        let e = read(&bad, &layout, tensors.spec).unwrap_err().to_string();
+        assert!(e.contains("stack prefix"), "{e}");
     }
 }

@@ -714,7 +714,11 @@ mod tests {
                 .unwrap();
         net.transformer.width = 16;
         let random = lakefish_engine::spec_net::random_spec_net(net.clone(), 3).unwrap();
-        let file = lakefish_engine::layout::write(&random, &layout).unwrap();
+        let file = lakefish_engine::layout::write(
+            &lakefish_engine::layout::NetTensors::of_spec_net(&random),
+            &layout,
+        )
+        .unwrap();
         let m = crate::foreign_nets::import_layout(&lake, &file, &layout, net)
             .await
             .unwrap();

@@ -90,7 +90,24 @@ pub async fn import_layout(
         file.len(),
         layout.name.as_deref().unwrap_or("(unnamed)")
     );
-    let net = lakefish_engine::layout::read(file, layout, spec, comment)
+    let mut tensors = lakefish_engine::layout::read(file, layout, spec)
+        .map_err(|e| JobError::Payload(e.to_string()))?;
+    if lakefish_engine::layout::is_stockfish(&tensors.spec) {
+        // Stockfish's own format, as `--format stockfish` registers it.
+        let sf = tensors
+            .into_stockfish()
+            .and_then(|n| {
+                n.to_bytes()
+                    .map_err(|e| lakefish_engine::nnue::NnueError::Header(e.to_string()))
+            })
+            .map_err(|e| JobError::Payload(e.to_string()))?;
+        return import_stockfish(lake, sf).await;
+    }
+    if tensors.description.is_empty() {
+        tensors.description = comment.into_bytes();
+    }
+    let net = tensors
+        .into_spec_net()
         .map_err(|e| JobError::Payload(e.to_string()))?;
     let bytes = net.to_bytes();
     let sha = crate::nets::sha256_hex(&bytes);
@@ -123,19 +140,13 @@ pub async fn import_layout(
     store(lake, manifest, bytes).await
 }
 
-/// A registered lakefish net's bytes (a described net or a preset) written in `layout`,
-/// refusing a Stockfish-format net or one the layout does not fit (naming the tensor).
+/// A registered net's bytes (a described net, a preset, a Stockfish 15.1 net) written in
+/// `layout`, refusing a net the layout does not fit (naming the tensor).
 pub fn export_layout(
     manifest: &NetManifest,
     bytes: &[u8],
     layout: &Layout,
 ) -> Result<Vec<u8>, JobError> {
-    if StockfishNet::sniff(bytes) {
-        return Err(JobError::Payload(format!(
-            "net {} is in Stockfish's format: export it with --format stockfish",
-            manifest.name
-        )));
-    }
     let net = lakefish_engine::layout::described(bytes)
         .map_err(|e| JobError::Payload(format!("net {}: {e}", manifest.name)))?;
     lakefish_engine::layout::write(&net, layout).map_err(|e| {

@@ -428,7 +428,7 @@ fn valid<T: KindSpec>(spec: serde_json::Value) -> Result<T, String> {
 fn from_spec<T: serde::de::DeserializeOwned>(spec: serde_json::Value) -> Result<T, String> {
     serde_path_to_error::deserialize(spec).map_err(|e| {
         let path = e.path().to_string();
-        if path == "." {
+        if path == "." || path.is_empty() {
             format!("spec: {}", e.inner())
         } else {
             format!("{path}: {}", e.inner())

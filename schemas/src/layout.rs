@@ -57,9 +57,14 @@ pub const SHIPPED: &[(&str, &str)] = &[
         "bullet-4-multi-layer",
         include_str!("../../infra/layouts/bullet-4-multi-layer.toml"),
     ),
+    (
+        "stockfish-15.1",
+        include_str!("../../infra/layouts/stockfish-15.1.toml"),
+    ),
 ];
 
-/// The NetSpecs of the nets the shipped layouts write (`infra/nets/`), in the same order.
+/// The NetSpecs of the nets the bullet layouts write (`infra/nets/`), in the same order
+/// (Stockfish's is the preset `halfka_v2_hm:stockfish-15.1`).
 pub const SHIPPED_NETS: &[(&str, &str)] = &[
     (
         "bullet-1-simple",
@@ -92,6 +97,8 @@ pub struct Layout {
     pub header: Vec<HeaderItem>,
     pub tensors: Vec<LayoutTensor>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stacks: Option<Stacks>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub padding: Option<Padding>,
 }
 
@@ -105,15 +112,42 @@ pub struct HeaderItem {
     /// ASCII text, written as its bytes (no length, no terminator).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub text: Option<String>,
+    /// The net's free-text description, after its length as this type (only `"u32"`):
+    /// Stockfish's header. Read back as the imported net's description.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
 }
 
 impl HeaderItem {
-    /// The item's bytes (the document was validated: exactly one of the two is set).
-    pub fn bytes(&self) -> Vec<u8> {
+    /// The item's bytes, `description` standing for the net's (the document was validated:
+    /// exactly one kind is set).
+    pub fn bytes(&self, description: &[u8]) -> Vec<u8> {
         match (&self.u32, &self.text) {
             (Some(v), _) => v.to_le_bytes().to_vec(),
             (None, Some(t)) => t.as_bytes().to_vec(),
-            (None, None) => Vec::new(),
+            (None, None) => {
+                let mut out = (description.len() as u32).to_le_bytes().to_vec();
+                out.extend_from_slice(description);
+                out
+            }
+        }
+    }
+
+    fn validate(&self, field: &str, description_allowed: bool) -> Result<(), LayoutError> {
+        match (&self.u32, &self.text, &self.description) {
+            (Some(_), None, None) => Ok(()),
+            (None, Some(t), None) if !t.is_empty() && t.is_ascii() && t.len() <= 4096 => Ok(()),
+            (None, Some(_), None) => Err(bad(field, "text must be 1 to 4096 ASCII characters")),
+            (None, None, Some(d)) if d == "u32" && description_allowed => Ok(()),
+            (None, None, Some(d)) if d == "u32" => Err(bad(
+                format!("{field}.description"),
+                "the description is written once, in the header",
+            )),
+            (None, None, Some(d)) => Err(bad(
+                format!("{field}.description"),
+                format!("{d:?}: the length before the description is \"u32\""),
+            )),
+            _ => Err(bad(field, "give exactly one of u32, text or description")),
         }
     }
 }
@@ -138,6 +172,22 @@ pub struct LayoutTensor {
     /// buckets): what bullet's `.transform` merging `l0f` into `l0w` does.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub merge: Vec<String>,
+    /// With `transpose`: each output's row of weights padded with zeros to a multiple of
+    /// this many inputs (Stockfish pads its 30-input layer to 32).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pad_inputs: Option<u32>,
+}
+
+/// What is written once per output bucket, bucket 0 first, after `tensors`: Stockfish's
+/// layer stacks.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Stacks {
+    /// Fixed items before each bucket's tensors (a hash).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub prefix: Vec<HeaderItem>,
+    /// Tensors with a set of rows per output bucket; each writes its bucket's rows.
+    pub tensors: Vec<LayoutTensor>,
 }
 
 /// Bytes appended so the file's size is a multiple of `multiple`.
@@ -205,7 +255,11 @@ impl Layout {
         fn located<E: std::fmt::Display>(e: serde_path_to_error::Error<E>) -> LayoutError {
             let path = e.path().to_string();
             bad(
-                if path == "." { "layout".into() } else { path },
+                if path == "." || path.is_empty() {
+                    "layout".into()
+                } else {
+                    path
+                },
                 e.inner().to_string(),
             )
         }
@@ -236,28 +290,42 @@ impl Layout {
             ));
         }
         for (i, h) in self.header.iter().enumerate() {
-            let field = format!("header[{i}]");
-            match (&h.u32, &h.text) {
-                (Some(_), None) => {}
-                (None, Some(t)) if !t.is_empty() && t.is_ascii() && t.len() <= 4096 => {}
-                (None, Some(_)) => {
-                    return Err(bad(field, "text must be 1 to 4096 ASCII characters"));
-                }
-                _ => return Err(bad(field, "give exactly one of u32 or text")),
-            }
+            h.validate(&format!("header[{i}]"), true)?;
+        }
+        if self
+            .header
+            .iter()
+            .filter(|h| h.description.is_some())
+            .count()
+            > 1
+        {
+            return Err(bad("header", "the description is written once"));
         }
         if self.tensors.is_empty() {
             return Err(bad("tensors", "a layout writes at least one tensor"));
         }
-        for (i, t) in self.tensors.iter().enumerate() {
-            let field = |f: &str| format!("tensors[{i}].{f}");
+        let stacked = self.stacks.as_ref().map_or(&[][..], |s| &s.tensors[..]);
+        let all: Vec<(String, &LayoutTensor)> = self
+            .tensors
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (format!("tensors[{i}]"), t))
+            .chain(
+                stacked
+                    .iter()
+                    .enumerate()
+                    .map(|(i, t)| (format!("stacks.tensors[{i}]"), t)),
+            )
+            .collect();
+        for (n, (at, t)) in all.iter().enumerate() {
+            let field = |f: &str| format!("{at}.{f}");
             if t.id.is_empty() || t.id.len() > 64 {
                 return Err(bad(field("id"), "1 to 64 characters"));
             }
-            if self.tensors[..i].iter().any(|u| u.id == t.id) {
+            if all[..n].iter().any(|(_, u)| u.id == t.id) {
                 return Err(bad(field("id"), format!("{:?} appears twice", t.id)));
             }
-            if self.tensors[..i].iter().any(|u| u.tensor == t.tensor) {
+            if all[..n].iter().any(|(_, u)| u.tensor == t.tensor) {
                 return Err(bad(
                     field("tensor"),
                     format!("{:?} is written twice", t.tensor),
@@ -275,6 +343,22 @@ impl Layout {
                     "f32 tensors are written as trained: the factor must be 1",
                 ));
             }
+            if let Some(p) = t.pad_inputs
+                && (!t.transpose || !(1..=64).contains(&p))
+            {
+                return Err(bad(
+                    field("pad_inputs"),
+                    "1 to 64, with transpose = true (rows are padded)",
+                ));
+            }
+        }
+        if let Some(st) = &self.stacks {
+            if st.tensors.is_empty() {
+                return Err(bad("stacks.tensors", "a stack writes at least one tensor"));
+            }
+            for (i, h) in st.prefix.iter().enumerate() {
+                h.validate(&format!("stacks.prefix[{i}]"), false)?;
+            }
         }
         if let Some(p) = &self.padding {
             if !(1..=MAX_PADDING).contains(&p.multiple) {
@@ -290,9 +374,21 @@ impl Layout {
         Ok(())
     }
 
-    /// The header's bytes.
-    pub fn header_bytes(&self) -> Vec<u8> {
-        self.header.iter().flat_map(|h| h.bytes()).collect()
+    /// The header's bytes, with `description` where the layout writes one.
+    pub fn header_bytes(&self, description: &[u8]) -> Vec<u8> {
+        self.header
+            .iter()
+            .flat_map(|h| h.bytes(description))
+            .collect()
+    }
+
+    /// Every tensor entry: `(in a stack, entry)`, the plain ones first.
+    pub fn entries(&self) -> impl Iterator<Item = (bool, &LayoutTensor)> {
+        let stacked = self.stacks.as_ref().map_or(&[][..], |s| &s.tensors[..]);
+        self.tensors
+            .iter()
+            .map(|t| (false, t))
+            .chain(stacked.iter().map(|t| (true, t)))
     }
 
     /// Checks that this layout writes exactly the tensors of `spec`'s quantized net, each as
@@ -306,8 +402,17 @@ impl Layout {
             .map(|t| t.name.as_str())
             .filter(|n| *n != "ft.factoriser")
             .collect();
-        for (i, t) in self.tensors.iter().enumerate() {
-            let at = format!("tensors[{i}] ({})", t.id);
+        let buckets = spec.output_buckets.count() as usize;
+        let mut in_stack = 0;
+        let mut plain = 0;
+        for (stacked, t) in self.entries() {
+            let at = if stacked {
+                in_stack += 1;
+                format!("stacks.tensors[{}] ({})", in_stack - 1, t.id)
+            } else {
+                plain += 1;
+                format!("tensors[{}] ({})", plain - 1, t.id)
+            };
             if !file.contains(&t.tensor.as_str()) {
                 return Err(bad(
                     format!("{at}.tensor"),
@@ -316,6 +421,21 @@ impl Layout {
                         t.tensor,
                         file.join(", ")
                     ),
+                ));
+            }
+            if stacked && !spec.tensor_per_bucket(&t.tensor) {
+                return Err(bad(
+                    format!("{at}.tensor"),
+                    format!(
+                        "{} has no set of rows per output bucket ({buckets} bucket(s)), so it cannot be written per stack",
+                        t.tensor
+                    ),
+                ));
+            }
+            if t.pad_inputs.is_some() && !spec.is_layer_weight(&t.tensor) {
+                return Err(bad(
+                    format!("{at}.pad_inputs"),
+                    format!("{} is not a layer's weights", t.tensor),
                 ));
             }
             let q = spec.default_quant(&t.tensor).expect("the net's tensor");
@@ -373,7 +493,7 @@ impl Layout {
         }
         if let Some(missing) = file
             .iter()
-            .find(|n| !self.tensors.iter().any(|t| t.tensor == **n))
+            .find(|n| !self.entries().any(|(_, t)| t.tensor == **n))
         {
             return Err(bad(
                 "tensors",
@@ -444,6 +564,23 @@ tensors."out.bias" = { dtype = "i16", factor = 16320.0 }
             layout.check(&NetSpec::parse(net).unwrap()).unwrap();
             assert_eq!(layout.padding.unwrap().bytes, "bullet", "{name}");
         }
+        let (name, sf) = SHIPPED[SHIPPED_NETS.len()];
+        assert_eq!(name, "stockfish-15.1");
+        let sf = Layout::parse(sf).unwrap();
+        sf.check(&NetSpec::preset("halfka_v2_hm", "stockfish-15.1").unwrap())
+            .unwrap();
+        // Its stacks hold per-bucket tensors only: the transformer cannot be one.
+        let mut wrong = sf.clone();
+        let ft = wrong.tensors.remove(1);
+        wrong.stacks.as_mut().unwrap().tensors.push(ft);
+        let e = wrong
+            .check(&NetSpec::preset("halfka_v2_hm", "stockfish-15.1").unwrap())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("stacks.tensors[6] (ft.weights).tensor:"),
+            "{e}"
+        );
     }
 
     #[test]

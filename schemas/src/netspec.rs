@@ -356,7 +356,11 @@ impl NetSpec {
         fn located<E: std::fmt::Display>(e: serde_path_to_error::Error<E>) -> NetSpecError {
             let path = e.path().to_string();
             bad(
-                if path == "." { "netspec".into() } else { path },
+                if path == "." || path.is_empty() {
+                    "netspec".into()
+                } else {
+                    path
+                },
                 e.inner().to_string(),
             )
         }
@@ -585,6 +589,29 @@ impl NetSpec {
         out.push(t("out.weight", vec![buckets, fan_in]));
         out.push(t("out.bias", vec![buckets]));
         out
+    }
+
+    /// Whether tensor `name` (a layer's weights or biases) has a set of rows per output
+    /// bucket: rows `bucket · width ..`.
+    pub fn tensor_per_bucket(&self, name: &str) -> bool {
+        let buckets = self.output_buckets.count() > 1;
+        let layer = name.split('.').next().unwrap_or("");
+        if layer == "out" {
+            return buckets;
+        }
+        layer
+            .strip_prefix('l')
+            .and_then(|i| i.parse::<usize>().ok())
+            .and_then(|i| self.layers.get(i.checked_sub(1)?))
+            .is_some_and(|l| buckets && l.per_bucket)
+    }
+
+    /// Whether tensor `name` is the weights of a dense layer after the transformer.
+    pub fn is_layer_weight(&self, name: &str) -> bool {
+        name.ends_with(".weight")
+            && !name.starts_with("ft.")
+            && !name.starts_with("psqt.")
+            && self.tensors().iter().any(|t| t.name == name)
     }
 
     /// How a tensor is stored when the document does not say. Nets whose transformer feeds

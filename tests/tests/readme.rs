@@ -28,6 +28,10 @@ const SKIPPED: &[(&str, &str)] = &[
         "make bench-train",
         "a benchmark with a venv of its own, minutes long",
     ),
+    (
+        "lakefish engines add myengine",
+        "needs an engine that loads bullet's files; jobs/src/engines.rs tests the layout path",
+    ),
 ];
 
 /// The README's sizes, scaled down for a test. Applied to whole arguments.

@@ -185,6 +185,57 @@ fn stockfish_s_own_net_imports_and_exports_byte_for_byte() {
     // Importing the same bytes again changes nothing.
     let out = run(dir.path(), &["nets", "import", "again.nnue"], None);
     assert_success(&out);
+    // Stockfish's format as a saved layout (infra/layouts/stockfish-15.1.toml): the same
+    // bytes out, and read back in through it the same net.
+    let out = run(
+        dir.path(),
+        &[
+            "nets",
+            "export",
+            EMBEDDED,
+            "--layout",
+            "stockfish-15.1",
+            "-o",
+            "layout.nnue",
+        ],
+        None,
+    );
+    assert_success(&out);
+    let through_layout = std::fs::read(dir.path().join("layout.nnue")).unwrap();
+    assert!(original == through_layout, "the layout writes other bytes");
+    let out = run(
+        dir.path(),
+        &[
+            "nets",
+            "import",
+            "layout.nnue",
+            "--layout",
+            "stockfish-15.1",
+            "--spec",
+            "halfka_v2_hm:stockfish-15.1",
+        ],
+        None,
+    );
+    assert_success(&out);
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(said.starts_with(EMBEDDED), "{said}");
+    std::fs::write(dir.path().join("cut.nnue"), &original[..original.len() - 1]).unwrap();
+    let out = run(
+        dir.path(),
+        &[
+            "nets",
+            "import",
+            "cut.nnue",
+            "--layout",
+            "stockfish-15.1",
+            "--spec",
+            "halfka_v2_hm:stockfish-15.1",
+        ],
+        None,
+    );
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert!(err.contains("the file has 47001498 bytes"), "{err}");
 
     // Damaged and foreign files: a clear error naming the part, nothing registered.
     let bad = |name: &str, bytes: &[u8], expect: &str| {

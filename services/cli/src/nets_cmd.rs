@@ -41,7 +41,7 @@ pub(crate) enum NetsCommand {
         format: NetFormat,
         /// The file's saved layout: a layout file (TOML or JSON, docs/LAYOUTS.md), or a
         /// shipped one by name (bullet-1-simple, bullet-2-output-buckets,
-        /// bullet-3-input-buckets, bullet-4-multi-layer: infra/layouts/).
+        /// bullet-3-input-buckets, bullet-4-multi-layer, stockfish-15.1: infra/layouts/).
         #[arg(long, requires = "spec")]
         layout: Option<String>,
         /// The net the file holds: a NetSpec file, a shipped one by name (bullet-1-simple ...
@@ -64,7 +64,7 @@ pub(crate) enum NetsCommand {
         #[arg(long, default_value = "stockfish", conflicts_with = "layout")]
         format: NetFormat,
         /// A saved layout to write instead: a layout file (TOML or JSON, docs/LAYOUTS.md),
-        /// or a shipped one by name (bullet-1-simple ... bullet-4-multi-layer).
+        /// or a shipped one by name (bullet-1-simple ... bullet-4-multi-layer, stockfish-15.1).
         #[arg(long)]
         layout: Option<String>,
         /// Where to write it (default: ./<name>, with .bin for a layout).

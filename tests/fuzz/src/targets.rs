@@ -673,7 +673,7 @@ fn layout_document() -> Target {
                     .validate()
                     .map_err(|e| format!("parse accepted an invalid layout: {e}"))?;
                 // What it writes before the tensors is what it promised.
-                let _ = layout.header_bytes();
+                let _ = layout.header_bytes(b"a description");
                 Ok(Verdict::Accepted)
             }
             Err(e) if !e.field.is_empty() && !e.reason.is_empty() => Ok(Verdict::Refused),
@@ -686,7 +686,7 @@ fn layout_document() -> Target {
 /// naming what differs (size, header, padding, a tensor's value), or read, and then written
 /// back byte for byte.
 fn layout_file() -> Target {
-    use lakefish_engine::layout::{read, write};
+    use lakefish_engine::layout::{NetTensors, read, write};
     use lakefish_engine::spec_net::random_spec_net;
     use lakefish_schemas::layout::{Layout, SHIPPED, SHIPPED_NETS};
     use lakefish_schemas::netspec::NetSpec;
@@ -697,7 +697,10 @@ fn layout_file() -> Target {
     };
     let layout = Layout::parse(SHIPPED[2].1).expect("a shipped layout");
     let seeds = (0..3)
-        .map(|i| write(&random_spec_net(spec.clone(), i).unwrap(), &layout).unwrap())
+        .map(|i| {
+            let net = random_spec_net(spec.clone(), i).unwrap();
+            write(&NetTensors::of_spec_net(&net), &layout).unwrap()
+        })
         .collect();
     Target {
         name: "layout_file",
@@ -706,27 +709,26 @@ fn layout_file() -> Target {
         text: false,
         structured: None,
         max_len: 128 << 10,
-        check: Box::new(
-            move |data| match read(data, &layout, spec.clone(), String::new()) {
-                Ok(net) => {
-                    let again = write(&net, &layout).map_err(|e| e.to_string())?;
-                    if again != data {
-                        return Err("a file read through a layout writes other bytes".into());
-                    }
-                    net.evaluate_board(&shakmaty::Board::default(), shakmaty::Color::White)
-                        .map_err(|e| e.to_string())?;
-                    Ok(Verdict::Accepted)
+        check: Box::new(move |data| match read(data, &layout, spec.clone()) {
+            Ok(tensors) => {
+                let again = write(&tensors, &layout).map_err(|e| e.to_string())?;
+                if again != data {
+                    return Err("a file read through a layout writes other bytes".into());
                 }
-                Err(e) => {
-                    let shown = e.to_string();
-                    if ["layout:", "tensor "].iter().any(|w| shown.starts_with(w)) {
-                        Ok(Verdict::Refused)
-                    } else {
-                        Err(format!("a layout file's error names no place: {shown}"))
-                    }
+                let net = tensors.into_spec_net().map_err(|e| e.to_string())?;
+                net.evaluate_board(&shakmaty::Board::default(), shakmaty::Color::White)
+                    .map_err(|e| e.to_string())?;
+                Ok(Verdict::Accepted)
+            }
+            Err(e) => {
+                let shown = e.to_string();
+                if ["layout:", "tensor "].iter().any(|w| shown.starts_with(w)) {
+                    Ok(Verdict::Refused)
+                } else {
+                    Err(format!("a layout file's error names no place: {shown}"))
                 }
-            },
-        ),
+            }
+        }),
     }
 }
 

@@ -142,7 +142,7 @@ fn replay_saved_input() {
 /// Inputs that broke a promise once, each run through its target as the fuzzer would.
 #[test]
 fn regressions() {
-    let cases: [(&str, &[u8]); 4] = [
+    let cases: [(&str, &[u8]); 6] = [
         // pgn.rs: a FEN tag's huge move number overflowed the first ply (debug builds panicked).
         (
             "pgn_block",
@@ -160,6 +160,15 @@ fn regressions() {
                 0x6c, 0x2c, 0xc8, 0xb1, 0x6f, 0xe5, 0xf4, 0xb1, 0x1d, 0x3e, 0xd0, 0x1c, 0x24, 0x34,
                 0x72,
             ],
+        ),
+        // layout.rs, netspec.rs: an empty key at the top of a JSON document named no field.
+        (
+            "layout_document",
+            br#"{"version":1,"":[],"tensors":[]}"#,
+        ),
+        (
+            "job_spec",
+            br#"{"kind":"train","spec":{"shuffle":"sh-0123456789ab","":1}}"#,
         ),
         // uci.rs: `go` with every limit at its extreme, then stop.
         (
