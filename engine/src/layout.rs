@@ -141,14 +141,6 @@ impl Plain {
     }
 }
 
-fn dtype_bytes(d: Dtype) -> usize {
-    match d {
-        Dtype::I8 => 1,
-        Dtype::I16 => 2,
-        Dtype::I32 | Dtype::F32 => 4,
-    }
-}
-
 /// A quantized net as its named tensors: what a layout writes and reads.
 #[derive(Debug, Clone, PartialEq)]
 pub struct NetTensors {
@@ -425,6 +417,12 @@ pub fn write(net: &NetTensors, layout: &Layout) -> Result<Vec<u8>, NnueError> {
     layout
         .check(&net.spec)
         .map_err(|e| NnueError::Layout(e.to_string()))?;
+    if u32::try_from(net.description.len()).is_err() {
+        return Err(NnueError::Layout(format!(
+            "a description of {} bytes does not fit its u32 length",
+            net.description.len()
+        )));
+    }
     let mut out = layout.header_bytes(&net.description);
     for t in &layout.tensors {
         write_tensor(&mut out, net, t, None)?;
@@ -459,7 +457,7 @@ fn entry_len(spec: &NetSpec, t: &LayoutTensor, stacked: bool) -> usize {
     let cols = t
         .pad_inputs
         .map_or(n, |p| n.div_ceil(p as usize) * p as usize);
-    m * cols * dtype_bytes(t.dtype)
+    m * cols * t.dtype.bytes()
 }
 
 /// The size of a file in `layout` for `spec` with a description of `description` bytes,
@@ -504,13 +502,16 @@ pub fn read(bytes: &[u8], layout: &Layout, spec: NetSpec) -> Result<NetTensors, 
                         bytes.len()
                     ))
                 })?;
-            let text = bytes.get(at + 4..at + 4 + len).ok_or_else(|| {
-                NnueError::Layout(format!(
-                    "the description's length says {len} bytes from byte {}, the file has {}",
-                    at + 4,
-                    bytes.len()
-                ))
-            })?;
+            let text = (at + 4)
+                .checked_add(len)
+                .and_then(|end| bytes.get(at + 4..end))
+                .ok_or_else(|| {
+                    NnueError::Layout(format!(
+                        "the description's length says {len} bytes from byte {}, the file has {}",
+                        at + 4,
+                        bytes.len()
+                    ))
+                })?;
             description = text.to_vec();
             at += 4 + len;
             continue;
@@ -602,12 +603,12 @@ pub fn read(bytes: &[u8], layout: &Layout, spec: NetSpec) -> Result<NetTensors, 
         read_entry(&mut at, t, false)?;
     }
     if let Some(st) = &layout.stacks {
-        for _ in 0..spec.output_buckets.count() {
-            for h in &st.prefix {
+        for b in 0..spec.output_buckets.count() {
+            for (i, h) in st.prefix.iter().enumerate() {
                 let want = h.bytes(&[]);
                 if bytes[at..at + want.len()] != want[..] {
                     return Err(NnueError::Layout(format!(
-                        "bytes {at}..{} are not the layout's stack prefix",
+                        "bytes {at}..{} are not the layout's stack prefix (stacks.prefix[{i}], bucket {b})",
                         at + want.len()
                     )));
                 }

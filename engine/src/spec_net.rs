@@ -253,14 +253,6 @@ fn dtype_code(d: Dtype) -> u8 {
     }
 }
 
-fn dtype_bytes(d: Dtype) -> usize {
-    match d {
-        Dtype::I8 => 1,
-        Dtype::I16 => 2,
-        Dtype::I32 | Dtype::F32 => 4,
-    }
-}
-
 /// One dense layer after the transformer (a hidden layer or the output): `[rows, fan_in]`
 /// weights, rows `bucket · width ..` when it has one set per output bucket.
 #[derive(Debug, Clone, PartialEq)]
@@ -516,7 +508,7 @@ impl SpecNet {
                 });
             }
             let n: usize = shape.iter().product();
-            let data = r.take(n * dtype_bytes(dtype), &what)?;
+            let data = r.take(n * dtype.bytes(), &what)?;
             tensors.push((name.clone(), Values::read_le(dtype, data)));
         }
         if r.remaining() != 0 {

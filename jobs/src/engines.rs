@@ -461,13 +461,11 @@ pub async fn resolve_side(lake: &Lake, request: &SideRequest) -> Result<SprtSide
 /// to a crash at load.
 fn check_net_format(spec: &EngineSpec, m: &lakefish_schemas::NetManifest) -> Result<(), JobError> {
     if let Some(layout) = &spec.net_layout {
-        let fits = match (&m.format, &m.net) {
-            (lakefish_schemas::nets::NetFormat::Lakefish, Some(net)) => {
-                layout.check(net).map_err(|e| e.to_string())
-            }
-            _ => Err(format!(
-                "a {} net has no description to write",
-                m.format.as_str()
+        let fits = match &m.net {
+            Some(net) => layout.check(net).map_err(|e| e.to_string()),
+            None => Err(format!(
+                "its manifest has no description of the net ({} {})",
+                m.features, m.arch
             )),
         };
         return fits.map_err(|why| {
@@ -736,11 +734,11 @@ mod tests {
             .expect("the net's option");
         assert_eq!(std::fs::read(path).unwrap(), file, "bullet's bytes");
 
-        // A net of Stockfish's format has no description to write.
+        // A Stockfish net does not fit bullet's layout.
         let mut sf: lakefish_schemas::NetManifest = m.clone();
         sf.name = "nn-aaaaaaaaaaaa.nnue".into();
         sf.format = lakefish_schemas::nets::NetFormat::Stockfish;
-        sf.net = None;
+        sf.net = lakefish_schemas::netspec::NetSpec::preset("halfka_v2_hm", "stockfish-15.1").ok();
         let key = lakefish_schemas::nets::net_keys(&sf.name).1;
         lake.put(&key, serde_json::to_vec(&sf).unwrap())
             .await

@@ -20,6 +20,34 @@ pub const STOCKFISH_ARCH: &str = "stockfish-15.1";
 /// else, naming what differs. Idempotent: the same bytes return the existing manifest.
 pub async fn import_stockfish(lake: &Lake, bytes: Vec<u8>) -> Result<NetManifest, JobError> {
     let net = StockfishNet::from_bytes(&bytes).map_err(|e| JobError::Payload(e.to_string()))?;
+    let external = External {
+        features: "halfka_v2_hm".into(),
+        arch: STOCKFISH_ARCH.into(),
+        arch_hash: format!("{FILE_HASH:#010x}"),
+        description: String::from_utf8_lossy(&net.description).into_owned(),
+        format: NetFormat::Stockfish,
+        net: NetSpec::preset("halfka_v2_hm", STOCKFISH_ARCH).ok(),
+    };
+    register_external(lake, bytes, external).await
+}
+
+/// What an external net's manifest says of the net itself.
+struct External {
+    features: String,
+    arch: String,
+    arch_hash: String,
+    description: String,
+    format: NetFormat,
+    net: Option<NetSpec>,
+}
+
+/// Registers an external net's bytes under `nn-<sha256[:12]>.nnue`, no lineage. Idempotent:
+/// the same bytes return the existing manifest.
+async fn register_external(
+    lake: &Lake,
+    bytes: Vec<u8>,
+    e: External,
+) -> Result<NetManifest, JobError> {
     let sha = crate::nets::sha256_hex(&bytes);
     let name = name_for_sha256(&sha);
     if let Some(existing) = read_net(lake, &name).await? {
@@ -27,13 +55,13 @@ pub async fn import_stockfish(lake: &Lake, bytes: Vec<u8>) -> Result<NetManifest
         return Ok(existing);
     }
     let manifest = NetManifest {
-        name: name.clone(),
+        name,
         sha256: sha,
         bytes: bytes.len() as u64,
-        features: "halfka_v2_hm".into(),
-        arch: STOCKFISH_ARCH.into(),
-        arch_hash: format!("{FILE_HASH:#010x}"),
-        description: String::from_utf8_lossy(&net.description).into_owned(),
+        features: e.features,
+        arch: e.arch,
+        arch_hash: e.arch_hash,
+        description: e.description,
         run: String::new(),
         checkpoint: String::new(),
         step: 0,
@@ -43,9 +71,9 @@ pub async fn import_stockfish(lake: &Lake, bytes: Vec<u8>) -> Result<NetManifest
         parent: None,
         quantization: QuantizationError::default(),
         created: lakefish_lake::records::now(),
-        format: NetFormat::Stockfish,
+        format: e.format,
         external: true,
-        net: lakefish_schemas::netspec::NetSpec::preset("halfka_v2_hm", STOCKFISH_ARCH).ok(),
+        net: e.net,
     };
     store(lake, manifest, bytes).await
 }
@@ -103,41 +131,29 @@ pub async fn import_layout(
             .map_err(|e| JobError::Payload(e.to_string()))?;
         return import_stockfish(lake, sf).await;
     }
-    if tensors.description.is_empty() {
+    if layout.header.iter().any(|h| h.description.is_some()) {
+        // Kept as read, so export gives the file's bytes again.
+        if std::str::from_utf8(&tensors.description).is_err() {
+            return Err(JobError::Payload(
+                "layout: the file's description is not UTF-8, which a lakefish net's comment must be"
+                    .into(),
+            ));
+        }
+    } else {
         tensors.description = comment.into_bytes();
     }
     let net = tensors
         .into_spec_net()
         .map_err(|e| JobError::Payload(e.to_string()))?;
-    let bytes = net.to_bytes();
-    let sha = crate::nets::sha256_hex(&bytes);
-    let name = name_for_sha256(&sha);
-    if let Some(existing) = read_net(lake, &name).await? {
-        index_net(lake, &existing).await?;
-        return Ok(existing);
-    }
-    let manifest = NetManifest {
-        name,
-        sha256: sha,
-        bytes: bytes.len() as u64,
+    let external = External {
         features: "netspec".into(),
         arch: net.spec.name.clone().unwrap_or_else(|| "(unnamed)".into()),
         arch_hash: String::new(),
         description: net.comment.clone(),
-        run: String::new(),
-        checkpoint: String::new(),
-        step: 0,
-        shuffle: String::new(),
-        datasets: Vec::new(),
-        mask: String::new(),
-        parent: None,
-        quantization: QuantizationError::default(),
-        created: lakefish_lake::records::now(),
         format: NetFormat::Lakefish,
-        external: true,
         net: Some(net.spec.clone()),
     };
-    store(lake, manifest, bytes).await
+    register_external(lake, net.to_bytes(), external).await
 }
 
 /// A registered net's bytes (a described net, a preset, a Stockfish 15.1 net) written in

@@ -1,6 +1,7 @@
 //! Request JSON read strictly: serde_json keeps the last of two equal keys, so
 //! `{"kind":"train","kind":"ingest_pgn"}` would silently become an ingest. Every JSON body
-//! the API reads goes through [`check_no_duplicate_keys`] first.
+//! the API reads goes through [`check_no_duplicate_keys`] first; documents users write
+//! (NetSpecs, saved layouts) through [`parse_document`], TOML or JSON.
 
 use serde::de::{DeserializeSeed, Deserializer, Error as _, MapAccess, SeqAccess, Visitor};
 use std::collections::HashSet;
@@ -98,6 +99,42 @@ impl<'de> Visitor<'de> for Walk<'_> {
             seen.insert(key);
         }
         Ok(())
+    }
+}
+
+/// A document (NetSpec, layout) from TOML, or from JSON when it starts with `{` (duplicate
+/// keys refused), deserialized with the path of the field at fault: `(field, reason)`, the
+/// field `root` when the fault is the document's as a whole.
+pub fn parse_document<T: serde::de::DeserializeOwned>(
+    text: &str,
+    root: &str,
+) -> Result<T, (String, String)> {
+    fn located<E: std::fmt::Display>(
+        e: serde_path_to_error::Error<E>,
+        root: &str,
+    ) -> (String, String) {
+        let path = e.path().to_string();
+        // An empty path: the document itself (or a key that is the empty string).
+        let field = if path == "." || path.is_empty() {
+            root.to_string()
+        } else {
+            path
+        };
+        (field, e.inner().to_string())
+    }
+    if text.trim_start().starts_with('{') {
+        check_no_duplicate_keys(text.as_bytes()).map_err(|e| (root.to_string(), e))?;
+        let value: serde_json::Value =
+            serde_json::from_str(text).map_err(|e| (root.to_string(), e.to_string()))?;
+        serde_path_to_error::deserialize(value).map_err(|e| located(e, root))
+    } else {
+        let table: toml::Table = text.parse().map_err(|e: toml::de::Error| {
+            (
+                root.to_string(),
+                e.to_string().trim_end().replace('\n', " "),
+            )
+        })?;
+        serde_path_to_error::deserialize(toml::Value::Table(table)).map_err(|e| located(e, root))
     }
 }
 

@@ -252,28 +252,8 @@ fn compatible(stored: Dtype, written: Dtype) -> bool {
 impl Layout {
     /// Reads a layout from TOML or JSON; every error names the field.
     pub fn parse(text: &str) -> Result<Layout, LayoutError> {
-        fn located<E: std::fmt::Display>(e: serde_path_to_error::Error<E>) -> LayoutError {
-            let path = e.path().to_string();
-            bad(
-                if path == "." || path.is_empty() {
-                    "layout".into()
-                } else {
-                    path
-                },
-                e.inner().to_string(),
-            )
-        }
-        let layout: Layout = if text.trim_start().starts_with('{') {
-            crate::json::check_no_duplicate_keys(text.as_bytes()).map_err(|e| bad("layout", e))?;
-            let value: serde_json::Value =
-                serde_json::from_str(text).map_err(|e| bad("layout", e.to_string()))?;
-            serde_path_to_error::deserialize(value).map_err(located)?
-        } else {
-            let table: toml::Table = text.parse().map_err(|e: toml::de::Error| {
-                bad("layout", e.to_string().trim_end().replace('\n', " "))
-            })?;
-            serde_path_to_error::deserialize(toml::Value::Table(table)).map_err(located)?
-        };
+        let layout: Layout = crate::json::parse_document(text, "layout")
+            .map_err(|(field, reason)| bad(field, reason))?;
         layout.validate()?;
         Ok(layout)
     }
@@ -395,6 +375,8 @@ impl Layout {
     /// the NetSpec's quantization made it (another integer type is fine: each value is
     /// checked as it is written), naming the tensor where they disagree.
     pub fn check(&self, spec: &NetSpec) -> Result<(), LayoutError> {
+        // A layout may come from elsewhere than `parse` (a stored engine registration).
+        self.validate()?;
         let tensors = spec.tensors();
         let factoriser = tensors.iter().any(|t| t.name == "ft.factoriser");
         let file: Vec<&str> = tensors

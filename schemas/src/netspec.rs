@@ -192,6 +192,15 @@ pub enum Dtype {
 }
 
 impl Dtype {
+    /// Bytes per value.
+    pub fn bytes(self) -> usize {
+        match self {
+            Dtype::I8 => 1,
+            Dtype::I16 => 2,
+            Dtype::I32 | Dtype::F32 => 4,
+        }
+    }
+
     /// The largest magnitude the type holds (floats: unbounded).
     pub fn max(self) -> f64 {
         match self {
@@ -353,28 +362,8 @@ fn bucket_count(layout: &[u32]) -> u32 {
 impl NetSpec {
     /// Reads a NetSpec from TOML (a `.toml` file) or JSON; every error names the field.
     pub fn parse(text: &str) -> Result<NetSpec, NetSpecError> {
-        fn located<E: std::fmt::Display>(e: serde_path_to_error::Error<E>) -> NetSpecError {
-            let path = e.path().to_string();
-            bad(
-                if path == "." || path.is_empty() {
-                    "netspec".into()
-                } else {
-                    path
-                },
-                e.inner().to_string(),
-            )
-        }
-        let spec: NetSpec = if text.trim_start().starts_with('{') {
-            crate::json::check_no_duplicate_keys(text.as_bytes()).map_err(|e| bad("netspec", e))?;
-            let value: serde_json::Value =
-                serde_json::from_str(text).map_err(|e| bad("netspec", e.to_string()))?;
-            serde_path_to_error::deserialize(value).map_err(located)?
-        } else {
-            let table: toml::Table = text.parse().map_err(|e: toml::de::Error| {
-                bad("netspec", e.to_string().trim_end().replace('\n', " "))
-            })?;
-            serde_path_to_error::deserialize(toml::Value::Table(table)).map_err(located)?
-        };
+        let spec: NetSpec = crate::json::parse_document(text, "netspec")
+            .map_err(|(field, reason)| bad(field, reason))?;
         spec.validate()?;
         Ok(spec)
     }

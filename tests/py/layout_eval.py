@@ -48,6 +48,13 @@ def shapes(spec):
 
 def read_net(layout, spec, data):
     """The tensors as float64 arrays in the net's own orientation (M x N), with factors."""
+    for t in layout["tensors"]:
+        if t.get("merge") not in (None, ["ft.factoriser"]):
+            sys.exit(f"{t['id']}: only ft.factoriser merges")
+    if "stacks" in layout or any("pad_inputs" in t for t in layout["tensors"]) or any(
+        "description" in h for h in layout.get("header", [])
+    ):
+        sys.exit("this evaluator reads bullet-style layouts: no stacks, pad_inputs or description")
     header = b"".join(
         h["u32"].to_bytes(4, "little") if "u32" in h else h["text"].encode()
         for h in layout.get("header", [])
@@ -109,7 +116,9 @@ def evaluate(fen, spec, t):
     qa = int(wf)
     accs = []
     for p in (board.turn, not board.turn):
-        accs.append(b[:, 0] + w[:, features(board, p, spec)].sum(axis=1))
+        acc = b[:, 0] + w[:, features(board, p, spec)].sum(axis=1)
+        # 16-bit lanes wrap, as the engine's (and Stockfish's) accumulators do.
+        accs.append((acc + 32768) % 65536 - 32768)
     act = spec["transformer"]["activation"]
     clamp = [np.clip(a, 0, qa) for a in accs]
     if act == "crelu":
