@@ -8,7 +8,7 @@
 //! tensor.
 
 use crate::nnue::NnueError;
-use crate::spec_net::{SpecNet, Values};
+use crate::spec_net::{SpecNet, Values, check_tensors, file_tensors};
 use crate::stockfish_net::{LayerStack, StockfishNet};
 use lakefish_schemas::layout::{Layout, LayoutTensor};
 use lakefish_schemas::netspec::{Dtype, NetSpec};
@@ -226,30 +226,20 @@ impl NetTensors {
         description: Vec<u8>,
         values: Vec<Values>,
     ) -> Result<NetTensors, NnueError> {
-        let want = file_tensors(&spec);
-        if want.len() != values.len() {
+        let names: Vec<String> = file_tensors(&spec).into_iter().map(|(n, _)| n).collect();
+        if names.len() != values.len() {
             return Err(NnueError::Header(format!(
                 "{} tensors, the description has {}",
                 values.len(),
-                want.len()
+                names.len()
             )));
         }
-        let mut tensors = Vec::new();
-        for ((name, shape), v) in want.into_iter().zip(values) {
-            let dtype = spec.default_quant(&name).expect("described").dtype;
-            let len: usize = shape.iter().product();
-            if v.dtype() != dtype || v.len() != len {
-                return Err(NnueError::Tensor {
-                    name,
-                    reason: format!(
-                        "{:?} × {}, the description needs {dtype:?} × {len}",
-                        v.dtype(),
-                        v.len()
-                    ),
-                });
-            }
-            tensors.push((name, shape, v));
-        }
+        let shapes = check_tensors(&spec, names.iter().map(String::as_str).zip(values.iter()))?;
+        let tensors = shapes
+            .into_iter()
+            .zip(values)
+            .map(|((name, shape), v)| (name, shape, v))
+            .collect();
         Ok(NetTensors {
             spec,
             description,
@@ -327,15 +317,6 @@ impl NetTensors {
             stacks,
         })
     }
-}
-
-/// The file tensors of `spec` (names and shapes, the factoriser merged away), in order.
-fn file_tensors(spec: &NetSpec) -> Vec<(String, Vec<usize>)> {
-    spec.tensors()
-        .into_iter()
-        .filter(|t| t.name != "ft.factoriser")
-        .map(|t| (t.name, t.shape))
-        .collect()
 }
 
 /// How the net stores tensor `name` of `shape` relative to the layout's `M×N` matrix:

@@ -292,12 +292,43 @@ pub struct SpecNet {
 }
 
 /// The tensors of the quantized file, in order: the float model's without the factoriser.
-fn file_tensors(spec: &NetSpec) -> Vec<(String, Vec<usize>)> {
+pub(crate) fn file_tensors(spec: &NetSpec) -> Vec<(String, Vec<usize>)> {
     spec.tensors()
         .into_iter()
         .filter(|t| t.name != "ft.factoriser")
         .map(|t| (t.name, t.shape))
         .collect()
+}
+
+/// Checks that `tensors` are exactly `spec`'s file tensors, in order, each of the type and
+/// length the description gives it, naming the first that is not; their shapes.
+pub(crate) fn check_tensors<'a>(
+    spec: &NetSpec,
+    tensors: impl ExactSizeIterator<Item = (&'a str, &'a Values)>,
+) -> Result<Vec<(String, Vec<usize>)>, NnueError> {
+    let want = file_tensors(spec);
+    if tensors.len() != want.len() {
+        return Err(NnueError::Header(format!(
+            "{} tensors, the description has {}",
+            tensors.len(),
+            want.len()
+        )));
+    }
+    for ((name, shape), (got, values)) in want.iter().zip(tensors) {
+        let dtype = spec.default_quant(name).expect("described").dtype;
+        let len: usize = shape.iter().product();
+        if got != name || values.dtype() != dtype || values.len() != len {
+            return Err(NnueError::Tensor {
+                name: name.clone(),
+                reason: format!(
+                    "{got} of {:?} × {}, the description needs {name} of {dtype:?} × {len}",
+                    values.dtype(),
+                    values.len()
+                ),
+            });
+        }
+    }
+    Ok(want)
 }
 
 impl SpecNet {
@@ -321,28 +352,7 @@ impl SpecNet {
         mut tensors: Vec<(String, Values)>,
     ) -> Result<SpecNet, NnueError> {
         let (family, qa) = Self::check_spec(&spec)?;
-        let want = file_tensors(&spec);
-        if tensors.len() != want.len() {
-            return Err(NnueError::Header(format!(
-                "{} tensors, the description has {}",
-                tensors.len(),
-                want.len()
-            )));
-        }
-        for ((name, shape), (got, values)) in want.iter().zip(&tensors) {
-            let dtype = spec.default_quant(name).expect("described").dtype;
-            let len: usize = shape.iter().product();
-            if got != name || values.dtype() != dtype || values.len() != len {
-                return Err(NnueError::Tensor {
-                    name: name.clone(),
-                    reason: format!(
-                        "{got} of {:?} × {}, the description needs {name} of {dtype:?} × {len}",
-                        values.dtype(),
-                        values.len()
-                    ),
-                });
-            }
-        }
+        check_tensors(&spec, tensors.iter().map(|(n, v)| (n.as_str(), v)))?;
         let mut take = || tensors.remove(0).1;
         let (Values::I16(ft_weights), Values::I16(ft_bias)) = (take(), take()) else {
             unreachable!("checked above: the transformer is i16");

@@ -729,6 +729,17 @@ mod tests {
             (with(&|s| s.command = "lake:engines/bin/xyz".into()), "hex"),
             (with(&|s| s.sha256 = Some("ABC".into())), "hex"),
             (with(&|s| s.bench = Some(0)), "above 0"),
+            // A registration's layout (a request body or a stored record) is checked like a
+            // layout file: here rows padded without being written row by row.
+            (
+                with(&|s| {
+                    let mut layout =
+                        crate::layout::Layout::parse(crate::layout::SHIPPED[1].1).unwrap();
+                    layout.tensors[0].pad_inputs = Some(32);
+                    s.net_layout = Some(layout);
+                }),
+                "net_layout.tensors[0].pad_inputs",
+            ),
             (
                 with(&|s| {
                     s.options.insert("Hash\n".into(), "1".into());
