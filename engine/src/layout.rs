@@ -8,9 +8,9 @@
 //! tensor.
 
 use crate::nnue::NnueError;
-use crate::spec_net::{SpecNet, Values, check_tensors, file_tensors};
+use crate::spec_net::{SpecNet, Values, check_tensors, dtype_code, file_tensors};
 use crate::stockfish_net::{LayerStack, StockfishNet};
-use lakefish_schemas::layout::{Layout, LayoutTensor};
+use lakefish_schemas::layout::{HeaderValues, ItemKind, Layout, LayoutTensor, Record};
 use lakefish_schemas::netspec::{Dtype, NetSpec};
 
 /// A tensor's values held losslessly while they move between layouts.
@@ -371,6 +371,9 @@ fn write_tensor(
     bucket: Option<usize>,
 ) -> Result<(), NnueError> {
     let (shape, values) = net.get(&t.tensor);
+    if let Some(record) = t.record {
+        out.extend(record_bytes(record, t, shape));
+    }
     let (mut m, n, row_major) = matrix(&t.tensor, shape);
     let mut plain = Plain::of(values);
     if let Some(b) = bucket {
@@ -393,25 +396,53 @@ fn write_tensor(
     Ok(())
 }
 
+/// What a record writes before tensor entry `t` of a tensor the net stores as `shape`.
+fn record_bytes(record: Record, t: &LayoutTensor, shape: &[usize]) -> Vec<u8> {
+    match record {
+        Record::Lakefish => {
+            let mut out = (t.id.len() as u16).to_le_bytes().to_vec();
+            out.extend_from_slice(t.id.as_bytes());
+            out.push(dtype_code(t.dtype));
+            out.push(shape.len() as u8);
+            for d in shape {
+                out.extend_from_slice(&(*d as u32).to_le_bytes());
+            }
+            out
+        }
+    }
+}
+
+/// The net's description as a header's `spec` item writes it (what lakefish's `.nnue`
+/// holds).
+fn spec_json(spec: &NetSpec) -> Vec<u8> {
+    serde_json::to_vec(spec).expect("a NetSpec serializes")
+}
+
 /// The bytes of `net` in `layout`.
 pub fn write(net: &NetTensors, layout: &Layout) -> Result<Vec<u8>, NnueError> {
     layout
         .check(&net.spec)
         .map_err(|e| NnueError::Layout(e.to_string()))?;
+    let layout = &layout.for_net(&net.spec);
     if u32::try_from(net.description.len()).is_err() {
         return Err(NnueError::Layout(format!(
             "a description of {} bytes does not fit its u32 length",
             net.description.len()
         )));
     }
-    let mut out = layout.header_bytes(&net.description);
+    let spec = spec_json(&net.spec);
+    let mut out = layout.header_bytes(&HeaderValues {
+        description: &net.description,
+        spec: &spec,
+        tensors: layout.entry_count(net.spec.output_buckets.count()),
+    });
     for t in &layout.tensors {
         write_tensor(&mut out, net, t, None)?;
     }
     if let Some(st) = &layout.stacks {
         for b in 0..net.spec.output_buckets.count() as usize {
             for h in &st.prefix {
-                out.extend(h.bytes(&[]));
+                out.extend(h.bytes(&HeaderValues::default()));
             }
             for t in &st.tensors {
                 write_tensor(&mut out, net, t, Some(b))?;
@@ -438,22 +469,27 @@ fn entry_len(spec: &NetSpec, t: &LayoutTensor, stacked: bool) -> usize {
     let cols = t
         .pad_inputs
         .map_or(n, |p| n.div_ceil(p as usize) * p as usize);
-    m * cols * t.dtype.bytes()
+    let record = t.record.map_or(0, |r| record_bytes(r, t, &shape).len());
+    record + m * cols * t.dtype.bytes()
 }
 
-/// The size of a file in `layout` for `spec` with a description of `description` bytes,
-/// before padding.
-fn content_len(layout: &Layout, spec: &NetSpec, description: usize) -> usize {
+/// The size of a file in `layout` for `spec` after a header of `header` bytes, before
+/// padding.
+fn content_len(layout: &Layout, spec: &NetSpec, header: usize) -> usize {
     let buckets = spec.output_buckets.count() as usize;
     let stacks = layout.stacks.as_ref().map_or(0, |st| {
         buckets
-            * (st.prefix.iter().map(|h| h.bytes(&[]).len()).sum::<usize>()
+            * (st
+                .prefix
+                .iter()
+                .map(|h| h.bytes(&HeaderValues::default()).len())
+                .sum::<usize>()
                 + st.tensors
                     .iter()
                     .map(|t| entry_len(spec, t, true))
                     .sum::<usize>())
     });
-    layout.header_bytes(&vec![0; description]).len()
+    header
         + layout
             .tensors
             .iter()
@@ -462,42 +498,68 @@ fn content_len(layout: &Layout, spec: &NetSpec, description: usize) -> usize {
         + stacks
 }
 
-/// Reads a file written in `layout` as the net `spec` describes, refusing one whose size,
-/// header or padding differ from what the layout says (naming what differs) and any value
-/// the net's own type cannot hold.
-pub fn read(bytes: &[u8], layout: &Layout, spec: NetSpec) -> Result<NetTensors, NnueError> {
-    layout
-        .check(&spec)
-        .map_err(|e| NnueError::Layout(e.to_string()))?;
-    // The header first: its description's length sizes the file.
+/// A file's header as read: the values a net fills in, and where the tensors start.
+struct FileHeader {
+    description: Vec<u8>,
+    spec: Option<Vec<u8>>,
+    tensor_count: Option<(usize, u32)>,
+    len: usize,
+}
+
+/// Reads the header `layout` says `bytes` start with, refusing a constant that differs or a
+/// length that runs past the file (naming the byte).
+fn read_header(bytes: &[u8], layout: &Layout) -> Result<FileHeader, NnueError> {
+    let mut h = FileHeader {
+        description: Vec::new(),
+        spec: None,
+        tensor_count: None,
+        len: 0,
+    };
+    let u32_at = |at: usize, what: &str| {
+        bytes
+            .get(at..at + 4)
+            .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+            .ok_or_else(|| {
+                NnueError::Layout(format!(
+                    "the file ends at byte {} before {what}",
+                    bytes.len()
+                ))
+            })
+    };
     let mut at = 0;
-    let mut description = Vec::new();
-    for h in &layout.header {
-        if h.description.is_some() {
-            let len = bytes
-                .get(at..at + 4)
-                .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize)
-                .ok_or_else(|| {
-                    NnueError::Layout(format!(
-                        "the file ends at byte {} before the description's length",
-                        bytes.len()
-                    ))
-                })?;
+    for item in &layout.header {
+        let kind = item.kind();
+        if kind == ItemKind::TensorCount {
+            h.tensor_count = Some((at, u32_at(at, "the tensor count")?));
+            at += 4;
+            continue;
+        }
+        if matches!(kind, ItemKind::Description | ItemKind::Spec) {
+            let what = if kind == ItemKind::Spec {
+                "the net's description (NetSpec)"
+            } else {
+                "the description"
+            };
+            let len = u32_at(at, &format!("{what}'s length"))? as usize;
             let text = (at + 4)
                 .checked_add(len)
                 .and_then(|end| bytes.get(at + 4..end))
                 .ok_or_else(|| {
                     NnueError::Layout(format!(
-                        "the description's length says {len} bytes from byte {}, the file has {}",
+                        "{what}'s length says {len} bytes from byte {}, the file has {}",
                         at + 4,
                         bytes.len()
                     ))
                 })?;
-            description = text.to_vec();
+            if kind == ItemKind::Spec {
+                h.spec = Some(text.to_vec());
+            } else {
+                h.description = text.to_vec();
+            }
             at += 4 + len;
             continue;
         }
-        let want = h.bytes(&[]);
+        let want = item.bytes(&HeaderValues::default());
         let got = bytes
             .get(at..at + want.len())
             .unwrap_or(&bytes[at.min(bytes.len())..]);
@@ -513,7 +575,55 @@ pub fn read(bytes: &[u8], layout: &Layout, spec: NetSpec) -> Result<NetTensors, 
         }
         at += want.len();
     }
-    let content = content_len(layout, &spec, description.len());
+    h.len = at;
+    Ok(h)
+}
+
+/// The net a file in `layout` describes in its own header (a `spec` item, as lakefish's
+/// `.nnue` has), or `None` when the layout writes none.
+pub fn embedded_spec(bytes: &[u8], layout: &Layout) -> Result<Option<NetSpec>, NnueError> {
+    layout
+        .validate()
+        .map_err(|e| NnueError::Layout(e.to_string()))?;
+    let Some(text) = read_header(bytes, layout)?.spec else {
+        return Ok(None);
+    };
+    let text = std::str::from_utf8(&text).map_err(|_| {
+        NnueError::Layout("the file's net description (NetSpec) is not UTF-8".into())
+    })?;
+    NetSpec::parse(text)
+        .map(Some)
+        .map_err(|e| NnueError::Layout(format!("the file's net description: {e}")))
+}
+
+/// Reads a file written in `layout` as the net `spec` describes, refusing one whose size,
+/// header or padding differ from what the layout says (naming what differs) and any value
+/// the net's own type cannot hold.
+pub fn read(bytes: &[u8], layout: &Layout, spec: NetSpec) -> Result<NetTensors, NnueError> {
+    layout
+        .check(&spec)
+        .map_err(|e| NnueError::Layout(e.to_string()))?;
+    let layout = &layout.for_net(&spec);
+    let header = read_header(bytes, layout)?;
+    if header.spec.is_some() {
+        let own = embedded_spec(bytes, layout)?.expect("the layout writes one");
+        if own != spec {
+            return Err(NnueError::Layout(format!(
+                "the file describes another net than the one given: {}",
+                serde_json::to_string(&own).unwrap_or_default()
+            )));
+        }
+    }
+    if let Some((at, count)) = header.tensor_count {
+        let want = layout.entry_count(spec.output_buckets.count());
+        if count != want {
+            return Err(NnueError::Layout(format!(
+                "the tensor count at byte {at} is {count}, the layout writes {want} for this net"
+            )));
+        }
+    }
+    let description = header.description;
+    let content = content_len(layout, &spec, header.len);
     let padded = content + layout.padding.as_ref().map_or(0, |p| p.fill(content).len());
     if bytes.len() != padded {
         let mut why = format!(
@@ -553,7 +663,21 @@ pub fn read(bytes: &[u8], layout: &Layout, spec: NetSpec) -> Result<NetTensors, 
         if stacked {
             m /= spec.output_buckets.count() as usize;
         }
-        let len = entry_len(&spec, t, stacked);
+        let mut len = entry_len(&spec, t, stacked);
+        if let Some(record) = t.record {
+            let want = record_bytes(record, t, shape);
+            if bytes[*at..*at + want.len()] != want[..] {
+                return Err(NnueError::Tensor {
+                    name: format!("{} ({})", t.id, t.tensor),
+                    reason: format!(
+                        "the record at byte {at} is not its name, type {} and shape {shape:?}",
+                        dtype_code(t.dtype)
+                    ),
+                });
+            }
+            *at += want.len();
+            len -= want.len();
+        }
         let v = Values::read_le(t.dtype, &bytes[*at..*at + len]);
         *at += len;
         let mut plain = Plain::of(&v);
@@ -579,14 +703,14 @@ pub fn read(bytes: &[u8], layout: &Layout, spec: NetSpec) -> Result<NetTensors, 
         }
         Ok::<(), NnueError>(())
     };
-    let mut at = layout.header_bytes(&description).len();
+    let mut at = header.len;
     for t in &layout.tensors {
         read_entry(&mut at, t, false)?;
     }
     if let Some(st) = &layout.stacks {
         for b in 0..spec.output_buckets.count() {
             for (i, h) in st.prefix.iter().enumerate() {
-                let want = h.bytes(&[]);
+                let want = h.bytes(&HeaderValues::default());
                 if bytes[at..at + want.len()] != want[..] {
                     return Err(NnueError::Layout(format!(
                         "bytes {at}..{} are not the layout's stack prefix (stacks.prefix[{i}], bucket {b})",
@@ -782,5 +906,85 @@ tensors."out.bias" = { dtype = "i16", factor = 16320.0 }
         bad[first_stack] ^= 1;
         let e = read(&bad, &layout, tensors.spec).unwrap_err().to_string();
         assert!(e.contains("stack prefix"), "{e}");
+    }
+
+    /// lakefish's own `.nnue` as a layout (`infra/layouts/lakefish.toml`): for every kind of
+    /// net the bytes `SpecNet::to_bytes` writes, and back; a preset becomes the same net
+    /// described; a record, count or description that differs is named.
+    #[test]
+    fn lakefish_s_format_is_a_layout_too() {
+        use crate::features::FeatureSetKind;
+        use lakefish_schemas::layout::SHIPPED_NETS;
+        let layout = Layout::parse(include_str!("../../infra/layouts/lakefish.toml")).unwrap();
+        let mut specs: Vec<NetSpec> = SHIPPED_NETS
+            .iter()
+            .map(|(_, t)| {
+                let mut s = NetSpec::parse(t).unwrap();
+                s.transformer.width = 8;
+                s
+            })
+            .collect();
+        specs.push(spec());
+        specs.push(NetSpec::preset("halfka_v2_hm", "16x2-8-8").unwrap());
+        for (i, spec) in specs.into_iter().enumerate() {
+            let mut net = random_spec_net(spec.clone(), i as u64).unwrap();
+            net.comment = format!("net {i}");
+            let bytes = write(&NetTensors::of_spec_net(&net), &layout).unwrap();
+            assert!(
+                bytes == net.to_bytes(),
+                "net {i}: other bytes than .nnue v2"
+            );
+            assert_eq!(embedded_spec(&bytes, &layout).unwrap(), Some(spec.clone()));
+            let back = read(&bytes, &layout, spec).unwrap();
+            assert_eq!(back.description, format!("net {i}").into_bytes());
+            assert!(back.into_spec_net().unwrap() == net, "net {i} read back");
+        }
+        // A preset's version-1 file: the same integers as a described net (which evaluates
+        // the hidden layers in its own arithmetic: a SCReLU net without any, the same score).
+        let v1 = crate::nnue::random_network(FeatureSetKind::All768, "16x2-8", 3);
+        let tensors = described(&v1.to_bytes()).unwrap();
+        let bytes = write(&tensors, &layout).unwrap();
+        assert!(NetTensors::of_spec_net(&SpecNet::from_bytes(&bytes).unwrap()) == tensors);
+        let screlu = crate::nnue::random_network(FeatureSetKind::All768, "16x2:screlu", 4);
+        let as_v2 = write(&described(&screlu.to_bytes()).unwrap(), &layout).unwrap();
+        let as_v2 = SpecNet::from_bytes(&as_v2).unwrap();
+        let board = shakmaty::Board::default();
+        assert_eq!(
+            as_v2
+                .evaluate_board(&board, shakmaty::Color::Black)
+                .unwrap(),
+            screlu
+                .evaluate_board(&board, shakmaty::Color::Black)
+                .unwrap()
+        );
+
+        // Damage: the tensor count, the first record's name, the NetSpec, a record's shape.
+        let spec = NetSpec::preset("all768", "16x2-8").unwrap();
+        let count_at = 12 + 4 + spec_json(&spec).len() + 4 + tensors.description.len();
+        let err = |bytes: &[u8]| read(bytes, &layout, spec.clone()).unwrap_err().to_string();
+        let mut bad = bytes.clone();
+        bad[count_at] = 5;
+        assert!(
+            err(&bad).contains(&format!("the tensor count at byte {count_at} is 5")),
+            "{}",
+            err(&bad)
+        );
+        let mut bad = bytes.clone();
+        bad[count_at + 4 + 2] = b'x';
+        assert!(
+            err(&bad).starts_with("tensor ft.weight (ft.weight): the record at byte"),
+            "{}",
+            err(&bad)
+        );
+        let other = NetSpec::preset("all768", "16x2-16").unwrap();
+        let e = read(&bytes, &layout, other).unwrap_err().to_string();
+        assert!(e.contains("describes another net"), "{e}");
+        let e = read(&bytes[..bytes.len() - 2], &layout, spec.clone())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("bytes, the layout \"lakefish\" for this net makes"),
+            "{e}"
+        );
     }
 }

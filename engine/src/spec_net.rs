@@ -244,7 +244,7 @@ impl Values {
     }
 }
 
-fn dtype_code(d: Dtype) -> u8 {
+pub(crate) fn dtype_code(d: Dtype) -> u8 {
     match d {
         Dtype::I8 => 1,
         Dtype::I16 => 2,

@@ -100,6 +100,26 @@ async fn store(
     Ok(manifest)
 }
 
+/// The net a file in `layout` holds: `given`, or else the NetSpec the file describes itself
+/// with (a layout with a `spec` header item, such as lakefish's `.nnue`).
+pub fn layout_net(
+    file: &[u8],
+    layout: &Layout,
+    given: Option<NetSpec>,
+) -> Result<NetSpec, JobError> {
+    if let Some(spec) = given {
+        return Ok(spec);
+    }
+    lakefish_engine::layout::embedded_spec(file, layout)
+        .map_err(|e| JobError::Payload(e.to_string()))?
+        .ok_or_else(|| {
+            JobError::Payload(format!(
+                "layout {:?} does not say which net a file holds: give its NetSpec (nets import --spec)",
+                layout.name.as_deref().unwrap_or("(unnamed)")
+            ))
+        })
+}
+
 /// Registers a net written elsewhere in a saved layout (a bullet `quantised.bin`, ...) as the
 /// NetSpec `spec` describes it, lineage external. The registry holds it in lakefish's `.nnue`
 /// (what the engine loads; exporting it in `layout` again gives `file`'s bytes back); the

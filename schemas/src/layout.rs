@@ -30,6 +30,11 @@
 //!
 //! A layout says how a net's integers are *written*; the NetSpec's quantization says how
 //! they were *made*. [`Layout::check`] names every place the two disagree.
+//!
+//! A self-describing format such as lakefish's own `.nnue` writes its net's description and
+//! tensor count in its header (`spec`, `tensor_count` items) and a record before each tensor
+//! (`record = "lakefish"`: its name, type and shape); `[rest]` writes every tensor not listed,
+//! in the net's order, as the net stores it, so one layout fits every net.
 
 use crate::netspec::{Dtype, NetSpec, Rounding};
 use serde::{Deserialize, Serialize};
@@ -60,6 +65,10 @@ pub const SHIPPED: &[(&str, &str)] = &[
     (
         "stockfish-15.1",
         include_str!("../../infra/layouts/stockfish-15.1.toml"),
+    ),
+    (
+        "lakefish",
+        include_str!("../../infra/layouts/lakefish.toml"),
     ),
 ];
 
@@ -98,8 +107,41 @@ pub struct Layout {
     pub tensors: Vec<LayoutTensor>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stacks: Option<Stacks>,
+    /// After `tensors`: every tensor of the net they leave out, in the net's order.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rest: Option<Rest>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub padding: Option<Padding>,
+}
+
+/// Every tensor a layout's `tensors` leave out, in the net's order, each as the net stores
+/// it: its type, factor and rounding, the transformer as `M×N`, a layer's weights
+/// transposed (each output's row contiguous). Its id is the tensor's name.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Rest {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub record: Option<Record>,
+}
+
+/// What is written before a tensor's values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Record {
+    /// lakefish's `.nnue`: the id's length (u16) and bytes, the type (u8: i8 1, i16 2,
+    /// i32 4, f32 5), the rank (u8) and each dimension of the shape the net stores (u32).
+    Lakefish,
+}
+
+/// The values a header's variable items stand for when written.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct HeaderValues<'a> {
+    /// The net's free-text description.
+    pub description: &'a [u8],
+    /// The net's NetSpec as JSON.
+    pub spec: &'a [u8],
+    /// How many tensor entries the file holds.
+    pub tensors: u32,
 }
 
 /// One fixed item of a header.
@@ -116,39 +158,95 @@ pub struct HeaderItem {
     /// Stockfish's header. Read back as the imported net's description.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
+    /// The net's NetSpec as JSON, after its length as this type (only `"u32"`): a file
+    /// that describes its own net. Read back, it must be the net's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spec: Option<String>,
+    /// How many tensor entries follow, as this type (only `"u32"`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tensor_count: Option<String>,
+}
+
+/// What a header item is: a constant, or one of the values a net fills in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ItemKind {
+    Constant,
+    Description,
+    Spec,
+    TensorCount,
 }
 
 impl HeaderItem {
-    /// The item's bytes, `description` standing for the net's (the document was validated:
-    /// exactly one kind is set).
-    pub fn bytes(&self, description: &[u8]) -> Vec<u8> {
-        match (&self.u32, &self.text) {
-            (Some(v), _) => v.to_le_bytes().to_vec(),
-            (None, Some(t)) => t.as_bytes().to_vec(),
-            (None, None) => {
-                let mut out = (description.len() as u32).to_le_bytes().to_vec();
-                out.extend_from_slice(description);
-                out
-            }
+    /// Which kind of item this is (the document was validated: exactly one kind is set).
+    pub fn kind(&self) -> ItemKind {
+        if self.description.is_some() {
+            ItemKind::Description
+        } else if self.spec.is_some() {
+            ItemKind::Spec
+        } else if self.tensor_count.is_some() {
+            ItemKind::TensorCount
+        } else {
+            ItemKind::Constant
         }
     }
 
-    fn validate(&self, field: &str, description_allowed: bool) -> Result<(), LayoutError> {
-        match (&self.u32, &self.text, &self.description) {
-            (Some(_), None, None) => Ok(()),
-            (None, Some(t), None) if !t.is_empty() && t.is_ascii() && t.len() <= 4096 => Ok(()),
-            (None, Some(_), None) => Err(bad(field, "text must be 1 to 4096 ASCII characters")),
-            (None, None, Some(d)) if d == "u32" && description_allowed => Ok(()),
-            (None, None, Some(d)) if d == "u32" => Err(bad(
-                format!("{field}.description"),
-                "the description is written once, in the header",
-            )),
-            (None, None, Some(d)) => Err(bad(
-                format!("{field}.description"),
-                format!("{d:?}: the length before the description is \"u32\""),
-            )),
-            _ => Err(bad(field, "give exactly one of u32, text or description")),
+    /// The item's bytes, with `values` for the ones a net fills in.
+    pub fn bytes(&self, values: &HeaderValues) -> Vec<u8> {
+        let with_length = |text: &[u8]| {
+            let mut out = (text.len() as u32).to_le_bytes().to_vec();
+            out.extend_from_slice(text);
+            out
+        };
+        match (&self.u32, &self.text, self.kind()) {
+            (Some(v), _, _) => v.to_le_bytes().to_vec(),
+            (None, Some(t), _) => t.as_bytes().to_vec(),
+            (_, _, ItemKind::Description) => with_length(values.description),
+            (_, _, ItemKind::Spec) => with_length(values.spec),
+            _ => values.tensors.to_le_bytes().to_vec(),
         }
+    }
+
+    fn validate(&self, field: &str, in_header: bool) -> Result<(), LayoutError> {
+        let set = [
+            self.u32.is_some(),
+            self.text.is_some(),
+            self.description.is_some(),
+            self.spec.is_some(),
+            self.tensor_count.is_some(),
+        ];
+        if set.iter().filter(|s| **s).count() != 1 {
+            return Err(bad(
+                field,
+                "give exactly one of u32, text, description, spec or tensor_count",
+            ));
+        }
+        if let Some(t) = &self.text
+            && (t.is_empty() || !t.is_ascii() || t.len() > 4096)
+        {
+            return Err(bad(field, "text must be 1 to 4096 ASCII characters"));
+        }
+        for (name, value) in [
+            ("description", &self.description),
+            ("spec", &self.spec),
+            ("tensor_count", &self.tensor_count),
+        ] {
+            match value {
+                Some(_) if !in_header => {
+                    return Err(bad(
+                        format!("{field}.{name}"),
+                        format!("the {name} is written once, in the header"),
+                    ));
+                }
+                Some(d) if d != "u32" => {
+                    return Err(bad(
+                        format!("{field}.{name}"),
+                        format!("{d:?}: the only type it is written as is \"u32\""),
+                    ));
+                }
+                _ => {}
+            }
+        }
+        Ok(())
     }
 }
 
@@ -176,6 +274,9 @@ pub struct LayoutTensor {
     /// this many inputs (Stockfish pads its 30-input layer to 32).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pad_inputs: Option<u32>,
+    /// What is written before the values (none: nothing).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub record: Option<Record>,
 }
 
 /// What is written once per output bucket, bucket 0 first, after `tensors`: Stockfish's
@@ -272,17 +373,26 @@ impl Layout {
         for (i, h) in self.header.iter().enumerate() {
             h.validate(&format!("header[{i}]"), true)?;
         }
-        if self
-            .header
-            .iter()
-            .filter(|h| h.description.is_some())
-            .count()
-            > 1
-        {
-            return Err(bad("header", "the description is written once"));
+        for (kind, name) in [
+            (ItemKind::Description, "description"),
+            (ItemKind::Spec, "spec"),
+            (ItemKind::TensorCount, "tensor count"),
+        ] {
+            if self.header.iter().filter(|h| h.kind() == kind).count() > 1 {
+                return Err(bad("header", format!("the {name} is written once")));
+            }
         }
-        if self.tensors.is_empty() {
-            return Err(bad("tensors", "a layout writes at least one tensor"));
+        if self.tensors.is_empty() && self.rest.is_none() {
+            return Err(bad(
+                "tensors",
+                "a layout writes at least one tensor (or all of them: [rest])",
+            ));
+        }
+        if self.rest.is_some() && self.stacks.is_some() {
+            return Err(bad(
+                "rest",
+                "[rest] writes every tensor left, so a layout with [stacks] cannot have it",
+            ));
         }
         let stacked = self.stacks.as_ref().map_or(&[][..], |s| &s.tensors[..]);
         let all: Vec<(String, &LayoutTensor)> = self
@@ -331,6 +441,12 @@ impl Layout {
                     "1 to 64, with transpose = true (rows are padded)",
                 ));
             }
+            if t.record.is_some() && at.starts_with("stacks") {
+                return Err(bad(
+                    field("record"),
+                    "a record describes a whole tensor, which a stack does not write",
+                ));
+            }
         }
         if let Some(st) = &self.stacks {
             if st.tensors.is_empty() {
@@ -354,12 +470,53 @@ impl Layout {
         Ok(())
     }
 
-    /// The header's bytes, with `description` where the layout writes one.
-    pub fn header_bytes(&self, description: &[u8]) -> Vec<u8> {
-        self.header
-            .iter()
-            .flat_map(|h| h.bytes(description))
-            .collect()
+    /// The header's bytes, with `values` where the layout writes them.
+    pub fn header_bytes(&self, values: &HeaderValues) -> Vec<u8> {
+        self.header.iter().flat_map(|h| h.bytes(values)).collect()
+    }
+
+    /// This layout for `spec`'s net: `[rest]` expanded into the tensors it writes (a layout
+    /// without one is returned as it is).
+    pub fn for_net(&self, spec: &NetSpec) -> Layout {
+        let Some(rest) = &self.rest else {
+            return self.clone();
+        };
+        let mut out = self.clone();
+        out.rest = None;
+        for t in spec.tensors() {
+            let listed = self
+                .tensors
+                .iter()
+                .any(|u| u.tensor == t.name || u.merge.contains(&t.name));
+            if listed || t.name == "ft.factoriser" {
+                continue;
+            }
+            let q = spec.default_quant(&t.name).expect("the net's tensor");
+            out.tensors.push(LayoutTensor {
+                id: t.name.clone(),
+                tensor: t.name.clone(),
+                dtype: q.dtype,
+                factor: q.factor,
+                rounding: q.rounding,
+                transpose: spec.is_layer_weight(&t.name),
+                // The quantized transformer holds the factoriser merged.
+                merge: if t.name == "ft.weight" && spec.factoriser() {
+                    vec!["ft.factoriser".into()]
+                } else {
+                    Vec::new()
+                },
+                pad_inputs: None,
+                record: rest.record,
+            });
+        }
+        out
+    }
+
+    /// How many tensor entries a file in this layout holds for a net of `buckets` output
+    /// buckets (a stack's tensors once per bucket).
+    pub fn entry_count(&self, buckets: u32) -> u32 {
+        let stacked = self.stacks.as_ref().map_or(0, |s| s.tensors.len() as u32);
+        self.tensors.len() as u32 + stacked * buckets
     }
 
     /// Every tensor entry: `(in a stack, entry)`, the plain ones first.
@@ -377,6 +534,9 @@ impl Layout {
     pub fn check(&self, spec: &NetSpec) -> Result<(), LayoutError> {
         // A layout may come from elsewhere than `parse` (a stored engine registration).
         self.validate()?;
+        if self.rest.is_some() {
+            return self.for_net(spec).check(spec);
+        }
         let tensors = spec.tensors();
         let factoriser = tensors.iter().any(|t| t.name == "ft.factoriser");
         let file: Vec<&str> = tensors
@@ -625,5 +785,70 @@ tensors."out.bias" = { dtype = "i16", factor = 16320.0 }
         .unwrap()
         .check(&spec_1())
         .unwrap();
+    }
+
+    /// lakefish's own layout fits every net, preset or described; the items a net fills in
+    /// are refused where they cannot be, naming the field.
+    #[test]
+    fn the_lakefish_layout_fits_every_net() {
+        let (_, text) = SHIPPED.iter().find(|(n, _)| *n == "lakefish").unwrap();
+        let layout = Layout::parse(text).unwrap();
+        let mut specs: Vec<NetSpec> = SHIPPED_NETS
+            .iter()
+            .map(|(_, t)| NetSpec::parse(t).unwrap())
+            .collect();
+        specs.push(NetSpec::preset("halfka_v2_hm", "stockfish-15.1").unwrap());
+        specs.push(NetSpec::preset("all768", "256x2-32-32").unwrap());
+        for spec in &specs {
+            layout.check(spec).unwrap();
+            let full = layout.for_net(spec);
+            assert!(full.rest.is_none());
+            // Every file tensor once, the factoriser merged into the transformer.
+            let names: Vec<&str> = full.tensors.iter().map(|t| t.tensor.as_str()).collect();
+            let want: Vec<String> = spec
+                .tensors()
+                .into_iter()
+                .map(|t| t.name)
+                .filter(|n| n != "ft.factoriser")
+                .collect();
+            assert_eq!(names, want);
+            assert_eq!(
+                full.entry_count(spec.output_buckets.count()),
+                want.len() as u32
+            );
+        }
+        let err = |text: String| Layout::parse(&text).unwrap_err().to_string();
+        let e = err(text.replace("{ tensor_count = \"u32\" },", "{ spec = \"u32\" },"));
+        assert!(e.starts_with("header: the spec is written once"), "{e}");
+        let e = err(text.replace("{ spec = \"u32\" }", "{ spec = \"u16\" }"));
+        assert!(e.starts_with("header[2].spec: \"u16\""), "{e}");
+        let e = err(text.replace("{ u32 = 2 }", "{ u32 = 2, text = \"x\" }"));
+        assert!(e.starts_with("header[1]: give exactly one of"), "{e}");
+        let e = err(format!(
+            "{text}\n[stacks]\nprefix = [{{ tensor_count = \"u32\" }}]\n[[stacks.tensors]]\nid = \"a\"\ntensor = \"l1.bias\"\ndtype = \"i32\"\nfactor = 1.0\n"
+        ));
+        assert!(e.starts_with("rest:"), "{e}");
+        let e = err(text.replace(
+            "tensors = []\n\n[rest]\nrecord = \"lakefish\"\n",
+            "tensors = []\n",
+        ));
+        assert!(
+            e.starts_with("tensors: a layout writes at least one tensor"),
+            "{e}"
+        );
+        let (_, sf) = SHIPPED
+            .iter()
+            .find(|(n, _)| *n == "stockfish-15.1")
+            .unwrap();
+        let e = err(sf.replace(
+            "prefix = [{ u32 = 0x63336A4A }]",
+            "prefix = [{ tensor_count = \"u32\" }]",
+        ));
+        assert!(
+            e.starts_with(
+                "stacks.prefix[0].tensor_count: the tensor_count is written once, in the header"
+            ),
+            "{e}"
+        );
     }
 }

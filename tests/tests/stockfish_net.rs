@@ -236,6 +236,35 @@ fn stockfish_s_own_net_imports_and_exports_byte_for_byte() {
     assert!(!out.status.success());
     let err = stderr(&out);
     assert!(err.contains("the file has 47001498 bytes"), "{err}");
+    // In lakefish's own layout the file names its net: imported without --spec, it is
+    // Stockfish's net again, under the same name.
+    let out = run(
+        dir.path(),
+        &[
+            "nets", "export", EMBEDDED, "--layout", "lakefish", "-o", "own.nnue",
+        ],
+        None,
+    );
+    assert_success(&out);
+    let out = run(
+        dir.path(),
+        &["nets", "import", "own.nnue", "--layout", "lakefish"],
+        None,
+    );
+    assert_success(&out);
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(said.starts_with(EMBEDDED), "{said}");
+    let out = run(
+        dir.path(),
+        &["nets", "import", "own.nnue", "--layout", "bullet-1-simple"],
+        None,
+    );
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert!(
+        err.contains("give its NetSpec (nets import --spec)"),
+        "{err}"
+    );
 
     // Damaged and foreign files: a clear error naming the part, nothing registered.
     let bad = |name: &str, bytes: &[u8], expect: &str| {

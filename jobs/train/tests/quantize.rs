@@ -519,6 +519,26 @@ fn in_bullets_layout(
         file,
         "{name}"
     );
+
+    // lakefish's own .nnue is a layout too: it writes the registered file, and a file in it
+    // names its own net, so importing it needs no NetSpec and finds the same net.
+    let (_, own) = lakefish_schemas::layout::SHIPPED
+        .iter()
+        .find(|(n, _)| *n == "lakefish")
+        .unwrap();
+    let own = Layout::parse(own).unwrap();
+    let as_nnue = export_layout(m, registered, &own).unwrap();
+    assert!(
+        as_nnue == registered,
+        "{name}: the lakefish layout writes other bytes"
+    );
+    let spec = lakefish_jobs::foreign_nets::layout_net(&as_nnue, &own, None).unwrap();
+    let same = fx
+        .rt
+        .block_on(import_layout(&fx.ctx.lake, &as_nnue, &own, spec))
+        .unwrap();
+    assert_eq!(same.name, m.name, "{name}");
+    assert!(!same.external, "{name}: the trained net's record stays");
 }
 
 /// Presets are today's nets, bit for bit: trained at the same seed for the same steps, each

@@ -31,7 +31,8 @@ pub(crate) enum NetsCommand {
     /// unchanged, under nn-<sha256[:12]>.nnue (the name Stockfish gives the same file); any
     /// other version or architecture is refused, naming what differs. `--layout L --spec S`
     /// takes a file written in saved layout L (a bullet `quantised.bin`) of the net NetSpec S
-    /// describes; it is registered in lakefish's .nnue (exporting it in L again gives the same
+    /// describes (a layout whose files describe their net, such as `lakefish`, needs no
+    /// --spec); it is registered in lakefish's .nnue (exporting it in L again gives the same
     /// bytes). A file whose size, header or padding differ from the layout is refused.
     Import {
         /// The net file.
@@ -41,11 +42,13 @@ pub(crate) enum NetsCommand {
         format: NetFormat,
         /// The file's saved layout: a layout file (TOML or JSON, docs/LAYOUTS.md), or a
         /// shipped one by name (bullet-1-simple, bullet-2-output-buckets,
-        /// bullet-3-input-buckets, bullet-4-multi-layer, stockfish-15.1: infra/layouts/).
-        #[arg(long, requires = "spec")]
+        /// bullet-3-input-buckets, bullet-4-multi-layer, stockfish-15.1, lakefish:
+        /// infra/layouts/).
+        #[arg(long)]
         layout: Option<String>,
         /// The net the file holds: a NetSpec file, a shipped one by name (bullet-1-simple ...
-        /// bullet-4-multi-layer: infra/nets/), or a preset name FEATURES:ARCH; with --layout.
+        /// bullet-4-multi-layer: infra/nets/), or a preset name FEATURES:ARCH; with --layout
+        /// (not needed when the file describes its net, as lakefish's .nnue does).
         #[arg(long, requires = "layout")]
         spec: Option<String>,
     },
@@ -64,7 +67,8 @@ pub(crate) enum NetsCommand {
         #[arg(long, default_value = "stockfish", conflicts_with = "layout")]
         format: NetFormat,
         /// A saved layout to write instead: a layout file (TOML or JSON, docs/LAYOUTS.md),
-        /// or a shipped one by name (bullet-1-simple ... bullet-4-multi-layer, stockfish-15.1).
+        /// or a shipped one by name (bullet-1-simple ... bullet-4-multi-layer, stockfish-15.1,
+        /// lakefish: the registered file of a described net, any preset as one).
         #[arg(long)]
         layout: Option<String>,
         /// Where to write it (default: ./<name>, with .bin for a layout).
@@ -149,17 +153,19 @@ pub(crate) async fn run(lake: &str, api: Option<String>, what: NetsCommand) -> a
             let Backend::Lake(lake) = &backend else {
                 bail!("nets import writes the lake: run it without --api");
             };
-            if let (Some(layout), Some(spec)) = (layout, spec) {
+            if let Some(layout) = layout {
                 let layout = crate::cli::read_layout("--layout", &layout)?;
-                let spec = crate::cli::read_net_spec("--spec", &spec)?;
+                let spec = match spec {
+                    Some(spec) => Some(crate::cli::read_net_spec("--spec", &spec)?),
+                    None => None,
+                };
                 let bytes = std::fs::read(&file).with_context(|| format!("reading {file}"))?;
+                let spec = lakefish_jobs::foreign_nets::layout_net(&bytes, &layout, spec)
+                    .with_context(|| format!("importing {file}; nothing was registered"))?;
                 let m = lakefish_jobs::foreign_nets::import_layout(lake, &bytes, &layout, spec)
                     .await
                     .with_context(|| format!("importing {file}; nothing was registered"))?;
-                println!(
-                    "{}\t{} bytes\t{} ({})\texternal",
-                    m.name, m.bytes, m.arch, m.description
-                );
+                print_imported(&m);
                 return Ok(());
             }
             if format != NetFormat::Stockfish {
@@ -171,10 +177,7 @@ pub(crate) async fn run(lake: &str, api: Option<String>, what: NetsCommand) -> a
             let m = lakefish_jobs::foreign_nets::import_stockfish(lake, bytes)
                 .await
                 .with_context(|| format!("importing {file}"))?;
-            println!(
-                "{}\t{} bytes\t{} ({})\texternal",
-                m.name, m.bytes, m.arch, m.description
-            );
+            print_imported(&m);
         }
         NetsCommand::Export {
             name,
@@ -266,4 +269,18 @@ pub(crate) async fn run(lake: &str, api: Option<String>, what: NetsCommand) -> a
         }
     }
     Ok(())
+}
+
+/// One line for an imported net: name, size, architecture and description, and whether it is
+/// new and external or was already registered from a run here (the same bytes).
+fn print_imported(m: &lakefish_schemas::NetManifest) {
+    let origin = if m.external {
+        "external".to_string()
+    } else {
+        format!("already registered from {}", m.run)
+    };
+    println!(
+        "{}\t{} bytes\t{} ({})\t{origin}",
+        m.name, m.bytes, m.arch, m.description
+    );
 }

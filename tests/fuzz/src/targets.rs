@@ -38,6 +38,7 @@ pub fn all() -> Vec<Target> {
         nnue_described(),
         layout_document(),
         layout_file(),
+        layout_file_lakefish(),
         uci(),
         fen(),
         book(),
@@ -660,6 +661,9 @@ fn layout_document() -> Target {
             "header",
             "u32 = ",
             "rounding = \"trunc\"",
+            "{ spec = \"u32\" }",
+            "{ tensor_count = \"u32\" }",
+            "[rest]\nrecord = \"lakefish\"\n",
             "\"",
             "[",
             "{",
@@ -673,7 +677,11 @@ fn layout_document() -> Target {
                     .validate()
                     .map_err(|e| format!("parse accepted an invalid layout: {e}"))?;
                 // What it writes before the tensors is what it promised.
-                let _ = layout.header_bytes(b"a description");
+                let _ = layout.header_bytes(&lakefish_schemas::layout::HeaderValues {
+                    description: b"a description",
+                    spec: b"{}",
+                    tensors: 3,
+                });
                 Ok(Verdict::Accepted)
             }
             Err(e) if !e.field.is_empty() && !e.reason.is_empty() => Ok(Verdict::Refused),
@@ -686,16 +694,31 @@ fn layout_document() -> Target {
 /// naming what differs (size, header, padding, a tensor's value), or read, and then written
 /// back byte for byte.
 fn layout_file() -> Target {
+    layout_file_target("layout_file", 2, 2)
+}
+
+/// The same through lakefish's own layout (a header with the NetSpec and tensor count, a
+/// record before each tensor) as bullet's 4_multi_layer net: lakefish's `.nnue` read as data.
+fn layout_file_lakefish() -> Target {
+    let lakefish = lakefish_schemas::layout::SHIPPED
+        .iter()
+        .position(|(n, _)| *n == "lakefish")
+        .expect("the lakefish layout ships");
+    layout_file_target("layout_file_lakefish", lakefish, 3)
+}
+
+/// Files of the shipped layout `layout` for shipped net `net` made 4 wide.
+fn layout_file_target(name: &'static str, layout: usize, net: usize) -> Target {
     use lakefish_engine::layout::{NetTensors, read, write};
     use lakefish_engine::spec_net::random_spec_net;
     use lakefish_schemas::layout::{Layout, SHIPPED, SHIPPED_NETS};
     use lakefish_schemas::netspec::NetSpec;
     let spec = {
-        let mut s = NetSpec::parse(SHIPPED_NETS[2].1).expect("a shipped net");
+        let mut s = NetSpec::parse(SHIPPED_NETS[net].1).expect("a shipped net");
         s.transformer.width = 4;
         s
     };
-    let layout = Layout::parse(SHIPPED[2].1).expect("a shipped layout");
+    let layout = Layout::parse(SHIPPED[layout].1).expect("a shipped layout");
     let seeds = (0..3)
         .map(|i| {
             let net = random_spec_net(spec.clone(), i).unwrap();
@@ -703,7 +726,7 @@ fn layout_file() -> Target {
         })
         .collect();
     Target {
-        name: "layout_file",
+        name,
         seeds,
         dict: words(&["bullet", "\u{7f}\u{7f}", "\u{0}\u{80}"]),
         text: false,

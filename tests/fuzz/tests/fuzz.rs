@@ -65,6 +65,11 @@ fn layout_file() {
 }
 
 #[test]
+fn layout_file_lakefish() {
+    run("layout_file_lakefish", 1000);
+}
+
+#[test]
 fn uci() {
     run("uci", 1000);
 }
