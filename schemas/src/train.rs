@@ -53,6 +53,21 @@ pub struct TrainSpec {
     /// (Adam over every weight, libtorch's backward).
     #[serde(default, skip_serializing_if = "FtUpdate::is_auto")]
     pub ft_update: FtUpdate,
+    /// AdamW's decoupled weight decay: every step each weight the step updates is first
+    /// multiplied by `1 − lr · weight_decay` (bullet's AdamW uses 0.01). 0: plain Adam.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub weight_decay: f64,
+    /// After every step, clamp every weight and bias to ±this (bullet clips to ±1.98); the
+    /// output and hidden layers keep their tighter quantization limits. None: only those.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clip_weights: Option<f64>,
+    /// Adam's bias correction of its moments (torch's Adam: on). Off, the first steps are
+    /// about 3× larger: what bullet's AdamW does.
+    #[serde(default = "d_true", skip_serializing_if = "is_true")]
+    pub bias_correction: bool,
+    /// How fresh weights start: `uniform` or `bullet` (see [`WeightInit`]).
+    #[serde(default, skip_serializing_if = "WeightInit::is_uniform")]
+    pub weight_init: WeightInit,
     /// Continue this run from its last checkpoint instead of starting a new one.
     #[serde(default)]
     pub resume: Option<crate::names::RunId>,
@@ -154,6 +169,24 @@ named_enum!(
     }
 );
 
+named_enum!(
+    /// How a new run's weights start: `uniform` (the transformer in ±1/√(active features),
+    /// its bias zero, dense layers in ±1/√fan-in like torch's `Linear`) or `bullet` (every
+    /// weight normal with standard deviation √(2/fan-in), the transformer's fan-in its
+    /// input count, every bias and a factoriser zero: bullet's `new_affine`).
+    WeightInit, "weight_init", {
+        #[default]
+        Uniform = "uniform",
+        Bullet = "bullet",
+    }
+);
+
+impl WeightInit {
+    pub fn is_uniform(&self) -> bool {
+        *self == WeightInit::Uniform
+    }
+}
+
 impl FtUpdate {
     pub fn is_auto(&self) -> bool {
         *self == FtUpdate::Auto
@@ -180,6 +213,15 @@ pub mod defaults {
     pub const SCALE: f64 = 361.0;
 }
 
+fn d_true() -> bool {
+    true
+}
+fn is_true(b: &bool) -> bool {
+    *b
+}
+fn is_zero(x: &f64) -> bool {
+    *x == 0.0
+}
 fn d_arch() -> String {
     defaults::ARCH.into()
 }
@@ -257,6 +299,19 @@ impl TrainSpec {
         }
         if !(self.lr > 0.0 && self.lr.is_finite() && self.scale > 0.0) {
             return Err("lr and scale must be positive".into());
+        }
+        if !(0.0..1.0).contains(&self.weight_decay) {
+            return Err(format!(
+                "weight_decay must be at least 0 and below 1 (bullet uses 0.01), not {}",
+                self.weight_decay
+            ));
+        }
+        if let Some(c) = self.clip_weights
+            && !(c > 0.0 && c.is_finite())
+        {
+            return Err(format!(
+                "clip_weights must be a positive number (bullet uses 1.98), not {c}"
+            ));
         }
         for (name, l) in [
             ("lambda_start", self.lambda_start),
@@ -384,6 +439,47 @@ mod tests {
 
     /// The feature-transformer update from a job payload: known names only, `auto` by
     /// default and left out of the stored spec (records from before it read the same).
+    /// bullet's optimizer options: absent from a plain spec (records stay as they were),
+    /// round-trip, and out-of-range values refused naming the field.
+    #[test]
+    fn optimizer_options_default_away_and_refuse_garbage() {
+        let plain = spec(serde_json::json!({})).unwrap();
+        let text = serde_json::to_string(&plain).unwrap();
+        for key in [
+            "weight_decay",
+            "clip_weights",
+            "bias_correction",
+            "weight_init",
+        ] {
+            assert!(!text.contains(key), "{key} written by default: {text}");
+        }
+        assert!(plain.bias_correction && plain.weight_decay == 0.0);
+        let bullet = spec(serde_json::json!({
+            "weight_decay": 0.01, "clip_weights": 1.98, "bias_correction": false,
+            "weight_init": "bullet"
+        }))
+        .unwrap();
+        bullet.validate().unwrap();
+        let back: TrainSpec =
+            serde_json::from_str(&serde_json::to_string(&bullet).unwrap()).unwrap();
+        assert_eq!(back, bullet);
+        for (bad, field) in [
+            (serde_json::json!({ "weight_decay": -0.1 }), "weight_decay"),
+            (serde_json::json!({ "weight_decay": 1.0 }), "weight_decay"),
+            (serde_json::json!({ "clip_weights": 0.0 }), "clip_weights"),
+            (serde_json::json!({ "clip_weights": -2.0 }), "clip_weights"),
+        ] {
+            let e = spec(bad.clone()).unwrap().validate().unwrap_err();
+            assert!(e.starts_with(field), "{bad}: {e}");
+        }
+        let e = spec(serde_json::json!({ "weight_init": "xavier" })).unwrap_err();
+        assert!(e.contains("expected `uniform` or `bullet`"), "{e}");
+        assert_eq!(
+            WeightInit::parse("xavier").unwrap_err(),
+            "weight_init \"xavier\" is unknown (uniform, bullet)"
+        );
+    }
+
     #[test]
     fn ft_update_takes_its_names_and_refuses_garbage() {
         let plain = spec(serde_json::json!({})).unwrap();

@@ -74,6 +74,36 @@ pub struct Model {
 }
 
 impl Model {
+    /// Every parameter drawn again as bullet's `new_affine` draws it: weights normal with
+    /// standard deviation √(2/fan-in) (the transformer's fan-in its input count, `[inputs,
+    /// width]`; a dense layer's `[out, fan_in]`), biases and a factoriser zero; a PSQT keeps
+    /// its material start.
+    /// Seeded by the caller.
+    pub fn with_bullet_init(self) -> Model {
+        tch::no_grad(|| {
+            for (name, p) in &self.params {
+                let size = p.size();
+                let mut p = p.shallow_clone();
+                if name.starts_with("psqt.") {
+                    // Stockfish's PSQT starts at material values, as bullet has no PSQT.
+                    continue;
+                }
+                if name.ends_with(".bias") || name == "ft.factoriser" || size.len() != 2 {
+                    let _ = p.zero_();
+                    continue;
+                }
+                let fan_in = if name.starts_with("ft.") {
+                    size[0]
+                } else {
+                    size[1]
+                };
+                let sd = (2.0 / fan_in as f64).sqrt();
+                p.copy_(&(Tensor::randn(&size, (Kind::Float, p.device())) * sd));
+            }
+        });
+        self
+    }
+
     /// Fresh weights, uniform in ±1/sqrt(fan-in) like torch's `Linear`; seeded by the caller.
     pub fn new(arch: &ModelArch, inputs: i64, max_active: i64, device: Device) -> Model {
         let arch = match arch {

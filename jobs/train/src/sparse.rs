@@ -108,9 +108,14 @@ pub struct AdamStep {
     pub beta1: f64,
     pub beta2: f64,
     pub eps: f64,
-    /// `1 − β1^t` and `1 − β2^t`.
+    /// `1 − β1^t` and `1 − β2^t` (1 and 1 without bias correction).
     pub c1: f64,
     pub c2: f64,
+    /// AdamW's decoupled weight decay: each updated weight is first multiplied by
+    /// `1 − lr · weight_decay`.
+    pub weight_decay: f64,
+    /// Updated weights are clamped to ±this (infinite: not at all).
+    pub clip: f64,
 }
 
 /// Reusable buffers of a step (kept between steps: no allocation per step).
@@ -166,7 +171,8 @@ fn adam_row(w: &mut [f32], m: &mut [f32], v: &mut [f32], g: &[f32], k: &RowConst
     for (((w, m), v), &g) in w.iter_mut().zip(m.iter_mut()).zip(v.iter_mut()).zip(g) {
         *m += k.b1 * (g - *m);
         *v += k.b2 * (g * g - *v);
-        *w -= k.step_size * *m / (v.sqrt() / k.sqrt_c2 + k.eps);
+        let stepped = *w * k.decay - k.step_size * *m / (v.sqrt() / k.sqrt_c2 + k.eps);
+        *w = stepped.clamp(-k.clip, k.clip);
     }
 }
 
@@ -176,6 +182,9 @@ struct RowConstants {
     sqrt_c2: f32,
     eps: f32,
     step_size: f32,
+    /// `1 − lr · weight_decay`.
+    decay: f32,
+    clip: f32,
 }
 
 /// Sums each touched feature's gradient over the bags that read `weight` (`[inputs, width]`)
@@ -303,6 +312,8 @@ pub fn sparse_adam(
         sqrt_c2: step.c2.sqrt() as f32,
         eps: step.eps as f32,
         step_size: (step.lr / step.c1) as f32,
+        decay: (1.0 - step.lr * step.weight_decay) as f32,
+        clip: step.clip as f32,
     };
     let chunk = FEATURES_PER_TASK * width;
     w.par_chunks_mut(chunk)
@@ -359,6 +370,8 @@ mod tests {
             eps: 1e-8,
             c1: 1.0 - f64::powi(beta1, t),
             c2: 1.0 - f64::powi(beta2, t),
+            weight_decay: 0.0,
+            clip: f64::INFINITY,
         }
     }
 
@@ -373,6 +386,24 @@ mod tests {
 
     #[test]
     fn touched_rows_get_dense_adam_and_untouched_rows_stay() {
+        touched_rows_get(step(1));
+    }
+
+    /// bullet's AdamW: no bias correction, decoupled decay, every weight clipped (±0.5 here,
+    /// so the clip binds on these normal weights).
+    #[test]
+    fn touched_rows_get_adamw_with_clipping() {
+        let s = AdamStep {
+            c1: 1.0,
+            c2: 1.0,
+            weight_decay: 0.1,
+            clip: 0.5,
+            ..step(1)
+        };
+        touched_rows_get(s);
+    }
+
+    fn touched_rows_get(s: AdamStep) {
         tch::manual_seed(3);
         let w0 = Tensor::randn([6, 3], (Kind::Float, tch::Device::Cpu));
         let (indices, offsets, coeffs) = batch();
@@ -384,10 +415,11 @@ mod tests {
                 .0;
         (out * &coeffs).sum(Kind::Float).backward();
         let g = wd.grad();
-        let s = step(1);
         let m = &g * (1.0 - s.beta1);
         let v = &g * &g * (1.0 - s.beta2);
-        let want = w0.copy() - (m.copy() * (s.lr / s.c1)) / (v.sqrt() / s.c2.sqrt() + s.eps);
+        let want = (w0.copy() * (1.0 - s.lr * s.weight_decay)
+            - (m.copy() * (s.lr / s.c1)) / (v.sqrt() / s.c2.sqrt() + s.eps))
+            .clamp(-s.clip, s.clip);
 
         // Sparse: the same batch through a recorded bag.
         let ws = w0.copy();

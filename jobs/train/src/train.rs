@@ -15,7 +15,7 @@ use arrow_array::RecordBatch;
 use lakefish_engine::features::FeatureSetKind;
 use lakefish_jobs::{JobContext, Lake};
 use lakefish_schemas::netspec::{Inputs, NetSpec};
-use lakefish_schemas::train::{FtUpdate, METRICS_FILE, RUN_FILE, TrainedNet};
+use lakefish_schemas::train::{FtUpdate, METRICS_FILE, RUN_FILE, TrainedNet, WeightInit};
 use lakefish_schemas::{
     DeviceChoice, FeatureSet, JobId, LossName, Progress, RunRecord, ShuffleManifest, TrainSpec,
 };
@@ -262,6 +262,37 @@ pub struct Adam {
     /// only the rows a batch touches, lazily. CPU only.
     sparse: bool,
     scratch: crate::sparse::Scratch,
+    options: AdamOptions,
+}
+
+/// How Adam steps beyond its moments: the train spec's `weight_decay`, `clip_weights` and
+/// `bias_correction` (bullet's AdamW: 0.01, 1.98, off).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct AdamOptions {
+    pub weight_decay: f64,
+    /// Every weight clamped to ±this after a step; infinite: no clamp beyond the layers'.
+    pub clip: f64,
+    pub bias_correction: bool,
+}
+
+impl Default for AdamOptions {
+    fn default() -> Self {
+        AdamOptions {
+            weight_decay: 0.0,
+            clip: f64::INFINITY,
+            bias_correction: true,
+        }
+    }
+}
+
+impl AdamOptions {
+    pub fn of_spec(spec: &TrainSpec) -> AdamOptions {
+        AdamOptions {
+            weight_decay: spec.weight_decay,
+            clip: spec.clip_weights.unwrap_or(f64::INFINITY),
+            bias_correction: spec.bias_correction,
+        }
+    }
 }
 
 const BETA1: f64 = 0.9;
@@ -276,7 +307,13 @@ impl Adam {
             step: 0,
             sparse: false,
             scratch: Default::default(),
+            options: AdamOptions::default(),
         }
+    }
+
+    /// The same optimizer stepping with `options`.
+    pub fn with_options(self, options: AdamOptions) -> Adam {
+        Adam { options, ..self }
     }
 
     /// Adam whose feature-transformer update touches only the rows each batch uses (lazy
@@ -295,8 +332,15 @@ impl Adam {
         bags: &SparseBags,
     ) -> Result<(), TrainError> {
         self.step += 1;
-        let c1 = 1.0 - BETA1.powi(self.step as i32);
-        let c2 = 1.0 - BETA2.powi(self.step as i32);
+        let o = self.options;
+        let (c1, c2) = if o.bias_correction {
+            (
+                1.0 - BETA1.powi(self.step as i32),
+                1.0 - BETA2.powi(self.step as i32),
+            )
+        } else {
+            (1.0, 1.0)
+        };
         let step = crate::sparse::AdamStep {
             lr,
             beta1: BETA1,
@@ -304,6 +348,8 @@ impl Adam {
             eps: EPS,
             c1,
             c2,
+            weight_decay: o.weight_decay,
+            clip: o.clip,
         };
         let with_moments = |i: usize| crate::sparse::WithMoments {
             param: &model.params[i].1,
@@ -345,7 +391,15 @@ impl Adam {
                     .g_div_scalar_(c2.sqrt())
                     .g_add_scalar_(EPS)
                     .g_div_scalar_(-lr / c1);
-                let _ = p.shallow_clone().addcdiv_(&self.m[i], &denom);
+                let mut p = p.shallow_clone();
+                // AdamW: the decay is decoupled, applied to the weight before the step.
+                if o.weight_decay != 0.0 {
+                    let _ = p.g_mul_scalar_(1.0 - lr * o.weight_decay);
+                }
+                let _ = p.addcdiv_(&self.m[i], &denom);
+                if o.clip.is_finite() {
+                    let _ = p.clamp_(-o.clip, o.clip);
+                }
             }
         });
         Ok(())
@@ -729,18 +783,23 @@ fn train_run(
     let now = lakefish_lake::records::now;
     let prefix = run_prefix(id);
     let model = crate::seeded(spec.seed as i64, || {
-        Model::new(
+        let model = Model::new(
             &setup.arch,
             setup.features.inputs() as i64,
             setup.features.max_active() as i64,
             setup.device,
-        )
+        );
+        match spec.weight_init {
+            WeightInit::Uniform => model,
+            WeightInit::Bullet => model.with_bullet_init(),
+        }
     });
     let mut adam = if setup.sparse_ft {
         Adam::sparse(&model)
     } else {
         Adam::new(&model)
-    };
+    }
+    .with_options(AdamOptions::of_spec(spec));
     let mut at = Position {
         step: 0,
         epoch: 0,

@@ -426,3 +426,81 @@ fn the_sparse_transformer_update_resumes_exactly_and_differs_from_dense() {
     // The dense layers see the same kind of update either way: both runs learned.
     assert!(dense.val_loss.iter().all(|v| v.is_finite()));
 }
+
+/// bullet's optimizer and start as options (`weight_decay`, `clip_weights`, no
+/// `bias_correction`, `weight_init = "bullet"`), sparse and dense: each resumes bit for bit,
+/// keeps every weight inside the clip (which binds), and learns; the bullet start draws
+/// weights with the standard deviation √(2/fan-in) and zero biases.
+#[test]
+fn bullet_s_adamw_and_start_resume_exactly_and_clip_every_weight() {
+    use lakefish_schemas::train::{FtUpdate, WeightInit};
+    use lakefish_train::model::{Arch, Model, ModelArch};
+    let fx = fixture(4);
+    let clip = 0.25;
+    for update in [FtUpdate::Sparse, FtUpdate::Dense] {
+        let run = |steps: u64, resume: Option<lakefish_schemas::names::RunId>| {
+            let mut s = spec(&fx.shuffle);
+            s.arch = "32x2:screlu".into();
+            s.max_steps = Some(steps);
+            s.ft_update = update;
+            s.weight_decay = 0.01;
+            s.clip_weights = Some(clip);
+            s.bias_correction = false;
+            s.weight_init = WeightInit::Bullet;
+            s.lr = 0.01;
+            s.resume = resume;
+            train(&fx.ctx, &JobId::new(), &s).unwrap()
+        };
+        let straight = run(8, None);
+        assert!(
+            straight.val_loss.iter().all(|v| v.is_finite()),
+            "{:?}",
+            straight.val_loss
+        );
+        let half = run(4, None);
+        let resumed = run(8, Some(half.id));
+        let (wa, wb) = (
+            last_checkpoint(&fx, &straight.id),
+            last_checkpoint(&fx, &resumed.id),
+        );
+        let mut at_clip = 0;
+        for ((na, ta), (_, tb)) in wa.iter().zip(&wb) {
+            assert!(ta.equal(tb), "{update:?}: {na} differs after resume");
+            if ta.kind() == tch::Kind::Float && !na.starts_with("adam.") {
+                let max = ta.abs().max().double_value(&[]);
+                assert!(max <= clip + 1e-7, "{update:?}: {na} reaches {max}");
+                at_clip += usize::from(max >= clip - 1e-7);
+            }
+        }
+        assert!(at_clip > 0, "{update:?}: the clip never bound");
+    }
+
+    tch::manual_seed(5);
+    let arch = ModelArch::Lakefish(Arch::parse("256x2-32-32").unwrap());
+    let model = Model::new(&arch, 768, 32, tch::Device::Cpu).with_bullet_init();
+    for (name, t) in &model.params {
+        let want = match name.as_str() {
+            "ft.weight" => (2.0f64 / 768.0).sqrt(),
+            "l0.weight" => (2.0f64 / 512.0).sqrt(),
+            "l1.weight" => (2.0f64 / 32.0).sqrt(),
+            // 32 values: drawn, but too few to estimate their spread.
+            "l2.weight" => {
+                assert!(t.abs().min().double_value(&[]) > 0.0);
+                continue;
+            }
+            _ => {
+                assert_eq!(
+                    t.abs().sum(tch::Kind::Float).double_value(&[]),
+                    0.0,
+                    "{name}"
+                );
+                continue;
+            }
+        };
+        let sd = t.std(true).double_value(&[]);
+        assert!(
+            (sd / want - 1.0).abs() < 0.15,
+            "{name}: sd {sd}, want {want}"
+        );
+    }
+}

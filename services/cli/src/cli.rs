@@ -524,6 +524,23 @@ pub(crate) struct TrainArgs {
     /// only) or dense (Adam over every weight).
     #[arg(long, default_value = "auto")]
     pub ft_update: String,
+    /// AdamW's decoupled weight decay: each step multiplies the weights it updates by
+    /// 1 − lr·D first (bullet's AdamW: 0.01). 0 is plain Adam.
+    #[arg(long, default_value_t = 0.0, value_name = "D")]
+    pub weight_decay: f64,
+    /// Clamp every weight and bias to ±C after each step (bullet: 1.98); layers keep their
+    /// tighter quantization limits.
+    #[arg(long, value_name = "C")]
+    pub clip_weights: Option<f64>,
+    /// Adam without bias correction of its moments, as bullet's AdamW (steps about 3× larger
+    /// over the first thousand).
+    #[arg(long)]
+    pub no_bias_correction: bool,
+    /// How a new run's weights start: uniform (the transformer in ±1/√(active features),
+    /// layers in ±1/√fan-in like torch) or bullet (normal, standard deviation √(2/fan-in),
+    /// biases zero: bullet's).
+    #[arg(long, default_value = "uniform")]
+    pub weight_init: String,
     /// Continue this run from its last checkpoint (same settings; more steps or epochs).
     #[arg(long)]
     pub resume: Option<lakefish_schemas::names::RunId>,
@@ -573,6 +590,11 @@ impl TrainArgs {
             device: lakefish_schemas::DeviceChoice::parse(&self.device)
                 .map_err(anyhow::Error::msg)?,
             ft_update: lakefish_schemas::train::FtUpdate::parse(&self.ft_update)
+                .map_err(anyhow::Error::msg)?,
+            weight_decay: self.weight_decay,
+            clip_weights: self.clip_weights,
+            bias_correction: !self.no_bias_correction,
+            weight_init: lakefish_schemas::train::WeightInit::parse(&self.weight_init)
                 .map_err(anyhow::Error::msg)?,
             resume: self.resume.clone(),
             init_from: match &self.init_from {
@@ -690,6 +712,10 @@ const RESUMED_SETTINGS: &[(&[&str], &str)] = &[
     (&["checkpoint_every"], "checkpoint_every"),
     (&["seed"], "seed"),
     (&["ft_update"], "ft_update"),
+    (&["weight_decay"], "weight_decay"),
+    (&["clip_weights"], "clip_weights"),
+    (&["no_bias_correction"], "bias_correction"),
+    (&["weight_init"], "weight_init"),
     (&["mirror"], "mirror"),
     (&["init_from"], "init_from"),
     (&["filter_min_ply", "filter_max_abs_score"], "filter"),
