@@ -5,15 +5,18 @@
 //! (`embedding_bag` backward into a zeroed `[inputs, l1]` gradient, then Adam over every
 //! weight) spends most of a halfkp step (41,024 × 256 weights) on rows no position touched.
 //! Here the forward pass takes the transformer's outputs as leaves of the autograd graph
-//! ([`SparseBags`]); after `backward` their gradients are summed per feature (a counting sort
-//! groups each feature's occurrences) and Adam updates just those rows, fused in one pass
-//! over them.
+//! ([`SparseBags`]); after `backward` their gradients are summed per feature and Adam updates
+//! just those rows, fused in one pass over them. A small weight (all768) takes the sums by
+//! scattering each gradient row into a few cache-resident per-part sums, as bullet's CPU
+//! backend does; a wide one (halfkp) by a counting sort that groups each feature's
+//! occurrences, then gathering them.
 //!
 //! The update is "lazy" Adam, as `torch.optim.SparseAdam` computes it: the moments of rows a
 //! batch did not touch are not decayed and those rows do not move. Dense Adam would still move
 //! them by their momentum; docs/BENCHMARKS.md compares the validation loss of both. The
-//! per-feature sums run in a fixed order (rows ascending, side to move first), so a step's
-//! result does not depend on the thread count and resume stays bit-exact.
+//! per-feature sums run in a fixed order (rows ascending, side to move first; the scatter's
+//! parts in order), so a step's result does not depend on the thread count and resume stays
+//! bit-exact.
 
 use rayon::prelude::*;
 use tch::{Kind, Tensor};
@@ -124,7 +127,15 @@ pub struct Scratch {
     starts: Vec<u32>,
     entries: Vec<u32>,
     grads: Vec<f32>,
+    /// The scatter's per-part gradient sums (small weights only).
+    parts: Vec<Vec<f32>>,
 }
+
+/// Weights (`inputs × width`) up to which the gradient is scattered into per-part sums
+/// instead of gathered per feature: 4 MB of f32 per part, so a part's sum stays in cache.
+const SCATTER_MAX_WEIGHTS: usize = 1 << 20;
+/// The fixed number of row runs the scatter sums separately (threads take whole runs).
+const PARTS: usize = 8;
 
 /// Features a task of the parallel update owns (rows of the weight, `m` and `v`).
 const FEATURES_PER_TASK: usize = 64;
@@ -210,6 +221,7 @@ pub fn sparse_adam(
         starts,
         entries,
         grads,
+        parts,
     } = scratch;
 
     // Every bag's indices and offsets, checked; the leaves' gradients side by side in
@@ -262,43 +274,33 @@ pub fn sparse_adam(
     }
     let g: &[f32] = grads;
 
-    // Counting sort of every occurrence by feature: `entries[starts[f]..starts[f + 1]]` are
-    // the gradient rows that read feature f, ascending.
+    // Each row's features, checked: `rows[k]` is gradient row k's slice of its bag's indices.
+    let mut rows: Vec<&[i32]> = Vec::with_capacity(rows_total);
+    for (indices, offsets) in &bag_indices {
+        for r in 0..offsets.len() {
+            let from = offsets[r] as usize;
+            let to = offsets.get(r + 1).map_or(indices.len(), |&o| o as usize);
+            rows.push(indices.get(from..to).ok_or_else(|| {
+                format!("offsets {from}..{to} outside {} indices", indices.len())
+            })?);
+        }
+    }
+    // How often each feature occurs (every index checked): `starts[f]..starts[f + 1]`.
     starts.clear();
     starts.resize(inputs + 1, 0);
     let mut total = 0usize;
-    for (indices, _) in &bag_indices {
-        for &f in indices {
+    for row in &rows {
+        for &f in *row {
             let f = usize::try_from(f)
                 .ok()
                 .filter(|&f| f < inputs)
                 .ok_or_else(|| format!("feature index {f} outside 0..{inputs}"))?;
             starts[f + 1] += 1;
         }
-        total += indices.len();
+        total += row.len();
     }
     for f in 0..inputs {
         starts[f + 1] += starts[f];
-    }
-    entries.clear();
-    entries.resize(total, 0);
-    let mut next: Vec<u32> = starts[..inputs].to_vec();
-    let mut row_base = 0u32;
-    for (indices, offsets) in &bag_indices {
-        let rows = offsets.len();
-        for r in 0..rows {
-            let from = offsets[r] as usize;
-            let to = offsets.get(r + 1).map_or(indices.len(), |&o| o as usize);
-            let bag = indices
-                .get(from..to)
-                .ok_or_else(|| format!("offsets {from}..{to} outside {} indices", indices.len()))?;
-            for &f in bag {
-                let slot = &mut next[f as usize];
-                entries[*slot as usize] = row_base + r as u32;
-                *slot += 1;
-            }
-        }
-        row_base += rows as u32;
     }
     let bias = match bias {
         Some(b) => Some(b.slices(width)?),
@@ -316,34 +318,99 @@ pub fn sparse_adam(
         clip: step.clip as f32,
     };
     let chunk = FEATURES_PER_TASK * width;
-    w.par_chunks_mut(chunk)
-        .zip(m.par_chunks_mut(chunk))
-        .zip(v.par_chunks_mut(chunk))
-        .enumerate()
-        .for_each(|(task, ((w, m), v))| {
-            let mut acc = vec![0f32; width];
-            let first = task * FEATURES_PER_TASK;
-            for (i, ((w, m), v)) in w
-                .chunks_exact_mut(width)
-                .zip(m.chunks_exact_mut(width))
-                .zip(v.chunks_exact_mut(width))
-                .enumerate()
-            {
-                let f = first + i;
-                let rows = &entries[starts[f] as usize..starts[f + 1] as usize];
-                if rows.is_empty() {
-                    continue;
-                }
-                acc.fill(0.0);
-                for &r in rows {
-                    let src = &g[r as usize * width..][..width];
-                    for (a, s) in acc.iter_mut().zip(src) {
-                        *a += s;
+    if inputs * width <= SCATTER_MAX_WEIGHTS {
+        // A small weight (all768): each of PARTS fixed runs of rows adds its gradient rows
+        // into its own cache-resident `[inputs, width]` sum, reading the gradient in order;
+        // a feature's total is then the parts' sums added in part order. The order depends
+        // on the batch alone, not on the threads.
+        parts.resize_with(PARTS, Vec::new);
+        let per_part = rows.len().div_ceil(PARTS).max(1);
+        parts.par_iter_mut().enumerate().for_each(|(p, sum)| {
+            sum.clear();
+            sum.resize(inputs * width, 0.0);
+            let first = (p * per_part).min(rows.len());
+            let last = ((p + 1) * per_part).min(rows.len());
+            for (r, row) in rows[first..last].iter().enumerate() {
+                let src = &g[(first + r) * width..][..width];
+                for &f in *row {
+                    let dst = &mut sum[f as usize * width..][..width];
+                    for (d, s) in dst.iter_mut().zip(src) {
+                        *d += s;
                     }
                 }
-                adam_row(w, m, v, &acc, &k);
             }
         });
+        let parts: &[Vec<f32>] = parts;
+        w.par_chunks_mut(chunk)
+            .zip(m.par_chunks_mut(chunk))
+            .zip(v.par_chunks_mut(chunk))
+            .enumerate()
+            .for_each(|(task, ((w, m), v))| {
+                let mut acc = vec![0f32; width];
+                let first = task * FEATURES_PER_TASK;
+                for (i, ((w, m), v)) in w
+                    .chunks_exact_mut(width)
+                    .zip(m.chunks_exact_mut(width))
+                    .zip(v.chunks_exact_mut(width))
+                    .enumerate()
+                {
+                    let f = first + i;
+                    if starts[f] == starts[f + 1] {
+                        continue;
+                    }
+                    acc.copy_from_slice(&parts[0][f * width..][..width]);
+                    for part in &parts[1..] {
+                        for (a, s) in acc.iter_mut().zip(&part[f * width..][..width]) {
+                            *a += s;
+                        }
+                    }
+                    adam_row(w, m, v, &acc, &k);
+                }
+            });
+    } else {
+        // A wide weight (halfkp, halfka): a counting sort of every occurrence by feature,
+        // `entries[starts[f]..starts[f + 1]]` the gradient rows that read feature f,
+        // ascending; each touched feature gathers its rows (sums over PARTS buffers of
+        // every input would not fit any cache).
+        entries.clear();
+        entries.resize(total, 0);
+        let mut next: Vec<u32> = starts[..inputs].to_vec();
+        for (r, row) in rows.iter().enumerate() {
+            for &f in *row {
+                let slot = &mut next[f as usize];
+                entries[*slot as usize] = r as u32;
+                *slot += 1;
+            }
+        }
+        w.par_chunks_mut(chunk)
+            .zip(m.par_chunks_mut(chunk))
+            .zip(v.par_chunks_mut(chunk))
+            .enumerate()
+            .for_each(|(task, ((w, m), v))| {
+                let mut acc = vec![0f32; width];
+                let first = task * FEATURES_PER_TASK;
+                for (i, ((w, m), v)) in w
+                    .chunks_exact_mut(width)
+                    .zip(m.chunks_exact_mut(width))
+                    .zip(v.chunks_exact_mut(width))
+                    .enumerate()
+                {
+                    let f = first + i;
+                    let rows = &entries[starts[f] as usize..starts[f + 1] as usize];
+                    if rows.is_empty() {
+                        continue;
+                    }
+                    acc.fill(0.0);
+                    for &r in rows {
+                        let src = &g[r as usize * width..][..width];
+                        for (a, s) in acc.iter_mut().zip(src) {
+                            *a += s;
+                        }
+                    }
+                    adam_row(w, m, v, &acc, &k);
+                }
+            });
+    }
     if let Some([bw, bm, bv]) = bias {
         // Column sums of the masked gradient, in row order.
         let mut acc = vec![0f32; width];
@@ -386,7 +453,9 @@ mod tests {
 
     #[test]
     fn touched_rows_get_dense_adam_and_untouched_rows_stay() {
-        touched_rows_get(step(1));
+        touched_rows_get(step(1), 6);
+        // A weight too wide for the scatter: the per-feature gather, the same update.
+        touched_rows_get(step(1), (SCATTER_MAX_WEIGHTS / 3 + 1) as i64);
     }
 
     /// bullet's AdamW: no bias correction, decoupled decay, every weight clipped (±0.5 here,
@@ -400,12 +469,14 @@ mod tests {
             clip: 0.5,
             ..step(1)
         };
-        touched_rows_get(s);
+        touched_rows_get(s, 6);
+        touched_rows_get(s, (SCATTER_MAX_WEIGHTS / 3 + 1) as i64);
     }
 
-    fn touched_rows_get(s: AdamStep) {
+    /// One step on [`batch`] over a `[inputs, 3]` weight against Adam's formula.
+    fn touched_rows_get(s: AdamStep, inputs: i64) {
         tch::manual_seed(3);
-        let w0 = Tensor::randn([6, 3], (Kind::Float, tch::Device::Cpu));
+        let w0 = Tensor::randn([inputs, 3], (Kind::Float, tch::Device::Cpu));
         let (indices, offsets, coeffs) = batch();
 
         // Dense: libtorch's backward, then Adam's first step over every weight.
@@ -449,9 +520,15 @@ mod tests {
                 .allclose(&v.narrow(0, 0, 4), 1e-6, 1e-9, false)
         );
         // Rows 4 and 5 were in no bag: not moved, moments untouched.
-        assert!(ws.narrow(0, 4, 2).equal(&w0.narrow(0, 4, 2)));
+        assert!(
+            ws.narrow(0, 4, inputs - 4)
+                .equal(&w0.narrow(0, 4, inputs - 4))
+        );
         assert_eq!(
-            ms.narrow(0, 4, 2).abs().sum(Kind::Float).double_value(&[]),
+            ms.narrow(0, 4, inputs - 4)
+                .abs()
+                .sum(Kind::Float)
+                .double_value(&[]),
             0.0
         );
         // And the step really moved the used rows.
