@@ -252,23 +252,45 @@ pub fn sparse_adam(
                 g.size()
             ));
         }
-        let (g, y) = (g.contiguous(), bag.leaf.contiguous());
-        let n = offsets.len() * width;
-        // SAFETY: both are contiguous f32 CPU tensors of `n` values (checked above), alive
-        // until the end of this block.
+        // The leaf's gradient is a column slice of the concatenated perspectives' gradient:
+        // read its rows where they are instead of copying it contiguous first.
+        let g = if g.stride()[1] == 1 && g.stride()[0] >= width as i64 {
+            g
+        } else {
+            g.contiguous()
+        };
+        let y = bag.leaf.contiguous();
+        let rows = offsets.len();
+        let row_stride = g.stride()[0] as usize;
+        let n = rows * width;
+        let span = if rows == 0 {
+            0
+        } else {
+            (rows - 1) * row_stride + width
+        };
+        // SAFETY: `g` is an f32 CPU tensor whose `rows` rows of `width` values start
+        // `row_stride` apart (its strides, checked above), `y` a contiguous f32 CPU tensor of
+        // `n` values; both alive until the end of this block.
         let (g, y) = unsafe {
             (
-                std::slice::from_raw_parts(g.data_ptr() as *const f32, n),
+                std::slice::from_raw_parts(g.data_ptr() as *const f32, span),
                 std::slice::from_raw_parts(y.data_ptr() as *const f32, n),
             )
         };
         let out = &mut grads[at..at + n];
-        if bag.bias.is_some() {
-            for ((o, &g), &y) in out.iter_mut().zip(g).zip(y) {
-                *o = if y > 0.0 && y < 1.0 { g } else { 0.0 };
+        for r in 0..rows {
+            let (out, g, y) = (
+                &mut out[r * width..][..width],
+                &g[r * row_stride..][..width],
+                &y[r * width..][..width],
+            );
+            if bag.bias.is_some() {
+                for ((o, &g), &y) in out.iter_mut().zip(g).zip(y) {
+                    *o = if y > 0.0 && y < 1.0 { g } else { 0.0 };
+                }
+            } else {
+                out.copy_from_slice(g);
             }
-        } else {
-            out.copy_from_slice(g);
         }
         at += n;
     }
