@@ -134,6 +134,9 @@ pub struct Scratch {
 /// Weights (`inputs × width`) up to which the gradient is scattered into per-part sums
 /// instead of gathered per feature: 4 MB of f32 per part, so a part's sum stays in cache.
 const SCATTER_MAX_WEIGHTS: usize = 1 << 20;
+/// Rows narrower than this (Stockfish's 8-wide PSQT) keep the gather: little to gain, and
+/// their sums stay in the order the preset goldens were made with.
+const SCATTER_MIN_WIDTH: usize = 32;
 /// The fixed number of row runs the scatter sums separately (threads take whole runs).
 const PARTS: usize = 8;
 
@@ -340,7 +343,7 @@ pub fn sparse_adam(
         clip: step.clip as f32,
     };
     let chunk = FEATURES_PER_TASK * width;
-    if inputs * width <= SCATTER_MAX_WEIGHTS {
+    if inputs * width <= SCATTER_MAX_WEIGHTS && width >= SCATTER_MIN_WIDTH {
         // A small weight (all768): each of PARTS fixed runs of rows adds its gradient rows
         // into its own cache-resident `[inputs, width]` sum, reading the gradient in order;
         // a feature's total is then the parts' sums added in part order. The order depends
@@ -475,9 +478,11 @@ mod tests {
 
     #[test]
     fn touched_rows_get_dense_adam_and_untouched_rows_stay() {
-        touched_rows_get(step(1), 6);
-        // A weight too wide for the scatter: the per-feature gather, the same update.
-        touched_rows_get(step(1), (SCATTER_MAX_WEIGHTS / 3 + 1) as i64);
+        // The scatter (a small weight), and the per-feature gather (a weight too large for
+        // it, or rows too narrow): the same update.
+        touched_rows_get(step(1), 6, 32);
+        touched_rows_get(step(1), (SCATTER_MAX_WEIGHTS / 32 + 1) as i64, 32);
+        touched_rows_get(step(1), 6, 3);
     }
 
     /// bullet's AdamW: no bias correction, decoupled decay, every weight clipped (±0.5 here,
@@ -491,15 +496,21 @@ mod tests {
             clip: 0.5,
             ..step(1)
         };
-        touched_rows_get(s, 6);
-        touched_rows_get(s, (SCATTER_MAX_WEIGHTS / 3 + 1) as i64);
+        touched_rows_get(s, 6, 32);
+        touched_rows_get(s, (SCATTER_MAX_WEIGHTS / 32 + 1) as i64, 32);
+        touched_rows_get(s, 6, 3);
     }
 
-    /// One step on [`batch`] over a `[inputs, 3]` weight against Adam's formula.
-    fn touched_rows_get(s: AdamStep, inputs: i64) {
+    /// One step on [`batch`] over a `[inputs, width]` weight against Adam's formula.
+    fn touched_rows_get(s: AdamStep, inputs: i64, width: i64) {
         tch::manual_seed(3);
-        let w0 = Tensor::randn([inputs, 3], (Kind::Float, tch::Device::Cpu));
+        let w0 = Tensor::randn([inputs, width], (Kind::Float, tch::Device::Cpu));
         let (indices, offsets, coeffs) = batch();
+        let coeffs = if width == 3 {
+            coeffs
+        } else {
+            Tensor::randn([3, width], (Kind::Float, tch::Device::Cpu))
+        };
 
         // Dense: libtorch's backward, then Adam's first step over every weight.
         let wd = w0.copy().set_requires_grad(true);
