@@ -143,6 +143,19 @@ enum BenchCommand {
         /// The reference training script.
         #[arg(long, default_value = "infra/bench/torch_reference.py")]
         torch_script: String,
+        /// bullet's CPU trainer to compare with: the `cmp` example binary that
+        /// ../shared/bench/bullet-cpu/ builds. Given, the run also trains (768 → 256)×2 → 1
+        /// SCReLU on the file with bullet and with lakefish (bullet's Adam and start),
+        /// alternating, and prints `all768 trainer/bullet` (positions per CPU-second) and
+        /// `all768 loss lakefish/bullet` (training loss over the last quarter of the steps).
+        #[arg(long, value_name = "PATH")]
+        bullet: Option<std::path::PathBuf>,
+        /// Steps of 16,384 positions each side trains in the bullet comparison.
+        #[arg(long, default_value_t = 172)]
+        bullet_steps: u64,
+        /// Alternating rounds of the bullet comparison (the ratios are their medians).
+        #[arg(long, default_value_t = 2)]
+        bullet_rounds: usize,
     },
     /// Full binpack ingest vs a bare sfbinpack decode loop over the same file.
     IngestBinpack {
@@ -204,6 +217,9 @@ fn run(rt: &tokio::runtime::Runtime, what: BenchCommand) -> anyhow::Result<()> {
             device,
             torch_python,
             torch_script,
+            bullet,
+            bullet_steps,
+            bullet_rounds,
         } => {
             let threads = threads.unwrap_or_else(cores);
             let device = lakefish_train::train::select_device(
@@ -289,6 +305,37 @@ fn run(rt: &tokio::runtime::Runtime, what: BenchCommand) -> anyhow::Result<()> {
                 );
             }
             println!("{}", serde_json::to_string(&r)?);
+            if let Some(bullet) = bullet {
+                let c = crate::bullet::bench_bullet(
+                    rt.handle(),
+                    &file,
+                    &bullet,
+                    threads,
+                    bullet_steps,
+                    bullet_rounds,
+                )?;
+                for (i, (b, l)) in c.rounds.iter().enumerate() {
+                    println!(
+                        "all768 round {}: bullet {:.2} CPU-s {:.0} positions/CPU-s loss {:.5}; lakefish {:.2} CPU-s {:.0} positions/CPU-s loss {:.5}",
+                        i + 1,
+                        b.cpu_seconds,
+                        b.positions_per_cpu_second(),
+                        b.last_quarter_loss,
+                        l.cpu_seconds,
+                        l.positions_per_cpu_second(),
+                        l.last_quarter_loss
+                    );
+                }
+                println!(
+                    "all768 trainer/bullet {:.2} (target >= 1)",
+                    c.trainer_to_bullet
+                );
+                println!(
+                    "all768 loss lakefish/bullet {:.2} (target <= 1)",
+                    c.loss_to_bullet
+                );
+                println!("{}", serde_json::to_string(&c)?);
+            }
             Ok(())
         }
         BenchCommand::IngestPgn {

@@ -13,10 +13,15 @@ use std::time::Instant;
 /// also keeps an encoder and the reader busy, and two threads on two cores never use both
 /// fully.
 fn cpu_seconds() -> f64 {
+    cpu_seconds_of(libc::RUSAGE_SELF)
+}
+
+/// [`cpu_seconds`] of `who`: `RUSAGE_SELF`, or `RUSAGE_CHILDREN` (the children waited for).
+pub(crate) fn cpu_seconds_of(who: libc::c_int) -> f64 {
     // SAFETY: getrusage only writes the struct it is given.
     let usage = unsafe {
         let mut u: libc::rusage = std::mem::zeroed();
-        libc::getrusage(libc::RUSAGE_SELF, &mut u);
+        libc::getrusage(who, &mut u);
         u
     };
     let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;

@@ -2,6 +2,7 @@
 //! in the same run (see docs/BENCHMARKS.md). `lakefish bench ...` calls these; nothing in
 //! the production crates depends on this one.
 
+pub mod bullet;
 pub mod cli;
 pub mod jobs;
 pub mod load;

@@ -1,0 +1,297 @@
+//! `lakefish bench train --bullet PATH`: lakefish's CPU trainer against bullet's on the same
+//! net, data and steps, alternating, in one run: positions per CPU-second and the training
+//! loss over the last quarter of the steps.
+//!
+//! bullet is the `cmp` example of `../shared/bench/bullet-cpu/` (bullet at feab6443, its CPU
+//! backend): (768 → 256)×2 → 1 SCReLU, AdamW, lr 0.001, batch 16,384, target
+//! sigmoid(score / 361), sigmoid-MSE, lakefish's quiet filter, configured by environment.
+//! lakefish trains the same net on the quiet rows of the same file (shuffled into a scratch
+//! lake first, untimed) with bullet's Adam and start (`bias_correction` off,
+//! `weight_init = "bullet"`, sparse transformer update).
+
+use lakefish_jobs::{JobContext, Lake};
+use lakefish_schemas::JobId;
+use lakefish_train::TrainError;
+use std::collections::HashMap;
+use std::path::Path;
+
+/// One side's measurement of one round.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct TrainerRun {
+    pub cpu_seconds: f64,
+    pub wall_seconds: f64,
+    pub positions: u64,
+    /// Mean training loss over the last quarter of the steps.
+    pub last_quarter_loss: f64,
+}
+
+impl TrainerRun {
+    pub fn positions_per_cpu_second(&self) -> f64 {
+        self.positions as f64 / self.cpu_seconds
+    }
+}
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct BulletComparison {
+    pub steps: u64,
+    pub batch_size: u64,
+    pub threads: usize,
+    /// Alternating rounds, bullet first in each.
+    pub rounds: Vec<(TrainerRun, TrainerRun)>,
+    /// lakefish / bullet positions per CPU-second, the medians of the rounds' ratios.
+    pub trainer_to_bullet: f64,
+    /// lakefish / bullet training loss over the last quarter, the median of the rounds'.
+    pub loss_to_bullet: f64,
+}
+
+const BATCH: u64 = 16_384;
+
+/// `rounds` alternating runs of bullet's `cmp` (the binary at `bullet`) and lakefish's
+/// trainer, `steps` steps each (rounded down to a multiple of 4: bullet reports its loss per
+/// superbatch, here a quarter of the steps), on `threads` threads.
+pub fn bench_bullet(
+    rt: &tokio::runtime::Handle,
+    file: &str,
+    bullet: &Path,
+    threads: usize,
+    steps: u64,
+    rounds: usize,
+) -> Result<BulletComparison, TrainError> {
+    let steps = steps / 4 * 4;
+    if steps == 0 {
+        return Err(TrainError::Spec("--bullet-steps must be at least 4".into()));
+    }
+    if !bullet.is_file() {
+        return Err(TrainError::Spec(format!(
+            "--bullet {}: no such file (build bullet's cmp example: ../shared/bench/bullet-cpu/README.md)",
+            bullet.display()
+        )));
+    }
+    let dir = std::env::temp_dir().join(format!("lakefish-bench-bullet-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let out = (|| {
+        let lake = Lake::open(
+            dir.join("lake").to_str().unwrap_or_default(),
+            &HashMap::new(),
+        )?;
+        let ctx = JobContext::new(lake, rt.clone()).with_threads(threads);
+        let shuffle = lakefish_jobs::shuffle::quiet_shuffle(&ctx, file, "bench", 8, 1)?;
+        let mut done = Vec::new();
+        for round in 0..rounds.max(1) {
+            eprintln!("round {}: bullet, {steps} steps", round + 1);
+            let b = run_bullet(bullet, file, &dir, threads, steps)?;
+            eprintln!(
+                "round {}: bullet {:.0} positions per CPU-second, loss {:.5}; lakefish, {steps} steps",
+                round + 1,
+                b.positions_per_cpu_second(),
+                b.last_quarter_loss
+            );
+            let l = run_lakefish(&ctx, &shuffle.id, steps)?;
+            eprintln!(
+                "round {}: lakefish {:.0} positions per CPU-second, loss {:.5}",
+                round + 1,
+                l.positions_per_cpu_second(),
+                l.last_quarter_loss
+            );
+            done.push((b, l));
+        }
+        let median = |mut v: Vec<f64>| {
+            v.sort_by(f64::total_cmp);
+            let n = v.len();
+            if n % 2 == 1 {
+                v[n / 2]
+            } else {
+                (v[n / 2 - 1] + v[n / 2]) / 2.0
+            }
+        };
+        Ok(BulletComparison {
+            steps,
+            batch_size: BATCH,
+            threads,
+            trainer_to_bullet: median(
+                done.iter()
+                    .map(|(b, l)| l.positions_per_cpu_second() / b.positions_per_cpu_second())
+                    .collect(),
+            ),
+            loss_to_bullet: median(
+                done.iter()
+                    .map(|(b, l)| l.last_quarter_loss / b.last_quarter_loss)
+                    .collect(),
+            ),
+            rounds: done,
+        })
+    })();
+    let _ = std::fs::remove_dir_all(&dir);
+    out
+}
+
+fn run_bullet(
+    bullet: &Path,
+    file: &str,
+    dir: &Path,
+    threads: usize,
+    steps: u64,
+) -> Result<TrainerRun, TrainError> {
+    let t = threads.to_string();
+    let cpu = crate::jobs::cpu_seconds_of(libc::RUSAGE_CHILDREN);
+    let start = std::time::Instant::now();
+    let out = std::process::Command::new(bullet)
+        .env("DATA", file)
+        .env("BATCHES", steps.to_string())
+        .env("SB", (steps / 4).to_string())
+        .env("TRAIN_THREADS", &t)
+        .env("LOADER_THREADS", &t)
+        .env("PREP_THREADS", &t)
+        .env("BUF_MB", "32")
+        .env("OUT", dir.join("bullet-out"))
+        .output()
+        .map_err(|e| TrainError::Internal(format!("running {}: {e}", bullet.display())))?;
+    let wall = start.elapsed().as_secs_f64();
+    let cpu = crate::jobs::cpu_seconds_of(libc::RUSAGE_CHILDREN) - cpu;
+    let text = String::from_utf8_lossy(&out.stdout);
+    if !out.status.success() {
+        return Err(TrainError::Internal(format!(
+            "{} exited with {}: {}",
+            bullet.display(),
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+                .lines()
+                .last()
+                .unwrap_or("")
+        )));
+    }
+    let loss = last_running_loss(&text).ok_or_else(|| {
+        TrainError::Internal(format!(
+            "{} printed no \"running loss\" (is it bullet's cmp example?)",
+            bullet.display()
+        ))
+    })?;
+    Ok(TrainerRun {
+        cpu_seconds: cpu,
+        wall_seconds: wall,
+        positions: steps * BATCH,
+        last_quarter_loss: loss,
+    })
+}
+
+/// The last `running loss X` bullet printed (its colours taken out): the mean over its last
+/// superbatch.
+fn last_running_loss(text: &str) -> Option<f64> {
+    let mut plain = String::with_capacity(text.len());
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            // An ANSI sequence: ESC [ ... letter.
+            for d in chars.by_ref() {
+                if d.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+        } else {
+            plain.push(c);
+        }
+    }
+    plain
+        .rsplit("running loss")
+        .next()
+        .filter(|_| plain.contains("running loss"))?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
+fn run_lakefish(
+    ctx: &JobContext,
+    shuffle: &lakefish_schemas::names::ShuffleId,
+    steps: u64,
+) -> Result<TrainerRun, TrainError> {
+    let spec: lakefish_schemas::TrainSpec = serde_json::from_value(serde_json::json!({
+        "shuffle": shuffle.to_string(),
+        "features": "all768",
+        "arch": "256x2:screlu",
+        "batch_size": BATCH,
+        "epochs": 1,
+        "max_steps": steps,
+        "device": "cpu",
+        "loss": "mse",
+        "ft_update": "sparse",
+        "bias_correction": false,
+        "weight_init": "bullet",
+    }))
+    .map_err(|e| TrainError::Internal(format!("the comparison's train spec: {e}")))?;
+    let cpu = crate::jobs::cpu_seconds_of(libc::RUSAGE_SELF);
+    let start = std::time::Instant::now();
+    let run = lakefish_train::train::train(ctx, &JobId::new(), &spec)?;
+    let wall = start.elapsed().as_secs_f64();
+    let cpu = crate::jobs::cpu_seconds_of(libc::RUSAGE_SELF) - cpu;
+    if run.step < steps {
+        return Err(TrainError::Spec(format!(
+            "the file's quiet rows make {} steps of {BATCH}, fewer than {steps}",
+            run.step
+        )));
+    }
+    let with = ctx
+        .block_on(lakefish_jobs::nets::run_with_metrics(&ctx.lake, &run.id))?
+        .ok_or_else(|| TrainError::Internal(format!("run {} vanished", run.id)))?;
+    Ok(TrainerRun {
+        cpu_seconds: cpu,
+        wall_seconds: wall,
+        positions: steps * BATCH,
+        last_quarter_loss: last_quarter(&with.metrics, steps),
+    })
+}
+
+/// The mean training loss over steps after `3/4 · steps`, each metrics row weighted by the
+/// steps it covers (a row holds the mean since the row before).
+fn last_quarter(rows: &[lakefish_jobs::nets::MetricsPoint], steps: u64) -> f64 {
+    let from = steps - steps / 4;
+    let (mut sum, mut n) = (0.0, 0u64);
+    let mut prev = 0u64;
+    for r in rows {
+        let covered = r.step.saturating_sub(prev.max(from));
+        if r.step > from && r.train_loss.is_finite() {
+            sum += r.train_loss * covered as f64;
+            n += covered;
+        }
+        prev = r.step;
+    }
+    if n == 0 { f64::NAN } else { sum / n as f64 }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bullet_s_last_running_loss_is_read_through_its_colours() {
+        let text = "superbatch \u{1b}[36m3\u{1b}[0m | running loss \u{1b}[36m0.006100\u{1b}[0m | x\n\
+                    superbatch \u{1b}[36m4\u{1b}[0m | time 1.9s | running loss \u{1b}[36m0.005598\u{1b}[0m | 380278 pos/sec\n";
+        assert_eq!(last_running_loss(text), Some(0.005598));
+        assert_eq!(last_running_loss("no loss here"), None);
+        assert_eq!(last_running_loss("running loss nan?"), None);
+    }
+
+    #[test]
+    fn the_last_quarter_weights_rows_by_the_steps_they_cover() {
+        let row = |step, train_loss| lakefish_jobs::nets::MetricsPoint {
+            step,
+            epoch: 0,
+            train_loss,
+            val_loss: None,
+            lr: 1e-3,
+            positions_per_s: 0.0,
+        };
+        // 40 steps: the last quarter is steps 31..=40; the row at 30 is before it, the row
+        // at 40 covers 10 steps at 2.0.
+        let rows = [row(10, 9.0), row(20, 9.0), row(30, 5.0), row(40, 2.0)];
+        assert_eq!(last_quarter(&rows, 40), 2.0);
+        // 172 steps: from 129; rows at 130 (1 step of it), 140 ... 170, 172 (2 steps).
+        let rows: Vec<_> = (1..=17)
+            .map(|i| row(i * 10, i as f64))
+            .chain([row(172, 100.0)])
+            .collect();
+        let want = (13.0 + 10.0 * (14.0 + 15.0 + 16.0 + 17.0) + 2.0 * 100.0) / 43.0;
+        assert!((last_quarter(&rows, 172) - want).abs() < 1e-12);
+    }
+}
