@@ -437,8 +437,6 @@ mod tests {
         );
     }
 
-    /// The feature-transformer update from a job payload: known names only, `auto` by
-    /// default and left out of the stored spec (records from before it read the same).
     /// bullet's optimizer options: absent from a plain spec (records stay as they were),
     /// round-trip, and out-of-range values refused naming the field.
     #[test]
@@ -480,6 +478,8 @@ mod tests {
         );
     }
 
+    /// The feature-transformer update from a job payload: known names only, `auto` by
+    /// default and left out of the stored spec (records from before it read the same).
     #[test]
     fn ft_update_takes_its_names_and_refuses_garbage() {
         let plain = spec(serde_json::json!({})).unwrap();

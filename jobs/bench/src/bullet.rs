@@ -6,8 +6,8 @@
 //! backend): (768 → 256)×2 → 1 SCReLU, AdamW, lr 0.001, batch 16,384, target
 //! sigmoid(score / 361), sigmoid-MSE, lakefish's quiet filter, configured by environment.
 //! lakefish trains the same net on the quiet rows of the same file (shuffled into a scratch
-//! lake first, untimed) with bullet's Adam and start (`bias_correction` off,
-//! `weight_init = "bullet"`, sparse transformer update).
+//! lake first, untimed) with bullet's AdamW and start (`bias_correction` off, weight decay
+//! 0.01, every weight clipped to ±1.98, `weight_init = "bullet"`) and the sparse update.
 
 use lakefish_jobs::{JobContext, Lake};
 use lakefish_schemas::JobId;
@@ -218,6 +218,8 @@ fn run_lakefish(
         "ft_update": "sparse",
         "bias_correction": false,
         "weight_init": "bullet",
+        "weight_decay": 0.01,
+        "clip_weights": 1.98,
     }))
     .map_err(|e| TrainError::Internal(format!("the comparison's train spec: {e}")))?;
     let cpu = crate::jobs::cpu_seconds_of(libc::RUSAGE_SELF);
@@ -243,14 +245,16 @@ fn run_lakefish(
 }
 
 /// The mean training loss over steps after `3/4 · steps`, each metrics row weighted by the
-/// steps it covers (a row holds the mean since the row before).
+/// steps of the quarter it covers (a row holds the mean since the row before, so a row that
+/// straddles the quarter's start counts for its steps inside it). A loss that is not finite
+/// makes the result NaN: a diverging run is not hidden.
 fn last_quarter(rows: &[lakefish_jobs::nets::MetricsPoint], steps: u64) -> f64 {
     let from = steps - steps / 4;
     let (mut sum, mut n) = (0.0, 0u64);
     let mut prev = 0u64;
     for r in rows {
         let covered = r.step.saturating_sub(prev.max(from));
-        if r.step > from && r.train_loss.is_finite() {
+        if r.step > from {
             sum += r.train_loss * covered as f64;
             n += covered;
         }
@@ -293,5 +297,6 @@ mod tests {
             .collect();
         let want = (13.0 + 10.0 * (14.0 + 15.0 + 16.0 + 17.0) + 2.0 * 100.0) / 43.0;
         assert!((last_quarter(&rows, 172) - want).abs() < 1e-12);
+        assert!(last_quarter(&[row(30, 1.0), row(40, f64::NAN)], 40).is_nan());
     }
 }
