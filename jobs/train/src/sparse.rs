@@ -190,6 +190,39 @@ fn adam_row(w: &mut [f32], m: &mut [f32], v: &mut [f32], g: &[f32], k: &RowConst
     }
 }
 
+/// Adam on the rows of every feature the batch touched (`starts[f] < starts[f + 1]`), in
+/// parallel over runs of features; `total(f, acc)` writes feature f's gradient sum to `acc`.
+fn adam_touched(
+    [w, m, v]: [&mut [f32]; 3],
+    width: usize,
+    starts: &[u32],
+    k: &RowConstants,
+    total: impl Fn(usize, &mut [f32]) + Sync,
+) {
+    let chunk = FEATURES_PER_TASK * width;
+    w.par_chunks_mut(chunk)
+        .zip(m.par_chunks_mut(chunk))
+        .zip(v.par_chunks_mut(chunk))
+        .enumerate()
+        .for_each(|(task, ((w, m), v))| {
+            let mut acc = vec![0f32; width];
+            let first = task * FEATURES_PER_TASK;
+            for (i, ((w, m), v)) in w
+                .chunks_exact_mut(width)
+                .zip(m.chunks_exact_mut(width))
+                .zip(v.chunks_exact_mut(width))
+                .enumerate()
+            {
+                let f = first + i;
+                if starts[f] == starts[f + 1] {
+                    continue;
+                }
+                total(f, &mut acc);
+                adam_row(w, m, v, &acc, k);
+            }
+        });
+}
+
 struct RowConstants {
     b1: f32,
     b2: f32,
@@ -342,7 +375,6 @@ pub fn sparse_adam(
         decay: (1.0 - step.lr * step.weight_decay) as f32,
         clip: step.clip as f32,
     };
-    let chunk = FEATURES_PER_TASK * width;
     if inputs * width <= SCATTER_MAX_WEIGHTS && width >= SCATTER_MIN_WIDTH {
         // A small weight (all768): each of PARTS fixed runs of rows adds its gradient rows
         // into its own cache-resident `[inputs, width]` sum, reading the gradient in order;
@@ -366,32 +398,14 @@ pub fn sparse_adam(
             }
         });
         let parts: &[Vec<f32>] = parts;
-        w.par_chunks_mut(chunk)
-            .zip(m.par_chunks_mut(chunk))
-            .zip(v.par_chunks_mut(chunk))
-            .enumerate()
-            .for_each(|(task, ((w, m), v))| {
-                let mut acc = vec![0f32; width];
-                let first = task * FEATURES_PER_TASK;
-                for (i, ((w, m), v)) in w
-                    .chunks_exact_mut(width)
-                    .zip(m.chunks_exact_mut(width))
-                    .zip(v.chunks_exact_mut(width))
-                    .enumerate()
-                {
-                    let f = first + i;
-                    if starts[f] == starts[f + 1] {
-                        continue;
-                    }
-                    acc.copy_from_slice(&parts[0][f * width..][..width]);
-                    for part in &parts[1..] {
-                        for (a, s) in acc.iter_mut().zip(&part[f * width..][..width]) {
-                            *a += s;
-                        }
-                    }
-                    adam_row(w, m, v, &acc, &k);
+        adam_touched([w, m, v], width, starts, &k, |f, acc| {
+            acc.copy_from_slice(&parts[0][f * width..][..width]);
+            for part in &parts[1..] {
+                for (a, s) in acc.iter_mut().zip(&part[f * width..][..width]) {
+                    *a += s;
                 }
-            });
+            }
+        });
     } else {
         // A wide weight (halfkp, halfka): a counting sort of every occurrence by feature,
         // `entries[starts[f]..starts[f + 1]]` the gradient rows that read feature f,
@@ -407,34 +421,15 @@ pub fn sparse_adam(
                 *slot += 1;
             }
         }
-        w.par_chunks_mut(chunk)
-            .zip(m.par_chunks_mut(chunk))
-            .zip(v.par_chunks_mut(chunk))
-            .enumerate()
-            .for_each(|(task, ((w, m), v))| {
-                let mut acc = vec![0f32; width];
-                let first = task * FEATURES_PER_TASK;
-                for (i, ((w, m), v)) in w
-                    .chunks_exact_mut(width)
-                    .zip(m.chunks_exact_mut(width))
-                    .zip(v.chunks_exact_mut(width))
-                    .enumerate()
-                {
-                    let f = first + i;
-                    let rows = &entries[starts[f] as usize..starts[f + 1] as usize];
-                    if rows.is_empty() {
-                        continue;
-                    }
-                    acc.fill(0.0);
-                    for &r in rows {
-                        let src = &g[r as usize * width..][..width];
-                        for (a, s) in acc.iter_mut().zip(src) {
-                            *a += s;
-                        }
-                    }
-                    adam_row(w, m, v, &acc, &k);
+        let entries: &[u32] = entries;
+        adam_touched([w, m, v], width, starts, &k, |f, acc| {
+            acc.fill(0.0);
+            for &r in &entries[starts[f] as usize..starts[f + 1] as usize] {
+                for (a, s) in acc.iter_mut().zip(&g[r as usize * width..][..width]) {
+                    *a += s;
                 }
-            });
+            }
+        });
     }
     if let Some([bw, bm, bv]) = bias {
         // Column sums of the masked gradient, in row order.
