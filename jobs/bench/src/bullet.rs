@@ -57,16 +57,8 @@ pub fn bench_bullet(
     steps: u64,
     rounds: usize,
 ) -> Result<BulletComparison, TrainError> {
+    check_args(bullet, steps)?;
     let steps = steps / 4 * 4;
-    if steps == 0 {
-        return Err(TrainError::Spec("--bullet-steps must be at least 4".into()));
-    }
-    if !bullet.is_file() {
-        return Err(TrainError::Spec(format!(
-            "--bullet {}: no such file (build bullet's cmp example: ../shared/bench/bullet-cpu/README.md)",
-            bullet.display()
-        )));
-    }
     let dir = std::env::temp_dir().join(format!("lakefish-bench-bullet-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let out = (|| {
@@ -123,6 +115,23 @@ pub fn bench_bullet(
     })();
     let _ = std::fs::remove_dir_all(&dir);
     out
+}
+
+/// The comparison's arguments, checked before any work: a bullet binary that exists, at
+/// least 4 steps.
+pub fn check_args(bullet: &Path, steps: u64) -> Result<(), TrainError> {
+    if steps < 4 {
+        return Err(TrainError::Spec(format!(
+            "--bullet-steps {steps}: at least 4 (bullet reports its loss per quarter)"
+        )));
+    }
+    if !bullet.is_file() {
+        return Err(TrainError::Spec(format!(
+            "--bullet {}: no such file (build bullet's cmp example: ../shared/bench/bullet-cpu/README.md)",
+            bullet.display()
+        )));
+    }
+    Ok(())
 }
 
 fn run_bullet(
@@ -266,6 +275,28 @@ fn last_quarter(rows: &[lakefish_jobs::nets::MetricsPoint], steps: u64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_missing_bullet_or_too_few_steps_is_refused_before_any_work() {
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        let tmp =
+            std::env::temp_dir().join(format!("lakefish-bench-bullet-{}", std::process::id()));
+        let e = bench_bullet(
+            rt.handle(),
+            "no-such.binpack",
+            Path::new("/no/such/cmp"),
+            1,
+            172,
+            1,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("--bullet /no/such/cmp: no such file"), "{e}");
+        assert!(!tmp.exists(), "a scratch lake was made");
+        let e = check_args(Path::new("/bin/sh"), 3).unwrap_err().to_string();
+        assert!(e.contains("--bullet-steps 3: at least 4"), "{e}");
+        check_args(Path::new("/bin/sh"), 4).unwrap();
+    }
 
     #[test]
     fn bullet_s_last_running_loss_is_read_through_its_colours() {

@@ -145,7 +145,7 @@ enum BenchCommand {
         torch_script: String,
         /// bullet's CPU trainer to compare with: the `cmp` example binary that
         /// ../shared/bench/bullet-cpu/ builds. Given, the run also trains (768 → 256)×2 → 1
-        /// SCReLU on the file with bullet and with lakefish (bullet's Adam and start),
+        /// SCReLU on the file with bullet and with lakefish (bullet's AdamW and start),
         /// alternating, and prints `all768 trainer/bullet` (positions per CPU-second) and
         /// `all768 loss lakefish/bullet` (training loss over the last quarter of the steps).
         #[arg(long, value_name = "PATH")]
@@ -222,6 +222,9 @@ fn run(rt: &tokio::runtime::Runtime, what: BenchCommand) -> anyhow::Result<()> {
             bullet_rounds,
         } => {
             let threads = threads.unwrap_or_else(cores);
+            if let Some(bullet) = &bullet {
+                crate::bullet::check_args(bullet, bullet_steps)?;
+            }
             let device = lakefish_train::train::select_device(
                 lakefish_schemas::DeviceChoice::parse(&device).map_err(anyhow::Error::msg)?,
             )?;

@@ -4,6 +4,7 @@
 //! Architecture invariant: the only crate that links libtorch. Workers reach it through
 //! [`LakefishTrainer`], the `lakefish_jobs::Trainer` hook, so `lakefish-jobs` stays free of it.
 
+pub mod adam;
 pub mod cuda;
 pub mod loader;
 pub mod model;
