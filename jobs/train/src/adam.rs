@@ -17,7 +17,7 @@ pub struct Adam {
     /// Whether the feature transformer's rows are updated sparsely ([`crate::sparse`]):
     /// only the rows a batch touches, lazily. CPU only.
     pub(crate) sparse: bool,
-    scratch: crate::sparse::Scratch,
+    pub(crate) scratch: crate::sparse::Scratch,
     options: AdamOptions,
 }
 
@@ -81,12 +81,8 @@ impl Adam {
         }
     }
 
-    pub(crate) fn update(
-        &mut self,
-        model: &Model,
-        lr: f64,
-        bags: &SparseBags,
-    ) -> Result<(), TrainError> {
+    /// Counts the step and gives its constants (bias corrections from the new count).
+    pub(crate) fn next_step(&mut self, lr: f64) -> crate::sparse::AdamStep {
         self.step += 1;
         let o = self.options;
         let (c1, c2) = if o.bias_correction {
@@ -97,7 +93,7 @@ impl Adam {
         } else {
             (1.0, 1.0)
         };
-        let step = crate::sparse::AdamStep {
+        crate::sparse::AdamStep {
             lr,
             beta1: BETA1,
             beta2: BETA2,
@@ -106,7 +102,17 @@ impl Adam {
             c2,
             weight_decay: o.weight_decay,
             clip: o.clip,
-        };
+        }
+    }
+
+    pub(crate) fn update(
+        &mut self,
+        model: &Model,
+        lr: f64,
+        bags: &SparseBags,
+    ) -> Result<(), TrainError> {
+        let step = self.next_step(lr);
+        let (o, c1, c2) = (self.options, step.c1, step.c2);
         let with_moments = |i: usize| crate::sparse::WithMoments {
             param: &model.params[i].1,
             m: &self.m[i],

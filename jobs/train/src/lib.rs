@@ -6,6 +6,7 @@
 
 pub mod adam;
 pub mod cuda;
+pub mod fused;
 pub mod loader;
 pub mod model;
 pub mod quantize;

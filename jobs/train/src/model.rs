@@ -185,14 +185,6 @@ impl Model {
             }
             ModelArch::Lakefish(_) => {}
         }
-        let sparse = match (&self.arch, sparse) {
-            (ModelArch::Lakefish(arch), Some(s))
-                if arch.activation == Activation::Screlu && arch.hidden.is_empty() =>
-            {
-                return self.screlu_output_sparse(arch.l1 as i64, b, s);
-            }
-            (_, sparse) => sparse,
-        };
         let mut inputs = self.dense_inputs_with(b, sparse);
         let last = inputs.len() - 1;
         let x = inputs.pop().expect("an output layer");
@@ -200,25 +192,6 @@ impl Model {
             self.param(&format!("l{last}.weight")),
             Some(self.param(&format!("l{last}.bias"))),
         )
-    }
-
-    /// A SCReLU net without hidden layers on the sparse update: each perspective's squared
-    /// clamp times its half of the output weights, added, so neither the forward nor the
-    /// backward pass copies the perspectives side by side (`cat`).
-    fn screlu_output_sparse(&self, l1: i64, b: &BatchTensors, s: &mut SparseBags) -> Tensor {
-        let w = self.param("ft.weight");
-        let bias = self.param("ft.bias");
-        let out_w = self.param("l0.weight");
-        let mut bag = |idx: &Tensor, off: &Tensor| {
-            s.clamped_bag(("ft.weight", w), ("ft.bias", bias), idx, off)
-        };
-        let stm = bag(&b.stm_indices, &b.stm_offsets);
-        let nstm = bag(&b.nstm_indices, &b.nstm_offsets);
-        stm.square()
-            .linear(&out_w.narrow(1, 0, l1), Some(self.param("l0.bias")))
-            + nstm
-                .square()
-                .linear::<Tensor>(&out_w.narrow(1, l1, l1), None)
     }
 
     /// The input of every dense layer (the feature transformer's output first), after the

@@ -124,11 +124,11 @@ pub struct AdamStep {
 /// Reusable buffers of a step (kept between steps: no allocation per step).
 #[derive(Default)]
 pub struct Scratch {
-    starts: Vec<u32>,
+    pub(crate) starts: Vec<u32>,
     entries: Vec<u32>,
     grads: Vec<f32>,
     /// The scatter's per-part gradient sums (small weights only).
-    parts: Vec<Vec<f32>>,
+    pub(crate) parts: Vec<Vec<f32>>,
 }
 
 /// Weights (`inputs × width`) up to which the gradient is scattered into per-part sums
@@ -138,7 +138,7 @@ const SCATTER_MAX_WEIGHTS: usize = 1 << 20;
 /// their sums stay in the order the preset goldens were made with.
 const SCATTER_MIN_WIDTH: usize = 32;
 /// The fixed number of row runs the scatter sums separately (threads take whole runs).
-const PARTS: usize = 8;
+pub(crate) const PARTS: usize = 8;
 
 /// Features a task of the parallel update owns (rows of the weight, `m` and `v`).
 const FEATURES_PER_TASK: usize = 64;
@@ -153,7 +153,7 @@ pub struct WithMoments<'a> {
 impl<'a> WithMoments<'a> {
     /// The three as mutable slices, checked to be `len` contiguous f32 on the CPU. Takes
     /// `self`, so each parameter's slices are made once per update.
-    fn slices(self, len: usize) -> Result<[&'a mut [f32]; 3], String> {
+    pub(crate) fn slices(self, len: usize) -> Result<[&'a mut [f32]; 3], String> {
         let size = self.param.size();
         for t in [self.param, self.m, self.v] {
             let numel: i64 = t.size().iter().product();
@@ -181,7 +181,7 @@ impl<'a> WithMoments<'a> {
 /// Adam on one row, as torch.optim.Adam computes it: m ← lerp(m, g, 1−β1),
 /// v ← lerp(v, g², 1−β2), w ← w − (lr/c1)·m / (√v/√c2 + ε).
 #[inline(always)]
-fn adam_row(w: &mut [f32], m: &mut [f32], v: &mut [f32], g: &[f32], k: &RowConstants) {
+pub(crate) fn adam_row(w: &mut [f32], m: &mut [f32], v: &mut [f32], g: &[f32], k: &RowConstants) {
     for (((w, m), v), &g) in w.iter_mut().zip(m.iter_mut()).zip(v.iter_mut()).zip(g) {
         *m += k.b1 * (g - *m);
         *v += k.b2 * (g * g - *v);
@@ -192,7 +192,7 @@ fn adam_row(w: &mut [f32], m: &mut [f32], v: &mut [f32], g: &[f32], k: &RowConst
 
 /// Adam on the rows of every feature the batch touched (`starts[f] < starts[f + 1]`), in
 /// parallel over runs of features; `total(f, acc)` writes feature f's gradient sum to `acc`.
-fn adam_touched(
+pub(crate) fn adam_touched(
     [w, m, v]: [&mut [f32]; 3],
     width: usize,
     starts: &[u32],
@@ -223,7 +223,7 @@ fn adam_touched(
         });
 }
 
-struct RowConstants {
+pub(crate) struct RowConstants {
     b1: f32,
     b2: f32,
     sqrt_c2: f32,
@@ -232,6 +232,20 @@ struct RowConstants {
     /// `1 − lr · weight_decay`.
     decay: f32,
     clip: f32,
+}
+
+impl RowConstants {
+    pub(crate) fn of(step: AdamStep) -> RowConstants {
+        RowConstants {
+            b1: (1.0 - step.beta1) as f32,
+            b2: (1.0 - step.beta2) as f32,
+            sqrt_c2: step.c2.sqrt() as f32,
+            eps: step.eps as f32,
+            step_size: (step.lr / step.c1) as f32,
+            decay: (1.0 - step.lr * step.weight_decay) as f32,
+            clip: step.clip as f32,
+        }
+    }
 }
 
 /// Sums each touched feature's gradient over the bags that read `weight` (`[inputs, width]`)
@@ -366,15 +380,7 @@ pub fn sparse_adam(
     };
     let [w, m, v] = weight.slices(inputs * width)?;
 
-    let k = RowConstants {
-        b1: (1.0 - step.beta1) as f32,
-        b2: (1.0 - step.beta2) as f32,
-        sqrt_c2: step.c2.sqrt() as f32,
-        eps: step.eps as f32,
-        step_size: (step.lr / step.c1) as f32,
-        decay: (1.0 - step.lr * step.weight_decay) as f32,
-        clip: step.clip as f32,
-    };
+    let k = RowConstants::of(step);
     if inputs * width <= SCATTER_MAX_WEIGHTS && width >= SCATTER_MIN_WIDTH {
         // A small weight (all768): each of PARTS fixed runs of rows adds its gradient rows
         // into its own cache-resident `[inputs, width]` sum, reading the gradient in order;

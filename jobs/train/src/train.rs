@@ -270,6 +270,12 @@ pub fn train_step(
             let _ = g.zero_();
         }
     }
+    if crate::fused::applies(model, adam) {
+        let l = crate::fused::step(model, adam, batch, kind, lambda, scale, lr)
+            .map_err(|e| TrainError::Internal(format!("fused step: {e}")))?;
+        model.clip();
+        return Ok(Tensor::from(l));
+    }
     let tgt = target(&batch.score, &batch.result, lambda, scale);
     let mut bags = SparseBags::default();
     let out = model.forward_with(batch, adam.sparse.then_some(&mut bags));

@@ -1,0 +1,489 @@
+//! One training step of a SCReLU net without hidden layers — bullet's simple net,
+//! `(inputs → l1)×2 → 1` — in our own code on the CPU: forward, loss, backward and Adam fused
+//! over the batch's rows, as bullet's CPU backend does it.
+//!
+//! On this net libtorch's per-op path (the bag, clamp, square, the output's gemv and their
+//! backward over `[batch, 2·l1]` temporaries) was half of a sparse step
+//! (docs/BENCHMARKS.md). Here each row's accumulators are built, clamped, squared and dotted
+//! with the output weights, and its gradient is scattered into the transformer's per-part sums
+//! at once, without any `[batch, 2·l1]` tensor. Rows are summed in [`PARTS`] fixed runs added
+//! in order, and every dot product keeps eight lanes summed in a fixed order, so a step's
+//! result does not depend on the thread count or the vector width, and resume stays
+//! bit-exact. The update is the sparse path's lazy Adam ([`crate::sparse`]).
+
+use crate::adam::Adam;
+use crate::model::{Activation, BatchTensors, Loss, Model, ModelArch};
+use crate::sparse::{PARTS, RowConstants, WithMoments, adam_row, adam_touched};
+use rayon::prelude::*;
+use tch::{Kind, Tensor};
+
+/// Whether [`step`] trains this model with this optimizer: a lakefish SCReLU net without
+/// hidden layers, updated sparsely (so on the CPU).
+pub fn applies(model: &Model, adam: &Adam) -> bool {
+    adam.sparse
+        && matches!(&model.arch, ModelArch::Lakefish(a)
+            if a.activation == Activation::Screlu && a.hidden.is_empty())
+}
+
+/// A contiguous CPU tensor of `kind` as a slice (`T` its element type).
+fn view<'a, T>(t: &'a Tensor, kind: Kind, what: &str) -> Result<&'a [T], String> {
+    if t.kind() != kind || !t.is_contiguous() || t.device() != tch::Device::Cpu {
+        return Err(format!(
+            "{what}: a contiguous {kind:?} CPU tensor, not {:?} on {:?}",
+            t.kind(),
+            t.device()
+        ));
+    }
+    let n = t.numel();
+    if n == 0 {
+        return Ok(&[]);
+    }
+    // SAFETY: a contiguous CPU tensor of `n` elements of `kind` (checked above, `T` its
+    // element type at every call), alive as long as the borrow of `t`.
+    Ok(unsafe { std::slice::from_raw_parts(t.data_ptr() as *const T, n) })
+}
+
+/// One perspective's rows: `row(r)` the features of row `r`, all checked inside `0..inputs`.
+struct Rows<'a> {
+    indices: &'a [i32],
+    offsets: &'a [i32],
+}
+
+impl<'a> Rows<'a> {
+    /// The bag, checked: offsets from 0, ascending, within the indices; every index in
+    /// `0..inputs`, counted per feature into `counts`.
+    fn new(
+        indices: &'a Tensor,
+        offsets: &'a Tensor,
+        inputs: usize,
+        counts: &mut [u32],
+    ) -> Result<Rows<'a>, String> {
+        let indices: &[i32] = view(indices, Kind::Int, "indices")?;
+        let offsets: &[i32] = view(offsets, Kind::Int, "offsets")?;
+        let mut last = 0i32;
+        for (r, &o) in offsets.iter().enumerate() {
+            if (r == 0 && o != 0) || o < last || o as usize > indices.len() {
+                return Err(format!(
+                    "offset {o} of row {r} does not fit {} indices",
+                    indices.len()
+                ));
+            }
+            last = o;
+        }
+        for &f in indices {
+            let f = usize::try_from(f)
+                .ok()
+                .filter(|&f| f < inputs)
+                .ok_or_else(|| format!("feature index {f} outside 0..{inputs}"))?;
+            counts[f] += 1;
+        }
+        Ok(Rows { indices, offsets })
+    }
+
+    fn len(&self) -> usize {
+        self.offsets.len()
+    }
+
+    fn row(&self, r: usize) -> &'a [i32] {
+        let from = self.offsets[r] as usize;
+        let to = self
+            .offsets
+            .get(r + 1)
+            .map_or(self.indices.len(), |&o| o as usize);
+        &self.indices[from..to]
+    }
+}
+
+/// A part's sums over its rows: the gradients of every parameter but the transformer's
+/// weight (which goes to the scratch's per-part buffers) and the loss.
+struct PartSums {
+    bias: Vec<f32>,
+    out_w: Vec<f32>,
+    out_b: f32,
+    loss: f64,
+}
+
+#[inline(always)]
+fn add(dst: &mut [f32], src: &[f32]) {
+    for (d, s) in dst.iter_mut().zip(src) {
+        *d += s;
+    }
+}
+
+/// Σ c²·w in eight lanes added in a fixed order, so the sum does not depend on how wide the
+/// vector unit is.
+#[inline(always)]
+fn dot_squared(c: &[f32], w: &[f32]) -> f32 {
+    let mut lanes = [0f32; 8];
+    let (body, tail) = (c.len() / 8 * 8, c.len() % 8);
+    for (c, w) in c[..body].chunks_exact(8).zip(w[..body].chunks_exact(8)) {
+        for i in 0..8 {
+            lanes[i] += c[i] * c[i] * w[i];
+        }
+    }
+    for i in 0..tail {
+        lanes[i] += c[body + i] * c[body + i] * w[body + i];
+    }
+    lanes.iter().sum()
+}
+
+/// A row's loss and its derivative by the scaled output `q` (the prediction over `scale`),
+/// as [`crate::model::loss`] computes it for one row.
+#[inline(always)]
+fn row_loss(kind: Loss, q: f32, target: f32) -> (f32, f32) {
+    let s = 1.0 / (1.0 + (-q).exp());
+    match kind {
+        Loss::Power(p) => {
+            let d = s - target;
+            let p = p as f32;
+            let loss = d.abs().powf(p);
+            // d|d|^p/dd = p·|d|^(p−1)·sign(d); 0 where d is 0.
+            let grad = if d == 0.0 {
+                0.0
+            } else {
+                p * d.abs().powf(p - 1.0) * d.signum() * s * (1.0 - s)
+            };
+            (loss, grad)
+        }
+        Loss::Elmo => {
+            // −(t·log s + (1−t)·log(1−s)) minus the target's entropy; the logs' arguments
+            // clamped at 1e-12 as there, where the gradient then stops.
+            let eps = 1e-12f32;
+            let t = target;
+            let loss = entropy_pair(t, t, eps) - entropy_pair(t, s, eps);
+            let mut grad = 0.0;
+            if s >= eps {
+                grad -= t * (1.0 - s);
+            }
+            if 1.0 - s >= eps {
+                grad += (1.0 - t) * s;
+            }
+            (loss, grad)
+        }
+    }
+}
+
+/// t·log(s) + (1−t)·log(1−s), the logs' arguments clamped at `eps`.
+#[inline(always)]
+fn entropy_pair(t: f32, s: f32, eps: f32) -> f32 {
+    t * s.clamp(eps, 1.0).ln() + (1.0 - t) * (1.0 - s).clamp(eps, 1.0).ln()
+}
+
+/// One optimizer step on `batch` (forward, loss, backward, lazy Adam on the transformer's
+/// touched rows, Adam on the rest); returns the batch's mean loss. The caller clips the
+/// output layer as after any step. Anything malformed in the batch is an error before a
+/// weight is written.
+pub fn step(
+    model: &Model,
+    adam: &mut Adam,
+    batch: &BatchTensors,
+    kind: Loss,
+    lambda: f64,
+    scale: f64,
+    lr: f64,
+) -> Result<f32, String> {
+    let position = |name: &str| {
+        model
+            .params
+            .iter()
+            .position(|(n, _)| n == name)
+            .ok_or_else(|| format!("no parameter {name}"))
+    };
+    let [ft_w, ft_b, out_w, out_b] = ["ft.weight", "ft.bias", "l0.weight", "l0.bias"].map(position);
+    let (ft_w, ft_b, out_w, out_b) = (ft_w?, ft_b?, out_w?, out_b?);
+    let size = model.params[ft_w].1.size();
+    let (inputs, h) = (size[0] as usize, size[1] as usize);
+    let output_scale = model.arch.output_scale();
+
+    let starts = &mut adam.scratch.starts;
+    starts.clear();
+    starts.resize(inputs + 1, 0);
+    let (stm, nstm, score, result) = {
+        let counts = &mut starts[1..];
+        let stm = Rows::new(&batch.stm_indices, &batch.stm_offsets, inputs, counts)?;
+        let nstm = Rows::new(&batch.nstm_indices, &batch.nstm_offsets, inputs, counts)?;
+        let score: &[f32] = view(&batch.score, Kind::Float, "score")?;
+        let result: &[f32] = view(&batch.result, Kind::Float, "result")?;
+        (stm, nstm, score, result)
+    };
+    let rows = stm.len();
+    if nstm.len() != rows || score.len() != rows || result.len() != rows {
+        return Err(format!(
+            "a batch of {rows} rows has {} other-side rows, {} scores and {} results",
+            nstm.len(),
+            score.len(),
+            result.len()
+        ));
+    }
+    for f in 0..inputs {
+        starts[f + 1] += starts[f];
+    }
+
+    let parts = &mut adam.scratch.parts;
+    parts.resize_with(PARTS, Vec::new);
+    let sums: Vec<PartSums> = {
+        let p = |i: usize| view::<f32>(&model.params[i].1, Kind::Float, &model.params[i].0);
+        let (w, fb, ow, ob) = (p(ft_w)?, p(ft_b)?, p(out_w)?, p(out_b)?);
+        if w.len() != inputs * h || fb.len() != h || ow.len() != 2 * h || ob.len() != 1 {
+            return Err(format!(
+                "parameters of sizes {}, {}, {}, {} do not make ({inputs} → {h})×2 → 1",
+                w.len(),
+                fb.len(),
+                ow.len(),
+                ob.len()
+            ));
+        }
+        let per_part = rows.div_ceil(PARTS).max(1);
+        // d(mean loss)/d(output) = dq/B · output_scale/scale.
+        let to_out = (output_scale / scale / rows.max(1) as f64) as f32;
+        let (q_of_out, lambda, inv_scale) = (
+            (output_scale / scale) as f32,
+            lambda as f32,
+            (1.0 / scale) as f32,
+        );
+        parts
+            .par_iter_mut()
+            .enumerate()
+            .map(|(p, ft_sum)| {
+                ft_sum.clear();
+                ft_sum.resize(inputs * h, 0.0);
+                let mut sums = PartSums {
+                    bias: vec![0.0; h],
+                    out_w: vec![0.0; 2 * h],
+                    out_b: 0.0,
+                    loss: 0.0,
+                };
+                let mut acc = [vec![0f32; h], vec![0f32; h]];
+                let first = (p * per_part).min(rows);
+                let last = ((p + 1) * per_part).min(rows);
+                for r in first..last {
+                    let features = [stm.row(r), nstm.row(r)];
+                    let mut out = ob[0];
+                    for (side, acc) in acc.iter_mut().enumerate() {
+                        acc.copy_from_slice(fb);
+                        for &f in features[side] {
+                            add(acc, &w[f as usize * h..][..h]);
+                        }
+                        for a in acc.iter_mut() {
+                            *a = a.clamp(0.0, 1.0);
+                        }
+                        out += dot_squared(acc, &ow[side * h..][..h]);
+                    }
+                    let target =
+                        lambda / (1.0 + (-score[r] * inv_scale).exp()) + (1.0 - lambda) * result[r];
+                    let (loss, dq) = row_loss(kind, out * q_of_out, target);
+                    sums.loss += loss as f64;
+                    let d_out = dq * to_out;
+                    sums.out_b += d_out;
+                    for (side, c) in acc.iter_mut().enumerate() {
+                        let owp = &ow[side * h..][..h];
+                        for (g, &c) in sums.out_w[side * h..][..h].iter_mut().zip(&*c) {
+                            *g += d_out * c * c;
+                        }
+                        // The clamp passes the gradient only strictly inside (0, 1).
+                        for (c, &w) in c.iter_mut().zip(owp) {
+                            *c = if *c > 0.0 && *c < 1.0 {
+                                2.0 * *c * (d_out * w)
+                            } else {
+                                0.0
+                            };
+                        }
+                        add(&mut sums.bias, c);
+                        for &f in features[side] {
+                            add(&mut ft_sum[f as usize * h..][..h], c);
+                        }
+                    }
+                }
+                sums
+            })
+            .collect()
+    };
+
+    let k = RowConstants::of(adam.next_step(lr));
+    let with_moments = |i: usize| WithMoments {
+        param: &model.params[i].1,
+        m: &adam.m[i],
+        v: &adam.v[i],
+    };
+    let parts: &[Vec<f32>] = &adam.scratch.parts;
+    let [w, m, v] = with_moments(ft_w).slices(inputs * h)?;
+    adam_touched([w, m, v], h, &adam.scratch.starts, &k, |f, acc| {
+        acc.copy_from_slice(&parts[0][f * h..][..h]);
+        for part in &parts[1..] {
+            add(acc, &part[f * h..][..h]);
+        }
+    });
+    let total = |of: &dyn Fn(&PartSums) -> &[f32], len: usize| {
+        let mut acc = vec![0f32; len];
+        for s in &sums {
+            add(&mut acc, of(s));
+        }
+        acc
+    };
+    let [w, m, v] = with_moments(ft_b).slices(h)?;
+    adam_row(w, m, v, &total(&|s| &s.bias, h), &k);
+    let [w, m, v] = with_moments(out_w).slices(2 * h)?;
+    adam_row(w, m, v, &total(&|s| &s.out_w, 2 * h), &k);
+    let [w, m, v] = with_moments(out_b).slices(1)?;
+    adam_row(w, m, v, &[sums.iter().map(|s| s.out_b).sum()], &k);
+    let loss: f64 = sums.iter().map(|s| s.loss).sum();
+    Ok((loss / rows.max(1) as f64) as f32)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::Arch;
+    use crate::train::train_step;
+
+    /// `rows` positions of 1 to 30 features each (repeats allowed, as a bag sums them).
+    fn batch(rows: usize, seed: u64) -> BatchTensors {
+        let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+        let mut next = move |n: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % n
+        };
+        let mut bag = || {
+            let (mut indices, mut offsets) = (Vec::new(), Vec::new());
+            for _ in 0..rows {
+                offsets.push(indices.len() as i32);
+                for _ in 0..1 + next(30) {
+                    indices.push(next(768) as i32);
+                }
+            }
+            (Tensor::from_slice(&indices), Tensor::from_slice(&offsets))
+        };
+        let ((si, so), (ni, no)) = (bag(), bag());
+        let score: Vec<f32> = (0..rows).map(|_| next(2001) as f32 - 1000.0).collect();
+        let result: Vec<f32> = (0..rows).map(|_| next(3) as f32 / 2.0).collect();
+        BatchTensors {
+            stm_indices: si,
+            stm_offsets: so,
+            nstm_indices: ni,
+            nstm_offsets: no,
+            score: Tensor::from_slice(&score).unsqueeze(1),
+            result: Tensor::from_slice(&result).unsqueeze(1),
+        }
+    }
+
+    fn model(seed: i64) -> Model {
+        tch::manual_seed(seed);
+        let arch = ModelArch::Lakefish(Arch::parse("32x2:screlu").unwrap());
+        Model::new(&arch, 768, 30, tch::Device::Cpu)
+    }
+
+    /// The same weights in fresh tensors (the global seed is shared with tests running
+    /// beside this one, so a model is drawn once and copied).
+    fn copy(m: &Model) -> Model {
+        Model {
+            arch: m.arch.clone(),
+            inputs: m.inputs,
+            params: m
+                .params
+                .iter()
+                .map(|(n, t)| (n.clone(), t.detach().copy().set_requires_grad(true)))
+                .collect(),
+        }
+    }
+
+    fn same(a: &Model, b: &Model) -> bool {
+        a.params
+            .iter()
+            .zip(&b.params)
+            .all(|((_, x), (_, y))| x.equal(y))
+    }
+
+    /// After one step Adam's first moment is 0.1 × the gradient: the fused step's equals
+    /// libtorch autograd's (dense update) for every parameter and loss, and so does the loss.
+    #[test]
+    fn one_step_s_loss_and_gradients_equal_libtorch_s() {
+        for kind in [Loss::Power(2.0), Loss::Power(2.6), Loss::Elmo] {
+            let fused_model = model(3);
+            let torch_model = copy(&fused_model);
+            let b = batch(300, 7);
+            let mut fused_adam = Adam::sparse(&fused_model);
+            assert!(applies(&fused_model, &fused_adam));
+            let mut torch_adam = Adam::new(&torch_model);
+            assert!(!applies(&torch_model, &torch_adam));
+            let lf = train_step(&fused_model, &mut fused_adam, &b, kind, 0.6, 361.0, 1e-3)
+                .unwrap()
+                .double_value(&[]);
+            let lt = train_step(&torch_model, &mut torch_adam, &b, kind, 0.6, 361.0, 1e-3)
+                .unwrap()
+                .double_value(&[]);
+            assert!((lf / lt - 1.0).abs() < 1e-5, "{kind:?}: loss {lf} vs {lt}");
+            for (i, (name, _)) in fused_model.params.iter().enumerate() {
+                let (mf, mt) = (&fused_adam.m[i], &torch_adam.m[i]);
+                let scale = mt.abs().max().double_value(&[]);
+                let diff = (mf - mt).abs().max().double_value(&[]);
+                assert!(scale > 0.0, "{kind:?}: {name} got no gradient");
+                assert!(
+                    diff <= 1e-4 * scale,
+                    "{kind:?}: {name} gradient differs by {diff} (largest {scale})"
+                );
+            }
+        }
+    }
+
+    /// The same steps on one thread and on three give the same bits (the parts are fixed).
+    #[test]
+    fn steps_do_not_depend_on_the_thread_count() {
+        let start = model(4);
+        let run = |threads: usize| {
+            let m = copy(&start);
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .unwrap();
+            pool.install(move || {
+                let mut adam = Adam::sparse(&m);
+                for s in 0..3 {
+                    let b = batch(257, s);
+                    let _ =
+                        train_step(&m, &mut adam, &b, Loss::Power(2.0), 1.0, 361.0, 1e-2).unwrap();
+                }
+                m
+            })
+        };
+        let (one, three) = (run(1), run(3));
+        assert!(same(&one, &three));
+        assert!(!same(&one, &start), "the steps changed nothing");
+    }
+
+    /// A feature outside the transformer, offsets that do not fit, or sides of different
+    /// lengths: an error naming it, and no weight written.
+    #[test]
+    fn a_malformed_batch_is_an_error_before_any_write() {
+        let m = model(5);
+        let before = copy(&m);
+        let mut adam = Adam::sparse(&m);
+        type Damage = Box<dyn Fn(&mut BatchTensors)>;
+        let cases: [(&str, Damage); 4] = [
+            (
+                "feature index 768 outside 0..768",
+                Box::new(|b| b.nstm_indices = b.nstm_indices.fill(768)),
+            ),
+            (
+                "feature index -1 outside",
+                Box::new(|b| b.stm_indices = b.stm_indices.fill(-1)),
+            ),
+            (
+                "does not fit",
+                Box::new(|b| b.stm_offsets = b.stm_offsets.flip([0])),
+            ),
+            (
+                "other-side rows",
+                Box::new(|b| b.nstm_offsets = b.nstm_offsets.narrow(0, 0, 3)),
+            ),
+        ];
+        for (want, damage) in cases {
+            let mut b = batch(20, 1);
+            damage(&mut b);
+            let err = step(&m, &mut adam, &b, Loss::Elmo, 1.0, 361.0, 1e-3).unwrap_err();
+            assert!(err.contains(want), "{err}");
+            assert!(same(&m, &before), "{want}: weights written");
+        }
+    }
+}
