@@ -33,14 +33,18 @@ pub fn check_train(spec: &TrainSpec) -> Result<(), JobError> {
         .map_err(|e| JobError::Invalid(format!("spec.{e}")))?
     {
         TrainedNet::Preset(features, arch) => (features, arch),
-        TrainedNet::Described(_) => {
-            // Described nets train densely: the sparse update knows the fixed shapes' layout.
+        TrainedNet::Described(net) => {
             if spec.ft_update == FtUpdate::Sparse {
-                return Err(JobError::Invalid(
-                    "spec.ft_update: sparse updates train the presets only; a described net \
-                     trains dense (use auto or dense)"
-                        .into(),
-                ));
+                net.sparse_update().map_err(|e| {
+                    JobError::Invalid(format!("spec.ft_update: {e} (use auto or dense)"))
+                })?;
+                if spec.device == DeviceChoice::Cuda {
+                    return Err(JobError::Invalid(
+                        "spec.ft_update: sparse runs on the CPU only; this run asks for cuda \
+                         (use auto or dense)"
+                            .into(),
+                    ));
+                }
             }
             return Ok(());
         }

@@ -38,6 +38,10 @@ pub const MAX_LAYERS: usize = 16;
 /// Most output buckets (and king buckets) a net may have.
 pub const MAX_BUCKETS: u32 = 64;
 
+/// The most transformer weights (inputs × width) the CPU trainer's sparse update takes: it
+/// keeps eight gradient sums of that size.
+pub const SPARSE_MAX_TRANSFORMER_WEIGHTS: usize = 1 << 23;
+
 /// A network description. See the module documentation.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -524,6 +528,35 @@ impl NetSpec {
     }
 
     /// Whether training keeps a factoriser to merge at quantization.
+    /// Whether the CPU trainer's sparse update (its fused step) trains this net, or why not:
+    /// a SCReLU transformer straight into the output (no hidden layers, no PSQT), output
+    /// buckets by material count or none, at most [`SPARSE_MAX_TRANSFORMER_WEIGHTS`] weights.
+    pub fn sparse_update(&self) -> Result<(), String> {
+        let why = if self.transformer.activation != TransformerActivation::Screlu {
+            "its transformer is not SCReLU"
+        } else if !self.layers.is_empty() {
+            "it has hidden layers"
+        } else if self.transformer.psqt > 0 {
+            "it has PSQT outputs"
+        } else if !matches!(
+            self.output_buckets,
+            OutputBuckets::None | OutputBuckets::MaterialCount { .. }
+        ) {
+            "its output buckets are not by material count"
+        } else if self.inputs.count() * self.transformer.width as usize
+            > SPARSE_MAX_TRANSFORMER_WEIGHTS
+        {
+            "its transformer has more than 2^23 weights"
+        } else {
+            return Ok(());
+        };
+        Err(format!(
+            "the sparse update trains a described net whose SCReLU transformer goes straight \
+             into the output (no hidden layers, no PSQT, output buckets by material count, at \
+             most 2^23 transformer weights); {why}"
+        ))
+    }
+
     pub fn factoriser(&self) -> bool {
         matches!(
             self.inputs,

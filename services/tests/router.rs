@@ -898,7 +898,8 @@ async fn train_specs_are_checked_at_the_door() {
 
 /// A net description in a train spec is checked at the door, naming the field inside it;
 /// one the engine could not evaluate is refused by name too; a preset's and a king-bucketed
-/// one are taken (the latter not with sparse updates, which know the presets only).
+/// one are taken, the latter also with sparse updates (which refuse a described net they
+/// cannot train, naming why).
 #[tokio::test]
 async fn net_descriptions_are_checked_at_the_door() {
     let app = app(Config::default()).await;
@@ -958,13 +959,18 @@ async fn net_descriptions_are_checked_at_the_door() {
         None,
     )
     .await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{err}");
+    let crelu = format!(
+        r#"{{"kind":"train","spec":{{"shuffle":"sh-000000000001","ft_update":"sparse","net":{}}}}}"#,
+        net(&bucketed(layout), 64).replace("screlu", "crelu")
+    );
+    let (status, _, err) = send(&app, "POST", "/v1/jobs", &crelu, None).await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{err}");
+    let msg = err["error"].as_str().unwrap();
     assert!(
-        err["error"]
-            .as_str()
-            .unwrap()
-            .contains("spec.ft_update: sparse updates"),
-        "{err}"
+        msg.contains("spec.ft_update: the sparse update trains a described net whose SCReLU")
+            && msg.contains("its transformer is not SCReLU"),
+        "{msg}"
     );
     let (status, _, err) = send(&app, "POST", "/v1/jobs", &body(""), None).await;
     assert_eq!(status, StatusCode::ACCEPTED, "{err}");

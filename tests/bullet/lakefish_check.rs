@@ -7,9 +7,18 @@
 //
 // Environment: NET (1..4), HL (transformer width), DATA (a .binpack), OUT (the output directory),
 // STEPS (training steps).
+//
+// With CMP=1 it trains as ../shared/bench/bullet-cpu's `cmp` example does instead, for
+// `lakefish bench train --bullet-buckets`: batches of 16,384, STEPS in four superbatches
+// (bullet prints its running loss per superbatch), constant lr 0.001, target
+// sigmoid(score / 361) with no game result, lakefish's quiet filter, a 32 MB shuffle
+// buffer, THREADS threads (default 2).
 use bullet_lib::{
     game::{
-        formats::sfbinpack::TrainingDataEntry,
+        formats::sfbinpack::{
+            TrainingDataEntry,
+            chess::{r#move::MoveType, piecetype::PieceType},
+        },
         inputs::{Chess768, ChessBucketsMirrored, get_num_buckets},
         outputs::MaterialCount,
     },
@@ -44,7 +53,26 @@ fn env(name: &str) -> String {
     std::env::var(name).unwrap_or_else(|_| panic!("{name} is not set"))
 }
 
+fn cmp() -> bool {
+    std::env::var("CMP").is_ok_and(|v| v == "1")
+}
+
+fn threads() -> usize {
+    std::env::var("THREADS").ok().and_then(|t| t.parse().ok()).unwrap_or(2)
+}
+
 fn schedule(steps: usize) -> TrainingSchedule<lr::ConstantLR, wdl::ConstantWDL> {
+    if cmp() {
+        assert!(steps % 4 == 0, "STEPS must be a multiple of 4 with CMP=1");
+        return TrainingSchedule {
+            net_id: "lakefish_cmp".to_string(),
+            eval_scale: 361.0,
+            steps: TrainingSteps { batch_size: 16_384, batches_per_superbatch: steps / 4, start_superbatch: 1, end_superbatch: 4 },
+            wdl_scheduler: wdl::ConstantWDL { value: 0.0 },
+            lr_scheduler: lr::ConstantLR { value: 0.001 },
+            save_rate: 1_000_000,
+        };
+    }
     TrainingSchedule {
         net_id: "lakefish_check".to_string(),
         eval_scale: 400.0,
@@ -59,13 +87,30 @@ fn filter(e: &TrainingDataEntry) -> bool {
     e.score.unsigned_abs() < 32000
 }
 
+// lakefish's `quiet` mask, as the `cmp` example has it: a score, not in check, not a capture,
+// not a promotion.
+fn quiet(entry: &TrainingDataEntry) -> bool {
+    let t = entry.mv.mtype();
+    entry.score.unsigned_abs() < 32000
+        && !entry.pos.is_checked(entry.pos.side_to_move())
+        && t != MoveType::Promotion
+        && t != MoveType::EnPassant
+        && (t == MoveType::Castle || entry.pos.piece_at(entry.mv.to()).piece_type() == PieceType::None)
+}
+
 macro_rules! train_and_eval {
     ($trainer:expr, $steps:expr) => {{
         let mut trainer = $trainer;
-        let settings =
-            LocalSettings { threads: 2, test_set: None, output_directory: Box::leak(env("OUT").into_boxed_str()), batch_queue_size: 8 };
+        let settings = LocalSettings {
+            threads: threads(),
+            test_set: None,
+            output_directory: Box::leak(env("OUT").into_boxed_str()),
+            batch_queue_size: if cmp() { 64 } else { 8 },
+        };
         let data = env("DATA");
-        trainer.run(&schedule($steps), &settings, &loader::SfBinpackLoader::new(&data, 8, 2, filter));
+        let (keep, buffer_mb, loader_threads): (fn(&TrainingDataEntry) -> bool, usize, usize) =
+            if cmp() { (quiet, 32, threads()) } else { (filter, 8, 2) };
+        trainer.run(&schedule($steps), &settings, &loader::SfBinpackLoader::new(&data, buffer_mb, loader_threads, keep));
         for line in std::io::stdin().lock().lines() {
             let fen = line.unwrap();
             if !fen.trim().is_empty() {
@@ -95,7 +140,7 @@ fn main() {
                 .dual_perspective()
                 .optimiser(AdamW)
                 .inputs(Chess768)
-                .use_threads(2)
+                .use_threads(threads())
                 .save_format(&[
                     SavedFormat::id("l0w").round().quantise::<i16>(255),
                     SavedFormat::id("l0b").round().quantise::<i16>(255),
@@ -119,7 +164,7 @@ fn main() {
                 .optimiser(AdamW)
                 .inputs(Chess768)
                 .output_buckets(MaterialCount::<NUM_OUTPUT_BUCKETS>)
-                .use_threads(2)
+                .use_threads(threads())
                 .save_format(&[
                     SavedFormat::id("l0w").round().quantise::<i16>(255),
                     SavedFormat::id("l0b").round().quantise::<i16>(255),
@@ -144,7 +189,7 @@ fn main() {
                     .optimiser(AdamW)
                     .inputs(ChessBucketsMirrored::new(BUCKET_LAYOUT))
                     .output_buckets(MaterialCount::<NUM_OUTPUT_BUCKETS>)
-                    .use_threads(2)
+                    .use_threads(threads())
                     .save_format(&[
                         factorised_l0w(),
                         SavedFormat::id("l0b").round().quantise::<i16>(255),
@@ -177,7 +222,7 @@ fn main() {
                     .optimiser(AdamW)
                     .inputs(ChessBucketsMirrored::new(BUCKET_LAYOUT))
                     .output_buckets(MaterialCount::<NUM_OUTPUT_BUCKETS>)
-                    .use_threads(2)
+                    .use_threads(threads())
                     .save_format(&[
                         factorised_l0w(),
                         SavedFormat::id("l0b").round().quantise::<i16>(255),

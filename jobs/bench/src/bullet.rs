@@ -8,6 +8,12 @@
 //! lakefish trains the same net on the quiet rows of the same file (shuffled into a scratch
 //! lake first, untimed) with bullet's AdamW and start (`bias_correction` off, weight decay
 //! 0.01, every weight clipped to ±1.98, `weight_init = "bullet"`) and the sparse update.
+//!
+//! The bucketed comparison (`--bullet-buckets`) trains bullet's `3_input_buckets` shape
+//! narrower, the same way: bullet runs our example `tests/bullet/lakefish_check.rs` with
+//! `CMP=1` (the `cmp` example's settings), lakefish the shipped description
+//! `infra/nets/bullet-3-input-buckets.toml` at that width with the eval scale 361, so that
+//! both sigmoids see the raw output.
 
 use lakefish_jobs::{JobContext, Lake};
 use lakefish_schemas::JobId;
@@ -46,13 +52,38 @@ pub struct BulletComparison {
 
 const BATCH: u64 = 16_384;
 
-/// `rounds` alternating runs of bullet's `cmp` (the binary at `bullet`) and lakefish's
-/// trainer, `steps` steps each (rounded down to a multiple of 4: bullet reports its loss per
-/// superbatch, here a quarter of the steps), on `threads` threads.
+/// The net both sides train.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Compared {
+    /// (768 → 256)×2 → 1 SCReLU: the `cmp` example, lakefish's `all768 256x2:screlu`.
+    Simple,
+    /// bullet's `3_input_buckets` at this width: ten mirrored king buckets with a factoriser,
+    /// SCReLU, eight output buckets by material.
+    Buckets { width: u32 },
+}
+
+impl Compared {
+    /// The first word of the comparison's lines: the inputs.
+    pub fn label(self) -> &'static str {
+        match self {
+            Compared::Simple => "all768",
+            Compared::Buckets { .. } => "king_buckets",
+        }
+    }
+}
+
+/// The shipped description of bullet's bucketed net; the comparison narrows it.
+const BUCKETS_NET: &str = include_str!("../../../infra/nets/bullet-3-input-buckets.toml");
+
+/// `rounds` alternating runs of bullet (the binary at `bullet`: `cmp` for the simple net, our
+/// `lakefish_check` example for the bucketed one) and lakefish's trainer on `net`, `steps`
+/// steps each (rounded down to a multiple of 4: bullet reports its loss per superbatch,
+/// here a quarter of the steps), on `threads` threads.
 pub fn bench_bullet(
     rt: &tokio::runtime::Handle,
     file: &str,
     bullet: &Path,
+    net: Compared,
     threads: usize,
     steps: u64,
     rounds: usize,
@@ -71,14 +102,14 @@ pub fn bench_bullet(
         let mut done = Vec::new();
         for round in 0..rounds.max(1) {
             eprintln!("round {}: bullet, {steps} steps", round + 1);
-            let b = run_bullet(bullet, file, &dir, threads, steps)?;
+            let b = run_bullet(bullet, net, file, &dir, threads, steps)?;
             eprintln!(
                 "round {}: bullet {:.0} positions per CPU-second, loss {:.5}; lakefish, {steps} steps",
                 round + 1,
                 b.positions_per_cpu_second(),
                 b.last_quarter_loss
             );
-            let l = run_lakefish(&ctx, &shuffle.id, steps)?;
+            let l = run_lakefish(&ctx, &shuffle.id, net, steps)?;
             eprintln!(
                 "round {}: lakefish {:.0} positions per CPU-second, loss {:.5}",
                 round + 1,
@@ -136,6 +167,7 @@ pub fn check_args(bullet: &Path, steps: u64) -> Result<(), TrainError> {
 
 fn run_bullet(
     bullet: &Path,
+    net: Compared,
     file: &str,
     dir: &Path,
     threads: usize,
@@ -144,7 +176,16 @@ fn run_bullet(
     let t = threads.to_string();
     let cpu = crate::jobs::cpu_seconds_of(libc::RUSAGE_CHILDREN);
     let start = std::time::Instant::now();
-    let out = std::process::Command::new(bullet)
+    let mut cmd = std::process::Command::new(bullet);
+    if let Compared::Buckets { width } = net {
+        cmd.env("CMP", "1")
+            .env("NET", "3")
+            .env("HL", width.to_string())
+            .env("STEPS", steps.to_string())
+            .env("THREADS", &t);
+    }
+    let out = cmd
+        .stdin(std::process::Stdio::null())
         .env("DATA", file)
         .env("BATCHES", steps.to_string())
         .env("SB", (steps / 4).to_string())
@@ -171,7 +212,8 @@ fn run_bullet(
     }
     let loss = last_running_loss(&text).ok_or_else(|| {
         TrainError::Internal(format!(
-            "{} printed no \"running loss\" (is it bullet's cmp example?)",
+            "{} printed no \"running loss\" (is it bullet's cmp example, or for --bullet-buckets \
+             the lakefish_check example?)",
             bullet.display()
         ))
     })?;
@@ -213,12 +255,11 @@ fn last_running_loss(text: &str) -> Option<f64> {
 fn run_lakefish(
     ctx: &JobContext,
     shuffle: &lakefish_schemas::names::ShuffleId,
+    net: Compared,
     steps: u64,
 ) -> Result<TrainerRun, TrainError> {
-    let spec: lakefish_schemas::TrainSpec = serde_json::from_value(serde_json::json!({
+    let mut spec = serde_json::json!({
         "shuffle": shuffle.to_string(),
-        "features": "all768",
-        "arch": "256x2:screlu",
         "batch_size": BATCH,
         "epochs": 1,
         "max_steps": steps,
@@ -229,8 +270,19 @@ fn run_lakefish(
         "weight_init": "bullet",
         "weight_decay": 0.01,
         "clip_weights": 1.98,
-    }))
-    .map_err(|e| TrainError::Internal(format!("the comparison's train spec: {e}")))?;
+    });
+    match net {
+        Compared::Simple => {
+            spec["features"] = "all768".into();
+            spec["arch"] = "256x2:screlu".into();
+        }
+        Compared::Buckets { width } => {
+            spec["net"] = serde_json::to_value(buckets_net(width)?)
+                .map_err(|e| TrainError::Internal(format!("the bucketed net: {e}")))?;
+        }
+    }
+    let spec: lakefish_schemas::TrainSpec = serde_json::from_value(spec)
+        .map_err(|e| TrainError::Internal(format!("the comparison's train spec: {e}")))?;
     let cpu = crate::jobs::cpu_seconds_of(libc::RUSAGE_SELF);
     let start = std::time::Instant::now();
     let run = lakefish_train::train::train(ctx, &JobId::new(), &spec)?;
@@ -251,6 +303,21 @@ fn run_lakefish(
         positions: steps * BATCH,
         last_quarter_loss: last_quarter(&with.metrics, steps),
     })
+}
+
+/// bullet's `3_input_buckets` as shipped, `width` wide, its output read with the eval scale
+/// 361 (the target's), so that the sigmoid sees the raw output as bullet's does.
+pub fn buckets_net(width: u32) -> Result<lakefish_schemas::netspec::NetSpec, TrainError> {
+    let mut net = lakefish_schemas::netspec::NetSpec::parse(BUCKETS_NET)
+        .map_err(|e| TrainError::Internal(format!("bullet-3-input-buckets.toml: {e}")))?;
+    net.transformer.width = width;
+    net.quantization.eval_scale = 361.0;
+    net.name = Some(format!(
+        "bullet 3_input_buckets, {width} wide, eval scale 361"
+    ));
+    net.validate()
+        .map_err(|e| TrainError::Spec(format!("--bucket-width {width}: {e}")))?;
+    Ok(net)
 }
 
 /// The mean training loss over steps after `3/4 · steps`, each metrics row weighted by the
@@ -285,6 +352,7 @@ mod tests {
             rt.handle(),
             "no-such.binpack",
             Path::new("/no/such/cmp"),
+            Compared::Simple,
             1,
             172,
             1,

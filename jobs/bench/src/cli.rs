@@ -156,6 +156,17 @@ enum BenchCommand {
         /// Alternating rounds of the bullet comparison (the ratios are their medians).
         #[arg(long, default_value_t = 2)]
         bullet_rounds: usize,
+        /// bullet's trainer for the bucketed comparison: our example
+        /// tests/bullet/lakefish_check.rs, which `cargo test --test bullet` builds into
+        /// target/bullet/release/examples/lakefish_check. Given, the run also trains bullet's
+        /// `3_input_buckets` shape (ten mirrored king buckets with a factoriser, SCReLU, eight
+        /// output buckets by material), --bucket-width wide, with bullet and with lakefish, and
+        /// prints `king_buckets trainer/bullet` and `king_buckets loss lakefish/bullet`.
+        #[arg(long, value_name = "PATH")]
+        bullet_buckets: Option<std::path::PathBuf>,
+        /// The transformer's width in the bucketed comparison (bullet's example: 1024).
+        #[arg(long, default_value_t = 256)]
+        bucket_width: u32,
     },
     /// Full binpack ingest vs a bare sfbinpack decode loop over the same file.
     IngestBinpack {
@@ -220,10 +231,16 @@ fn run(rt: &tokio::runtime::Runtime, what: BenchCommand) -> anyhow::Result<()> {
             bullet,
             bullet_steps,
             bullet_rounds,
+            bullet_buckets,
+            bucket_width,
         } => {
             let threads = threads.unwrap_or_else(cores);
             if let Some(bullet) = &bullet {
                 crate::bullet::check_args(bullet, bullet_steps)?;
+            }
+            if let Some(b) = &bullet_buckets {
+                crate::bullet::check_args(b, bullet_steps)?;
+                crate::bullet::buckets_net(bucket_width)?;
             }
             let device = lakefish_train::train::select_device(
                 lakefish_schemas::DeviceChoice::parse(&device).map_err(anyhow::Error::msg)?,
@@ -308,18 +325,29 @@ fn run(rt: &tokio::runtime::Runtime, what: BenchCommand) -> anyhow::Result<()> {
                 );
             }
             println!("{}", serde_json::to_string(&r)?);
-            if let Some(bullet) = bullet {
+            let compared = bullet
+                .map(|b| (b, crate::bullet::Compared::Simple))
+                .into_iter()
+                .chain(bullet_buckets.map(|b| {
+                    let net = crate::bullet::Compared::Buckets {
+                        width: bucket_width,
+                    };
+                    (b, net)
+                }));
+            for (bullet, net) in compared {
                 let c = crate::bullet::bench_bullet(
                     rt.handle(),
                     &file,
                     &bullet,
+                    net,
                     threads,
                     bullet_steps,
                     bullet_rounds,
                 )?;
+                let label = net.label();
                 for (i, (b, l)) in c.rounds.iter().enumerate() {
                     println!(
-                        "all768 round {}: bullet {:.2} CPU-s {:.0} positions/CPU-s loss {:.5}; lakefish {:.2} CPU-s {:.0} positions/CPU-s loss {:.5}",
+                        "{label} round {}: bullet {:.2} CPU-s {:.0} positions/CPU-s loss {:.5}; lakefish {:.2} CPU-s {:.0} positions/CPU-s loss {:.5}",
                         i + 1,
                         b.cpu_seconds,
                         b.positions_per_cpu_second(),
@@ -330,11 +358,11 @@ fn run(rt: &tokio::runtime::Runtime, what: BenchCommand) -> anyhow::Result<()> {
                     );
                 }
                 println!(
-                    "all768 trainer/bullet {:.2} (target >= 1)",
+                    "{label} trainer/bullet {:.2} (target >= 1)",
                     c.trainer_to_bullet
                 );
                 println!(
-                    "all768 loss lakefish/bullet {:.2} (target <= 1)",
+                    "{label} loss lakefish/bullet {:.2} (target <= 1)",
                     c.loss_to_bullet
                 );
                 println!("{}", serde_json::to_string(&c)?);

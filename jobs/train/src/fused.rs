@@ -14,15 +14,110 @@
 use crate::adam::Adam;
 use crate::model::{Activation, BatchTensors, Loss, Model, ModelArch};
 use crate::sparse::{PARTS, RowConstants, WithMoments, adam_row, adam_touched};
+use lakefish_schemas::netspec::Inputs;
 use rayon::prelude::*;
 use tch::{Kind, Tensor};
 
-/// Whether [`step`] trains this model with this optimizer: a lakefish SCReLU net without
-/// hidden layers, updated sparsely (so on the CPU).
+/// Weights above which the fused step is not used: each of its [`PARTS`] keeps a gradient sum
+/// as large as the transformer's weight (32 MiB each here).
+const MAX_WEIGHTS: usize = lakefish_schemas::netspec::SPARSE_MAX_TRANSFORMER_WEIGHTS;
+
+/// The net the fused step trains: the parameters' positions in the model and how a row picks
+/// its output bucket.
+struct Net {
+    ft_w: usize,
+    ft_b: usize,
+    /// `ft.factoriser` (`[768, width]`): its row `f mod 768` is added to every input `f`.
+    factoriser: Option<usize>,
+    out_w: usize,
+    out_b: usize,
+    /// Output buckets (1: none); a row's is `(clamp(men, 2, 32) − 2) / men_per_bucket`, the
+    /// men counted from its side-to-move features, `+ extra_men` (HalfKP has no king features).
+    buckets: usize,
+    men_per_bucket: usize,
+    extra_men: usize,
+}
+
+impl Net {
+    /// The fused step's view of `model`, when it is a SCReLU transformer straight into one
+    /// output per bucket (no hidden layers, no PSQT): lakefish's `:screlu` nets without hidden
+    /// layers, and described nets of that shape with any inputs, a factoriser, and output
+    /// buckets by material count (bullet's progression nets 1 to 3).
+    fn of(model: &Model) -> Option<Net> {
+        let at = |name: &str| model.params.iter().position(|(n, _)| n == name);
+        let shape = Shape::of(&model.arch)?;
+        if model.params[at(shape.names[0])?].1.numel() > MAX_WEIGHTS {
+            return None;
+        }
+        let names = shape.names;
+        Some(Net {
+            ft_w: at(names[0])?,
+            ft_b: at(names[1])?,
+            factoriser: if shape.factoriser {
+                Some(at("ft.factoriser")?)
+            } else {
+                None
+            },
+            out_w: at(names[2])?,
+            out_b: at(names[3])?,
+            buckets: shape.buckets,
+            men_per_bucket: 32usize.div_ceil(shape.buckets),
+            extra_men: shape.extra_men,
+        })
+    }
+
+    fn bucket(&self, stm_features: usize) -> usize {
+        if self.buckets == 1 {
+            return 0;
+        }
+        let men = (stm_features + self.extra_men).clamp(2, 32);
+        ((men - 2) / self.men_per_bucket).min(self.buckets - 1)
+    }
+}
+
+/// What of an architecture the fused step needs to know.
+struct Shape {
+    /// The transformer's weight and bias, the output's weight and bias.
+    names: [&'static str; 4],
+    factoriser: bool,
+    buckets: usize,
+    extra_men: usize,
+}
+
+impl Shape {
+    /// A SCReLU transformer straight into one output per bucket (no hidden layers, no PSQT):
+    /// lakefish's `:screlu` nets without hidden layers, and described nets of that shape
+    /// (`NetSpec::sparse_update`: any inputs, a factoriser, output buckets by material count;
+    /// bullet's progression nets 1 to 3).
+    fn of(arch: &ModelArch) -> Option<Shape> {
+        match arch {
+            ModelArch::Lakefish(a) if a.activation == Activation::Screlu && a.hidden.is_empty() => {
+                Some(Shape {
+                    names: ["ft.weight", "ft.bias", "l0.weight", "l0.bias"],
+                    factoriser: false,
+                    buckets: 1,
+                    extra_men: 0,
+                })
+            }
+            ModelArch::Spec(spec) if spec.sparse_update().is_ok() => Some(Shape {
+                names: ["ft.weight", "ft.bias", "out.weight", "out.bias"],
+                factoriser: spec.factoriser(),
+                buckets: (spec.output_buckets.count() as usize).max(1),
+                extra_men: if matches!(spec.inputs, Inputs::Halfkp {}) {
+                    2
+                } else {
+                    0
+                },
+            }),
+            _ => None,
+        }
+    }
+}
+
+/// Whether [`step`] trains this model with this optimizer: the sparse update (so the CPU) of
+/// a net of a [`Shape`] it takes, within [`MAX_WEIGHTS`].
 pub fn applies(model: &Model, adam: &Adam) -> bool {
-    adam.sparse
-        && matches!(&model.arch, ModelArch::Lakefish(a)
-            if a.activation == Activation::Screlu && a.hidden.is_empty())
+    adam.sparse && Net::of(model).is_some()
 }
 
 /// A contiguous CPU tensor of `kind` as a slice (`T` its element type).
@@ -98,8 +193,11 @@ impl<'a> Rows<'a> {
 /// weight (which goes to the scratch's per-part buffers) and the loss.
 struct PartSums {
     bias: Vec<f32>,
+    /// `[768, width]` when the net has a factoriser, else empty.
+    factoriser: Vec<f32>,
+    /// `[buckets, 2·width]` and `[buckets]`.
     out_w: Vec<f32>,
-    out_b: f32,
+    out_b: Vec<f32>,
     loss: f64,
 }
 
@@ -182,17 +280,11 @@ pub fn step(
     scale: f64,
     lr: f64,
 ) -> Result<f32, String> {
-    let position = |name: &str| {
-        model
-            .params
-            .iter()
-            .position(|(n, _)| n == name)
-            .ok_or_else(|| format!("no parameter {name}"))
-    };
-    let [ft_w, ft_b, out_w, out_b] = ["ft.weight", "ft.bias", "l0.weight", "l0.bias"].map(position);
-    let (ft_w, ft_b, out_w, out_b) = (ft_w?, ft_b?, out_w?, out_b?);
-    let size = model.params[ft_w].1.size();
+    let net =
+        Net::of(model).ok_or_else(|| format!("a {} net is not one step fuses", model.arch))?;
+    let size = model.params[net.ft_w].1.size();
     let (inputs, h) = (size[0] as usize, size[1] as usize);
+    let plain = if net.factoriser.is_some() { 768 } else { 0 };
     let output_scale = model.arch.output_scale();
 
     let starts = &mut adam.scratch.starts;
@@ -215,20 +307,41 @@ pub fn step(
             result.len()
         ));
     }
+    // The factoriser's rows a batch touched: those of any input they are shared by.
+    let mut plain_starts = vec![0u32; plain + 1];
+    if plain > 0 {
+        for f in 0..inputs {
+            plain_starts[f % plain + 1] += starts[f + 1];
+        }
+        for f in 0..plain {
+            plain_starts[f + 1] += plain_starts[f];
+        }
+    }
     for f in 0..inputs {
         starts[f + 1] += starts[f];
     }
 
+    let (buckets, out_len) = (net.buckets, 2 * h);
     let parts = &mut adam.scratch.parts;
     parts.resize_with(PARTS, Vec::new);
     let sums: Vec<PartSums> = {
         let p = |i: usize| view::<f32>(&model.params[i].1, Kind::Float, &model.params[i].0);
-        let (w, fb, ow, ob) = (p(ft_w)?, p(ft_b)?, p(out_w)?, p(out_b)?);
-        if w.len() != inputs * h || fb.len() != h || ow.len() != 2 * h || ob.len() != 1 {
+        let (w, fb, ow, ob) = (p(net.ft_w)?, p(net.ft_b)?, p(net.out_w)?, p(net.out_b)?);
+        let fw = match net.factoriser {
+            Some(i) => p(i)?,
+            None => &[],
+        };
+        if w.len() != inputs * h
+            || fb.len() != h
+            || fw.len() != plain * h
+            || ow.len() != buckets * out_len
+            || ob.len() != buckets
+        {
             return Err(format!(
-                "parameters of sizes {}, {}, {}, {} do not make ({inputs} → {h})×2 → 1",
+                "parameters of sizes {}, {}, {}, {}, {} do not make ({inputs} → {h})×2 → {buckets}",
                 w.len(),
                 fb.len(),
+                fw.len(),
                 ow.len(),
                 ob.len()
             ));
@@ -249,8 +362,9 @@ pub fn step(
                 ft_sum.resize(inputs * h, 0.0);
                 let mut sums = PartSums {
                     bias: vec![0.0; h],
-                    out_w: vec![0.0; 2 * h],
-                    out_b: 0.0,
+                    factoriser: vec![0.0; plain * h],
+                    out_w: vec![0.0; buckets * out_len],
+                    out_b: vec![0.0; buckets],
                     loss: 0.0,
                 };
                 let mut acc = [vec![0f32; h], vec![0f32; h]];
@@ -258,11 +372,16 @@ pub fn step(
                 let last = ((p + 1) * per_part).min(rows);
                 for r in first..last {
                     let features = [stm.row(r), nstm.row(r)];
-                    let mut out = ob[0];
+                    let k = net.bucket(features[0].len());
+                    let ow = &ow[k * out_len..][..out_len];
+                    let mut out = ob[k];
                     for (side, acc) in acc.iter_mut().enumerate() {
                         acc.copy_from_slice(fb);
                         for &f in features[side] {
                             add(acc, &w[f as usize * h..][..h]);
+                            if plain > 0 {
+                                add(acc, &fw[f as usize % plain * h..][..h]);
+                            }
                         }
                         for a in acc.iter_mut() {
                             *a = a.clamp(0.0, 1.0);
@@ -274,10 +393,11 @@ pub fn step(
                     let (loss, dq) = row_loss(kind, out * q_of_out, target);
                     sums.loss += loss as f64;
                     let d_out = dq * to_out;
-                    sums.out_b += d_out;
+                    sums.out_b[k] += d_out;
+                    let out_g = &mut sums.out_w[k * out_len..][..out_len];
                     for (side, c) in acc.iter_mut().enumerate() {
                         let owp = &ow[side * h..][..h];
-                        for (g, &c) in sums.out_w[side * h..][..h].iter_mut().zip(&*c) {
+                        for (g, &c) in out_g[side * h..][..h].iter_mut().zip(&*c) {
                             *g += d_out * c * c;
                         }
                         // The clamp passes the gradient only strictly inside (0, 1).
@@ -291,6 +411,9 @@ pub fn step(
                         add(&mut sums.bias, c);
                         for &f in features[side] {
                             add(&mut ft_sum[f as usize * h..][..h], c);
+                            if plain > 0 {
+                                add(&mut sums.factoriser[f as usize % plain * h..][..h], c);
+                            }
                         }
                     }
                 }
@@ -306,13 +429,22 @@ pub fn step(
         v: &adam.v[i],
     };
     let parts: &[Vec<f32>] = &adam.scratch.parts;
-    let [w, m, v] = with_moments(ft_w).slices(inputs * h)?;
+    let [w, m, v] = with_moments(net.ft_w).slices(inputs * h)?;
     adam_touched([w, m, v], h, &adam.scratch.starts, &k, |f, acc| {
         acc.copy_from_slice(&parts[0][f * h..][..h]);
         for part in &parts[1..] {
             add(acc, &part[f * h..][..h]);
         }
     });
+    if let Some(i) = net.factoriser {
+        let [w, m, v] = with_moments(i).slices(plain * h)?;
+        adam_touched([w, m, v], h, &plain_starts, &k, |f, acc| {
+            acc.copy_from_slice(&sums[0].factoriser[f * h..][..h]);
+            for s in &sums[1..] {
+                add(acc, &s.factoriser[f * h..][..h]);
+            }
+        });
+    }
     let total = |of: &dyn Fn(&PartSums) -> &[f32], len: usize| {
         let mut acc = vec![0f32; len];
         for s in &sums {
@@ -320,14 +452,42 @@ pub fn step(
         }
         acc
     };
-    let [w, m, v] = with_moments(ft_b).slices(h)?;
+    let [w, m, v] = with_moments(net.ft_b).slices(h)?;
     adam_row(w, m, v, &total(&|s| &s.bias, h), &k);
-    let [w, m, v] = with_moments(out_w).slices(2 * h)?;
-    adam_row(w, m, v, &total(&|s| &s.out_w, 2 * h), &k);
-    let [w, m, v] = with_moments(out_b).slices(1)?;
-    adam_row(w, m, v, &[sums.iter().map(|s| s.out_b).sum()], &k);
+    // Output buckets no row of the batch chose keep their weights (lazy, as the transformer).
+    let out_w = total(&|s| &s.out_w, buckets * out_len);
+    let out_b = total(&|s| &s.out_b, buckets);
+    let [w, m, v] = with_moments(net.out_w).slices(buckets * out_len)?;
+    let [bw, bm, bv] = with_moments(net.out_b).slices(buckets)?;
+    let chosen = bucket_counts(&net, &stm);
+    for b in (0..buckets).filter(|&b| chosen[b] > 0) {
+        let r = b * out_len..(b + 1) * out_len;
+        adam_row(
+            &mut w[r.clone()],
+            &mut m[r.clone()],
+            &mut v[r.clone()],
+            &out_w[r],
+            &k,
+        );
+        adam_row(
+            &mut bw[b..=b],
+            &mut bm[b..=b],
+            &mut bv[b..=b],
+            &out_b[b..=b],
+            &k,
+        );
+    }
     let loss: f64 = sums.iter().map(|s| s.loss).sum();
     Ok((loss / rows.max(1) as f64) as f32)
+}
+
+/// How many rows chose each output bucket.
+fn bucket_counts(net: &Net, stm: &Rows) -> Vec<usize> {
+    let mut n = vec![0; net.buckets];
+    for r in 0..stm.len() {
+        n[net.bucket(stm.row(r).len())] += 1;
+    }
+    n
 }
 
 #[cfg(test)]
@@ -338,6 +498,10 @@ mod tests {
 
     /// `rows` positions of 1 to 30 features each (repeats allowed, as a bag sums them).
     fn batch(rows: usize, seed: u64) -> BatchTensors {
+        batch_of(rows, seed, 768)
+    }
+
+    fn batch_of(rows: usize, seed: u64, inputs: u64) -> BatchTensors {
         let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
         let mut next = move |n: u64| {
             x ^= x << 13;
@@ -350,7 +514,7 @@ mod tests {
             for _ in 0..rows {
                 offsets.push(indices.len() as i32);
                 for _ in 0..1 + next(30) {
-                    indices.push(next(768) as i32);
+                    indices.push(next(inputs) as i32);
                 }
             }
             (Tensor::from_slice(&indices), Tensor::from_slice(&offsets))
@@ -372,6 +536,28 @@ mod tests {
         tch::manual_seed(seed);
         let arch = ModelArch::Lakefish(Arch::parse("32x2:screlu").unwrap());
         Model::new(&arch, 768, 30, tch::Device::Cpu)
+    }
+
+    /// bullet's `3_input_buckets` shape, 32 wide: ten mirrored king buckets with a
+    /// factoriser, 8 output buckets by material.
+    fn bucketed(seed: i64) -> Model {
+        let spec = lakefish_schemas::netspec::NetSpec::parse(
+            "version = 1\n[inputs]\nfamily = \"king_buckets\"\nmirror = true\nfactoriser = true\n\
+             layout = [0,1,2,3, 4,4,5,5, 6,6,6,6, 7,7,7,7, 8,8,8,8, 8,8,8,8, 9,9,9,9, 9,9,9,9]\n\
+             [transformer]\nwidth = 32\nactivation = \"screlu\"\n\
+             [output_buckets]\nrule = \"material_count\"\ncount = 8\n\
+             [quantization]\neval_scale = 400.0\n",
+        )
+        .unwrap();
+        tch::manual_seed(seed);
+        let arch = ModelArch::Spec(Box::new(spec));
+        let m = Model::new(&arch, 7680, 30, tch::Device::Cpu);
+        // A factoriser starts at zero; give it values so its part of the forward pass counts.
+        tch::no_grad(|| {
+            let mut f = m.param("ft.factoriser").shallow_clone();
+            let _ = f.copy_(&(Tensor::rand_like(&f) * 0.2 - 0.1));
+        });
+        m
     }
 
     /// The same weights in fresh tensors (the global seed is shared with tests running
@@ -396,33 +582,42 @@ mod tests {
     }
 
     /// After one step Adam's first moment is 0.1 × the gradient: the fused step's equals
-    /// libtorch autograd's (dense update) for every parameter and loss, and so does the loss.
+    /// libtorch autograd's (dense update) for every parameter, and so does the loss; for
+    /// lakefish's simple net and for bullet's king- and output-bucketed one with its factoriser.
     #[test]
     fn one_step_s_loss_and_gradients_equal_libtorch_s() {
-        for kind in [Loss::Power(2.0), Loss::Power(2.6), Loss::Elmo] {
-            let fused_model = model(3);
-            let torch_model = copy(&fused_model);
-            let b = batch(300, 7);
-            let mut fused_adam = Adam::sparse(&fused_model);
-            assert!(applies(&fused_model, &fused_adam));
-            let mut torch_adam = Adam::new(&torch_model);
-            assert!(!applies(&torch_model, &torch_adam));
-            let lf = train_step(&fused_model, &mut fused_adam, &b, kind, 0.6, 361.0, 1e-3)
-                .unwrap()
-                .double_value(&[]);
-            let lt = train_step(&torch_model, &mut torch_adam, &b, kind, 0.6, 361.0, 1e-3)
-                .unwrap()
-                .double_value(&[]);
-            assert!((lf / lt - 1.0).abs() < 1e-5, "{kind:?}: loss {lf} vs {lt}");
-            for (i, (name, _)) in fused_model.params.iter().enumerate() {
-                let (mf, mt) = (&fused_adam.m[i], &torch_adam.m[i]);
-                let scale = mt.abs().max().double_value(&[]);
-                let diff = (mf - mt).abs().max().double_value(&[]);
-                assert!(scale > 0.0, "{kind:?}: {name} got no gradient");
-                assert!(
-                    diff <= 1e-4 * scale,
-                    "{kind:?}: {name} gradient differs by {diff} (largest {scale})"
+        for (net, inputs) in [("32x2:screlu", 768), ("bucketed", 7680)] {
+            for kind in [Loss::Power(2.0), Loss::Power(2.6), Loss::Elmo] {
+                let fused_model = if inputs == 768 { model(3) } else { bucketed(3) };
+                let torch_model = copy(&fused_model);
+                let b = batch_of(300, 7, inputs);
+                let mut fused_adam = Adam::sparse(&fused_model);
+                assert!(applies(&fused_model, &fused_adam));
+                let mut torch_adam = Adam::new(&torch_model);
+                assert!(!applies(&torch_model, &torch_adam));
+                let step = |m: &Model, a: &mut Adam| {
+                    train_step(m, a, &b, kind, 0.6, 361.0, 1e-3)
+                        .unwrap()
+                        .double_value(&[])
+                };
+                let (lf, lt) = (
+                    step(&fused_model, &mut fused_adam),
+                    step(&torch_model, &mut torch_adam),
                 );
+                assert!(
+                    (lf / lt - 1.0).abs() < 1e-5,
+                    "{net} {kind:?}: loss {lf} vs {lt}"
+                );
+                for (i, (name, _)) in fused_model.params.iter().enumerate() {
+                    let (mf, mt) = (&fused_adam.m[i], &torch_adam.m[i]);
+                    let scale = mt.abs().max().double_value(&[]);
+                    let diff = (mf - mt).abs().max().double_value(&[]);
+                    assert!(scale > 0.0, "{net} {kind:?}: {name} got no gradient");
+                    assert!(
+                        diff <= 1e-4 * scale,
+                        "{net} {kind:?}: {name} gradient differs by {diff} (largest {scale})"
+                    );
+                }
             }
         }
     }

@@ -177,7 +177,15 @@ pub(crate) fn resolve(
         // asked (docs/BENCHMARKS.md, "Sparse on the CPU").
         (FtUpdate::Auto, _) if matches!(arch, ModelArch::Spec(_)) => false,
         (FtUpdate::Auto, d) => d == Device::Cpu && features.inputs() > SPARSE_MIN_INPUTS,
-        (FtUpdate::Sparse, Device::Cpu) => true,
+        (FtUpdate::Sparse, Device::Cpu) => match &arch {
+            // A described net trains sparsely only in the fused step.
+            ModelArch::Spec(net) => {
+                net.sparse_update()
+                    .map_err(|e| TrainError::Spec(format!("ft_update: {e} (use auto or dense)")))?;
+                true
+            }
+            _ => true,
+        },
         (FtUpdate::Sparse, d) => {
             return Err(TrainError::Spec(format!(
                 "--ft-update sparse runs on the CPU only; this run trains on {d:?} (use auto or dense)"
