@@ -555,7 +555,7 @@ mod tests {
         // A factoriser starts at zero; give it values so its part of the forward pass counts.
         tch::no_grad(|| {
             let mut f = m.param("ft.factoriser").shallow_clone();
-            let _ = f.copy_(&(Tensor::rand_like(&f) * 0.2 - 0.1));
+            f.copy_(&(Tensor::rand_like(&f) * 0.2 - 0.1));
         });
         m
     }
