@@ -49,7 +49,8 @@ pub struct TrainSpec {
     #[serde(default)]
     pub device: DeviceChoice,
     /// How the feature transformer's weights are updated: `auto` (sparse on the CPU for
-    /// halfkp and halfka_v2_hm, else dense), `sparse` (only the rows a batch uses, lazy Adam; CPU only) or `dense`
+    /// halfkp and halfka_v2_hm, else dense), `sparse` (only the rows a batch uses, lazy Adam; CPU
+    /// only; a described net only when `NetSpec::sparse_update` takes it) or `dense`
     /// (Adam over every weight, libtorch's backward).
     #[serde(default, skip_serializing_if = "FtUpdate::is_auto")]
     pub ft_update: FtUpdate,

@@ -267,6 +267,16 @@ fn entropy_pair(t: f32, s: f32, eps: f32) -> f32 {
     t * s.clamp(eps, 1.0).ln() + (1.0 - t) * (1.0 - s).clamp(eps, 1.0).ln()
 }
 
+/// What a step minimizes and how far it moves: the loss, the target's λ and sigmoid scale,
+/// the learning rate.
+#[derive(Debug, Clone, Copy)]
+pub struct StepArgs {
+    pub kind: Loss,
+    pub lambda: f64,
+    pub scale: f64,
+    pub lr: f64,
+}
+
 /// One optimizer step on `batch` (forward, loss, backward, lazy Adam on the transformer's
 /// touched rows, Adam on the rest); returns the batch's mean loss. The caller clips the
 /// output layer as after any step. Anything malformed in the batch is an error before a
@@ -275,11 +285,14 @@ pub fn step(
     model: &Model,
     adam: &mut Adam,
     batch: &BatchTensors,
-    kind: Loss,
-    lambda: f64,
-    scale: f64,
-    lr: f64,
+    args: StepArgs,
 ) -> Result<f32, String> {
+    let StepArgs {
+        kind,
+        lambda,
+        scale,
+        lr,
+    } = args;
     let net =
         Net::of(model).ok_or_else(|| format!("a {} net is not one step fuses", model.arch))?;
     let size = model.params[net.ft_w].1.size();
@@ -676,7 +689,13 @@ mod tests {
         for (want, damage) in cases {
             let mut b = batch(20, 1);
             damage(&mut b);
-            let err = step(&m, &mut adam, &b, Loss::Elmo, 1.0, 361.0, 1e-3).unwrap_err();
+            let args = StepArgs {
+                kind: Loss::Elmo,
+                lambda: 1.0,
+                scale: 361.0,
+                lr: 1e-3,
+            };
+            let err = step(&m, &mut adam, &b, args).unwrap_err();
             assert!(err.contains(want), "{err}");
             assert!(same(&m, &before), "{want}: weights written");
         }

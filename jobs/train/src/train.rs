@@ -279,7 +279,13 @@ pub fn train_step(
         }
     }
     if crate::fused::applies(model, adam) {
-        let l = crate::fused::step(model, adam, batch, kind, lambda, scale, lr)
+        let args = crate::fused::StepArgs {
+            kind,
+            lambda,
+            scale,
+            lr,
+        };
+        let l = crate::fused::step(model, adam, batch, args)
             .map_err(|e| TrainError::Internal(format!("fused step: {e}")))?;
         model.clip();
         return Ok(Tensor::from(l));

@@ -519,9 +519,10 @@ pub(crate) struct TrainArgs {
     #[arg(long, default_value = "auto")]
     pub device: String,
     /// The feature transformer's update: auto (sparse on the CPU for halfkp and halfka_v2_hm,
-    /// else dense), sparse
-    /// (only the rows a batch uses, lazy Adam, 1.2-1.6x faster than dense on the CPU; CPU
-    /// only) or dense (Adam over every weight).
+    /// else dense), sparse (only the rows a batch uses, lazy Adam; CPU only; 1.2-1.6x faster
+    /// than dense, and 3-4x for SCReLU nets without hidden layers, whose whole step it then
+    /// runs in its own code; a described net takes it only in that shape) or dense (Adam over
+    /// every weight).
     #[arg(long, default_value = "auto")]
     pub ft_update: String,
     /// AdamW's decoupled weight decay: each step multiplies the weights it updates by
