@@ -512,3 +512,43 @@ fn bullet_s_adamw_and_start_resume_exactly_and_clip_every_weight() {
         );
     }
 }
+
+/// A described net on the sparse update (bullet's king- and output-bucketed net with its
+/// factoriser, 32 wide, in the fused step): resumes bit for bit and learns.
+#[test]
+fn a_bucketed_described_net_on_the_sparse_update_resumes_exactly() {
+    use lakefish_schemas::netspec::NetSpec;
+    use lakefish_schemas::train::FtUpdate;
+    let fx = fixture(4);
+    let text = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../infra/nets/bullet-3-input-buckets.toml"),
+    )
+    .unwrap();
+    let mut net = NetSpec::parse(&text).unwrap();
+    net.transformer.width = 32;
+    let run = |steps: Option<u64>, resume: Option<lakefish_schemas::names::RunId>| {
+        let mut s = spec(&fx.shuffle);
+        s.net = Some(net.clone());
+        s.ft_update = FtUpdate::Sparse;
+        s.lr = 3e-3;
+        s.max_steps = steps;
+        s.resume = resume;
+        train(&fx.ctx, &JobId::new(), &s).unwrap()
+    };
+    let epoch = run(None, None);
+    let val = *epoch.val_loss.last().unwrap();
+    assert!(val < epoch.material_val_loss.unwrap(), "val {val}");
+    let straight = run(Some(8), None);
+    let half = run(Some(4), None);
+    let resumed = run(Some(8), Some(half.id));
+    assert_eq!(resumed.step, 8);
+    let (wa, wb) = (
+        last_checkpoint(&fx, &straight.id),
+        last_checkpoint(&fx, &resumed.id),
+    );
+    assert_eq!(wa.len(), wb.len());
+    for ((na, ta), (_, tb)) in wa.iter().zip(&wb) {
+        assert!(ta.equal(tb), "{na} differs after resume");
+    }
+}
