@@ -48,10 +48,11 @@ pub struct TrainSpec {
     pub seed: u64,
     #[serde(default)]
     pub device: DeviceChoice,
-    /// How the feature transformer's weights are updated: `auto` (sparse on the CPU for
-    /// halfkp and halfka_v2_hm, else dense), `sparse` (only the rows a batch uses, lazy Adam; CPU
-    /// only; a described net only when `NetSpec::sparse_update` takes it) or `dense`
-    /// (Adam over every weight, libtorch's backward).
+    /// How the feature transformer's weights are updated: `auto` (with `defaults` 2: sparse on
+    /// the CPU wherever it can run, else dense; with 1: sparse on the CPU for halfkp and
+    /// halfka_v2_hm, else dense), `sparse` (only the rows a batch uses, lazy Adam; CPU only; a
+    /// described net only when `NetSpec::sparse_update` takes it) or `dense` (Adam over every
+    /// weight, libtorch's backward).
     #[serde(default, skip_serializing_if = "FtUpdate::is_auto")]
     pub ft_update: FtUpdate,
     /// AdamW's decoupled weight decay: every step each weight the step updates is first
@@ -63,12 +64,22 @@ pub struct TrainSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub clip_weights: Option<f64>,
     /// Adam's bias correction of its moments (torch's Adam: on). Off, the first steps are
-    /// about 3× larger: what bullet's AdamW does.
-    #[serde(default = "d_true", skip_serializing_if = "is_true")]
-    pub bias_correction: bool,
-    /// How fresh weights start: `uniform` or `bullet` (see [`WeightInit`]).
-    #[serde(default, skip_serializing_if = "WeightInit::is_uniform")]
-    pub weight_init: WeightInit,
+    /// about 3× larger: what bullet's AdamW does. Unset: as `defaults` says (2: off, 1: on);
+    /// read it through [`TrainSpec::bias_correction`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bias_correction: Option<bool>,
+    /// How fresh weights start: `uniform` or `bullet` (see [`WeightInit`]). Unset: as
+    /// `defaults` says (2: bullet, 1: uniform); read it through [`TrainSpec::weight_init`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub weight_init: Option<WeightInit>,
+    /// Which generation of the trainer's defaults fills in what this spec leaves unset:
+    /// 2 (the default since 2026-11-27: bullet's Adam without bias correction, bullet's start,
+    /// the sparse update on the CPU wherever it runs) or 1 (before: Adam with bias
+    /// correction, the uniform start, the sparse update only for halfkp and halfka_v2_hm).
+    /// Written into every run record, so a run reads back as it was trained; a record from
+    /// before this field is generation 1.
+    #[serde(default = "d_defaults")]
+    pub defaults: u32,
     /// Continue this run from its last checkpoint instead of starting a new one.
     #[serde(default)]
     pub resume: Option<crate::names::RunId>,
@@ -212,13 +223,13 @@ pub mod defaults {
     pub const LAMBDA: f64 = 1.0;
     pub const VAL_CHUNKS: u32 = 1;
     pub const SCALE: f64 = 361.0;
+    /// The generation of defaults a spec gets when it does not name one
+    /// ([`super::TrainSpec::defaults`]); 1 is the one before.
+    pub const GENERATION: u32 = 2;
 }
 
-fn d_true() -> bool {
-    true
-}
-fn is_true(b: &bool) -> bool {
-    *b
+fn d_defaults() -> u32 {
+    defaults::GENERATION
 }
 fn is_zero(x: &f64) -> bool {
     *x == 0.0
@@ -294,7 +305,27 @@ impl TrainSpec {
         }
     }
 
+    /// Whether Adam corrects its moments' bias: as set, else as `defaults` says.
+    pub fn bias_correction(&self) -> bool {
+        self.bias_correction.unwrap_or(self.defaults < 2)
+    }
+
+    /// How a new run's weights start: as set, else as `defaults` says.
+    pub fn weight_init(&self) -> WeightInit {
+        self.weight_init.unwrap_or(if self.defaults < 2 {
+            WeightInit::Uniform
+        } else {
+            WeightInit::Bullet
+        })
+    }
+
     pub fn validate(&self) -> Result<(), String> {
+        if !(1..=defaults::GENERATION).contains(&self.defaults) {
+            return Err(format!(
+                "defaults must be 1 or 2 (the trainer's defaults before and since 2026-11-27), not {}",
+                self.defaults
+            ));
+        }
         if self.batch_size == 0 || self.epochs == 0 {
             return Err("batch_size and epochs must be at least 1".into());
         }
@@ -342,6 +373,8 @@ impl TrainSpec {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RunRecord {
     pub id: crate::names::RunId,
+    /// A spec stored without `defaults` was trained before defaults had generations: 1.
+    #[serde(deserialize_with = "stored_spec")]
     pub spec: TrainSpec,
     pub device: String,
     pub step: u64,
@@ -364,6 +397,18 @@ pub struct RunRecord {
     pub resumed_at: Vec<u64>,
     pub created: String,
     pub updated: String,
+}
+
+/// A run record's spec: one written before `defaults` existed was trained with generation 1,
+/// whatever today's generation is.
+fn stored_spec<'de, D: serde::Deserializer<'de>>(d: D) -> Result<TrainSpec, D::Error> {
+    let mut v = serde_json::Value::deserialize(d)?;
+    if let Some(fields) = v.as_object_mut() {
+        fields
+            .entry("defaults")
+            .or_insert_with(|| serde_json::Value::from(1u32));
+    }
+    serde_json::from_value(v).map_err(serde::de::Error::custom)
 }
 
 impl RunRecord {
@@ -438,8 +483,8 @@ mod tests {
         );
     }
 
-    /// bullet's optimizer options: absent from a plain spec (records stay as they were),
-    /// round-trip, and out-of-range values refused naming the field.
+    /// bullet's optimizer options: absent from a plain spec unless set, round-trip, and
+    /// out-of-range values refused naming the field.
     #[test]
     fn optimizer_options_default_away_and_refuse_garbage() {
         let plain = spec(serde_json::json!({})).unwrap();
@@ -452,7 +497,15 @@ mod tests {
         ] {
             assert!(!text.contains(key), "{key} written by default: {text}");
         }
-        assert!(plain.bias_correction && plain.weight_decay == 0.0);
+        assert!(text.contains(r#""defaults":2"#), "{text}");
+        assert!(!plain.bias_correction() && plain.weight_decay == 0.0);
+        assert_eq!(plain.weight_init(), WeightInit::Bullet);
+        let torch = spec(serde_json::json!({
+            "bias_correction": true, "weight_init": "uniform"
+        }))
+        .unwrap();
+        assert!(torch.bias_correction());
+        assert_eq!(torch.weight_init(), WeightInit::Uniform);
         let bullet = spec(serde_json::json!({
             "weight_decay": 0.01, "clip_weights": 1.98, "bias_correction": false,
             "weight_init": "bullet"
@@ -467,9 +520,19 @@ mod tests {
             (serde_json::json!({ "weight_decay": 1.0 }), "weight_decay"),
             (serde_json::json!({ "clip_weights": 0.0 }), "clip_weights"),
             (serde_json::json!({ "clip_weights": -2.0 }), "clip_weights"),
+            (serde_json::json!({ "defaults": 0 }), "defaults"),
+            (serde_json::json!({ "defaults": 3 }), "defaults"),
         ] {
             let e = spec(bad.clone()).unwrap().validate().unwrap_err();
             assert!(e.starts_with(field), "{bad}: {e}");
+        }
+        for garbage in [
+            serde_json::json!("2"),
+            serde_json::json!(-1),
+            serde_json::json!(null),
+        ] {
+            let e = spec(serde_json::json!({ "defaults": garbage })).unwrap_err();
+            assert!(e.contains("invalid"), "{garbage}: {e}");
         }
         let e = spec(serde_json::json!({ "weight_init": "xavier" })).unwrap_err();
         assert!(e.contains("expected `uniform` or `bullet`"), "{e}");
@@ -477,6 +540,44 @@ mod tests {
             WeightInit::parse("xavier").unwrap_err(),
             "weight_init \"xavier\" is unknown (uniform, bullet)"
         );
+    }
+
+    /// A run record written before defaults had generations reads back as trained: with
+    /// generation 1 (bias correction, the uniform start), whatever today's defaults are; a
+    /// record written now keeps its generation and explicit choices.
+    #[test]
+    fn a_stored_run_keeps_the_defaults_it_was_trained_with() {
+        let record = |spec: serde_json::Value| {
+            serde_json::json!({
+                "id": "run-0123456789ab", "spec": spec, "device": "Cpu", "step": 10,
+                "epoch": 0, "checkpoints": [], "train_positions": 0, "val_positions": 0,
+                "val_loss": [], "material_val_loss": null, "finished": true,
+                "created": "2026-11-01T00:00:00Z", "updated": "2026-11-01T00:00:00Z"
+            })
+        };
+        let old: RunRecord =
+            serde_json::from_value(record(serde_json::json!({ "shuffle": "sh-0123456789ab" })))
+                .unwrap();
+        assert_eq!(old.spec.defaults, 1);
+        assert!(old.spec.bias_correction());
+        assert_eq!(old.spec.weight_init(), WeightInit::Uniform);
+        // Written again (a resume updates the record), it says so explicitly.
+        let again: RunRecord = serde_json::from_value(serde_json::to_value(&old).unwrap()).unwrap();
+        assert_eq!(again, old);
+        let new_run = RunRecord {
+            spec: spec(serde_json::json!({})).unwrap(),
+            ..old.clone()
+        };
+        let back: RunRecord =
+            serde_json::from_str(&serde_json::to_string(&new_run).unwrap()).unwrap();
+        assert_eq!(back.spec.defaults, 2);
+        assert!(!back.spec.bias_correction());
+        assert_eq!(back.spec.weight_init(), WeightInit::Bullet);
+        // A stored spec that is no object is refused, not defaulted.
+        let e = serde_json::from_value::<RunRecord>(record(serde_json::json!("sh-0123456789ab")))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("invalid type"), "{e}");
     }
 
     /// The feature-transformer update from a job payload: known names only, `auto` by

@@ -88,7 +88,7 @@ pub fn bench_bullet(
     steps: u64,
     rounds: usize,
 ) -> Result<BulletComparison, TrainError> {
-    check_args(bullet, steps)?;
+    check_args(bullet, net, steps)?;
     let steps = steps / 4 * 4;
     let dir = std::env::temp_dir().join(format!("lakefish-bench-bullet-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
@@ -148,17 +148,28 @@ pub fn bench_bullet(
     out
 }
 
-/// The comparison's arguments, checked before any work: a bullet binary that exists, at
-/// least 4 steps.
-pub fn check_args(bullet: &Path, steps: u64) -> Result<(), TrainError> {
+/// The comparison's arguments, checked before any work: a bullet binary for `net` that
+/// exists (named by the flag that gave it), at least 4 steps.
+pub fn check_args(bullet: &Path, net: Compared, steps: u64) -> Result<(), TrainError> {
     if steps < 4 {
         return Err(TrainError::Spec(format!(
             "--bullet-steps {steps}: at least 4 (bullet reports its loss per quarter)"
         )));
     }
     if !bullet.is_file() {
+        let (flag, build) = match net {
+            Compared::Simple => (
+                "--bullet",
+                "build bullet's cmp example: ../shared/bench/bullet-cpu/README.md",
+            ),
+            Compared::Buckets { .. } => (
+                "--bullet-buckets",
+                "build lakefish's example tests/bullet/lakefish_check.rs into bullet as \
+                 tests/tests/bullet.rs does: target/bullet/release/examples/lakefish_check",
+            ),
+        };
         return Err(TrainError::Spec(format!(
-            "--bullet {}: no such file (build bullet's cmp example: ../shared/bench/bullet-cpu/README.md)",
+            "{flag} {}: no such file ({build})",
             bullet.display()
         )));
     }
@@ -361,9 +372,27 @@ mod tests {
         .to_string();
         assert!(e.contains("--bullet /no/such/cmp: no such file"), "{e}");
         assert!(!tmp.exists(), "a scratch lake was made");
-        let e = check_args(Path::new("/bin/sh"), 3).unwrap_err().to_string();
+        let e = check_args(Path::new("/bin/sh"), Compared::Simple, 3)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("--bullet-steps 3: at least 4"), "{e}");
-        check_args(Path::new("/bin/sh"), 4).unwrap();
+        check_args(Path::new("/bin/sh"), Compared::Simple, 4).unwrap();
+        let buckets = Compared::Buckets { width: 64 };
+        let e = check_args(Path::new("/no/such/check"), buckets, 172)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("--bullet-buckets /no/such/check: no such file ("),
+            "{e}"
+        );
+        assert!(e.contains("lakefish_check"), "{e}");
+        check_args(Path::new("/bin/sh"), buckets, 172).unwrap();
+        // A width the shipped description cannot take is refused naming the flag.
+        for width in [0, 100_000] {
+            let e = buckets_net(width).unwrap_err().to_string();
+            assert!(e.contains(&format!("--bucket-width {width}: ")), "{e}");
+        }
+        assert_eq!(buckets_net(64).unwrap().transformer.width, 64);
     }
 
     #[test]

@@ -236,10 +236,13 @@ fn run(rt: &tokio::runtime::Runtime, what: BenchCommand) -> anyhow::Result<()> {
         } => {
             let threads = threads.unwrap_or_else(cores);
             if let Some(bullet) = &bullet {
-                crate::bullet::check_args(bullet, bullet_steps)?;
+                crate::bullet::check_args(bullet, crate::bullet::Compared::Simple, bullet_steps)?;
             }
             if let Some(b) = &bullet_buckets {
-                crate::bullet::check_args(b, bullet_steps)?;
+                let net = crate::bullet::Compared::Buckets {
+                    width: bucket_width,
+                };
+                crate::bullet::check_args(b, net, bullet_steps)?;
                 crate::bullet::buckets_net(bucket_width)?;
             }
             let device = lakefish_train::train::select_device(

@@ -46,7 +46,7 @@ impl AdamOptions {
         AdamOptions {
             weight_decay: spec.weight_decay,
             clip: spec.clip_weights.unwrap_or(f64::INFINITY),
-            bias_correction: spec.bias_correction,
+            bias_correction: spec.bias_correction(),
         }
     }
 }

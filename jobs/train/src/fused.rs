@@ -13,7 +13,7 @@
 
 use crate::adam::Adam;
 use crate::model::{Activation, BatchTensors, Loss, Model, ModelArch};
-use crate::sparse::{PARTS, RowConstants, WithMoments, adam_row, adam_touched};
+use crate::sparse::{PARTS, RowConstants, Rows, WithMoments, adam_row, adam_touched, sum_parts};
 use lakefish_schemas::netspec::Inputs;
 use rayon::prelude::*;
 use tch::{Kind, Tensor};
@@ -138,57 +138,6 @@ fn view<'a, T>(t: &'a Tensor, kind: Kind, what: &str) -> Result<&'a [T], String>
     Ok(unsafe { std::slice::from_raw_parts(t.data_ptr() as *const T, n) })
 }
 
-/// One perspective's rows: `row(r)` the features of row `r`, all checked inside `0..inputs`.
-struct Rows<'a> {
-    indices: &'a [i32],
-    offsets: &'a [i32],
-}
-
-impl<'a> Rows<'a> {
-    /// The bag, checked: offsets from 0, ascending, within the indices; every index in
-    /// `0..inputs`, counted per feature into `counts`.
-    fn new(
-        indices: &'a Tensor,
-        offsets: &'a Tensor,
-        inputs: usize,
-        counts: &mut [u32],
-    ) -> Result<Rows<'a>, String> {
-        let indices: &[i32] = view(indices, Kind::Int, "indices")?;
-        let offsets: &[i32] = view(offsets, Kind::Int, "offsets")?;
-        let mut last = 0i32;
-        for (r, &o) in offsets.iter().enumerate() {
-            if (r == 0 && o != 0) || o < last || o as usize > indices.len() {
-                return Err(format!(
-                    "offset {o} of row {r} does not fit {} indices",
-                    indices.len()
-                ));
-            }
-            last = o;
-        }
-        for &f in indices {
-            let f = usize::try_from(f)
-                .ok()
-                .filter(|&f| f < inputs)
-                .ok_or_else(|| format!("feature index {f} outside 0..{inputs}"))?;
-            counts[f] += 1;
-        }
-        Ok(Rows { indices, offsets })
-    }
-
-    fn len(&self) -> usize {
-        self.offsets.len()
-    }
-
-    fn row(&self, r: usize) -> &'a [i32] {
-        let from = self.offsets[r] as usize;
-        let to = self
-            .offsets
-            .get(r + 1)
-            .map_or(self.indices.len(), |&o| o as usize);
-        &self.indices[from..to]
-    }
-}
-
 /// A part's sums over its rows: the gradients of every parameter but the transformer's
 /// weight (which goes to the scratch's per-part buffers) and the loss.
 struct PartSums {
@@ -305,8 +254,13 @@ pub fn step(
     starts.resize(inputs + 1, 0);
     let (stm, nstm, score, result) = {
         let counts = &mut starts[1..];
-        let stm = Rows::new(&batch.stm_indices, &batch.stm_offsets, inputs, counts)?;
-        let nstm = Rows::new(&batch.nstm_indices, &batch.nstm_offsets, inputs, counts)?;
+        let bag = |indices, offsets, counts: &mut [u32]| {
+            let indices: &[i32] = view(indices, Kind::Int, "indices")?;
+            let offsets: &[i32] = view(offsets, Kind::Int, "offsets")?;
+            Rows::new(indices, offsets, inputs, counts)
+        };
+        let stm = bag(&batch.stm_indices, &batch.stm_offsets, counts)?;
+        let nstm = bag(&batch.nstm_indices, &batch.nstm_offsets, counts)?;
         let score: &[f32] = view(&batch.score, Kind::Float, "score")?;
         let result: &[f32] = view(&batch.result, Kind::Float, "result")?;
         (stm, nstm, score, result)
@@ -444,18 +398,12 @@ pub fn step(
     let parts: &[Vec<f32>] = &adam.scratch.parts;
     let [w, m, v] = with_moments(net.ft_w).slices(inputs * h)?;
     adam_touched([w, m, v], h, &adam.scratch.starts, &k, |f, acc| {
-        acc.copy_from_slice(&parts[0][f * h..][..h]);
-        for part in &parts[1..] {
-            add(acc, &part[f * h..][..h]);
-        }
+        sum_parts(acc, f, parts.iter().map(Vec::as_slice))
     });
     if let Some(i) = net.factoriser {
         let [w, m, v] = with_moments(i).slices(plain * h)?;
         adam_touched([w, m, v], h, &plain_starts, &k, |f, acc| {
-            acc.copy_from_slice(&sums[0].factoriser[f * h..][..h]);
-            for s in &sums[1..] {
-                add(acc, &s.factoriser[f * h..][..h]);
-            }
+            sum_parts(acc, f, sums.iter().map(|s| s.factoriser.as_slice()))
         });
     }
     let total = |of: &dyn Fn(&PartSums) -> &[f32], len: usize| {

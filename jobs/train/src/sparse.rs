@@ -248,6 +248,68 @@ impl RowConstants {
     }
 }
 
+/// One bag's rows, checked before anything is written: offsets start at 0 and ascend within
+/// the indices, every index lies in `0..inputs`. Row `r` is `indices[offsets[r]..offsets[r +
+/// 1]]`, the last one to the end.
+pub(crate) struct Rows<'a> {
+    indices: &'a [i32],
+    offsets: &'a [i32],
+}
+
+impl<'a> Rows<'a> {
+    /// The bag, checked, each index counted into `counts[f]`.
+    pub(crate) fn new(
+        indices: &'a [i32],
+        offsets: &'a [i32],
+        inputs: usize,
+        counts: &mut [u32],
+    ) -> Result<Rows<'a>, String> {
+        let mut last = 0i32;
+        for (r, &o) in offsets.iter().enumerate() {
+            if (r == 0 && o != 0) || o < last || o as usize > indices.len() {
+                return Err(format!(
+                    "offset {o} of row {r} does not fit {} indices",
+                    indices.len()
+                ));
+            }
+            last = o;
+        }
+        for &f in indices {
+            let f = usize::try_from(f)
+                .ok()
+                .filter(|&f| f < inputs)
+                .ok_or_else(|| format!("feature index {f} outside 0..{inputs}"))?;
+            counts[f] += 1;
+        }
+        Ok(Rows { indices, offsets })
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.offsets.len()
+    }
+
+    pub(crate) fn row(&self, r: usize) -> &'a [i32] {
+        let from = self.offsets[r] as usize;
+        let to = self
+            .offsets
+            .get(r + 1)
+            .map_or(self.indices.len(), |&o| o as usize);
+        &self.indices[from..to]
+    }
+}
+
+/// Feature `f`'s row of several per-part sums (`[features, acc.len()]` each), added in part
+/// order into `acc`: the order is fixed, so a step does not depend on the thread count.
+pub(crate) fn sum_parts<'p>(acc: &mut [f32], f: usize, parts: impl IntoIterator<Item = &'p [f32]>) {
+    let w = acc.len();
+    acc.fill(0.0);
+    for part in parts {
+        for (a, s) in acc.iter_mut().zip(&part[f * w..][..w]) {
+            *a += s;
+        }
+    }
+}
+
 /// Sums each touched feature's gradient over the bags that read `weight` (`[inputs, width]`)
 /// and applies lazy Adam to those rows of the weight and its moments; with `bias` (the bags
 /// are clamped, [`SparseBags::clamped_bag`]) the masked gradient's column sums update the
@@ -281,9 +343,6 @@ pub fn sparse_adam(
     for bag in bags {
         let indices = Vec::<i32>::try_from(&bag.indices).map_err(|e| e.to_string())?;
         let offsets = Vec::<i32>::try_from(&bag.offsets).map_err(|e| e.to_string())?;
-        if offsets.first().is_some_and(|&o| o != 0) {
-            return Err(format!("offsets start at {:?}, not 0", offsets.first()));
-        }
         rows_total += offsets.len();
         bag_indices.push((indices, offsets));
     }
@@ -346,30 +405,16 @@ pub fn sparse_adam(
     }
     let g: &[f32] = grads;
 
-    // Each row's features, checked: `rows[k]` is gradient row k's slice of its bag's indices.
-    let mut rows: Vec<&[i32]> = Vec::with_capacity(rows_total);
-    for (indices, offsets) in &bag_indices {
-        for r in 0..offsets.len() {
-            let from = offsets[r] as usize;
-            let to = offsets.get(r + 1).map_or(indices.len(), |&o| o as usize);
-            rows.push(indices.get(from..to).ok_or_else(|| {
-                format!("offsets {from}..{to} outside {} indices", indices.len())
-            })?);
-        }
-    }
-    // How often each feature occurs (every index checked): `starts[f]..starts[f + 1]`.
+    // Each row's features, checked: `rows[k]` is gradient row k's slice of its bag's indices;
+    // how often each feature occurs: `starts[f]..starts[f + 1]`.
     starts.clear();
     starts.resize(inputs + 1, 0);
+    let mut rows: Vec<&[i32]> = Vec::with_capacity(rows_total);
     let mut total = 0usize;
-    for row in &rows {
-        for &f in *row {
-            let f = usize::try_from(f)
-                .ok()
-                .filter(|&f| f < inputs)
-                .ok_or_else(|| format!("feature index {f} outside 0..{inputs}"))?;
-            starts[f + 1] += 1;
-        }
-        total += row.len();
+    for (indices, offsets) in &bag_indices {
+        let bag = Rows::new(indices, offsets, inputs, &mut starts[1..])?;
+        rows.extend((0..bag.len()).map(|r| bag.row(r)));
+        total += indices.len();
     }
     for f in 0..inputs {
         starts[f + 1] += starts[f];
@@ -405,12 +450,7 @@ pub fn sparse_adam(
         });
         let parts: &[Vec<f32>] = parts;
         adam_touched([w, m, v], width, starts, &k, |f, acc| {
-            acc.copy_from_slice(&parts[0][f * width..][..width]);
-            for part in &parts[1..] {
-                for (a, s) in acc.iter_mut().zip(&part[f * width..][..width]) {
-                    *a += s;
-                }
-            }
+            sum_parts(acc, f, parts.iter().map(Vec::as_slice))
         });
     } else {
         // A wide weight (halfkp, halfka): a counting sort of every occurrence by feature,

@@ -143,6 +143,49 @@ pub fn feature_set(name: FeatureSet) -> FeatureSetKind {
     }
 }
 
+/// Whether the transformer takes the sparse update: as asked, or for `auto` as the spec's
+/// generation of defaults says; sparse where it cannot run is an error naming why.
+fn sparse_ft(
+    update: FtUpdate,
+    defaults: u32,
+    arch: &ModelArch,
+    features: FeatureSetKind,
+    device: Device,
+) -> Result<bool, TrainError> {
+    Ok(match (update, device) {
+        // Generation 2: sparse on the CPU wherever it runs (faster on every preset, 2-4x with
+        // the fused step; docs/BENCHMARKS.md, issue 39).
+        (FtUpdate::Auto, d) if defaults >= 2 => {
+            d == Device::Cpu
+                && match &arch {
+                    ModelArch::Spec(net) => net.sparse_update().is_ok(),
+                    _ => true,
+                }
+        }
+        // Generation 1: sparse on the CPU for the wide sets only. all768 measured faster
+        // sparse too, but with bias-corrected Adam its little nets trained on little data (the
+        // nightly pipeline's test) came out weaker with lazy Adam (docs/BENCHMARKS.md,
+        // "Sparse on the CPU").
+        (FtUpdate::Auto, _) if matches!(arch, ModelArch::Spec(_)) => false,
+        (FtUpdate::Auto, d) => d == Device::Cpu && features.inputs() > SPARSE_MIN_INPUTS,
+        (FtUpdate::Sparse, Device::Cpu) => match &arch {
+            // A described net trains sparsely only in the fused step.
+            ModelArch::Spec(net) => {
+                net.sparse_update()
+                    .map_err(|e| TrainError::Spec(format!("ft_update: {e} (use auto or dense)")))?;
+                true
+            }
+            _ => true,
+        },
+        (FtUpdate::Sparse, d) => {
+            return Err(TrainError::Spec(format!(
+                "--ft-update sparse runs on the CPU only; this run trains on {d:?} (use auto or dense)"
+            )));
+        }
+        (FtUpdate::Dense, _) => false,
+    })
+}
+
 pub(crate) fn resolve(
     ctx: &JobContext,
     spec: &TrainSpec,
@@ -170,29 +213,7 @@ pub(crate) fn resolve(
         LossName::Power => Loss::Power(2.6),
     };
     let device = select_device(spec.device)?;
-    let sparse_ft = match (spec.ft_update, device) {
-        // Sparse on the CPU for the wide sets, where a batch leaves most rows untouched.
-        // all768 measures faster sparse too, but its little nets trained on little data (the
-        // nightly pipeline's test) came out weaker with lazy Adam, so it stays dense unless
-        // asked (docs/BENCHMARKS.md, "Sparse on the CPU").
-        (FtUpdate::Auto, _) if matches!(arch, ModelArch::Spec(_)) => false,
-        (FtUpdate::Auto, d) => d == Device::Cpu && features.inputs() > SPARSE_MIN_INPUTS,
-        (FtUpdate::Sparse, Device::Cpu) => match &arch {
-            // A described net trains sparsely only in the fused step.
-            ModelArch::Spec(net) => {
-                net.sparse_update()
-                    .map_err(|e| TrainError::Spec(format!("ft_update: {e} (use auto or dense)")))?;
-                true
-            }
-            _ => true,
-        },
-        (FtUpdate::Sparse, d) => {
-            return Err(TrainError::Spec(format!(
-                "--ft-update sparse runs on the CPU only; this run trains on {d:?} (use auto or dense)"
-            )));
-        }
-        (FtUpdate::Dense, _) => false,
-    };
+    let sparse_ft = sparse_ft(spec.ft_update, spec.defaults, &arch, features, device)?;
     let manifest = ctx
         .block_on(lakefish_jobs::shuffle::read_shuffle_manifest(
             &ctx.lake,
@@ -657,7 +678,7 @@ fn train_run(
             setup.features.max_active() as i64,
             setup.device,
         );
-        match spec.weight_init {
+        match spec.weight_init() {
             WeightInit::Uniform => model,
             WeightInit::Bullet => model.with_bullet_init(),
         }
@@ -890,4 +911,51 @@ struct Spent {
     upload: std::time::Duration,
     step: std::time::Duration,
     sync: std::time::Duration,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `auto` by generation: 2 takes the sparse update on the CPU for every preset and every
+    /// description the fused step trains; 1 only for the wide feature sets; neither on CUDA.
+    #[test]
+    fn auto_takes_the_sparse_update_as_the_generation_of_defaults_says() {
+        let cuda = Device::Cuda(0);
+        let screlu = ModelArch::parse("256x2:screlu").unwrap();
+        let hidden = ModelArch::parse("256x2-32-32").unwrap();
+        let described = |file: &str| {
+            ModelArch::Spec(Box::new(
+                lakefish_schemas::netspec::NetSpec::parse(file).unwrap(),
+            ))
+        };
+        let buckets = described(include_str!(
+            "../../../infra/nets/bullet-3-input-buckets.toml"
+        ));
+        let layered = described(include_str!(
+            "../../../infra/nets/bullet-4-multi-layer.toml"
+        ));
+        let all768 = FeatureSetKind::All768;
+        let auto = |g, arch: &ModelArch, f, d| sparse_ft(FtUpdate::Auto, g, arch, f, d).unwrap();
+        for arch in [&screlu, &hidden, &buckets] {
+            assert!(auto(2, arch, all768, Device::Cpu));
+            assert!(!auto(2, arch, all768, cuda));
+            assert!(!auto(1, arch, all768, Device::Cpu));
+        }
+        assert!(
+            !auto(2, &layered, all768, Device::Cpu),
+            "no fused step for it"
+        );
+        assert!(auto(1, &hidden, FeatureSetKind::HalfKp, Device::Cpu));
+        assert!(!auto(1, &hidden, FeatureSetKind::HalfKp, cuda));
+        assert!(!sparse_ft(FtUpdate::Dense, 2, &screlu, all768, Device::Cpu).unwrap());
+        let e = sparse_ft(FtUpdate::Sparse, 2, &layered, all768, Device::Cpu)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("ft_update: "), "{e}");
+        let e = sparse_ft(FtUpdate::Sparse, 2, &screlu, all768, cuda)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("CPU only"), "{e}");
+    }
 }

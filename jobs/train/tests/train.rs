@@ -446,8 +446,8 @@ fn bullet_s_adamw_and_start_resume_exactly_and_clip_every_weight() {
             s.ft_update = update;
             s.weight_decay = 0.01;
             s.clip_weights = Some(clip);
-            s.bias_correction = false;
-            s.weight_init = WeightInit::Bullet;
+            s.bias_correction = Some(false);
+            s.weight_init = Some(WeightInit::Bullet);
             s.lr = 0.01;
             s.resume = resume;
             train(&fx.ctx, &JobId::new(), &s).unwrap()

@@ -518,11 +518,11 @@ pub(crate) struct TrainArgs {
     /// auto, cpu or cuda.
     #[arg(long, default_value = "auto")]
     pub device: String,
-    /// The feature transformer's update: auto (sparse on the CPU for halfkp and halfka_v2_hm,
-    /// else dense), sparse (only the rows a batch uses, lazy Adam; CPU only; 1.2-1.6x faster
-    /// than dense, and 3-4x for SCReLU nets without hidden layers, whose whole step it then
-    /// runs in its own code; a described net takes it only in that shape) or dense (Adam over
-    /// every weight).
+    /// The feature transformer's update: auto (sparse on the CPU wherever it runs, else
+    /// dense; with --defaults 1 sparse only for halfkp and halfka_v2_hm), sparse (only the rows
+    /// a batch uses, lazy Adam; CPU only; 1.2-1.6x faster than dense, and 3-4x for SCReLU nets
+    /// without hidden layers, whose whole step it then runs in its own code; a described net
+    /// takes it only in that shape) or dense (Adam over every weight).
     #[arg(long, default_value = "auto")]
     pub ft_update: String,
     /// AdamW's decoupled weight decay: each step multiplies the weights it updates by
@@ -533,15 +533,26 @@ pub(crate) struct TrainArgs {
     /// tighter quantization limits.
     #[arg(long, value_name = "C")]
     pub clip_weights: Option<f64>,
-    /// Adam without bias correction of its moments, as bullet's AdamW (steps about 3× larger
-    /// over the first thousand).
+    /// Adam with bias correction of its moments, as torch's Adam (the default with
+    /// --defaults 1). Without it, as bullet's AdamW, its steps over the first thousand are
+    /// about 3× larger.
+    #[arg(long, conflicts_with = "no_bias_correction")]
+    pub bias_correction: bool,
+    /// Adam without bias correction (the default; kept for scripts that name it).
     #[arg(long)]
     pub no_bias_correction: bool,
-    /// How a new run's weights start: uniform (the transformer in ±1/√(active features),
-    /// layers in ±1/√fan-in like torch) or bullet (normal, standard deviation √(2/fan-in),
-    /// biases zero: bullet's).
-    #[arg(long, default_value = "uniform")]
-    pub weight_init: String,
+    /// How a new run's weights start: bullet (the default: normal, standard deviation
+    /// √(2/fan-in), biases zero, as bullet's) or uniform (the transformer in ±1/√(active
+    /// features), layers in ±1/√fan-in like torch; the default with --defaults 1).
+    #[arg(long, value_name = "INIT")]
+    pub weight_init: Option<String>,
+    /// The generation of defaults for what is not given: 2 (since 2026-11-27: no bias
+    /// correction, bullet's start, the sparse update on the CPU wherever it runs; an SPRT at
+    /// 8+0.08 accepted it over 1 at +82.8 ± 48.3 Elo, docs/BENCHMARKS.md) or 1 (before:
+    /// bias correction, the uniform start, sparse only for halfkp and halfka_v2_hm), to
+    /// repeat an older run.
+    #[arg(long, default_value_t = lakefish_schemas::train::defaults::GENERATION, value_name = "N")]
+    pub defaults: u32,
     /// Continue this run from its last checkpoint (same settings; more steps or epochs).
     #[arg(long)]
     pub resume: Option<lakefish_schemas::names::RunId>,
@@ -594,9 +605,18 @@ impl TrainArgs {
                 .map_err(anyhow::Error::msg)?,
             weight_decay: self.weight_decay,
             clip_weights: self.clip_weights,
-            bias_correction: !self.no_bias_correction,
-            weight_init: lakefish_schemas::train::WeightInit::parse(&self.weight_init)
+            bias_correction: match (self.bias_correction, self.no_bias_correction) {
+                (true, _) => Some(true),
+                (_, true) => Some(false),
+                _ => None,
+            },
+            weight_init: self
+                .weight_init
+                .as_deref()
+                .map(lakefish_schemas::train::WeightInit::parse)
+                .transpose()
                 .map_err(anyhow::Error::msg)?,
+            defaults: self.defaults,
             resume: self.resume.clone(),
             init_from: match &self.init_from {
                 None => None,
@@ -715,8 +735,12 @@ const RESUMED_SETTINGS: &[(&[&str], &str)] = &[
     (&["ft_update"], "ft_update"),
     (&["weight_decay"], "weight_decay"),
     (&["clip_weights"], "clip_weights"),
-    (&["no_bias_correction"], "bias_correction"),
+    (
+        &["bias_correction", "no_bias_correction"],
+        "bias_correction",
+    ),
     (&["weight_init"], "weight_init"),
+    (&["defaults"], "defaults"),
     (&["mirror"], "mirror"),
     (&["init_from"], "init_from"),
     (&["filter_min_ply", "filter_max_abs_score"], "filter"),
@@ -954,75 +978,5 @@ fn job_kind(name: &str) -> Result<lakefish_schemas::JobKind, String> {
 }
 
 #[cfg(test)]
-mod tests {
-    use clap::CommandFactory;
-
-    /// The whole command tree is consistent, and `help_expected` makes every flag and
-    /// argument carry help text (a bare `--threads <THREADS>` fails here). clap checks this
-    /// only with debug assertions, as `make test` builds (a debug `lakefish` also refuses to
-    /// start with an undocumented argument).
-    #[test]
-    fn every_command_and_argument_has_help() {
-        crate::cli::Cli::command().debug_assert();
-    }
-
-    /// `--resume` takes the net from the run unless one is given in any form: a description
-    /// given resumes with it alone, not beside the run's features.
-    #[test]
-    fn a_resumed_net_is_one_setting() {
-        use clap::Parser;
-        let dir = std::env::temp_dir().join(format!("lakefish-net-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let file = dir.join("n.json");
-        let net = lakefish_schemas::netspec::NetSpec::preset("all768", "64x2:screlu").unwrap();
-        std::fs::write(&file, serde_json::to_string(&net).unwrap()).unwrap();
-        let run: lakefish_schemas::TrainSpec = serde_json::from_str(
-            r#"{"shuffle": "sh-0123456789ab", "features": "halfkp", "arch": "128x2-8"}"#,
-        )
-        .unwrap();
-        let args = |extra: &[&str]| {
-            let mut argv = vec!["lakefish", "train", "--shuffle", "sh-0123456789ab"];
-            argv.extend(extra);
-            let cli = crate::cli::Cli::try_parse_from(argv).unwrap();
-            let crate::cli::Command::Train(a) = cli.command else {
-                panic!("not the train command");
-            };
-            a
-        };
-        let path = file.to_str().unwrap();
-        let given = ["net_spec"];
-        let spec = args(&["--net-spec", path])
-            .resumed_spec(&run, |id| given.contains(&id))
-            .unwrap();
-        assert_eq!(spec.net, Some(net));
-        assert_eq!(spec.preset().unwrap().1, "64x2:screlu");
-        let spec = args(&[]).resumed_spec(&run, |_| false).unwrap();
-        assert_eq!(spec.preset().unwrap().1, "128x2-8", "the run's own net");
-        // A preset's name where no such file exists; a name that is neither is refused.
-        let spec = args(&["--net-spec", "halfkp:32x2-8"])
-            .resumed_spec(&run, |id| given.contains(&id))
-            .unwrap();
-        assert_eq!(spec.preset().unwrap().1, "32x2-8");
-        let err = args(&["--net-spec", "halfkp:banana"])
-            .resumed_spec(&run, |id| given.contains(&id))
-            .unwrap_err()
-            .to_string();
-        assert!(err.contains("--net-spec halfkp:banana"), "{err}");
-        std::fs::remove_dir_all(&dir).unwrap();
-    }
-
-    /// `lakefish train` without flags asks for what a payload without fields gets.
-    #[test]
-    fn train_flags_default_to_the_spec_s_defaults() {
-        use clap::Parser;
-        let cli =
-            crate::cli::Cli::try_parse_from(["lakefish", "train", "--shuffle", "sh-0123456789ab"])
-                .unwrap();
-        let crate::cli::Command::Train(args) = cli.command else {
-            panic!("not the train command");
-        };
-        let from_json: lakefish_schemas::TrainSpec =
-            serde_json::from_str(r#"{"shuffle": "sh-0123456789ab"}"#).unwrap();
-        assert_eq!(args.spec().unwrap(), from_json);
-    }
-}
+#[path = "cli_tests.rs"]
+mod tests;
