@@ -12,7 +12,7 @@
 // `lakefish bench train --bullet-buckets`: batches of 16,384, STEPS in four superbatches
 // (bullet prints its running loss per superbatch), constant lr 0.001, target
 // sigmoid(score / 361) with no game result, lakefish's quiet filter, a 32 MB shuffle
-// buffer, THREADS threads (default 2).
+// buffer, THREADS threads (default 2), LR (default 0.001).
 use bullet_lib::{
     game::{
         formats::sfbinpack::{
@@ -69,7 +69,7 @@ fn schedule(steps: usize) -> TrainingSchedule<lr::ConstantLR, wdl::ConstantWDL> 
             eval_scale: 361.0,
             steps: TrainingSteps { batch_size: 16_384, batches_per_superbatch: steps / 4, start_superbatch: 1, end_superbatch: 4 },
             wdl_scheduler: wdl::ConstantWDL { value: 0.0 },
-            lr_scheduler: lr::ConstantLR { value: 0.001 },
+            lr_scheduler: lr::ConstantLR { value: std::env::var("LR").ok().and_then(|v| v.parse().ok()).unwrap_or(0.001) },
             save_rate: 1_000_000,
         };
     }
