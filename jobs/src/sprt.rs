@@ -138,7 +138,7 @@ fn match_config(spec: &SprtSpec) -> MatchConfig {
         nodes: if clock.is_some() {
             None
         } else {
-            Some(spec.nodes.unwrap_or(5000))
+            Some(spec.nodes.unwrap_or(lakefish_schemas::sprt::DEFAULT_NODES))
         },
         clock,
         time_margin_ms: spec.time_margin_ms,
@@ -282,7 +282,7 @@ pub async fn status(lake: &Lake, id: &SprtId) -> Result<Option<SprtStatus>, JobE
         .get_json::<SprtStatus>(&result_key(id), "sprt result")
         .await?
     {
-        return Ok(Some(done));
+        return Ok(Some(done.labelled()));
     }
     let Some(plan) = read_plan(lake, id).await? else {
         return Ok(None);
@@ -386,7 +386,10 @@ fn summarize(plan: &SprtPlan, batches: &[SprtBatch]) -> (SprtStatus, usize) {
         base_incidents: incidents[1],
         spec: plan.spec.clone(),
         created: plan.created.clone(),
-    };
+        conditions: String::new(),
+        on_the_clock: false,
+    }
+    .labelled();
     (status, used)
 }
 
@@ -567,7 +570,8 @@ pub async fn list(
         let mut query = CatalogQuery::all(CatalogKind::Sprt);
         query.state = state.map(|s| s.as_str().to_string());
         query.link = net.map(str::to_string);
-        return catalog.decode_all(query).await;
+        let all: Vec<SprtStatus> = catalog.decode_all(query).await?;
+        return Ok(all.into_iter().map(SprtStatus::labelled).collect());
     }
     let mut out = Vec::new();
     for dir in lake.list_dirs(SPRT_PREFIX).await? {

@@ -321,8 +321,14 @@ impl PipelineConfig {
         Ok(spec)
     }
 
+    /// The gate's test: on the clock ([`crate::sprt::PIPELINE_DEFAULT_TC`]) unless the config
+    /// names a time control or asks for a node limit explicitly.
     pub fn sprt_spec(&self, new: &str, base: &str) -> Result<SprtSpec, String> {
-        let spec: SprtSpec = step_spec(&self.sprt, &[("new", new.into()), ("base", base.into())])?;
+        let mut filled = vec![("new", new.into()), ("base", base.into())];
+        if !self.sprt.contains_key("tc") && !self.sprt.contains_key("nodes") {
+            filled.push(("tc", crate::sprt::PIPELINE_DEFAULT_TC.into()));
+        }
+        let spec: SprtSpec = step_spec(&self.sprt, &filled)?;
         spec.validate()?;
         Ok(spec)
     }
@@ -542,6 +548,41 @@ mod tests {
         let p = &c.pipelines["nightly"];
         p.train_spec("sh-0123456789ab", None).unwrap();
         assert_eq!(p.sprt_spec("nn-0123456789ab", "best").unwrap().elo1, 2.0);
+    }
+
+    /// A gate plays on the clock unless its config asks for nodes; whichever it plays is what
+    /// its result is labelled with; asking for both is refused.
+    #[test]
+    fn a_pipeline_gate_plays_on_the_clock_unless_nodes_are_asked_for() {
+        let gate = |sprt: &str| {
+            let text = format!(
+                "version = 1\n[pipelines.p]\n[[pipelines.p.inputs]]\nsource = \"binpack\"\n\
+                 prefix = \"raw/binpack/\"\n[pipelines.p.shuffle]\nchunks = 2\n[pipelines.p.train]\n\
+                 [pipelines.p.sprt]\nbook = \"lake:raw/books/b.epd\"\n{sprt}"
+            );
+            Config::parse("test.toml", &text, [])
+                .map(|c| c.pipelines["p"].sprt_spec("nn-0123456789ab", "best"))
+        };
+        let clock = gate("").unwrap().unwrap();
+        assert_eq!(clock.tc.as_deref(), Some(crate::sprt::PIPELINE_DEFAULT_TC));
+        assert!(clock.on_the_clock());
+        assert_eq!(clock.conditions(), "tc 8+0.08");
+        let nodes = gate("nodes = 2000").unwrap().unwrap();
+        assert!(!nodes.on_the_clock());
+        assert_eq!(
+            nodes.conditions(),
+            "2000 nodes a move (fixed nodes, not on the clock)"
+        );
+        assert_eq!(
+            gate("tc = \"2+0.02\"").unwrap().unwrap().conditions(),
+            "tc 2+0.02"
+        );
+        let both = gate("nodes = 2000\ntc = \"2+0.02\"");
+        let e = match both {
+            Err(e) => e.to_string(),
+            Ok(spec) => spec.unwrap_err(),
+        };
+        assert!(e.contains("give nodes or tc, not both"), "{e}");
     }
 
     /// `train.warm` replaces the keys it names in a round that warm-starts; a bad one is

@@ -31,7 +31,8 @@ pub struct SprtSpec {
     /// Opening book (EPD or PGN): a local path readable where the test is planned, or a lake
     /// key `lake:raw/...`.
     pub book: String,
-    /// Nodes per move (the default, 5000, when no time control is given).
+    /// Nodes per move (the default, [`DEFAULT_NODES`], when no time control is given; a
+    /// pipeline's gate plays [`PIPELINE_DEFAULT_TC`] instead).
     #[serde(default)]
     pub nodes: Option<u64>,
     /// Time control `base+increment` in seconds, e.g. `10+0.1`, instead of nodes.
@@ -150,7 +151,32 @@ impl SprtSpec {
     pub fn batches(&self) -> u64 {
         self.max_pairs.div_ceil(self.batch_pairs as u64)
     }
+
+    /// Whether the games play on a clock; a node limit (the default without `tc`) does not
+    /// measure strength on the clock: a net that halves the search speed still wins.
+    pub fn on_the_clock(&self) -> bool {
+        self.tc.is_some()
+    }
+
+    /// What the games were played at, as every place that shows a result labels it:
+    /// `tc 8+0.08`, or `5000 nodes a move (fixed nodes, not on the clock)`.
+    pub fn conditions(&self) -> String {
+        match &self.tc {
+            Some(tc) => format!("tc {tc}"),
+            None => format!(
+                "{} nodes a move (fixed nodes, not on the clock)",
+                self.nodes.unwrap_or(DEFAULT_NODES)
+            ),
+        }
+    }
 }
+
+/// Nodes a move when a spec gives neither `nodes` nor `tc`.
+pub const DEFAULT_NODES: u64 = 5000;
+
+/// The time control a pipeline's gate plays when its config names neither `tc` nor `nodes`:
+/// promotion is decided on the clock unless a node limit is asked for.
+pub const PIPELINE_DEFAULT_TC: &str = "8+0.08";
 
 /// `base+inc` in seconds to milliseconds.
 pub fn parse_tc(tc: &str) -> Result<(u64, u64), String> {
@@ -333,6 +359,24 @@ pub struct SprtStatus {
     pub base_incidents: Incidents,
     pub spec: SprtSpec,
     pub created: String,
+    /// What the games were played at ([`SprtSpec::conditions`]): `tc 8+0.08`, or a node
+    /// limit labelled as not on the clock. Derived from `spec` whenever a status is read.
+    #[serde(default)]
+    pub conditions: String,
+    /// Whether the games played on a clock ([`SprtSpec::on_the_clock`]); a result at fixed
+    /// nodes says nothing about strength on the clock.
+    #[serde(default)]
+    pub on_the_clock: bool,
+}
+
+impl SprtStatus {
+    /// With `conditions` and `on_the_clock` filled in from the spec (results stored before
+    /// those fields existed get them too).
+    pub fn labelled(mut self) -> SprtStatus {
+        self.conditions = self.spec.conditions();
+        self.on_the_clock = self.spec.on_the_clock();
+        self
+    }
 }
 
 /// A gauntlet: an engine placed on another engine's Elo scale by fixed-length matches

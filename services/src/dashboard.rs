@@ -61,7 +61,7 @@ th{background:#eef}td.num{text-align:right;font-variant-numeric:tabular-nums}
 .bar{width:140px;height:10px;background:#ddd;display:inline-block;margin-right:6px}.bar span{display:block;height:100%;background:#1f77b4}
 .cards{display:flex;gap:12px;flex-wrap:wrap}.card{background:#fff;border:1px solid #ddd;padding:10px 14px;min-width:120px}
 .card b{display:block;font-size:22px}.error{color:#c0392b;white-space:pre-wrap}code{font-size:12px}
-.chart{border:1px solid #ddd;margin:8px 0}
+.chart{border:1px solid #ddd;margin:8px 0}.warn{color:#8a5a00;border-bottom:1px dotted #8a5a00}
 "#;
 
 const NAV: [(&str, &str); 7] = [
@@ -173,7 +173,7 @@ fn jobs_table(jobs: &[JobRecord]) -> String {
 
 fn sprt_table(tests: &[SprtStatus]) -> String {
     let mut t = String::from(
-        "<table class=\"sprt\"><tr><th>test</th><th>new</th><th>base</th><th>state</th><th>games</th><th>W/D/L</th><th>Elo</th><th>LLR</th><th>bounds</th><th>created</th></tr>",
+        "<table class=\"sprt\"><tr><th>test</th><th>new</th><th>base</th><th>played at</th><th>state</th><th>games</th><th>W/D/L</th><th>Elo</th><th>LLR</th><th>bounds</th><th>created</th></tr>",
     );
     for s in tests {
         let elo = s
@@ -183,10 +183,11 @@ fn sprt_table(tests: &[SprtStatus]) -> String {
             .unwrap_or_default();
         let _ = write!(
             t,
-            r#"<tr><td><a href="/ui/sprt/{id}">{id}</a></td><td>{new}</td><td>{base}</td><td>{state}</td><td class="num">{games}</td><td class="num">{w}/{d}/{l}</td><td class="num">{elo}</td><td class="num">{llr:.2}</td><td class="num">[{lo:.2}, {hi:.2}]</td><td>{created}</td></tr>"#,
+            r#"<tr><td><a href="/ui/sprt/{id}">{id}</a></td><td>{new}</td><td>{base}</td><td>{conditions}</td><td>{state}</td><td class="num">{games}</td><td class="num">{w}/{d}/{l}</td><td class="num">{elo}</td><td class="num">{llr:.2}</td><td class="num">[{lo:.2}, {hi:.2}]</td><td>{created}</td></tr>"#,
             id = escape(&s.id),
             new = net_link(&s.new.name),
             base = net_link(&s.base.name),
+            conditions = conditions_label(&s.spec),
             state = state_badge(s.state.as_str()),
             games = s.games,
             w = s.wins,
@@ -200,6 +201,19 @@ fn sprt_table(tests: &[SprtStatus]) -> String {
     }
     t.push_str("</table>");
     t
+}
+
+/// Where a test's games were played: the time control, or the node limit marked as saying
+/// nothing about strength on the clock.
+fn conditions_label(spec: &lakefish_schemas::SprtSpec) -> String {
+    if spec.on_the_clock() {
+        escape(&spec.conditions())
+    } else {
+        format!(
+            r#"<span class="warn" title="a node-limited test: a net that halves the search speed still wins it">{}</span>"#,
+            escape(&spec.conditions())
+        )
+    }
 }
 
 /// Registered nets link to their page; `classical` and the like are plain text.
@@ -646,9 +660,10 @@ pub async fn sprt(State(s): State<AppState>, PagePath(id): PagePath) -> Page {
         .unwrap_or_else(|| "no games counted yet".into());
     let p = st.penta;
     let b = format!(
-        r#"<p>{} vs {}: {} &nbsp; LLR <b>{:.3}</b> in [{:.3}, {:.3}] after {} games ({} batches).</p><p>W/D/L {}/{}/{} &nbsp; pentanomial [{}, {}, {}, {}, {}]</p><p>{}</p>{chart}{integrity}<p><a href="/v1/sprt/{id}/pgn">Games (PGN)</a> · <a href="/v1/sprt/{id}">JSON</a></p>"#,
+        r#"<p>{} vs {}, played at {}: {} &nbsp; LLR <b>{:.3}</b> in [{:.3}, {:.3}] after {} games ({} batches).</p><p>W/D/L {}/{}/{} &nbsp; pentanomial [{}, {}, {}, {}, {}]</p><p>{}</p>{chart}{integrity}<p><a href="/v1/sprt/{id}/pgn">Games (PGN)</a> · <a href="/v1/sprt/{id}">JSON</a></p>"#,
         net_link(&st.new.name),
         net_link(&st.base.name),
+        conditions_label(&st.spec),
         state_badge(st.state.as_str()),
         st.llr,
         st.lower,
@@ -690,9 +705,13 @@ pub async fn pipelines(State(s): State<AppState>) -> Page {
             .as_deref()
             .and_then(crate::scheduler::next_time)
             .unwrap_or_else(|| "runs only when triggered".into());
+        let gate = p
+            .sprt_spec("best", "best")
+            .map(|spec| conditions_label(&spec))
+            .unwrap_or_else(|e| escape(&e));
         let _ = write!(
             b,
-            r#"<h2>{}</h2><p>Schedule: <code>{}</code>; next: {}</p>"#,
+            r#"<h2>{}</h2><p>Schedule: <code>{}</code>; next: {}. Promotion gate: an SPRT played at {gate}.</p>"#,
             escape(name),
             escape(p.schedule.as_deref().unwrap_or("none")),
             escape(&next)

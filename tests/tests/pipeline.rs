@@ -432,6 +432,16 @@ async fn walk_dashboard(api: &str, first: &serde_json::Value, second: &serde_jso
     assert_eq!(sprt_page.matches("class=\"level\"").count(), 2);
     assert!(sprt_page.contains("<span class=\"state accepted\">accepted</span>"));
     assert!(sprt_page.contains(&format!("LLR <b>{:.3}</b>", sprt["llr"].as_f64().unwrap())));
+    // The gate asked for nodes: labelled as not on the clock in the API, the page and the list.
+    let node_limited = "200 nodes a move (fixed nodes, not on the clock)";
+    assert_eq!(sprt["conditions"], node_limited, "{sprt:#}");
+    assert_eq!(sprt["on_the_clock"], false);
+    for html in [&sprt_page, &sprt_list] {
+        assert!(
+            html.contains(r#"class="warn""#) && html.contains(node_limited),
+            "{html}"
+        );
+    }
     // Per-engine integrity counts: lakefish's own engine on both sides, no faults.
     assert!(
         sprt_page.contains("<h3>Match integrity</h3>"),
@@ -446,6 +456,10 @@ async fn walk_dashboard(api: &str, first: &serde_json::Value, second: &serde_jso
 
     // Pipelines: both, with the runs and the scheduled one's failure.
     let pipelines = page("/ui/pipelines", "pipelines");
+    assert!(
+        pipelines.contains("Promotion gate: an SPRT played at <span class=\"warn\""),
+        "{pipelines}"
+    );
     for id in [&first["id"], &second["id"]] {
         assert!(pipelines.contains(id.as_str().unwrap()));
     }

@@ -155,6 +155,10 @@ async fn follow(api: &str, url: &str) -> anyhow::Result<()> {
             s["elo0"],
             s["elo1"]
         );
+        println!(
+            "          played at {}",
+            s["conditions"].as_str().unwrap_or("?")
+        );
     } else if let Some(st) = run["sprt_state"].as_str() {
         println!("sprt      {st}");
     }

@@ -154,6 +154,7 @@ pub(crate) fn print_status(s: &SprtStatus) {
     println!("sprt {}: {:?}", s.id, s.state);
     println!("  new  {} ({})", s.new.name, s.new.requested);
     println!("  base {} ({})", s.base.name, s.base.requested);
+    println!("  played at {}", s.spec.conditions());
     println!(
         "  LLR {:.3} in ({:.3}, {:.3}) [{}, {:.2}, {:.2}]",
         s.llr, s.lower, s.upper, s.model, s.elo0, s.elo1
