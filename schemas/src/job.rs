@@ -11,7 +11,9 @@ use serde::{Deserialize, Serialize};
 use std::fmt;
 
 /// Version of the queued payload format. A worker refuses payloads from the future.
-pub const JOB_PAYLOAD_VERSION: u32 = 1;
+/// 2: a train spec may leave `defaults` unset; a version-1 train payload without it was
+/// queued before the trainer's defaults had generations and trains as generation 1.
+pub const JOB_PAYLOAD_VERSION: u32 = 2;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SpecError {
@@ -461,7 +463,16 @@ impl QueuedJob {
         if self.version == 0 || self.version > JOB_PAYLOAD_VERSION {
             return Err(SpecError::Version(self.version as u64));
         }
-        JobSpec::decode(self.spec.to_string().as_bytes(), true)
+        let mut spec = self.spec.clone();
+        // Queued by a build before generations of defaults: it trains (and finds its run
+        // again, delivered twice) as generation 1, what that build wrote into the run.
+        if self.version < 2
+            && spec.get("kind").and_then(|k| k.as_str()) == Some("train")
+            && let Some(fields) = spec.get_mut("spec").and_then(|s| s.as_object_mut())
+        {
+            fields.entry("defaults").or_insert_with(|| 1u32.into());
+        }
+        JobSpec::decode(spec.to_string().as_bytes(), true)
     }
 }
 
@@ -639,9 +650,13 @@ mod tests {
         .unwrap();
         let mut q = QueuedJob::new(JobId::new(), &spec);
         assert_eq!(q.spec().unwrap(), spec);
-        q.version = 2;
+        q.version = JOB_PAYLOAD_VERSION + 1;
         q.spec = serde_json::json!({"kind": "train_the_net", "spec": {"new": true}});
-        assert!(q.spec().unwrap_err().to_string().contains("version 2"));
+        let e = q.spec().unwrap_err().to_string();
+        assert!(
+            e.contains(&format!("version {}", JOB_PAYLOAD_VERSION + 1)),
+            "{e}"
+        );
     }
 
     /// Everything derived from the registry agrees with it: names, serde, the submission
@@ -713,6 +728,42 @@ mod tests {
         assert!(matches!(
             JobSpec::from_request(body),
             Err(SpecError::UnknownKind(_))
+        ));
+    }
+
+    /// A train job queued before defaults had generations (payload version 1) trains as
+    /// generation 1 when delivered again after an upgrade; one queued since keeps what it says.
+    #[test]
+    fn a_train_job_queued_before_generations_trains_as_generation_1() {
+        let queued = |version, spec| QueuedJob {
+            version,
+            id: JobId::new(),
+            spec: serde_json::json!({"kind": "train", "spec": spec}),
+        };
+        let generation = |job: QueuedJob| match job.spec().unwrap() {
+            JobSpec::Train(t) => t.defaults,
+            other => panic!("{other:?}"),
+        };
+        let plain = serde_json::json!({"shuffle": "sh-0123456789ab"});
+        let two = serde_json::json!({"shuffle": "sh-0123456789ab", "defaults": 2});
+        assert_eq!(generation(queued(1, plain.clone())), Some(1));
+        assert_eq!(generation(queued(1, two.clone())), Some(2));
+        assert_eq!(generation(queued(2, plain.clone())), None);
+        assert_eq!(generation(queued(2, two)), Some(2));
+        // Other kinds are untouched, and a payload from the future is still refused.
+        let mask = QueuedJob {
+            version: 1,
+            id: JobId::new(),
+            spec: serde_json::json!({"kind": "mask", "spec": {"dataset": "d1", "definition": {"name": "quiet"}}}),
+        };
+        assert!(
+            matches!(mask.spec(), Ok(JobSpec::Mask(_))),
+            "{:?}",
+            mask.spec()
+        );
+        assert!(matches!(
+            queued(3, plain).spec(),
+            Err(SpecError::Version(3))
         ));
     }
 

@@ -76,10 +76,12 @@ pub struct TrainSpec {
     /// 2 (the default since 2026-11-27: bullet's Adam without bias correction, bullet's start,
     /// the sparse update on the CPU wherever it runs) or 1 (before: Adam with bias
     /// correction, the uniform start, the sparse update only for halfkp and halfka_v2_hm).
-    /// Written into every run record, so a run reads back as it was trained; a record from
-    /// before this field is generation 1.
-    #[serde(default = "d_defaults")]
-    pub defaults: u32,
+    /// Unset: a new run takes today's generation ([`defaults::GENERATION`]) and a resume the
+    /// run's own. Written into every run record, so a run reads back as it was trained; a
+    /// record from before this field is generation 1. Read it through
+    /// [`TrainSpec::generation`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub defaults: Option<u32>,
     /// Continue this run from its last checkpoint instead of starting a new one.
     #[serde(default)]
     pub resume: Option<crate::names::RunId>,
@@ -228,9 +230,6 @@ pub mod defaults {
     pub const GENERATION: u32 = 2;
 }
 
-fn d_defaults() -> u32 {
-    defaults::GENERATION
-}
 fn is_zero(x: &f64) -> bool {
     *x == 0.0
 }
@@ -305,25 +304,44 @@ impl TrainSpec {
         }
     }
 
+    /// The generation of defaults: as set, else today's (a resume is resolved against its
+    /// run first, [`TrainSpec::resolved`]).
+    pub fn generation(&self) -> u32 {
+        self.defaults.unwrap_or(defaults::GENERATION)
+    }
+
     /// Whether Adam corrects its moments' bias: as set, else as `defaults` says.
     pub fn bias_correction(&self) -> bool {
-        self.bias_correction.unwrap_or(self.defaults < 2)
+        self.bias_correction.unwrap_or(self.generation() < 2)
     }
 
     /// How a new run's weights start: as set, else as `defaults` says.
     pub fn weight_init(&self) -> WeightInit {
-        self.weight_init.unwrap_or(if self.defaults < 2 {
+        self.weight_init.unwrap_or(if self.generation() < 2 {
             WeightInit::Uniform
         } else {
             WeightInit::Bullet
         })
     }
 
+    /// The spec with every setting its generation fills in written out: `defaults` (the
+    /// given `generation` when unset: today's for a new run, the run's for a resume), bias
+    /// correction and the start. Two specs that train alike resolve equal, however they
+    /// were written.
+    pub fn resolved(&self, generation: u32) -> TrainSpec {
+        let mut s = self.clone();
+        s.defaults = Some(self.defaults.unwrap_or(generation));
+        s.bias_correction = Some(s.bias_correction());
+        s.weight_init = Some(s.weight_init());
+        s
+    }
+
     pub fn validate(&self) -> Result<(), String> {
-        if !(1..=defaults::GENERATION).contains(&self.defaults) {
+        if let Some(g) = self.defaults
+            && !(1..=defaults::GENERATION).contains(&g)
+        {
             return Err(format!(
-                "defaults must be 1 or 2 (the trainer's defaults before and since 2026-11-27), not {}",
-                self.defaults
+                "defaults must be 1 or 2 (the trainer's defaults before and since 2026-11-27), not {g}"
             ));
         }
         if self.batch_size == 0 || self.epochs == 0 {
@@ -497,7 +515,8 @@ mod tests {
         ] {
             assert!(!text.contains(key), "{key} written by default: {text}");
         }
-        assert!(text.contains(r#""defaults":2"#), "{text}");
+        assert!(!text.contains("defaults"), "{text}");
+        assert_eq!(plain.generation(), 2);
         assert!(!plain.bias_correction() && plain.weight_decay == 0.0);
         assert_eq!(plain.weight_init(), WeightInit::Bullet);
         let torch = spec(serde_json::json!({
@@ -529,7 +548,7 @@ mod tests {
         for garbage in [
             serde_json::json!("2"),
             serde_json::json!(-1),
-            serde_json::json!(null),
+            serde_json::json!(2.5),
         ] {
             let e = spec(serde_json::json!({ "defaults": garbage })).unwrap_err();
             assert!(e.contains("invalid"), "{garbage}: {e}");
@@ -540,6 +559,33 @@ mod tests {
             WeightInit::parse("xavier").unwrap_err(),
             "weight_init \"xavier\" is unknown (uniform, bullet)"
         );
+    }
+
+    /// Specs that train alike resolve equal, however they are written; an unset generation
+    /// takes the one given (a resume: the run's).
+    #[test]
+    fn specs_that_train_alike_resolve_equal() {
+        let plain = spec(serde_json::json!({})).unwrap();
+        let spelled = spec(serde_json::json!({
+            "defaults": 2, "bias_correction": false, "weight_init": "bullet"
+        }))
+        .unwrap();
+        assert_ne!(plain, spelled);
+        assert_eq!(plain.resolved(2), spelled.resolved(1));
+        assert_ne!(plain.resolved(1), spelled.resolved(1));
+        let old = plain.resolved(1);
+        assert_eq!(
+            (old.defaults, old.bias_correction, old.weight_init),
+            (Some(1), Some(true), Some(WeightInit::Uniform))
+        );
+        let torch = spec(serde_json::json!({ "bias_correction": true }))
+            .unwrap()
+            .resolved(2);
+        assert_eq!(
+            (torch.bias_correction, torch.weight_init),
+            (Some(true), Some(WeightInit::Bullet))
+        );
+        assert_eq!(torch.resolved(1), torch);
     }
 
     /// A run record written before defaults had generations reads back as trained: with
@@ -558,19 +604,22 @@ mod tests {
         let old: RunRecord =
             serde_json::from_value(record(serde_json::json!({ "shuffle": "sh-0123456789ab" })))
                 .unwrap();
-        assert_eq!(old.spec.defaults, 1);
+        assert_eq!(old.spec.defaults, Some(1));
         assert!(old.spec.bias_correction());
         assert_eq!(old.spec.weight_init(), WeightInit::Uniform);
         // Written again (a resume updates the record), it says so explicitly.
         let again: RunRecord = serde_json::from_value(serde_json::to_value(&old).unwrap()).unwrap();
         assert_eq!(again, old);
+        // The trainer writes a new run's spec resolved: its generation is on record.
         let new_run = RunRecord {
-            spec: spec(serde_json::json!({})).unwrap(),
+            spec: spec(serde_json::json!({}))
+                .unwrap()
+                .resolved(defaults::GENERATION),
             ..old.clone()
         };
         let back: RunRecord =
             serde_json::from_str(&serde_json::to_string(&new_run).unwrap()).unwrap();
-        assert_eq!(back.spec.defaults, 2);
+        assert_eq!(back.spec.defaults, Some(2));
         assert!(!back.spec.bias_correction());
         assert_eq!(back.spec.weight_init(), WeightInit::Bullet);
         // A stored spec that is no object is refused, not defaulted.

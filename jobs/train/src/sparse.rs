@@ -274,6 +274,9 @@ impl<'a> Rows<'a> {
             }
             last = o;
         }
+        if offsets.is_empty() && !indices.is_empty() {
+            return Err(format!("{} indices but no rows", indices.len()));
+        }
         for &f in indices {
             let f = usize::try_from(f)
                 .ok()
@@ -368,15 +371,14 @@ pub fn sparse_adam(
         } else {
             g.contiguous()
         };
-        let y = bag.leaf.contiguous();
         let rows = offsets.len();
+        if rows == 0 {
+            continue; // an empty tensor's data pointer may be null: nothing to read
+        }
+        let y = bag.leaf.contiguous();
         let row_stride = g.stride()[0] as usize;
         let n = rows * width;
-        let span = if rows == 0 {
-            0
-        } else {
-            (rows - 1) * row_stride + width
-        };
+        let span = (rows - 1) * row_stride + width;
         // SAFETY: `g` is an f32 CPU tensor whose `rows` rows of `width` values start
         // `row_stride` apart (its strides, checked above), `y` a contiguous f32 CPU tensor of
         // `n` values; both alive until the end of this block.
@@ -635,9 +637,11 @@ mod tests {
             );
             assert_eq!(w.abs().sum(Kind::Float).double_value(&[]), 0.0);
         }
-        // Offsets that skip indices, run past them or go backwards are refused too.
+        // Offsets that skip indices, run past them or go backwards, or indices without
+        // rows, are refused too.
         for (indices, offsets) in [
             (&[0i32][..], &[3i32][..]),
+            (&[0, 1], &[]),
             (&[0, 1], &[1]),
             (&[0, 1, 2], &[0, 2, 1]),
         ] {

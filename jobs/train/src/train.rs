@@ -213,7 +213,7 @@ pub(crate) fn resolve(
         LossName::Power => Loss::Power(2.6),
     };
     let device = select_device(spec.device)?;
-    let sparse_ft = sparse_ft(spec.ft_update, spec.defaults, &arch, features, device)?;
+    let sparse_ft = sparse_ft(spec.ft_update, spec.generation(), &arch, features, device)?;
     let manifest = ctx
         .block_on(lakefish_jobs::shuffle::read_shuffle_manifest(
             &ctx.lake,
@@ -569,36 +569,28 @@ fn spec_differences(was: &TrainSpec, asked: &TrainSpec) -> String {
 }
 
 pub fn train(ctx: &JobContext, job: &JobId, spec: &TrainSpec) -> Result<RunRecord, TrainError> {
-    let (setup, manifest) = resolve(ctx, spec)?;
-    let threads = ctx.threads.max(1);
-    tch::set_num_threads(threads as i32);
-    crate::keep_tensors_in_heap();
     let now = lakefish_lake::records::now;
-    // A new run, or the one to resume (same settings except the step budget).
-    let (id, record) = match &spec.resume {
+    // The run to resume (same settings except the step budget and device), or a new one;
+    // every setting written out, a resume's unset generation of defaults being its run's.
+    let (id, existing, spec) = match &spec.resume {
         Some(id) => {
             let rec = ctx
                 .block_on(read_run(&ctx.lake, id))?
                 .ok_or_else(|| TrainError::Spec(format!("run {id} does not exist")))?;
-            let mut same = rec.spec.clone();
-            same.max_steps = spec.max_steps;
-            same.epochs = spec.epochs;
-            same.resume = spec.resume.clone();
+            let asked = spec.resolved(rec.spec.generation());
+            let mut same = rec.spec.resolved(rec.spec.generation());
+            same.max_steps = asked.max_steps;
+            same.epochs = asked.epochs;
+            same.resume = asked.resume.clone();
             // A run may move between a GPU and the CPU (bit-exact only on the same device).
-            same.device = spec.device;
-            if &same != spec {
+            same.device = asked.device;
+            if same != asked {
                 return Err(TrainError::Spec(format!(
                     "run {id} was trained with other settings ({}); resume it with the same ones",
-                    spec_differences(&same, spec)
+                    spec_differences(&same, &asked)
                 )));
             }
-            let mut rec = rec;
-            rec.spec.max_steps = spec.max_steps;
-            rec.spec.epochs = spec.epochs;
-            rec.spec.device = spec.device;
-            rec.device = format!("{:?}", setup.device);
-            rec.finished = false;
-            (id.clone(), rec)
+            (id.clone(), Some(rec), asked)
         }
         None => {
             // The job id's last 12 hex digits are random (UUIDv7). The same job delivered
@@ -607,33 +599,55 @@ pub fn train(ctx: &JobContext, job: &JobId, spec: &TrainSpec) -> Result<RunRecor
             let tail: String = chars[chars.len().saturating_sub(12)..].iter().collect();
             let id = lakefish_schemas::names::RunId::new(&format!("run-{tail}"))
                 .map_err(|e| TrainError::Spec(format!("job id {job}: {e}")))?;
-            if let Some(mut rec) = ctx.block_on(read_run(&ctx.lake, &id))?
-                && &rec.spec == spec
-            {
-                rec.finished = false;
-                return continue_run(ctx, spec, setup, id, rec);
+            let asked = spec.resolved(lakefish_schemas::train::defaults::GENERATION);
+            let rec = ctx.block_on(read_run(&ctx.lake, &id))?;
+            // Never train over a run that is not this job's: its checkpoints stay as they are.
+            if let Some(rec) = &rec {
+                let was = rec.spec.resolved(rec.spec.generation());
+                if was != asked {
+                    return Err(TrainError::Spec(format!(
+                        "run {id} already exists with other settings ({}); it is left as it is",
+                        spec_differences(&was, &asked)
+                    )));
+                }
             }
-            let rec = RunRecord {
-                id: id.clone(),
-                spec: spec.clone(),
-                device: format!("{:?}", setup.device),
-                step: 0,
-                epoch: 0,
-                checkpoints: Vec::new(),
-                train_positions: setup.train.iter().map(|&i| manifest.chunks[i].rows).sum(),
-                val_positions: 0,
-                val_loss: Vec::new(),
-                material_val_loss: None,
-                finished: false,
-                error: None,
-                resumed_at: Vec::new(),
-                created: now(),
-                updated: now(),
-            };
-            (id, rec)
+            (id, rec, asked)
         }
     };
-    continue_run(ctx, spec, setup, id, record)
+    let (setup, manifest) = resolve(ctx, &spec)?;
+    let threads = ctx.threads.max(1);
+    tch::set_num_threads(threads as i32);
+    crate::keep_tensors_in_heap();
+    let record = match existing {
+        Some(mut rec) => {
+            if spec.resume.is_some() {
+                rec.spec.max_steps = spec.max_steps;
+                rec.spec.epochs = spec.epochs;
+                rec.spec.device = spec.device;
+                rec.device = format!("{:?}", setup.device);
+            }
+            rec.finished = false;
+            rec
+        }
+        None => RunRecord {
+            id: id.clone(),
+            spec: spec.clone(),
+            device: format!("{:?}", setup.device),
+            step: 0,
+            epoch: 0,
+            checkpoints: Vec::new(),
+            train_positions: setup.train.iter().map(|&i| manifest.chunks[i].rows).sum(),
+            val_positions: 0,
+            val_loss: Vec::new(),
+            material_val_loss: None,
+            finished: false,
+            error: None,
+            resumed_at: Vec::new(),
+            created: now(),
+            updated: now(),
+        },
+    };
+    continue_run(ctx, &spec, setup, id, record)
 }
 
 /// Trains run `id` from its last checkpoint (or from scratch) until its step or epoch budget.

@@ -571,7 +571,7 @@ fn presets_train_and_quantize_as_before_nets_as_data() {
         s.arch = arch.into();
         s.max_steps = Some(20);
         // The goldens were trained with the first generation of defaults.
-        s.defaults = 1;
+        s.defaults = Some(1);
         let run = train(&fx.ctx, &JobId::new(), &s).unwrap();
         let rec = fx
             .rt

@@ -552,3 +552,64 @@ fn a_bucketed_described_net_on_the_sparse_update_resumes_exactly() {
         assert!(ta.equal(tb), "{na} differs after resume");
     }
 }
+
+/// A run trained before defaults had generations resumes from a spec that leaves them out
+/// or writes them out alike, and is refused another generation; a job whose run id is
+/// taken by a run of other settings leaves that run as it is (issue 39).
+#[test]
+fn an_old_run_resumes_as_trained_and_a_run_is_never_trained_over() {
+    let fx = fixture(3);
+    let mut s = spec(&fx.shuffle);
+    s.max_steps = Some(2);
+    s.defaults = Some(1);
+    let run = train(&fx.ctx, &JobId::new(), &s).unwrap();
+    // Its record as a build before generations wrote it: no defaults, no explicit choices.
+    let key = format!("{}/run.json", run_prefix(&run.id));
+    let mut old = serde_json::to_value(&run).unwrap();
+    for field in ["defaults", "bias_correction", "weight_init"] {
+        old["spec"].as_object_mut().unwrap().remove(field);
+    }
+    fx.rt
+        .block_on(fx.ctx.lake.put(&key, serde_json::to_vec(&old).unwrap()))
+        .unwrap();
+    let mut resume = spec(&fx.shuffle);
+    resume.resume = Some(run.id.clone());
+    resume.max_steps = Some(3);
+    assert_eq!(resume.defaults, None);
+    let after = train(&fx.ctx, &JobId::new(), &resume).unwrap();
+    assert_eq!((after.step, after.spec.generation()), (3, 1));
+    assert!(after.spec.bias_correction());
+    // The same settings written out are the same settings.
+    let mut spelled = resume.clone();
+    spelled.max_steps = Some(4);
+    spelled.bias_correction = Some(true);
+    spelled.weight_init = Some(lakefish_schemas::train::WeightInit::Uniform);
+    assert_eq!(train(&fx.ctx, &JobId::new(), &spelled).unwrap().step, 4);
+    // Another generation is other settings.
+    let mut newer = resume.clone();
+    newer.max_steps = Some(5);
+    newer.defaults = Some(2);
+    let err = train(&fx.ctx, &JobId::new(), &newer)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("defaults 2 (the run: 1)"), "{err}");
+
+    // A job whose run exists with other settings is refused, and the run is untouched.
+    let job = JobId::new();
+    let mut mine = spec(&fx.shuffle);
+    mine.max_steps = Some(2);
+    let first = train(&fx.ctx, &job, &mine).unwrap();
+    let mut other = mine.clone();
+    other.lr *= 2.0;
+    let err = train(&fx.ctx, &job, &other).unwrap_err().to_string();
+    assert!(
+        err.contains("already exists") && err.contains("left as it is"),
+        "{err}"
+    );
+    let kept = fx
+        .rt
+        .block_on(read_run(&fx.ctx.lake, &first.id))
+        .unwrap()
+        .unwrap();
+    assert_eq!(kept, first);
+}

@@ -550,9 +550,9 @@ pub(crate) struct TrainArgs {
     /// correction, bullet's start, the sparse update on the CPU wherever it runs; an SPRT at
     /// 8+0.08 accepted it over 1 at +82.8 ± 48.3 Elo, docs/BENCHMARKS.md) or 1 (before:
     /// bias correction, the uniform start, sparse only for halfkp and halfka_v2_hm), to
-    /// repeat an older run.
-    #[arg(long, default_value_t = lakefish_schemas::train::defaults::GENERATION, value_name = "N")]
-    pub defaults: u32,
+    /// repeat an older run. Unset: 2 for a new run; a resumed run keeps its own.
+    #[arg(long, value_name = "N")]
+    pub defaults: Option<u32>,
     /// Continue this run from its last checkpoint (same settings; more steps or epochs).
     #[arg(long)]
     pub resume: Option<lakefish_schemas::names::RunId>,

@@ -99,7 +99,7 @@ fn a_resumed_run_keeps_its_generation_of_defaults() {
     assert_eq!(spec, record.spec);
     assert!(spec.bias_correction());
     let fresh = args(&[]).unwrap().spec().unwrap();
-    assert_eq!((fresh.defaults, fresh.bias_correction()), (2, false));
+    assert_eq!((fresh.generation(), fresh.bias_correction()), (2, false));
     let old = args(&["--defaults", "1"]).unwrap().spec().unwrap();
     assert_eq!(
         (old.bias_correction(), old.weight_init()),

@@ -155,9 +155,15 @@ async fn follow(api: &str, url: &str) -> anyhow::Result<()> {
             s["elo0"],
             s["elo1"]
         );
+        // A server from before `conditions` still sends the spec it was played with.
+        let conditions = s["conditions"].as_str().map(String::from).or_else(|| {
+            serde_json::from_value::<lakefish_schemas::SprtSpec>(s["spec"].clone())
+                .ok()
+                .map(|spec| spec.conditions())
+        });
         println!(
             "          played at {}",
-            s["conditions"].as_str().unwrap_or("?")
+            conditions.as_deref().unwrap_or("?")
         );
     } else if let Some(st) = run["sprt_state"].as_str() {
         println!("sprt      {st}");
