@@ -59,6 +59,7 @@ pub async fn start_run(
         trigger: trigger.to_string(),
         state: RunState::Running,
         step: PipelineStep::ORDER[0],
+        steps: Vec::new(),
         jobs: Vec::new(),
         datasets: Vec::new(),
         shuffle: None,
@@ -163,6 +164,7 @@ pub fn advance(
     }
     let before = run.clone();
     loop {
+        run.begin_step(&now());
         let outcome = match run.step {
             PipelineStep::Datagen => datagen(ctx, config, run),
             PipelineStep::Ingest => ingest(ctx, config, run),
@@ -192,10 +194,13 @@ pub fn advance(
                 );
                 run.error = Some(format!("step {} failed: {reason}", run.step));
                 run.state = RunState::Failed;
-                run.finished = Some(now());
+                let t = now();
+                run.end_step(&t);
+                run.finished = Some(t);
                 break;
             }
             Step::Done => {
+                run.end_step(&now());
                 run.step = run.step.next();
                 if run.step == PipelineStep::Done {
                     run.state = RunState::Succeeded;

@@ -244,6 +244,27 @@ fn integrity_table(st: &SprtStatus) -> String {
     t
 }
 
+/// A run's steps with how long each took (a running one: so far), and their sum.
+fn step_times(run: &lakefish_schemas::pipeline::PipelineRun, now: &str) -> String {
+    use lakefish_schemas::pipeline::duration_text;
+    let mut total = 0.0;
+    let mut parts = Vec::new();
+    for t in &run.steps {
+        let secs = t.seconds(now).unwrap_or(0.0);
+        total += secs;
+        parts.push(format!(
+            "{} {}{}",
+            escape(t.step.as_str()),
+            duration_text(secs),
+            if t.finished.is_none() { "…" } else { "" }
+        ));
+    }
+    if parts.is_empty() {
+        return String::new();
+    }
+    format!("{} <b>= {}</b>", parts.join(" · "), duration_text(total))
+}
+
 fn net_link(name: &str) -> String {
     if name.starts_with("nn-") {
         format!(r#"<a href="/ui/nets/{n}">{n}</a>"#, n = escape(name))
@@ -720,7 +741,8 @@ pub async fn pipelines(State(s): State<AppState>) -> Page {
             b.push_str("<p>No runs yet.</p>");
             continue;
         }
-        b.push_str("<table class=\"pipeline-runs\"><tr><th>run</th><th>trigger</th><th>state</th><th>step</th><th>net</th><th>SPRT</th><th>promoted</th><th>started</th><th>finished</th><th>error</th></tr>");
+        b.push_str("<table class=\"pipeline-runs\"><tr><th>run</th><th>trigger</th><th>state</th><th>step</th><th>net</th><th>SPRT</th><th>promoted</th><th>started</th><th>finished</th><th>steps (time each)</th><th>error</th></tr>");
+        let now = lakefish_lake::records::now();
         for r in &runs {
             busy |= r.finished.is_none();
             let sprt = match (&r.sprt, &r.sprt_state) {
@@ -737,7 +759,7 @@ pub async fn pipelines(State(s): State<AppState>) -> Page {
                 .unwrap_or_default();
             let _ = write!(
                 b,
-                r#"<tr><td><a href="/v1/pipelines/{p}/runs/{i}">{i}</a></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{sprt}</td><td>{}</td><td>{}</td><td>{}</td><td class="error">{}</td></tr>"#,
+                r#"<tr><td><a href="/v1/pipelines/{p}/runs/{i}">{i}</a></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{sprt}</td><td>{}</td><td>{}</td><td>{}</td><td class="steps">{}</td><td class="error">{}</td></tr>"#,
                 escape(&r.trigger),
                 state_badge(&state),
                 escape(r.step.as_str()),
@@ -745,6 +767,7 @@ pub async fn pipelines(State(s): State<AppState>) -> Page {
                 if r.promoted { "yes" } else { "no" },
                 when(&r.created),
                 opt_when(&r.finished),
+                step_times(r, &now),
                 escape(r.error.as_deref().unwrap_or("")),
                 p = escape(name),
                 i = escape(&r.id),
@@ -777,5 +800,31 @@ mod tests {
         assert_eq!(net_link("classical"), "classical");
         assert_eq!(net_link("<x>"), "&lt;x&gt;");
         assert_eq!(when("2026-11-23T11:19:42.123456Z"), "2026-11-23 11:19:42");
+    }
+
+    #[test]
+    fn step_times_add_up_and_a_running_step_counts_until_now() {
+        use lakefish_schemas::pipeline::duration_text;
+        assert_eq!(duration_text(75.4), "1 min 15 s");
+        assert_eq!(duration_text(7261.0), "2 h 1 min");
+        assert_eq!(duration_text(-3.0), "0 s");
+        let mut run: lakefish_schemas::pipeline::PipelineRun =
+            serde_json::from_value(serde_json::json!({
+                "id": "p-20261127T000000", "pipeline": "p", "trigger": "manual",
+                "state": "running", "step": "ingest", "jobs": [], "datasets": [],
+                "shuffle": null, "train_run": null, "checkpoint": null, "net": null,
+                "base": null, "sprt": null, "sprt_state": null, "promoted": false,
+                "error": null, "created": "t", "updated": "t", "finished": null
+            }))
+            .unwrap();
+        assert_eq!(step_times(&run, "2026-11-27T00:00:00Z"), "");
+        run.begin_step("2026-11-27T00:00:00Z");
+        run.end_step("2026-11-27T00:00:12.500Z");
+        run.step = run.step.next();
+        run.begin_step("2026-11-27T00:00:13Z");
+        assert_eq!(
+            step_times(&run, "2026-11-27T00:01:13Z"),
+            "ingest 13 s · mask 1 min 0 s… <b>= 1 min 13 s</b>"
+        );
     }
 }

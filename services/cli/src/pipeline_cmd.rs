@@ -127,6 +127,27 @@ async fn follow(api: &str, url: &str) -> anyhow::Result<()> {
         run["id"].as_str().unwrap_or("?"),
         run["state"].as_str().unwrap_or("?")
     );
+    // Each step's time (a server from before step times sends none).
+    if let Ok(r) = serde_json::from_value::<lakefish_schemas::pipeline::PipelineRun>(run.clone()) {
+        let now = chrono::Utc::now().to_rfc3339();
+        let mut total = 0.0;
+        for t in &r.steps {
+            let secs = t.seconds(&now).unwrap_or(0.0);
+            total += secs;
+            println!(
+                "  {:<9} {}",
+                t.step.as_str(),
+                lakefish_schemas::pipeline::duration_text(secs)
+            );
+        }
+        if !r.steps.is_empty() {
+            println!(
+                "  {:<9} {}",
+                "total",
+                lakefish_schemas::pipeline::duration_text(total)
+            );
+        }
+    }
     if let Some(e) = run["error"].as_str() {
         anyhow::bail!("{e}");
     }
