@@ -200,6 +200,17 @@ pub fn advance(
                 break;
             }
             Step::Done => {
+                // A step that found its output already made (its job ended between two
+                // looks) did not ask after that job again: the record says how it ended.
+                let step = run.step;
+                for j in run.jobs.iter_mut() {
+                    if j.step == step
+                        && !j.state.is_final()
+                        && let Some(rec) = ctx.block_on(ctx.jobs.get(&j.job))?
+                    {
+                        j.state = rec.state;
+                    }
+                }
                 run.end_step(&now());
                 run.step = run.step.next();
                 if run.step == PipelineStep::Done {
