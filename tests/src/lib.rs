@@ -748,3 +748,15 @@ pub fn links(html: &str) -> Vec<String> {
         .map(|s| s.replace("&amp;", "&"))
         .collect()
 }
+
+/// The steps a pipeline run's jobs went through, in order (from its `jobs`).
+pub fn steps_of(run: &serde_json::Value) -> Vec<String> {
+    let mut steps: Vec<String> = Vec::new();
+    for j in run["jobs"].as_array().into_iter().flatten() {
+        let s = j["step"].as_str().unwrap_or("").to_string();
+        if steps.last() != Some(&s) {
+            steps.push(s);
+        }
+    }
+    steps
+}

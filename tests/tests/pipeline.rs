@@ -100,17 +100,6 @@ async fn run_to_end(api: &str) -> serde_json::Value {
     }
 }
 
-fn steps_of(run: &serde_json::Value) -> Vec<String> {
-    let mut steps: Vec<String> = Vec::new();
-    for j in run["jobs"].as_array().unwrap() {
-        let s = j["step"].as_str().unwrap().to_string();
-        if steps.last() != Some(&s) {
-            steps.push(s);
-        }
-    }
-    steps
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn nightly_pipeline_promotes_on_accept_and_warm_starts() {
     let dir = tempfile::tempdir().unwrap();

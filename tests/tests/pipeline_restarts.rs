@@ -7,18 +7,6 @@ use std::time::{Duration, Instant};
 const BOOK: &str = "rnbqkbnr/pppppppp/8/8/4P3/8/PPPP1PPP/RNBQKBNR b KQkq -\n\
 rnbqkbnr/pppppppp/8/8/3P4/8/PPP1PPPP/RNBQKBNR b KQkq -\n";
 
-/// The steps a run's jobs went through, in order.
-fn steps_of(run: &serde_json::Value) -> Vec<String> {
-    let mut steps: Vec<String> = Vec::new();
-    for j in run["jobs"].as_array().unwrap() {
-        let s = j["step"].as_str().unwrap().to_string();
-        if steps.last() != Some(&s) {
-            steps.push(s);
-        }
-    }
-    steps
-}
-
 /// A small pipeline whose every byte is reproducible: self-play and the gate at fixed nodes.
 const TINY: &str = r#"
 version = 1
