@@ -11,11 +11,25 @@
 #   bash infra/quality.sh              # one round into ./quality-run (about 3 hours on 2 cores)
 #   ROUNDS=3 bash infra/quality.sh     # three rounds, each against the best net so far
 #   QUALITY_RUN=dir bash infra/quality.sh   # another directory (an existing lake goes on)
+#   QUICK=1 bash infra/quality.sh      # the quick scale into ./quality-quick-run (under 45 minutes)
 #   LAKEFISH__PIPELINES__QUALITY__DATAGEN__GAMES=60 ... # any value of quality.toml, for a short try
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=target/release/lakefish
-RUN=${QUALITY_RUN:-quality-run}
+if [ "${QUICK:-0}" = 1 ]; then
+  # The quick scale (docs/BENCHMARKS.md "The quick quality run" has its measured run): the
+  # same recipe on less data and a shorter clock. 40,000 self-play games at 2000 nodes a move
+  # (about 3 M positions) and an SPRT at 4+0.04 with bounds [0, 100], at most 100 pairs.
+  # A value already in the environment wins, as for the full run.
+  export LAKEFISH__PIPELINES__QUALITY__DATAGEN__GAMES=${LAKEFISH__PIPELINES__QUALITY__DATAGEN__GAMES:-40000}
+  export LAKEFISH__PIPELINES__QUALITY__DATAGEN__NODES=${LAKEFISH__PIPELINES__QUALITY__DATAGEN__NODES:-2000}
+  export LAKEFISH__PIPELINES__QUALITY__SPRT__TC=${LAKEFISH__PIPELINES__QUALITY__SPRT__TC:-4+0.04}
+  export LAKEFISH__PIPELINES__QUALITY__SPRT__ELO1=${LAKEFISH__PIPELINES__QUALITY__SPRT__ELO1:-100}
+  export LAKEFISH__PIPELINES__QUALITY__SPRT__MAX_PAIRS=${LAKEFISH__PIPELINES__QUALITY__SPRT__MAX_PAIRS:-100}
+  RUN=${QUALITY_RUN:-quality-quick-run}
+else
+  RUN=${QUALITY_RUN:-quality-run}
+fi
 ROUNDS=${ROUNDS:-1}
 SHARED=../shared/data
 mkdir -p "$RUN"

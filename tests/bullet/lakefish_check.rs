@@ -12,7 +12,9 @@
 // `lakefish bench train --bullet-buckets`: batches of 16,384, STEPS in four superbatches
 // (bullet prints its running loss per superbatch), constant lr 0.001, target
 // sigmoid(score / 361) with no game result, lakefish's quiet filter, a 32 MB shuffle
-// buffer, THREADS threads (default 2), LR (default 0.001).
+// buffer, THREADS threads (default 2), LR (default 0.001). With BF set (a file of bullet's
+// ChessBoard records) it reads that file in order instead of DATA; with INIT (a weights.bin)
+// it starts from those weights; STEPS=1 trains one step and saves the checkpoint after it.
 use bullet_lib::{
     game::{
         formats::sfbinpack::{
@@ -62,6 +64,17 @@ fn threads() -> usize {
 }
 
 fn schedule(steps: usize) -> TrainingSchedule<lr::ConstantLR, wdl::ConstantWDL> {
+    if cmp() && steps == 1 {
+        // One step, saved after it: for a comparison of single steps from the same weights.
+        return TrainingSchedule {
+            net_id: "lakefish_cmp".to_string(),
+            eval_scale: 361.0,
+            steps: TrainingSteps { batch_size: 16_384, batches_per_superbatch: 1, start_superbatch: 1, end_superbatch: 1 },
+            wdl_scheduler: wdl::ConstantWDL { value: 0.0 },
+            lr_scheduler: lr::ConstantLR { value: std::env::var("LR").ok().and_then(|v| v.parse().ok()).unwrap_or(0.001) },
+            save_rate: 1,
+        };
+    }
     if cmp() {
         assert!(steps % 4 == 0, "STEPS must be a multiple of 4 with CMP=1");
         return TrainingSchedule {
@@ -101,6 +114,10 @@ fn quiet(entry: &TrainingDataEntry) -> bool {
 macro_rules! train_and_eval {
     ($trainer:expr, $steps:expr) => {{
         let mut trainer = $trainer;
+        if let Ok(init) = std::env::var("INIT") {
+            // Start from these weights (bullet's weights.bin layout) instead of bullet's own.
+            trainer.optimiser.load_weights_from_file(&init).unwrap();
+        }
         let settings = LocalSettings {
             threads: threads(),
             test_set: None,
@@ -110,7 +127,11 @@ macro_rules! train_and_eval {
         let data = env("DATA");
         let (keep, buffer_mb, loader_threads): (fn(&TrainingDataEntry) -> bool, usize, usize) =
             if cmp() { (quiet, 32, threads()) } else { (filter, 8, 2) };
-        trainer.run(&schedule($steps), &settings, &loader::SfBinpackLoader::new(&data, buffer_mb, loader_threads, keep));
+        match std::env::var("BF") {
+            // Records in bullet's own format, read in file order (no shuffle, no filter).
+            Ok(bf) => trainer.run(&schedule($steps), &settings, &loader::DirectSequentialDataLoader::new(&[&bf])),
+            Err(_) => trainer.run(&schedule($steps), &settings, &loader::SfBinpackLoader::new(&data, buffer_mb, loader_threads, keep)),
+        }
         for line in std::io::stdin().lock().lines() {
             let fen = line.unwrap();
             if !fen.trim().is_empty() {

@@ -7,7 +7,13 @@
 //! sigmoid(score / 361), sigmoid-MSE, lakefish's quiet filter, configured by environment.
 //! lakefish trains the same net on the quiet rows of the same file (shuffled into a scratch
 //! lake first, untimed) with bullet's AdamW and start (`bias_correction` off, weight decay
-//! 0.01, every weight clipped to ±1.98, `weight_init = "bullet"`) and the sparse update.
+//! 0.01, every weight clipped to ±1.98, `weight_init = "bullet"`) and the sparse update: the
+//! shipped description `infra/nets/bullet-1-simple.toml` 256 wide with the eval scale 361, so
+//! that its sigmoid sees the raw output as bullet's does (the preset `256x2:screlu` multiplies
+//! it by 600/361 first, which gives the output layer larger steps: a different net to train).
+//! From the same weights and batches the two trainers take the same steps (docs/BENCHMARKS.md,
+//! "Step by step against bullet"), so what is left between their losses is the start each
+//! draws: bullet draws a new one every run, lakefish draws seed `round` in round `round`.
 //!
 //! The bucketed comparison (`--bullet-buckets`) trains bullet's `3_input_buckets` shape
 //! narrower, the same way: bullet runs our example `tests/bullet/lakefish_check.rs` with
@@ -46,7 +52,8 @@ pub struct BulletComparison {
     pub rounds: Vec<(TrainerRun, TrainerRun)>,
     /// lakefish / bullet positions per CPU-second, the medians of the rounds' ratios.
     pub trainer_to_bullet: f64,
-    /// lakefish / bullet training loss over the last quarter, the median of the rounds'.
+    /// lakefish / bullet training loss over the last quarter, the ratio of the rounds' means
+    /// (each round starts both sides from a new random draw: the rounds are not pairs).
     pub loss_to_bullet: f64,
 }
 
@@ -55,7 +62,8 @@ const BATCH: u64 = 16_384;
 /// The net both sides train.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Compared {
-    /// (768 → 256)×2 → 1 SCReLU: the `cmp` example, lakefish's `all768 256x2:screlu`.
+    /// (768 → 256)×2 → 1 SCReLU: the `cmp` example; lakefish's `bullet-1-simple`
+    /// description 256 wide, eval scale 361.
     Simple,
     /// bullet's `3_input_buckets` at this width: ten mirrored king buckets with a factoriser,
     /// SCReLU, eight output buckets by material.
@@ -74,6 +82,8 @@ impl Compared {
 
 /// The shipped description of bullet's bucketed net; the comparison narrows it.
 const BUCKETS_NET: &str = include_str!("../../../infra/nets/bullet-3-input-buckets.toml");
+/// The shipped description of bullet's simple net; the comparison widens it to 256.
+const SIMPLE_NET: &str = include_str!("../../../infra/nets/bullet-1-simple.toml");
 
 /// `rounds` alternating runs of bullet (the binary at `bullet`: `cmp` for the simple net, our
 /// `lakefish_check` example for the bucketed one) and lakefish's trainer on `net`, `steps`
@@ -99,6 +109,17 @@ pub fn bench_bullet(
         )?;
         let ctx = JobContext::new(lake, rt.clone()).with_threads(threads);
         let shuffle = lakefish_jobs::shuffle::quiet_shuffle(&ctx, file, "bench", 8, 1)?;
+        // lakefish trains on all chunks but the last (held out): too few rows for the steps
+        // is said before either side trains.
+        let train_rows: u64 = shuffle.chunks.iter().rev().skip(1).map(|c| c.rows).sum();
+        if train_rows / BATCH < steps {
+            return Err(TrainError::Spec(format!(
+                "the file's quiet rows make {} steps of {BATCH}, fewer than {steps}: give \
+                 --bullet-steps {} or less",
+                train_rows / BATCH,
+                train_rows / BATCH / 4 * 4
+            )));
+        }
         let mut done = Vec::new();
         for round in 0..rounds.max(1) {
             eprintln!("round {}: bullet, {steps} steps", round + 1);
@@ -109,7 +130,7 @@ pub fn bench_bullet(
                 b.positions_per_cpu_second(),
                 b.last_quarter_loss
             );
-            let l = run_lakefish(&ctx, &shuffle.id, net, steps)?;
+            let l = run_lakefish(&ctx, &shuffle.id, net, steps, round as u64)?;
             eprintln!(
                 "round {}: lakefish {:.0} positions per CPU-second, loss {:.5}",
                 round + 1,
@@ -136,11 +157,8 @@ pub fn bench_bullet(
                     .map(|(b, l)| l.positions_per_cpu_second() / b.positions_per_cpu_second())
                     .collect(),
             ),
-            loss_to_bullet: median(
-                done.iter()
-                    .map(|(b, l)| l.last_quarter_loss / b.last_quarter_loss)
-                    .collect(),
-            ),
+            loss_to_bullet: done.iter().map(|(_, l)| l.last_quarter_loss).sum::<f64>()
+                / done.iter().map(|(b, _)| b.last_quarter_loss).sum::<f64>(),
             rounds: done,
         })
     })();
@@ -268,8 +286,10 @@ fn run_lakefish(
     shuffle: &lakefish_schemas::names::ShuffleId,
     net: Compared,
     steps: u64,
+    seed: u64,
 ) -> Result<TrainerRun, TrainError> {
     let mut spec = serde_json::json!({
+        "seed": seed,
         "shuffle": shuffle.to_string(),
         "batch_size": BATCH,
         "epochs": 1,
@@ -284,8 +304,8 @@ fn run_lakefish(
     });
     match net {
         Compared::Simple => {
-            spec["features"] = "all768".into();
-            spec["arch"] = "256x2:screlu".into();
+            spec["net"] = serde_json::to_value(described(SIMPLE_NET, 256, "1_simple")?)
+                .map_err(|e| TrainError::Internal(format!("the simple net: {e}")))?;
         }
         Compared::Buckets { width } => {
             spec["net"] = serde_json::to_value(buckets_net(width)?)
@@ -319,15 +339,23 @@ fn run_lakefish(
 /// bullet's `3_input_buckets` as shipped, `width` wide, its output read with the eval scale
 /// 361 (the target's), so that the sigmoid sees the raw output as bullet's does.
 pub fn buckets_net(width: u32) -> Result<lakefish_schemas::netspec::NetSpec, TrainError> {
-    let mut net = lakefish_schemas::netspec::NetSpec::parse(BUCKETS_NET)
-        .map_err(|e| TrainError::Internal(format!("bullet-3-input-buckets.toml: {e}")))?;
+    described(BUCKETS_NET, width, "3_input_buckets")
+}
+
+/// A shipped description of a bullet net, `width` wide, its output read with the eval scale
+/// 361 (the target's), so that the sigmoid sees the raw output as bullet's does.
+fn described(
+    toml: &str,
+    width: u32,
+    name: &str,
+) -> Result<lakefish_schemas::netspec::NetSpec, TrainError> {
+    let mut net = lakefish_schemas::netspec::NetSpec::parse(toml)
+        .map_err(|e| TrainError::Internal(format!("bullet's {name}: {e}")))?;
     net.transformer.width = width;
     net.quantization.eval_scale = 361.0;
-    net.name = Some(format!(
-        "bullet 3_input_buckets, {width} wide, eval scale 361"
-    ));
+    net.name = Some(format!("bullet {name}, {width} wide, eval scale 361"));
     net.validate()
-        .map_err(|e| TrainError::Spec(format!("--bucket-width {width}: {e}")))?;
+        .map_err(|e| TrainError::Spec(format!("width {width}: {e}")))?;
     Ok(net)
 }
 

@@ -145,7 +145,8 @@ enum BenchCommand {
         torch_script: String,
         /// bullet's CPU trainer to compare with: the `cmp` example binary that
         /// ../shared/bench/bullet-cpu/ builds. Given, the run also trains (768 → 256)×2 → 1
-        /// SCReLU on the file with bullet and with lakefish (bullet's AdamW and start),
+        /// SCReLU on the file with bullet and with lakefish (bullet's AdamW and start; the net
+        /// as infra/nets/bullet-1-simple.toml describes it, 256 wide, eval scale 361),
         /// alternating, and prints `all768 trainer/bullet` (positions per CPU-second) and
         /// `all768 loss lakefish/bullet` (training loss over the last quarter of the steps).
         #[arg(long, value_name = "PATH")]
@@ -153,8 +154,9 @@ enum BenchCommand {
         /// Steps of 16,384 positions each side trains in the bullet comparison.
         #[arg(long, default_value_t = 172)]
         bullet_steps: u64,
-        /// Alternating rounds of the bullet comparison (the ratios are their medians).
-        #[arg(long, default_value_t = 2)]
+        /// Alternating rounds of the bullet comparison: the speed ratio is their median, the
+        /// loss ratio that of their means (each round draws a new start on both sides).
+        #[arg(long, default_value_t = 4)]
         bullet_rounds: usize,
         /// bullet's trainer for the bucketed comparison: our example
         /// tests/bullet/lakefish_check.rs, which `cargo test --test bullet` builds into

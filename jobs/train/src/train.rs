@@ -323,6 +323,22 @@ pub fn train_step(
     Ok(l.detach())
 }
 
+/// libtorch's thread count set for a while, `restore` again when dropped (also on an error).
+struct TorchThreads(usize);
+
+impl TorchThreads {
+    fn set(n: usize, restore: usize) -> TorchThreads {
+        tch::set_num_threads(n as i32);
+        TorchThreads(restore)
+    }
+}
+
+impl Drop for TorchThreads {
+    fn drop(&mut self) {
+        tch::set_num_threads(self.0 as i32);
+    }
+}
+
 /// Where a run stands in its data, saved in every checkpoint.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) struct Position {
@@ -805,6 +821,11 @@ fn train_run(
             threads,
         );
         let mut epoch_done = true;
+        // The fused step runs on rayon's threads. libtorch's OpenMP threads, woken by any
+        // small parallel op, would spin between steps on the same cores (a quarter of the
+        // CPU time of a step on 2 cores): libtorch stays on one thread until validation.
+        let one_thread =
+            crate::fused::applies(&model, &adam).then(|| TorchThreads::set(1, threads));
         loop {
             let waited = Instant::now();
             let Some(b) = batches.next() else { break };
@@ -863,6 +884,7 @@ fn train_run(
                 checkpoint(&model, &adam, at, record, &metrics)?;
             }
         }
+        drop(one_thread);
         if !epoch_done {
             // Stopped inside an epoch: the last checkpoint resumes from this batch.
             break;

@@ -87,6 +87,27 @@ pub(crate) async fn run(args: PipelineArgs) -> anyhow::Result<()> {
     }
 }
 
+/// An SPRT's status as a progress line: games of the most it may play, LLR and W/D/L.
+fn sprt_progress(id: &str, s: &serde_json::Value) -> Progress {
+    let f = |k: &str| s[k].as_f64().unwrap_or(0.0);
+    let n = |k: &str| s[k].as_u64().unwrap_or(0);
+    Progress {
+        stage: format!(
+            "sprt {id}: LLR {:.2} in ({:.2}, {:.2}), W/D/L {}/{}/{}",
+            f("llr"),
+            f("lower"),
+            f("upper"),
+            n("wins"),
+            n("draws"),
+            n("losses")
+        ),
+        done: n("games"),
+        total: s["spec"]["max_pairs"].as_u64().map(|p| 2 * p),
+        unit: "games".into(),
+        rows: 0,
+    }
+}
+
 /// Polls the run; one bar per job, finished as its job finishes.
 async fn follow(api: &str, url: &str) -> anyhow::Result<()> {
     let c = client();
@@ -115,6 +136,24 @@ async fn follow(api: &str, url: &str) -> anyhow::Result<()> {
             bar.show(&p);
             if matches!(rec["state"].as_str(), Some("succeeded" | "failed")) {
                 bar.finish();
+            }
+        }
+        // The SPRT step's job only plans the test and queues its batches: the test's own
+        // status is what moves for the minutes it plays.
+        if let Some(sprt) = run["sprt"].as_str() {
+            let key = format!("sprt:{sprt}");
+            if !bars.iter().any(|(id, _)| *id == key) {
+                bars.push((key.clone(), Bar::new()));
+            }
+            // Before its first batch is counted a test has no status yet (404): no line.
+            let resp = c.get(format!("{api}/v1/sprt/{sprt}")).send().await?;
+            if resp.status().is_success() {
+                let s: serde_json::Value = resp.json().await?;
+                let bar = &bars.iter().find(|(id, _)| *id == key).expect("added").1;
+                bar.show(&sprt_progress(sprt, &s));
+                if s["state"] != "running" {
+                    bar.finish();
+                }
             }
         }
         if run["state"] != "running" {
