@@ -339,7 +339,10 @@ fn run_lakefish(
 /// bullet's `3_input_buckets` as shipped, `width` wide, its output read with the eval scale
 /// 361 (the target's), so that the sigmoid sees the raw output as bullet's does.
 pub fn buckets_net(width: u32) -> Result<lakefish_schemas::netspec::NetSpec, TrainError> {
-    described(BUCKETS_NET, width, "3_input_buckets")
+    described(BUCKETS_NET, width, "3_input_buckets").map_err(|e| match e {
+        TrainError::Spec(e) => TrainError::Spec(format!("--bucket-width {width}: {e}")),
+        e => e,
+    })
 }
 
 /// A shipped description of a bullet net, `width` wide, its output read with the eval scale
@@ -355,7 +358,7 @@ fn described(
     net.quantization.eval_scale = 361.0;
     net.name = Some(format!("bullet {name}, {width} wide, eval scale 361"));
     net.validate()
-        .map_err(|e| TrainError::Spec(format!("width {width}: {e}")))?;
+        .map_err(|e| TrainError::Spec(e.to_string()))?;
     Ok(net)
 }
 
@@ -421,6 +424,10 @@ mod tests {
             assert!(e.contains(&format!("--bucket-width {width}: ")), "{e}");
         }
         assert_eq!(buckets_net(64).unwrap().transformer.width, 64);
+        // The simple comparison's net: bullet's 1_simple 256 wide, its output read raw.
+        let simple = described(SIMPLE_NET, 256, "1_simple").unwrap();
+        assert_eq!(simple.transformer.width, 256);
+        assert_eq!(simple.quantization.eval_scale, 361.0);
     }
 
     #[test]

@@ -238,3 +238,25 @@ async fn follow(api: &str, url: &str) -> anyhow::Result<()> {
     );
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_sprt_s_status_reads_as_games_of_the_most_it_may_play() {
+        let s = serde_json::json!({
+            "state": "running", "llr": 1.234, "lower": -2.944, "upper": 2.944,
+            "wins": 5, "draws": 2, "losses": 1, "games": 8, "spec": {"max_pairs": 100},
+        });
+        let p = sprt_progress("sprt-0123456789ab", &s);
+        assert_eq!(
+            p.stage,
+            "sprt sprt-0123456789ab: LLR 1.23 in (-2.94, 2.94), W/D/L 5/2/1"
+        );
+        assert_eq!((p.done, p.total, p.unit.as_str()), (8, Some(200), "games"));
+        // A status without the fields (an older server, a garbled answer) still makes a line.
+        let p = sprt_progress("sprt-x", &serde_json::json!({}));
+        assert_eq!((p.done, p.total), (0, None));
+    }
+}
