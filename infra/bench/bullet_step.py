@@ -5,7 +5,8 @@
     # ChessBoard records, in the order given:
     for i in 5 0 1 4 2 3 6; do lakefish chunk SH $i --limit 100000000; done \
       | .venv/bin/python infra/bench/bullet_step.py records > rows.bf
-    # a lakefish checkpoint of (768 -> W)x2 -> 1 SCReLU as bullet's weights.bin:
+    # a lakefish checkpoint of a SCReLU transformer straight into the output (bullet's
+    # 1_simple, or 3_input_buckets with its factoriser and output buckets) as bullet's weights.bin:
     .venv/bin/python infra/bench/bullet_step.py weights STEP.ot init.bin
     # how far apart two nets stepped from the same start (lakefish's and bullet's after):
     .venv/bin/python infra/bench/bullet_step.py compare START.ot LAKEFISH.ot BULLET_weights.bin

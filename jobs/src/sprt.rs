@@ -676,3 +676,96 @@ pub fn calc(
         los: e.los,
     })
 }
+
+/// One game of a test's PGN as its headers tell it, with the game's own text.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GameRow {
+    pub round: String,
+    pub white: String,
+    pub black: String,
+    pub result: String,
+    /// How it ended (`Termination`): adjudication, time forfeit, an engine's fault; empty
+    /// when the game ended on the board.
+    pub termination: String,
+    /// Half-moves played (`PlyCount`), when the header is there.
+    pub plies: Option<u32>,
+    /// The game's PGN: headers and moves.
+    pub text: String,
+}
+
+/// The games of a PGN text in order: each starts at an `[Event ` line. A header that is not
+/// `[Key "Value"]` is skipped, a missing one left empty: the rows show what is there.
+pub fn games_of(pgn: &str) -> Vec<GameRow> {
+    let mut starts: Vec<usize> = Vec::new();
+    let mut at = 0;
+    for line in pgn.split_inclusive('\n') {
+        if line.starts_with("[Event ") {
+            starts.push(at);
+        }
+        at += line.len();
+    }
+    starts
+        .iter()
+        .enumerate()
+        .map(|(i, &from)| {
+            let to = starts.get(i + 1).copied().unwrap_or(pgn.len());
+            let text = &pgn[from..to];
+            let header = |key: &str| {
+                text.lines()
+                    .take_while(|l| l.starts_with('['))
+                    .find_map(|l| {
+                        let rest = l.strip_prefix('[')?.strip_prefix(key)?;
+                        let value = rest.strip_prefix(" \"")?.strip_suffix("\"]")?;
+                        Some(value.to_string())
+                    })
+                    .unwrap_or_default()
+            };
+            GameRow {
+                round: header("Round"),
+                white: header("White"),
+                black: header("Black"),
+                result: header("Result"),
+                termination: header("Termination"),
+                plies: header("PlyCount").parse().ok(),
+                text: text.trim_end().to_string() + "\n",
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::games_of;
+
+    #[test]
+    fn a_pgn_splits_into_its_games_with_their_headers() {
+        let pgn = "[Event \"t\"]\n[Round \"1.1\"]\n[White \"a\"]\n[Black \"b\"]\n[Result \"1-0\"]\n\
+                   [Termination \"adjudication: resign\"]\n[PlyCount \"3\"]\n\n1. e4 e5 2. Qh5 1-0\n\n\
+                   [Event \"t\"]\n[Round \"1.2\"]\n[White \"b\"]\n[Black \"a\"]\n[Result \"1/2-1/2\"]\n\
+                   [PlyCount nonsense]\n\n1. d4 1/2-1/2\n";
+        let games = games_of(pgn);
+        assert_eq!(games.len(), 2);
+        assert_eq!(
+            (
+                games[0].round.as_str(),
+                games[0].white.as_str(),
+                games[0].result.as_str()
+            ),
+            ("1.1", "a", "1-0")
+        );
+        assert_eq!(games[0].termination, "adjudication: resign");
+        assert_eq!(games[0].plies, Some(3));
+        assert!(games[0].text.starts_with("[Event \"t\"]\n[Round \"1.1\"]"));
+        assert!(
+            games[0].text.ends_with("2. Qh5 1-0\n"),
+            "{:?}",
+            games[0].text
+        );
+        // A malformed header is left out, not guessed.
+        assert_eq!(games[1].plies, None);
+        assert_eq!(games[1].termination, "");
+        assert_eq!(games[1].result, "1/2-1/2");
+        assert!(games_of("").is_empty());
+        assert!(games_of("no games here\n").is_empty());
+    }
+}

@@ -216,6 +216,14 @@ pub fn routes() -> Vec<Route> {
         .errors(&[NOT_FOUND]),
         route(
             M::GET,
+            "/ui/sprt/{id}/games/{n}",
+            "Dashboard: game n (from 1) of an SPRT test's counted games, a PGN file.",
+            get(ui::sprt_game),
+        )
+        .ok(OK, Body::Other("application/x-chess-pgn"))
+        .errors(&[NOT_FOUND, UNAVAILABLE]),
+        route(
+            M::GET,
             "/ui/pipelines",
             "Dashboard: pipelines and their runs (HTML).",
             get(ui::pipelines),
@@ -927,8 +935,12 @@ async fn sprt_pgn(
     let pgn = lakefish_jobs::sprt::pgn(&s.lake, &id)
         .await?
         .ok_or_else(|| ApiError::NotFound(format!("sprt test {id} not found")))?;
+    let file = format!("attachment; filename=\"{id}.pgn\"");
     Ok((
-        [(axum::http::header::CONTENT_TYPE, "application/x-chess-pgn")],
+        [
+            (axum::http::header::CONTENT_TYPE, "application/x-chess-pgn"),
+            (axum::http::header::CONTENT_DISPOSITION, file.as_str()),
+        ],
         pgn,
     )
         .into_response())

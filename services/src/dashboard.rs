@@ -244,6 +244,96 @@ fn integrity_table(st: &SprtStatus) -> String {
     t
 }
 
+/// What a test was played under: time control or nodes, book, bounds, error rates, batches.
+fn sprt_conditions(st: &SprtStatus) -> String {
+    let s = &st.spec;
+    let rows = [
+        ("played at", conditions_label(s)),
+        ("book", escape(&s.book)),
+        (
+            "bounds",
+            format!("[{}, {}] Elo, {} model", s.elo0, s.elo1, escape(&s.model)),
+        ),
+        ("α / β", format!("{} / {}", s.alpha, s.beta)),
+        (
+            "pairs",
+            format!(
+                "{} a batch, at most {}, {} batch(es) at once",
+                s.batch_pairs, s.max_pairs, s.concurrency
+            ),
+        ),
+        ("seed", s.seed.to_string()),
+        ("created", when(&st.created)),
+    ];
+    let mut t = String::from("<h3>Conditions</h3><table class=\"conditions\">");
+    for (k, v) in rows {
+        let _ = write!(t, "<tr><th>{k}</th><td>{v}</td></tr>");
+    }
+    t.push_str("</table>");
+    t
+}
+
+/// Every counted game: its round, sides, result, how it ended and its length, each with its
+/// PGN to download.
+fn games_table(id: &str, games: &[lakefish_jobs::sprt::GameRow]) -> String {
+    if games.is_empty() {
+        return "<h3>Games</h3><p>No games counted yet.</p>".into();
+    }
+    let mut t = format!(
+        r#"<h3>Games</h3><p>{} games · <a href="/v1/sprt/{id}/pgn" download>all as PGN</a></p><table class="games"><tr><th>#</th><th>round</th><th>white</th><th>black</th><th>result</th><th>ended by</th><th>plies</th><th>PGN</th></tr>"#,
+        games.len(),
+        id = escape(id)
+    );
+    for (i, g) in games.iter().enumerate() {
+        let _ = write!(
+            t,
+            r#"<tr><td class="num">{n}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class="num">{}</td><td><a href="/ui/sprt/{id}/games/{n}" download>PGN</a></td></tr>"#,
+            escape(&g.round),
+            escape(&g.white),
+            escape(&g.black),
+            escape(&g.result),
+            if g.termination.is_empty() {
+                "the board".to_string()
+            } else {
+                escape(&g.termination)
+            },
+            g.plies.map(|p| p.to_string()).unwrap_or_else(|| "-".into()),
+            n = i + 1,
+            id = escape(id)
+        );
+    }
+    t.push_str("</table>");
+    t
+}
+
+/// `GET /ui/sprt/{id}/games/{n}`: game n (from 1) of a test's counted games as a PGN file.
+pub async fn sprt_game(
+    State(s): State<AppState>,
+    crate::api::ApiPath((id, n)): crate::api::ApiPath<(String, String)>,
+) -> Result<Response, ApiError> {
+    let unknown = || ApiError::NotFound(format!("no game {n:?} in sprt test {id:?}"));
+    let sid: lakefish_schemas::names::SprtId = id.parse().map_err(|_| unknown())?;
+    let index: usize = n.parse().ok().filter(|&i| i >= 1).ok_or_else(unknown)?;
+    let pgn = lakefish_jobs::sprt::pgn(&s.lake, &sid)
+        .await?
+        .ok_or_else(unknown)?;
+    let game = lakefish_jobs::sprt::games_of(&pgn)
+        .into_iter()
+        .nth(index - 1)
+        .ok_or_else(unknown)?;
+    let headers = [
+        (
+            axum::http::header::CONTENT_TYPE,
+            "application/x-chess-pgn".to_string(),
+        ),
+        (
+            axum::http::header::CONTENT_DISPOSITION,
+            format!("attachment; filename=\"{sid}-game-{index}.pgn\""),
+        ),
+    ];
+    Ok((headers, game.text).into_response())
+}
+
 /// A run's steps with how long each took (a running one: so far), and their sum.
 fn step_times(run: &lakefish_schemas::pipeline::PipelineRun, now: &str) -> String {
     use lakefish_schemas::pipeline::duration_text;
@@ -680,8 +770,12 @@ pub async fn sprt(State(s): State<AppState>, PagePath(id): PagePath) -> Page {
         })
         .unwrap_or_else(|| "no games counted yet".into());
     let p = st.penta;
+    let games = lakefish_jobs::sprt::pgn(&s.lake, &id)
+        .await?
+        .map(|pgn| lakefish_jobs::sprt::games_of(&pgn))
+        .unwrap_or_default();
     let b = format!(
-        r#"<p>{} vs {}, played at {}: {} &nbsp; LLR <b>{:.3}</b> in [{:.3}, {:.3}] after {} games ({} batches).</p><p>W/D/L {}/{}/{} &nbsp; pentanomial [{}, {}, {}, {}, {}]</p><p>{}</p>{chart}{integrity}<p><a href="/v1/sprt/{id}/pgn">Games (PGN)</a> · <a href="/v1/sprt/{id}">JSON</a></p>"#,
+        r#"<p>{} vs {}, played at {}: {} &nbsp; LLR <b>{:.3}</b> in [{:.3}, {:.3}] after {} games ({} batches).</p><p>W/D/L {}/{}/{} &nbsp; pentanomial [{}, {}, {}, {}, {}]</p><p>{}</p>{chart}{conditions}{integrity}{games}<p><a href="/v1/sprt/{id}">JSON</a></p>"#,
         net_link(&st.new.name),
         net_link(&st.base.name),
         conditions_label(&st.spec),
@@ -701,7 +795,9 @@ pub async fn sprt(State(s): State<AppState>, PagePath(id): PagePath) -> Page {
         p[4],
         escape(&elo),
         id = escape(&st.id),
+        conditions = sprt_conditions(&st),
         integrity = integrity_table(&st),
+        games = games_table(&st.id, &games),
     );
     Ok(layout(
         &format!("SPRT {}", st.id),

@@ -124,13 +124,16 @@ macro_rules! train_and_eval {
             output_directory: Box::leak(env("OUT").into_boxed_str()),
             batch_queue_size: if cmp() { 64 } else { 8 },
         };
-        let data = env("DATA");
+        let data = std::env::var("DATA").unwrap_or_default();
         let (keep, buffer_mb, loader_threads): (fn(&TrainingDataEntry) -> bool, usize, usize) =
             if cmp() { (quiet, 32, threads()) } else { (filter, 8, 2) };
         match std::env::var("BF") {
             // Records in bullet's own format, read in file order (no shuffle, no filter).
             Ok(bf) => trainer.run(&schedule($steps), &settings, &loader::DirectSequentialDataLoader::new(&[&bf])),
-            Err(_) => trainer.run(&schedule($steps), &settings, &loader::SfBinpackLoader::new(&data, buffer_mb, loader_threads, keep)),
+            Err(_) => {
+                assert!(!data.is_empty(), "DATA (a .binpack) or BF (bullet records) must be set");
+                trainer.run(&schedule($steps), &settings, &loader::SfBinpackLoader::new(&data, buffer_mb, loader_threads, keep))
+            }
         }
         for line in std::io::stdin().lock().lines() {
             let fen = line.unwrap();

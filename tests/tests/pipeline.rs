@@ -443,6 +443,73 @@ async fn walk_dashboard(api: &str, first: &serde_json::Value, second: &serde_jso
         2
     );
 
+    // The conditions it was played under, and every counted game with its PGN.
+    let spec = &sprt["spec"];
+    let f = |v: &serde_json::Value| v.as_f64().unwrap();
+    for row in [
+        format!(
+            "<tr><th>book</th><td>{}</td></tr>",
+            spec["book"].as_str().unwrap()
+        ),
+        format!(
+            "<tr><th>α / β</th><td>{} / {}</td></tr>",
+            f(&spec["alpha"]),
+            f(&spec["beta"])
+        ),
+        format!(
+            "<tr><th>bounds</th><td>[{}, {}] Elo, {} model</td></tr>",
+            f(&spec["elo0"]),
+            f(&spec["elo1"]),
+            spec["model"].as_str().unwrap()
+        ),
+    ] {
+        assert!(sprt_page.contains(&row), "{row} not in {sprt_page}");
+    }
+    let game_link = format!("href=\"/ui/sprt/{sprt_id}/games/");
+    let games = sprt["games"].as_u64().unwrap() as usize;
+    assert!(games > 0);
+    assert_eq!(sprt_page.matches(&game_link).count(), games, "{sprt_page}");
+    let first_game = reqwest::get(format!("{api}/ui/sprt/{sprt_id}/games/1"))
+        .await
+        .unwrap();
+    assert_eq!(first_game.status(), 200);
+    assert_eq!(
+        first_game.headers()["content-disposition"],
+        format!("attachment; filename=\"{sprt_id}-game-1.pgn\"").as_str()
+    );
+    let text = first_game.text().await.unwrap();
+    assert!(
+        text.starts_with("[Event ") && text.matches("[Event ").count() == 1,
+        "{text}"
+    );
+    let result = text
+        .lines()
+        .find_map(|l| l.strip_prefix("[Result \"")?.strip_suffix("\"]"))
+        .unwrap();
+    assert!(
+        sprt_page.contains(&format!("<td>{result}</td>")),
+        "{result} of game 1 not shown"
+    );
+    let all = reqwest::get(format!("{api}/v1/sprt/{sprt_id}/pgn"))
+        .await
+        .unwrap();
+    assert_eq!(
+        all.headers()["content-disposition"],
+        format!("attachment; filename=\"{sprt_id}.pgn\"").as_str()
+    );
+    assert_eq!(all.text().await.unwrap().matches("[Event ").count(), games);
+    // No game 0, none past the last, no game "x", no such test: a 404 that says so.
+    for bad in [
+        format!("{sprt_id}/games/0"),
+        format!("{sprt_id}/games/{}", games + 1),
+        format!("{sprt_id}/games/x"),
+        "sprt-000000000000/games/1".to_string(),
+    ] {
+        let r = reqwest::get(format!("{api}/ui/sprt/{bad}")).await.unwrap();
+        assert_eq!(r.status(), 404, "{bad}");
+        assert!(r.text().await.unwrap().contains("no game"), "{bad}");
+    }
+
     // Pipelines: both, with the runs and the scheduled one's failure.
     let pipelines = page("/ui/pipelines", "pipelines");
     assert!(

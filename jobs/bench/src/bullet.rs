@@ -13,7 +13,8 @@
 //! it by 600/361 first, which gives the output layer larger steps: a different net to train).
 //! From the same weights and batches the two trainers take the same steps (docs/BENCHMARKS.md,
 //! "Step by step against bullet"), so what is left between their losses is the start each
-//! draws: bullet draws a new one every run, lakefish draws seed `round` in round `round`.
+//! draws (bullet a new one every run, lakefish seed `round` in round `round`) and the order
+//! of rows (bullet's loader reads the file through a shuffle buffer, lakefish a shuffle).
 //!
 //! The bucketed comparison (`--bullet-buckets`) trains bullet's `3_input_buckets` shape
 //! narrower, the same way: bullet runs our example `tests/bullet/lakefish_check.rs` with
@@ -112,13 +113,21 @@ pub fn bench_bullet(
         // lakefish trains on all chunks but the last (held out): too few rows for the steps
         // is said before either side trains.
         let train_rows: u64 = shuffle.chunks.iter().rev().skip(1).map(|c| c.rows).sum();
-        if train_rows / BATCH < steps {
-            return Err(TrainError::Spec(format!(
-                "the file's quiet rows make {} steps of {BATCH}, fewer than {steps}: give \
-                 --bullet-steps {} or less",
-                train_rows / BATCH,
-                train_rows / BATCH / 4 * 4
-            )));
+        let most = train_rows / BATCH;
+        if most < steps {
+            return Err(TrainError::Spec(if most < 4 {
+                format!(
+                    "the file's quiet rows make {most} steps of {BATCH} outside the held-out \
+                     chunk; the comparison needs at least 4 ({} quiet rows)",
+                    4 * BATCH * 8 / 7
+                )
+            } else {
+                format!(
+                    "the file's quiet rows make {most} steps of {BATCH}, fewer than {steps}: \
+                     give --bullet-steps {} or less",
+                    most / 4 * 4
+                )
+            }));
         }
         let mut done = Vec::new();
         for round in 0..rounds.max(1) {

@@ -325,6 +325,9 @@ pub fn bench_train(
             for _ in 0..2 {
                 dense = dense.max(time_steps(&mut dense_adam)?);
                 if device == Device::Cpu {
+                    // As the trainer runs fused steps: libtorch on one thread meanwhile.
+                    let _one = lakefish_train::fused::applies(&model, &sparse_adam)
+                        .then(|| lakefish_train::train::TorchThreads::set(1, threads));
                     let rate = time_steps(&mut sparse_adam)?;
                     sparse = Some(sparse.map_or(rate, |s: f64| s.max(rate)));
                 }

@@ -305,6 +305,7 @@ pub fn train_step(
             lambda,
             scale,
             lr,
+            baseline: false,
         };
         let l = crate::fused::step(model, adam, batch, args)
             .map_err(|e| TrainError::Internal(format!("fused step: {e}")))?;
@@ -324,10 +325,11 @@ pub fn train_step(
 }
 
 /// libtorch's thread count set for a while, `restore` again when dropped (also on an error).
-struct TorchThreads(usize);
+/// Fused steps run with one: libtorch's idle OpenMP threads would spin on their cores.
+pub struct TorchThreads(usize);
 
 impl TorchThreads {
-    fn set(n: usize, restore: usize) -> TorchThreads {
+    pub fn set(n: usize, restore: usize) -> TorchThreads {
         tch::set_num_threads(n as i32);
         TorchThreads(restore)
     }

@@ -141,14 +141,18 @@ async fn follow(api: &str, url: &str) -> anyhow::Result<()> {
         // The SPRT step's job only plans the test and queues its batches: the test's own
         // status is what moves for the minutes it plays.
         if let Some(sprt) = run["sprt"].as_str() {
-            let key = format!("sprt:{sprt}");
-            if !bars.iter().any(|(id, _)| *id == key) {
-                bars.push((key.clone(), Bar::new()));
-            }
-            // Before its first batch is counted a test has no status yet (404): no line.
+            // Before its first batch is counted a test has no status yet (404), and an answer
+            // that is not a status (a proxy's page) is no reason to stop following: no line.
             let resp = c.get(format!("{api}/v1/sprt/{sprt}")).send().await?;
-            if resp.status().is_success() {
-                let s: serde_json::Value = resp.json().await?;
+            let status = match resp.status().is_success() {
+                true => resp.json::<serde_json::Value>().await.ok(),
+                false => None,
+            };
+            if let Some(s) = status {
+                let key = format!("sprt:{sprt}");
+                if !bars.iter().any(|(id, _)| *id == key) {
+                    bars.push((key.clone(), Bar::new()));
+                }
                 let bar = &bars.iter().find(|(id, _)| *id == key).expect("added").1;
                 bar.show(&sprt_progress(sprt, &s));
                 if s["state"] != "running" {
