@@ -20,7 +20,7 @@ demo: build
 	@bash infra/demo.sh
 
 # The quality run (issue 20): self-play only, a SCReLU net, an SPRT on the clock against the
-# hand-written evaluation; hours, not minutes (ROUNDS=N for N rounds; QUICK=1 for the quick
+# hand-written evaluation; 40 minutes to hours (ROUNDS=N for N rounds; QUICK=1 for the quick
 # scale, under 45 minutes). Nothing else may run beside it: the SPRT plays on the clock.
 quality: build
 	@bash infra/quality.sh

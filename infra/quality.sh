@@ -8,7 +8,7 @@
 # the clock to be promoted. Nothing else may run on the machine meanwhile: the SPRT plays on
 # the clock, one game per core.
 #
-#   bash infra/quality.sh              # one round into ./quality-run (about 3 hours on 2 cores)
+#   bash infra/quality.sh              # one round into ./quality-run (40 minutes to 3 hours on 2 cores)
 #   ROUNDS=3 bash infra/quality.sh     # three rounds, each against the best net so far
 #   QUALITY_RUN=dir bash infra/quality.sh   # another directory (an existing lake goes on)
 #   QUICK=1 bash infra/quality.sh      # the quick scale into ./quality-quick-run (under 45 minutes)
