@@ -14,7 +14,7 @@ use axum::{Json, Router};
 use lakefish_jobs::Lake;
 use lakefish_lake::records::{JobCursor, JobQuery, JobStore};
 use lakefish_schemas::config::Config;
-use lakefish_schemas::names::{RunId, ShuffleId, SprtId};
+use lakefish_schemas::names::{RunId, ShuffleId};
 use lakefish_schemas::{JobId, JobSpec, JobState, Source, raw_key};
 use schemars::{JsonSchema, Schema, SchemaGenerator};
 use serde::Deserialize;
@@ -162,6 +162,14 @@ pub fn routes() -> Vec<Route> {
             get(ui::jobs),
         )
         .page(),
+        route(
+            M::GET,
+            "/ui/jobs/{id}",
+            "Dashboard: one job, what it was asked and what it made (HTML).",
+            get(crate::job_page::job),
+        )
+        .page()
+        .errors(&[NOT_FOUND]),
         route(
             M::GET,
             "/ui/datasets",
@@ -389,16 +397,16 @@ pub fn routes() -> Vec<Route> {
             M::GET,
             "/v1/sprt/calc",
             "LLR, Elo and LOS from counts (?penta= or ?wdl=).",
-            get(sprt_calc),
+            get(crate::sprt_api::sprt_calc),
         )
-        .query::<CalcQuery>()
+        .query::<crate::sprt_api::CalcQuery>()
         .ok(OK, json::<lakefish_jobs::sprt::Calc>())
         .errors(&[BAD]),
         route(
             M::GET,
             "/v1/sprt/{id}",
             "One SPRT test's status.",
-            get(get_sprt),
+            get(crate::sprt_api::get_sprt),
         )
         .ok(OK, json::<lakefish_schemas::SprtStatus>())
         .errors(&[NOT_FOUND, UNAVAILABLE]),
@@ -406,7 +414,7 @@ pub fn routes() -> Vec<Route> {
             M::GET,
             "/v1/sprt/{id}/pgn",
             "The counted games of a test.",
-            get(sprt_pgn),
+            get(crate::sprt_api::sprt_pgn),
         )
         .ok(OK, Body::Other("application/x-chess-pgn"))
         .errors(&[NOT_FOUND, UNAVAILABLE]),
@@ -911,87 +919,7 @@ async fn submit_sprt(
 }
 
 /// An id from a path: one that cannot be an id names nothing (404, like an unknown one).
-fn path_id<T: std::str::FromStr>(id: &str, what: &str) -> Result<T, ApiError> {
+pub(crate) fn path_id<T: std::str::FromStr>(id: &str, what: &str) -> Result<T, ApiError> {
     id.parse()
         .map_err(|_| ApiError::NotFound(format!("{what} {id:?} not found")))
-}
-
-async fn get_sprt(
-    State(s): State<AppState>,
-    ApiPath(id): ApiPath<String>,
-) -> Result<Response, ApiError> {
-    let id: SprtId = path_id(&id, "sprt test")?;
-    let st = lakefish_jobs::sprt::status(&s.lake, &id)
-        .await?
-        .ok_or_else(|| ApiError::NotFound(format!("sprt test {id} not found")))?;
-    Ok(Json(st).into_response())
-}
-
-async fn sprt_pgn(
-    State(s): State<AppState>,
-    ApiPath(id): ApiPath<String>,
-) -> Result<Response, ApiError> {
-    let id: SprtId = path_id(&id, "sprt test")?;
-    let pgn = lakefish_jobs::sprt::pgn(&s.lake, &id)
-        .await?
-        .ok_or_else(|| ApiError::NotFound(format!("sprt test {id} not found")))?;
-    let file = format!("attachment; filename=\"{id}.pgn\"");
-    Ok((
-        [
-            (axum::http::header::CONTENT_TYPE, "application/x-chess-pgn"),
-            (axum::http::header::CONTENT_DISPOSITION, file.as_str()),
-        ],
-        pgn,
-    )
-        .into_response())
-}
-
-#[derive(Deserialize, JsonSchema)]
-struct CalcQuery {
-    /// Pentanomial pair counts LL,LD,DD,WD,WW.
-    #[schemars(regex(pattern = r"^[0-9]+(,[0-9]+){4}$"))]
-    penta: Option<String>,
-    /// Game counts W,D,L.
-    #[schemars(regex(pattern = r"^[0-9]+,[0-9]+,[0-9]+$"))]
-    wdl: Option<String>,
-    #[serde(default)]
-    elo0: f64,
-    /// Must be above `elo0`.
-    #[serde(default = "two")]
-    elo1: f64,
-    /// `normalized` or `logistic`.
-    #[serde(default = "normalized")]
-    model: String,
-    /// Error rates, each in (0, 1), together below 1.
-    #[serde(default = "five_percent")]
-    #[schemars(range(min = 0.0, max = 1.0))]
-    alpha: f64,
-    #[serde(default = "five_percent")]
-    #[schemars(range(min = 0.0, max = 1.0))]
-    beta: f64,
-}
-
-fn two() -> f64 {
-    2.0
-}
-fn normalized() -> String {
-    "normalized".into()
-}
-fn five_percent() -> f64 {
-    0.05
-}
-
-async fn sprt_calc(ApiQuery(q): ApiQuery<CalcQuery>) -> Result<Response, ApiError> {
-    let (kind, counts) = match (&q.penta, &q.wdl) {
-        (Some(p), None) => ("penta", p),
-        (None, Some(w)) => ("wdl", w),
-        _ => {
-            return Err(ApiError::BadRequest(
-                "give exactly one of penta=LL,LD,DD,WD,WW and wdl=W,D,L".into(),
-            ));
-        }
-    };
-    let c = lakefish_jobs::sprt::calc(kind, counts, q.elo0, q.elo1, &q.model, q.alpha, q.beta)
-        .map_err(ApiError::BadRequest)?;
-    Ok(Json(c).into_response())
 }

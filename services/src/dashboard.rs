@@ -31,10 +31,10 @@ impl IntoResponse for PageError {
     }
 }
 
-type Page = Result<Html<String>, PageError>;
+pub(crate) type Page = Result<Html<String>, PageError>;
 
 /// A page's path parameter; one that cannot be decoded is a 404 page.
-pub struct PagePath(String);
+pub struct PagePath(pub(crate) String);
 
 impl<S: Send + Sync> axum::extract::FromRequestParts<S> for PagePath {
     type Rejection = PageError;
@@ -74,7 +74,7 @@ const NAV: [(&str, &str); 7] = [
     ("/ui/pipelines", "Pipelines"),
 ];
 
-fn layout(title: &str, active: &str, refresh: bool, body: &str) -> Html<String> {
+pub(crate) fn layout(title: &str, active: &str, refresh: bool, body: &str) -> Html<String> {
     let mut nav = String::from(r#"<span class="brand"><a href="/">lakefish</a></span>"#);
     for (href, name) in NAV {
         let class = if href == active { r#" class="on""# } else { "" };
@@ -91,16 +91,16 @@ fn layout(title: &str, active: &str, refresh: bool, body: &str) -> Html<String> 
     ))
 }
 
-fn state_badge(state: &str) -> String {
+pub(crate) fn state_badge(state: &str) -> String {
     format!(r#"<span class="state {s}">{s}</span>"#, s = escape(state))
 }
 
 /// RFC 3339 timestamps shown to the second, without the offset noise.
-fn when(t: &str) -> String {
+pub(crate) fn when(t: &str) -> String {
     escape(t.get(..19).unwrap_or(t)).replace('T', " ")
 }
 
-fn opt_when(t: &Option<String>) -> String {
+pub(crate) fn opt_when(t: &Option<String>) -> String {
     t.as_deref().map(when).unwrap_or_default()
 }
 
@@ -108,7 +108,7 @@ fn short(id: &str) -> &str {
     id.get(..8).unwrap_or(id)
 }
 
-fn progress_bar(done: u64, total: Option<u64>, unit: &str) -> String {
+pub(crate) fn progress_bar(done: u64, total: Option<u64>, unit: &str) -> String {
     match total {
         Some(t) if t > 0 => {
             let pct = (done as f64 / t as f64 * 100.0).clamp(0.0, 100.0);
@@ -123,7 +123,7 @@ fn progress_bar(done: u64, total: Option<u64>, unit: &str) -> String {
 }
 
 /// What a job works on, from the fields its spec names (dataset, run, net...).
-fn job_target(rec: &JobRecord) -> String {
+pub(crate) fn job_target(rec: &JobRecord) -> String {
     let v = serde_json::to_value(&rec.spec).unwrap_or_default();
     let spec = v.get("spec").unwrap_or(&v);
     let mut parts = Vec::new();
@@ -152,7 +152,7 @@ fn jobs_table(jobs: &[JobRecord]) -> String {
     for j in jobs {
         let _ = write!(
             t,
-            r#"<tr><td><a href="/v1/jobs/{id}"><code>{sid}</code></a></td><td>{kind}</td><td>{target}</td><td>{state}</td><td>{stage} {bar}</td><td class="num">{rows}</td><td>{worker}</td><td>{created}</td><td>{finished}</td><td class="error">{error}</td></tr>"#,
+            r#"<tr><td><a href="/ui/jobs/{id}"><code>{sid}</code></a></td><td>{kind}</td><td>{target}</td><td>{state}</td><td>{stage} {bar}</td><td class="num">{rows}</td><td>{worker}</td><td>{created}</td><td>{finished}</td><td class="error">{error}</td></tr>"#,
             id = j.id,
             sid = short(j.id.as_str()),
             kind = escape(j.kind.as_str()),
@@ -355,7 +355,7 @@ fn step_times(run: &lakefish_schemas::pipeline::PipelineRun, now: &str) -> Strin
     format!("{} <b>= {}</b>", parts.join(" · "), duration_text(total))
 }
 
-fn net_link(name: &str) -> String {
+pub(crate) fn net_link(name: &str) -> String {
     if name.starts_with("nn-") {
         format!(r#"<a href="/ui/nets/{n}">{n}</a>"#, n = escape(name))
     } else {
@@ -363,7 +363,7 @@ fn net_link(name: &str) -> String {
     }
 }
 
-fn run_link(id: &str) -> String {
+pub(crate) fn run_link(id: &str) -> String {
     format!(r#"<a href="/ui/runs/{i}">{i}</a>"#, i = escape(id))
 }
 
@@ -644,7 +644,8 @@ pub async fn nets(State(s): State<AppState>) -> Page {
 }
 
 pub async fn net(State(s): State<AppState>, PagePath(name): PagePath) -> Page {
-    let name = lakefish_schemas::nets::net_name(&name).map_err(ApiError::NotFound)?;
+    // `best` resolves as in the API: the best net's page (a 404 before any promotion).
+    let name = lakefish_jobs::nets::resolve_net_name(&s.lake, &name).await?;
     let m = lakefish_jobs::nets::read_net(&s.lake, &name)
         .await?
         .ok_or_else(|| ApiError::NotFound(format!("net {name} is not registered")))?;

@@ -16,10 +16,12 @@ pub mod error;
 pub mod extract;
 pub mod guard;
 pub mod http;
+pub mod job_page;
 pub mod lists;
 pub mod openapi;
 pub mod queue;
 pub mod scheduler;
+pub mod sprt_api;
 
 pub use api::{AppState, router};
 pub use queue::{Lane, Queue, WorkerSpec};

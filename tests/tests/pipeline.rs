@@ -356,8 +356,37 @@ async fn walk_dashboard(api: &str, first: &serde_json::Value, second: &serde_jso
     // Jobs: one row per job, each with its state.
     let jobs_page = page("/ui/jobs", "jobs");
     assert_eq!(
-        jobs_page.matches("<tr><td><a href=\"/v1/jobs/").count(),
+        jobs_page.matches("<tr><td><a href=\"/ui/jobs/").count(),
         jobs.len()
+    );
+    // A job's link opens its page, not JSON: what it was asked, its state, what it made.
+    let train_job = jobs.iter().find(|j| j["kind"] == "train").unwrap();
+    let job_page = page(
+        &format!("/ui/jobs/{}", train_job["id"].as_str().unwrap()),
+        "job",
+    );
+    assert!(
+        job_page.contains("<tr><th>kind</th><td>train</td></tr>"),
+        "{job_page}"
+    );
+    assert!(job_page.contains("<h3>Asked</h3><pre>"), "{job_page}");
+    assert!(
+        job_page.contains(&format!(
+            "run <a href=\"/ui/runs/{r}\">{r}</a>",
+            r = train_job["result"]["id"].as_str().unwrap()
+        )),
+        "{job_page}"
+    );
+    let missing = reqwest::get(format!("{api}/ui/jobs/not-a-uuid"))
+        .await
+        .unwrap();
+    assert_eq!(missing.status(), 404);
+    // `best` resolves on the dashboard as in the API.
+    let best_page = page("/ui/nets/best", "net-best");
+    let best_name = get(format!("{api}/v1/nets/best")).await;
+    assert!(
+        best_page.contains(best_name["name"].as_str().unwrap()),
+        "{best_page}"
     );
     for j in jobs {
         let id = j["id"].as_str().unwrap();
