@@ -158,10 +158,12 @@ pub fn routes() -> Vec<Route> {
         route(
             M::GET,
             "/ui/jobs",
-            "Dashboard: jobs with progress (HTML).",
-            get(ui::jobs),
+            "Dashboard: jobs with progress, filtered and paged as /v1/jobs (HTML).",
+            get(crate::job_page::jobs),
         )
-        .page(),
+        .query::<ListJobs>()
+        .page()
+        .errors(&[BAD]),
         route(
             M::GET,
             "/ui/jobs/{id}",
@@ -688,22 +690,33 @@ async fn get_job(
 
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct ListJobs {
+pub(crate) struct ListJobs {
     /// queued, running, succeeded or failed.
-    state: Option<String>,
+    pub(crate) state: Option<String>,
     /// A job kind (ingest_pgn, train, sprt_batch, ...).
-    kind: Option<String>,
+    pub(crate) kind: Option<String>,
     /// Records on a page, 1 to 1000 (default 100).
-    limit: Option<usize>,
+    pub(crate) limit: Option<usize>,
     /// The `next` of the previous page: the page after it.
-    after: Option<String>,
+    pub(crate) after: Option<String>,
 }
 
 async fn list_jobs(
     State(s): State<AppState>,
     ApiQuery(q): ApiQuery<ListJobs>,
 ) -> Result<Response, ApiError> {
-    let state = match q.state.as_deref() {
+    let page = s.jobs.page(&job_query(q)?).await?;
+    Ok(Json(crate::bodies::JobList {
+        jobs: page.jobs,
+        next: page.next.map(|c| c.encode()),
+    })
+    .into_response())
+}
+
+/// A job list's query checked: known state and kind, a cursor that parses, 1 to 1000 records
+/// (100 unless asked). An empty state or kind (a form's "any") filters nothing.
+pub(crate) fn job_query(q: ListJobs) -> Result<JobQuery, ApiError> {
+    let state = match q.state.as_deref().filter(|s| !s.is_empty()) {
         None => None,
         Some(st) => Some(JobState::parse(st).ok_or_else(|| {
             ApiError::BadRequest(format!(
@@ -711,7 +724,7 @@ async fn list_jobs(
             ))
         })?),
     };
-    let kind = match q.kind {
+    let kind = match q.kind.filter(|k| !k.is_empty()) {
         Some(k) => Some(lakefish_schemas::JobKind::parse(&k).ok_or_else(|| {
             ApiError::BadRequest(format!(
                 "unknown job kind {k:?} (known: {})",
@@ -730,18 +743,12 @@ async fn list_jobs(
         .map(JobCursor::parse)
         .transpose()
         .map_err(ApiError::BadRequest)?;
-    let query = JobQuery {
+    Ok(JobQuery {
         state,
         kind,
         after,
         limit: q.limit.unwrap_or(100).clamp(1, 1000),
-    };
-    let page = s.jobs.page(&query).await?;
-    Ok(Json(crate::bodies::JobList {
-        jobs: page.jobs,
-        next: page.next.map(|c| c.encode()),
     })
-    .into_response())
 }
 
 /// `?replace=true` on an upload: store other bytes under a name that is taken.

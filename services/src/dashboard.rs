@@ -48,6 +48,24 @@ impl<S: Send + Sync> axum::extract::FromRequestParts<S> for PagePath {
     }
 }
 
+/// A page's query string; one that does not fit is a 400 page (not JSON: the route is a page).
+pub struct PageQuery<T>(pub T);
+
+impl<S: Send + Sync, T: serde::de::DeserializeOwned + Send> axum::extract::FromRequestParts<S>
+    for PageQuery<T>
+{
+    type Rejection = PageError;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        state: &S,
+    ) -> Result<Self, PageError> {
+        let crate::api::ApiQuery(q) =
+            crate::api::ApiQuery::from_request_parts(parts, state).await?;
+        Ok(PageQuery(q))
+    }
+}
+
 const STYLE: &str = r#"
 body{font-family:system-ui,sans-serif;margin:0;color:#222;background:#fafafa}
 nav{background:#1d3557;padding:10px 20px}nav a{color:#f1faee;margin-right:18px;text-decoration:none}
@@ -145,7 +163,7 @@ pub(crate) fn job_target(rec: &JobRecord) -> String {
     escape(&parts.join(" "))
 }
 
-fn jobs_table(jobs: &[JobRecord]) -> String {
+pub(crate) fn jobs_table(jobs: &[JobRecord]) -> String {
     let mut t = String::from(
         "<table class=\"jobs\"><tr><th>job</th><th>kind</th><th>target</th><th>state</th><th>progress</th><th>rows</th><th>worker</th><th>created</th><th>finished</th><th>error</th></tr>",
     );
@@ -445,17 +463,6 @@ pub async fn overview(State(s): State<AppState>) -> Page {
     }
     let busy = tally.iter().any(|t| !t.state.is_final() && t.count > 0);
     Ok(layout("Overview", "/", busy, &b))
-}
-
-pub async fn jobs(State(s): State<AppState>) -> Page {
-    let jobs = s.jobs.list(None, 500).await?;
-    let busy = jobs.iter().any(|j| !j.state.is_final());
-    let body = if jobs.is_empty() {
-        "<p>No jobs yet. Submit one with <code>lakefish submit</code> or <code>POST /v1/jobs</code>.</p>".to_string()
-    } else {
-        jobs_table(&jobs)
-    };
-    Ok(layout("Jobs", "/ui/jobs", busy, &body))
 }
 
 pub async fn datasets(State(s): State<AppState>) -> Page {

@@ -1,17 +1,98 @@
-//! The dashboard's page of one job (`/ui/jobs/{id}`): what it was asked, how far it got, what
-//! it made, with links to the pages of what it names. The job list links here, not to JSON.
+//! The dashboard's job pages: the list (`/ui/jobs`, filtered and paged as `/v1/jobs`) and one
+//! job (`/ui/jobs/{id}`: what it was asked, how far it got, what it made, with links to the
+//! pages of what it names). The list links to a job's page, not to JSON.
 
 use crate::api::{ApiError, AppState};
 use crate::charts::escape;
 use crate::dashboard::{
-    Page, PagePath, job_target, layout, net_link, opt_when, progress_bar, run_link, state_badge,
-    when,
+    Page, PagePath, job_target, jobs_table, layout, net_link, opt_when, progress_bar, run_link,
+    state_badge, when,
 };
 use axum::extract::State;
-use lakefish_schemas::JobId;
+use lakefish_schemas::{JobId, JobRecord};
 use std::fmt::Write;
 
-pub async fn job(State(s): State<AppState>, PagePath(id): PagePath) -> Page {
+/// `/ui/jobs?state=&kind=&limit=&after=`: the job list as `/v1/jobs` pages it. Without a
+/// kind, the tasks lakefish queues itself (an SPRT's batches, a shuffle's deals and piles)
+/// are left out and counted, one link away.
+pub(crate) async fn jobs(
+    State(s): State<AppState>,
+    crate::dashboard::PageQuery(q): crate::dashboard::PageQuery<crate::api::ListJobs>,
+) -> Page {
+    let (state, kind) = (q.state.clone(), q.kind.clone());
+    let query = crate::api::job_query(q)?;
+    let page = s.jobs.page(&query).await?;
+    let (internal, shown): (Vec<JobRecord>, Vec<JobRecord>) = page
+        .jobs
+        .into_iter()
+        .partition(|j| query.kind.is_none() && j.kind.is_internal());
+    let busy = shown.iter().chain(&internal).any(|j| !j.state.is_final());
+    let mut body = jobs_filter(state.as_deref(), kind.as_deref());
+    if shown.is_empty() && internal.is_empty() {
+        body.push_str("<p>No jobs here. Submit one with <code>lakefish submit</code> or <code>POST /v1/jobs</code>.</p>");
+    } else {
+        body.push_str(&jobs_table(&shown));
+    }
+    if !internal.is_empty() {
+        let mut kinds: Vec<&str> = internal.iter().map(|j| j.kind.as_str()).collect();
+        kinds.sort();
+        kinds.dedup();
+        let links: Vec<String> = kinds
+            .iter()
+            .map(|k| {
+                let n = internal.iter().filter(|j| j.kind.as_str() == *k).count();
+                format!(r#"<a href="/ui/jobs?kind={k}">{n} {k}</a>"#)
+            })
+            .collect();
+        let _ = write!(
+            body,
+            "<p class=\"internal\">Also on this page, queued by lakefish itself: {}.</p>",
+            links.join(", ")
+        );
+    }
+    if let Some(next) = page.next {
+        let mut link = format!("/ui/jobs?after={}&limit={}", next.encode(), query.limit);
+        for (k, v) in [("state", &state), ("kind", &kind)] {
+            if let Some(v) = v.as_deref().filter(|v| !v.is_empty()) {
+                let _ = write!(link, "&{k}={v}");
+            }
+        }
+        let _ = write!(
+            body,
+            r#"<p><a id="next" href="{}">Next page</a></p>"#,
+            escape(&link)
+        );
+    }
+    Ok(layout("Jobs", "/ui/jobs", busy, &body))
+}
+
+/// A form that filters the list by state and kind (a plain GET: no JavaScript).
+fn jobs_filter(state: Option<&str>, kind: Option<&str>) -> String {
+    let options = |name: &str, all: &[&str], chosen: Option<&str>| {
+        let mut o = format!(r#"<select name="{name}"><option value="">any {name}</option>"#);
+        for v in all {
+            let sel = if chosen == Some(*v) { " selected" } else { "" };
+            let _ = write!(o, r#"<option value="{v}"{sel}>{v}</option>"#);
+        }
+        o.push_str("</select>");
+        o
+    };
+    let kinds: Vec<&str> = lakefish_schemas::JobKind::ALL
+        .iter()
+        .map(|k| k.as_str())
+        .collect();
+    format!(
+        r#"<form method="get" action="/ui/jobs" class="filter">{} {} <button type="submit">Show</button></form>"#,
+        options(
+            "state",
+            &["queued", "running", "succeeded", "failed"],
+            state
+        ),
+        options("kind", &kinds, kind)
+    )
+}
+
+pub(crate) async fn job(State(s): State<AppState>, PagePath(id): PagePath) -> Page {
     let unknown = || ApiError::NotFound(format!("job {id:?} not found (ids are UUIDs)"));
     let jid = JobId::parse(&id).ok_or_else(unknown)?;
     let rec = s.jobs.get(&jid).await?.ok_or_else(unknown)?;

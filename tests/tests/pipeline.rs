@@ -353,12 +353,47 @@ async fn walk_dashboard(api: &str, first: &serde_json::Value, second: &serde_jso
         );
     }
 
-    // Jobs: one row per job, each with its state.
-    let jobs_page = page("/ui/jobs", "jobs");
+    // Jobs: one row per job lakefish did not queue itself; its own tasks (the SPRT's
+    // batches, the shuffle's deals and piles) are counted below, a link away.
+    let internal = ["sprt_batch", "shuffle_deal", "shuffle_pile"];
+    let is_internal = |j: &&serde_json::Value| internal.contains(&j["kind"].as_str().unwrap());
+    let jobs_page = page("/ui/jobs?limit=1000", "jobs");
+    let rows = |html: &str| html.matches("<tr><td><a href=\"/ui/jobs/").count();
     assert_eq!(
-        jobs_page.matches("<tr><td><a href=\"/ui/jobs/").count(),
-        jobs.len()
+        rows(&jobs_page),
+        jobs.iter().filter(|j| !is_internal(j)).count()
     );
+    let batches = jobs.iter().filter(|j| j["kind"] == "sprt_batch").count();
+    assert!(batches > 0);
+    assert!(
+        jobs_page.contains(&format!(
+            r#"<a href="/ui/jobs?kind=sprt_batch">{batches} sprt_batch</a>"#
+        )),
+        "{jobs_page}"
+    );
+    let batch_page = page("/ui/jobs?kind=sprt_batch&limit=1000", "jobs-sprt-batch");
+    assert_eq!(rows(&batch_page), batches);
+    assert!(batch_page.contains(r#"<option value="sprt_batch" selected"#));
+    // Pages of two, followed by their "next" links, hold every job once.
+    let (mut seen, mut next) = (0, Some("/ui/jobs?limit=2".to_string()));
+    while let Some(link) = next.take() {
+        let url = format!("{api}{}", link.replace("&amp;", "&"));
+        let html = reqwest::get(url).await.unwrap().text().await.unwrap();
+        seen += rows(&html);
+        next = html
+            .split("<a id=\"next\" href=\"")
+            .nth(1)
+            .and_then(|rest| rest.split('"').next())
+            .map(str::to_string);
+        assert!(seen <= jobs.len(), "paging never ends");
+    }
+    assert_eq!(seen, jobs.iter().filter(|j| !is_internal(j)).count());
+    // A filter that names no state is a 400 page saying which ones there are.
+    let bad = reqwest::get(format!("{api}/ui/jobs?state=done"))
+        .await
+        .unwrap();
+    assert_eq!(bad.status(), 400);
+    assert!(bad.text().await.unwrap().contains("unknown state"));
     // A job's link opens its page, not JSON: what it was asked, its state, what it made.
     let train_job = jobs.iter().find(|j| j["kind"] == "train").unwrap();
     let job_page = page(
@@ -388,7 +423,7 @@ async fn walk_dashboard(api: &str, first: &serde_json::Value, second: &serde_jso
         best_page.contains(best_name["name"].as_str().unwrap()),
         "{best_page}"
     );
-    for j in jobs {
+    for j in jobs.iter().filter(|j| !is_internal(j)) {
         let id = j["id"].as_str().unwrap();
         assert!(jobs_page.contains(&id[..8]), "job {id} missing");
     }
