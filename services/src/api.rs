@@ -204,7 +204,7 @@ pub fn routes() -> Vec<Route> {
         route(
             M::GET,
             "/ui/nets/{name}",
-            "Dashboard: one net with its lineage (HTML).",
+            "Dashboard: one net with its lineage (HTML); `best` is the best net.",
             get(ui::net),
         )
         .page()
@@ -691,9 +691,9 @@ async fn get_job(
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct ListJobs {
-    /// queued, running, succeeded or failed.
+    /// queued, running, succeeded or failed (empty: any).
     pub(crate) state: Option<String>,
-    /// A job kind (ingest_pgn, train, sprt_batch, ...).
+    /// A job kind (ingest_pgn, train, sprt_batch, ...; empty: any).
     pub(crate) kind: Option<String>,
     /// Records on a page, 1 to 1000 (default 100).
     pub(crate) limit: Option<usize>,

@@ -37,11 +37,16 @@ pub(crate) async fn jobs(
         let mut kinds: Vec<&str> = internal.iter().map(|j| j.kind.as_str()).collect();
         kinds.sort();
         kinds.dedup();
+        // The state chosen stays chosen (the value parsed as a state: a plain word).
+        let also = query
+            .state
+            .map(|st| format!("&amp;state={}", st.as_str()))
+            .unwrap_or_default();
         let links: Vec<String> = kinds
             .iter()
             .map(|k| {
                 let n = internal.iter().filter(|j| j.kind.as_str() == *k).count();
-                format!(r#"<a href="/ui/jobs?kind={k}">{n} {k}</a>"#)
+                format!(r#"<a href="/ui/jobs?kind={k}{also}">{n} {k}</a>"#)
             })
             .collect();
         let _ = write!(
@@ -51,11 +56,13 @@ pub(crate) async fn jobs(
         );
     }
     if let Some(next) = page.next {
+        // Built from the parsed filters, not the query's text: plain words only.
         let mut link = format!("/ui/jobs?after={}&limit={}", next.encode(), query.limit);
-        for (k, v) in [("state", &state), ("kind", &kind)] {
-            if let Some(v) = v.as_deref().filter(|v| !v.is_empty()) {
-                let _ = write!(link, "&{k}={v}");
-            }
+        if let Some(st) = query.state {
+            let _ = write!(link, "&state={}", st.as_str());
+        }
+        if let Some(k) = query.kind {
+            let _ = write!(link, "&kind={}", k.as_str());
         }
         let _ = write!(
             body,
@@ -149,20 +156,29 @@ pub(crate) async fn job(State(s): State<AppState>, PagePath(id): PagePath) -> Pa
     ))
 }
 
-/// Links to the pages of what a job's result names: its run, net, SPRT test.
+/// Links to the pages of what a job's result names: its run, net, SPRT test. Only values
+/// that parse as such ids become links (a link cannot lead anywhere else).
 fn made_links(result: &serde_json::Value) -> Vec<String> {
+    use lakefish_schemas::names::{RunId, SprtId};
     let text = |k: &str| result.get(k).and_then(|v| v.as_str());
+    let first = |keys: &[&str], valid: &dyn Fn(&str) -> bool| {
+        keys.iter().filter_map(|k| text(k)).find(|v| valid(v))
+    };
     let mut out = Vec::new();
-    if let Some(run) = text("run").or(text("id")).filter(|r| r.starts_with("run-")) {
+    if let Some(run) = first(&["run", "id"], &|v| {
+        v.starts_with("run-") && RunId::new(v).is_ok()
+    }) {
         out.push(format!("run {}", run_link(run)));
     }
-    if let Some(net) = text("net")
-        .or(text("name"))
-        .filter(|n| n.starts_with("nn-"))
-    {
+    if let Some(net) = first(&["net", "name"], &|v| {
+        lakefish_schemas::nets::net_name(v).is_ok()
+    }) {
         out.push(format!("net {}", net_link(net)));
     }
-    if let Some(sprt) = text("sprt").filter(|t| t.starts_with("sprt-")) {
+    // An SPRT job's result names its test as `sprt`; a status written in-process as `id`.
+    if let Some(sprt) = first(&["sprt", "id"], &|v| {
+        v.starts_with("sprt-") && SprtId::new(v).is_ok()
+    }) {
         out.push(format!(
             r#"SPRT <a href="/ui/sprt/{i}">{i}</a>"#,
             i = escape(sprt)
@@ -177,12 +193,26 @@ mod tests {
 
     #[test]
     fn a_result_links_what_it_names_and_escapes_it() {
-        let r = serde_json::json!({"run": "run-0123456789ab", "net": "nn-<b>.nnue", "sprt": "sprt-x\"y"});
+        let r = serde_json::json!({"run": "run-0123456789ab", "net": "nn-0123456789ab.nnue", "sprt": "sprt-0123456789ab"});
         let links = made_links(&r);
         assert_eq!(links.len(), 3, "{links:?}");
         assert!(links[0].contains(r#"href="/ui/runs/run-0123456789ab""#));
-        assert!(links[1].contains("nn-&lt;b&gt;.nnue") && !links[1].contains("<b>"));
-        assert!(links[2].contains("sprt-x&quot;y"), "{}", links[2]);
+        assert!(
+            links[1].contains(r#"href="/ui/nets/nn-0123456789ab.nnue""#),
+            "{}",
+            links[1]
+        );
+        assert!(
+            links[2].contains(r#"href="/ui/sprt/sprt-0123456789ab""#),
+            "{}",
+            links[2]
+        );
+        // Values that only look like ids (another route, markup) make no links.
+        let r = serde_json::json!({"run": "run-x/../../v1/jobs", "net": "nn-<b>.nnue", "sprt": "sprt-x\"y"});
+        assert!(made_links(&r).is_empty(), "{:?}", made_links(&r));
+        // A status written in-process names its test as `id`.
+        let links = made_links(&serde_json::json!({"id": "sprt-0123456789ab"}));
+        assert_eq!(links.len(), 1, "{links:?}");
         // Nothing it names, or names that are not ids: no links.
         assert!(
             made_links(&serde_json::json!({"rows": 3, "run": 7, "net": "classical"})).is_empty()
