@@ -141,7 +141,7 @@ pub fn datagen(
                 };
                 loop {
                     let i = next.fetch_add(1, Ordering::Relaxed);
-                    if i >= games {
+                    if i >= games || ctx.check_cancelled().is_err() {
                         break;
                     }
                     let seed = spec.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ i as u64;
@@ -174,6 +174,7 @@ pub fn datagen(
             });
         }
     });
+    ctx.check_cancelled()?;
     let failures = failures.into_inner().expect("failures");
     if failures.len() * 2 > games {
         return Err(JobError::Failed(format!(

@@ -275,6 +275,7 @@ pub fn mask_dataset(
                 let bytes = encode_mask(keep, &def.name, &out_key)?;
                 ctx.block_on(ctx.lake.put(&out_key, bytes))?;
                 let n = done.fetch_add(part.rows, Ordering::Relaxed) + part.rows;
+                ctx.check_cancelled()?;
                 ctx.progress.report(&Progress {
                     stage: format!("mask {} of {}", def.name, spec.dataset),
                     done: n,

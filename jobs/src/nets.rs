@@ -460,20 +460,70 @@ pub async fn resolve_net_name(lake: &Lake, name: &str) -> Result<String, JobErro
     lakefish_schemas::nets::net_name(name).map_err(JobError::NotFound)
 }
 
-/// Makes `name`, which must be registered, the best net.
-pub async fn set_best(lake: &Lake, name: &str, reason: &str) -> Result<BestNet, JobError> {
-    let manifest = read_net(lake, name)
+/// Why and by whom a net becomes the best, and what measured it.
+#[derive(Debug, Clone, Default)]
+pub struct Promotion {
+    pub reason: String,
+    pub by: String,
+    /// The SPRT that accepted it, with its Elo and 95 % error.
+    pub sprt: Option<(String, Option<(f64, f64)>)>,
+}
+
+/// Makes `name`, which must be registered, the best net; the promotion is also kept in the
+/// history (`registry/best-history/`), which is what a roll-back picks from.
+pub async fn set_best(lake: &Lake, name: &str, why: Promotion) -> Result<BestNet, JobError> {
+    let name = net_name(name.trim_end_matches(".nnue")).map_err(JobError::Payload)?;
+    let manifest = read_net(lake, &name)
         .await?
         .ok_or_else(|| JobError::NotFound(format!("net {name} is not registered")))?;
+    let previous = read_best(lake).await?.map(|b| b.name);
+    let (sprt, elo) = match why.sprt {
+        Some((id, elo)) => (Some(id), elo),
+        None => (None, None),
+    };
     let best = BestNet {
         name: manifest.name,
         since: lakefish_lake::records::now(),
-        reason: reason.to_string(),
+        reason: why.reason,
+        by: Some(why.by),
+        previous,
+        sprt,
+        elo: elo.map(|e| e.0),
+        elo_error: elo.map(|e| e.1),
     };
     let json = serde_json::to_vec_pretty(&best).expect("serializable");
+    // History first: a pointer change is never without its record.
+    let stamp: String = best.since.chars().filter(char::is_ascii_digit).collect();
+    let key = format!(
+        "{}/{stamp}-{}.json",
+        lakefish_schemas::nets::BEST_HISTORY_PREFIX,
+        best.name
+    );
+    lake.put(&key, json.clone()).await?;
     lake.put(BEST_KEY, json).await?;
     index_best(lake, &best).await?;
     Ok(best)
+}
+
+/// Every promotion, newest first (the first is the current best unless the history began
+/// after it).
+pub async fn best_history(lake: &Lake) -> Result<Vec<BestNet>, JobError> {
+    let mut out = Vec::new();
+    for meta in lake
+        .list(lakefish_schemas::nets::BEST_HISTORY_PREFIX)
+        .await?
+        .iter()
+        .rev()
+    {
+        let key = meta.location.to_string();
+        if let Some(b) = lake
+            .get_json::<BestNet>(&key, "best-net history entry")
+            .await?
+        {
+            out.push(b);
+        }
+    }
+    Ok(out)
 }
 
 /// The name an evaluation request resolves to: `classical` and `material` (built in) stay,

@@ -663,7 +663,15 @@ fn sprt(
             "sprt {id} accepted against {base} (pipeline run {})",
             run.id
         );
-        ctx.block_on(crate::nets::set_best(&ctx.lake, &net, &reason))?;
+        let why = crate::nets::Promotion {
+            reason,
+            by: format!("pipeline:{}", run.pipeline),
+            sprt: Some((
+                id.to_string(),
+                status.elo.as_ref().map(|e| (e.elo, e.elo_error)),
+            )),
+        };
+        ctx.block_on(crate::nets::set_best(&ctx.lake, &net, why))?;
         run.promoted = true;
         tracing::info!(run = run.id, net, "promoted to best");
     }

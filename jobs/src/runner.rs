@@ -137,8 +137,15 @@ pub async fn run_queued_job(
         .update(&job.id, |stored| {
             let mut rec =
                 stored.unwrap_or_else(|| JobStore::new_record(job.id.clone(), spec.clone()));
-            if rec.state == JobState::Succeeded {
+            if rec.state == JobState::Succeeded || rec.state == JobState::Cancelled {
                 return None;
+            }
+            if let Some(c) = &rec.cancel {
+                // Cancelled while its worker died: it ends here, unrun.
+                rec.state = JobState::Cancelled;
+                rec.error = Some(cancelled_message(c));
+                rec.finished = Some(now());
+                return Some(rec);
             }
             if rec.attempts == 0 {
                 // What it said while queued (waiting for a GPU worker, say) is over.
@@ -153,8 +160,8 @@ pub async fn run_queued_job(
         })
         .await?;
     let mut rec = started.expect("stored or written");
-    if rec.state == JobState::Succeeded {
-        tracing::info!(job = %job.id, "already succeeded; re-delivery ignored");
+    if rec.state != JobState::Running {
+        tracing::info!(job = %job.id, state = rec.state.as_str(), "already final; delivery ignored");
         return Ok(());
     }
     tracing::info!(job = %job.id, kind = rec.kind.as_str(), attempt = rec.attempts, "job started");
@@ -164,6 +171,7 @@ pub async fn run_queued_job(
         .with_progress(latest.clone())
         .with_threads(threads)
         .with_hooks(hooks);
+    let cancel = ctx.cancel.clone();
     let id = job.id.clone();
     let mut work = tokio::task::spawn_blocking(move || run_spec(&ctx, &id, &spec));
     let outcome = loop {
@@ -178,9 +186,15 @@ pub async fn run_queued_job(
                 let newest = latest.0.lock().unwrap().take();
                 if let Some(p) = newest {
                     rec.progress = p;
-                    if let Err(e) = put_unless_done(&store, &rec).await {
-                        tracing::warn!(job = %job.id, "progress not recorded: {e}");
+                }
+                // Each beat also reads whether a user asked the job to stop.
+                match put_unless_done(&store, &rec).await {
+                    Ok(stored) if stored.cancel.is_some() => {
+                        rec.cancel = stored.cancel;
+                        cancel.store(true, std::sync::atomic::Ordering::Relaxed);
                     }
+                    Ok(_) => {}
+                    Err(e) => tracing::warn!(job = %job.id, "progress not recorded: {e}"),
                 }
             }
         }
@@ -188,6 +202,15 @@ pub async fn run_queued_job(
     let newest = latest.0.lock().unwrap().take();
     if let Some(p) = newest {
         rec.progress = p;
+    }
+    if let Some(c) = rec.cancel.clone() {
+        // Whatever the job did with its last breath, a cancelled job ends cancelled.
+        tracing::info!(job = %job.id, "job cancelled by {}", c.by);
+        rec.state = JobState::Cancelled;
+        rec.error = Some(cancelled_message(&c));
+        rec.finished = Some(now());
+        put_unless_done(&store, &rec).await?;
+        return Err(JobError::Cancelled(cancelled_message(&c)));
     }
     match outcome {
         Ok(result) => {
@@ -213,8 +236,47 @@ pub async fn run_queued_job(
 
 /// Writes the record unless another delivery of the same job already finished it
 /// successfully (a worker presumed dead may still be running): one compare-and-swap.
-async fn put_unless_done(store: &JobStore, rec: &JobRecord) -> Result<(), JobError> {
-    store.put_unless_succeeded(rec).await.map(drop)
+async fn put_unless_done(store: &JobStore, rec: &JobRecord) -> Result<JobRecord, JobError> {
+    store.put_unless_succeeded(rec).await
+}
+
+fn cancelled_message(c: &lakefish_schemas::Requested) -> String {
+    format!("cancelled by {} at {}", c.by, c.at)
+}
+
+/// Asks job `id` to stop, on behalf of `by`: a queued job turns `cancelled` at once (no
+/// worker will start it); a running one is told at its worker's next beat and turns
+/// `cancelled` when its work stops. A finished job is a conflict, and nothing changes.
+pub async fn cancel_job(store: &JobStore, id: &JobId, by: &str) -> Result<JobRecord, JobError> {
+    let mut refused = None;
+    let stored = store
+        .update(id, |stored| {
+            let mut rec = stored?;
+            if rec.state.is_final() {
+                refused = Some(rec.state);
+                return None;
+            }
+            if rec.cancel.is_none() {
+                rec.cancel = Some(lakefish_schemas::Requested {
+                    by: by.to_string(),
+                    at: now(),
+                });
+            }
+            if rec.state == JobState::Queued {
+                rec.state = JobState::Cancelled;
+                rec.error = rec.cancel.as_ref().map(cancelled_message);
+                rec.finished = Some(now());
+            }
+            Some(rec)
+        })
+        .await?;
+    if let Some(state) = refused {
+        return Err(JobError::Conflict(format!(
+            "job {id} is {}: only a queued or running job can be cancelled",
+            state.as_str()
+        )));
+    }
+    stored.ok_or_else(|| JobError::NotFound(format!("job {id}")))
 }
 
 async fn finish(
@@ -230,5 +292,5 @@ async fn finish(
         }
     }
     rec.finished = Some(now());
-    put_unless_done(store, rec).await
+    put_unless_done(store, rec).await.map(drop)
 }

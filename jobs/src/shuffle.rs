@@ -686,6 +686,7 @@ pub fn shuffle_here(ctx: &JobContext, spec: &ShuffleSpec) -> Result<ShuffleManif
     };
     pool.install(|| {
         (0..plan.parts.len()).into_par_iter().try_for_each(|i| {
+            ctx.check_cancelled()?;
             deal_part(ctx, &plan, i)?;
             report("pass 1 (deal)");
             Ok::<_, JobError>(())
@@ -693,6 +694,7 @@ pub fn shuffle_here(ctx: &JobContext, spec: &ShuffleSpec) -> Result<ShuffleManif
     })?;
     pool.install(|| {
         (0..spec.chunks).into_par_iter().try_for_each(|p| {
+            ctx.check_cancelled()?;
             shuffle_pile(ctx, &plan, p)?;
             report("pass 2 (shuffle piles)");
             Ok::<_, JobError>(())

@@ -388,6 +388,8 @@ fn summarize(plan: &SprtPlan, batches: &[SprtBatch]) -> (SprtStatus, usize) {
         created: plan.created.clone(),
         conditions: String::new(),
         on_the_clock: false,
+        finished: None,
+        stopped: None,
     }
     .labelled();
     (status, used)
@@ -396,7 +398,7 @@ fn summarize(plan: &SprtPlan, batches: &[SprtBatch]) -> (SprtStatus, usize) {
 /// After a batch: recount; once decided, write `games.pgn` and then `result.json`.
 fn advance(ctx: &JobContext, plan: &SprtPlan) -> Result<SprtStatus, JobError> {
     let batches = ctx.block_on(consecutive_batches(&ctx.lake, plan))?;
-    let (status, used) = summarize(plan, &batches);
+    let (mut status, used) = summarize(plan, &batches);
     ctx.progress.report(&Progress {
         stage: format!(
             "LLR {:.2} in ({:.2}, {:.2}), W/D/L {}/{}/{}",
@@ -407,13 +409,66 @@ fn advance(ctx: &JobContext, plan: &SprtPlan) -> Result<SprtStatus, JobError> {
         unit: "games".into(),
         rows: 0,
     });
+    if let Some(done) = decided(ctx, &plan.id)? {
+        // Stopped (or decided by another batch) meanwhile: that result stands.
+        ctx.block_on(index_status(&ctx.lake, &done))?;
+        return Ok(done);
+    }
     if status.state != SprtState::Running {
-        let pgn: String = batches[..used].iter().map(|b| b.pgn.as_str()).collect();
-        ctx.block_on(ctx.lake.put(&pgn_key(&plan.id), pgn))?;
-        let json = serde_json::to_vec_pretty(&status).expect("serializable");
-        ctx.block_on(ctx.lake.put(&result_key(&plan.id), json))?;
+        status.finished = Some(lakefish_lake::records::now());
+        ctx.block_on(write_result(&ctx.lake, &status, &batches[..used]))?;
     }
     ctx.block_on(index_status(&ctx.lake, &status))?;
+    // A stop that landed between the check above and this index wins the index back.
+    if status.state == SprtState::Running
+        && let Some(done) = decided(ctx, &plan.id)?
+    {
+        ctx.block_on(index_status(&ctx.lake, &done))?;
+        return Ok(done);
+    }
+    Ok(status)
+}
+
+/// Writes an ended test's games, then its result (the result's presence means "ended").
+async fn write_result(
+    lake: &Lake,
+    status: &SprtStatus,
+    batches: &[SprtBatch],
+) -> Result<(), JobError> {
+    let pgn: String = batches.iter().map(|b| b.pgn.as_str()).collect();
+    lake.put(&pgn_key(&status.id), pgn).await?;
+    let json = serde_json::to_vec_pretty(status).expect("serializable");
+    lake.put(&result_key(&status.id), json).await?;
+    Ok(())
+}
+
+/// Stops a running test on behalf of `by`: its counted games so far become its result (state
+/// `stopped`), batches in flight finish without queueing more, and nothing is counted after.
+/// A test that already ended is a conflict, and nothing changes.
+pub async fn stop(lake: &Lake, id: &SprtId, by: &str) -> Result<SprtStatus, JobError> {
+    let plan = read_plan(lake, id)
+        .await?
+        .ok_or_else(|| JobError::NotFound(format!("sprt test {id}")))?;
+    if let Some(done) = lake
+        .get_json::<SprtStatus>(&result_key(id), "sprt result")
+        .await?
+    {
+        return Err(JobError::Conflict(format!(
+            "sprt test {id} already ended ({}); only a running test can be stopped",
+            done.state.as_str()
+        )));
+    }
+    let batches = consecutive_batches(lake, &plan).await?;
+    let (mut status, used) = summarize(&plan, &batches);
+    let at = lakefish_lake::records::now();
+    status.state = SprtState::Stopped;
+    status.finished = Some(at.clone());
+    status.stopped = Some(lakefish_schemas::Requested {
+        by: by.to_string(),
+        at,
+    });
+    write_result(lake, &status, &batches[..used]).await?;
+    index_status(lake, &status).await?;
     Ok(status)
 }
 

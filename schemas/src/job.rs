@@ -483,14 +483,17 @@ pub enum JobState {
     Running,
     Succeeded,
     Failed,
+    /// Stopped on a user's request (`cancel` says who and when).
+    Cancelled,
 }
 
 impl JobState {
-    pub const ALL: [JobState; 4] = [
+    pub const ALL: [JobState; 5] = [
         JobState::Queued,
         JobState::Running,
         JobState::Succeeded,
         JobState::Failed,
+        JobState::Cancelled,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -499,6 +502,7 @@ impl JobState {
             JobState::Running => "running",
             JobState::Succeeded => "succeeded",
             JobState::Failed => "failed",
+            JobState::Cancelled => "cancelled",
         }
     }
 
@@ -507,7 +511,10 @@ impl JobState {
     }
 
     pub fn is_final(self) -> bool {
-        matches!(self, JobState::Succeeded | JobState::Failed)
+        matches!(
+            self,
+            JobState::Succeeded | JobState::Failed | JobState::Cancelled
+        )
     }
 }
 
@@ -541,6 +548,18 @@ pub struct JobRecord {
     pub created: String,
     pub started: Option<String>,
     pub finished: Option<String>,
+    /// Who asked to stop the job, and when. A running job stops at its next check and then
+    /// turns `cancelled`; a queued one turns `cancelled` at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cancel: Option<Requested>,
+}
+
+/// An action a user asked for: who (a token's name, or `anonymous` where no tokens are
+/// configured) and when (RFC 3339).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Requested {
+    pub by: String,
+    pub at: String,
 }
 
 #[cfg(test)]

@@ -300,4 +300,32 @@ pub struct BestNet {
     pub since: String,
     /// Why: the SPRT that accepted it, or a manual promotion.
     pub reason: String,
+    /// Who: a pipeline (`pipeline:<name>`), a token's name, or `local:<user>`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub by: Option<String>,
+    /// The best net it replaced (`None`: the hand-written evaluation).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub previous: Option<String>,
+    /// The test that measured it against `previous`, with its Elo estimate and 95 % error.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sprt: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub elo: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub elo_error: Option<f64>,
+}
+
+/// Where each promotion is kept, one object each, named so that keys sort by time:
+/// `registry/best-history/<since, digits only>-<name>.json`.
+pub const BEST_HISTORY_PREFIX: &str = "registry/best-history";
+
+/// A request to make a registered net the best one (by hand: a promotion or a roll-back).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PromoteRequest {
+    /// A registered net, `nn-<12 hex>` (with or without `.nnue`).
+    pub name: String,
+    /// Why, for the history (default: "promoted by hand").
+    #[serde(default)]
+    pub reason: Option<String>,
 }

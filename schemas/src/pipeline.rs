@@ -150,10 +150,14 @@ impl StepTime {
     /// How long the step took, or has taken until `now` while it runs; none when a time
     /// does not parse.
     pub fn seconds(&self, now: &str) -> Option<f64> {
-        let t = |s: &str| chrono::DateTime::parse_from_rfc3339(s).ok();
-        let end = t(self.finished.as_deref().unwrap_or(now))?;
-        Some((end - t(&self.started)?).num_milliseconds() as f64 / 1000.0)
+        seconds_between(&self.started, self.finished.as_deref().unwrap_or(now))
     }
+}
+
+/// Seconds from one RFC 3339 time to another; none when either does not parse.
+pub fn seconds_between(start: &str, end: &str) -> Option<f64> {
+    let t = |s: &str| chrono::DateTime::parse_from_rfc3339(s).ok();
+    Some((t(end)? - t(start)?).num_milliseconds() as f64 / 1000.0)
 }
 
 /// `75` → `1 min 15 s`: a step's or a run's duration as people read it.

@@ -296,6 +296,8 @@ pub enum SprtState {
     Rejected,
     /// max_pairs played without a decision.
     Inconclusive,
+    /// Stopped by a user before it decided (`stopped` says who and when).
+    Stopped,
 }
 
 impl SprtState {
@@ -305,6 +307,7 @@ impl SprtState {
             SprtState::Accepted => "accepted",
             SprtState::Rejected => "rejected",
             SprtState::Inconclusive => "inconclusive",
+            SprtState::Stopped => "stopped",
         }
     }
 
@@ -314,6 +317,7 @@ impl SprtState {
             "accepted" => SprtState::Accepted,
             "rejected" => SprtState::Rejected,
             "inconclusive" => SprtState::Inconclusive,
+            "stopped" => SprtState::Stopped,
             _ => return None,
         })
     }
@@ -367,6 +371,12 @@ pub struct SprtStatus {
     /// nodes says nothing about strength on the clock.
     #[serde(default)]
     pub on_the_clock: bool,
+    /// When the test ended (RFC 3339): decided, out of pairs, or stopped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished: Option<String>,
+    /// Who stopped the test, and when (state `stopped`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopped: Option<crate::job::Requested>,
 }
 
 impl SprtStatus {

@@ -127,7 +127,7 @@ impl Route {
     }
 
     /// A dashboard page: HTML, 503 when the lake does not answer.
-    fn page(mut self) -> Self {
+    pub(crate) fn page(mut self) -> Self {
         self.page = true;
         self.ok(StatusCode::OK, HTML).errors(&[UNAVAILABLE])
     }
@@ -457,6 +457,8 @@ pub fn routes() -> Vec<Route> {
     ]
     .into_iter()
     .chain(crate::engines_api::routes())
+    .chain(crate::actions::routes())
+    .chain(crate::ui_actions::routes())
     .collect()
 }
 
@@ -911,18 +913,26 @@ async fn submit_sprt(
 ) -> Result<Response, ApiError> {
     let body = body.map_err(|e| body_error(&s, e))?;
     let value: serde_json::Value = strict_json(&body, "SPRT spec")?;
+    let body = queue_sprt(&s, value).await?;
+    Ok((StatusCode::ACCEPTED, Json(body)).into_response())
+}
+
+/// Checks, plans and queues an SPRT given as JSON: the API's body or the dashboard's form.
+pub(crate) async fn queue_sprt(
+    s: &AppState,
+    value: serde_json::Value,
+) -> Result<crate::bodies::SprtSubmitted, ApiError> {
     let wrapped = serde_json::to_vec(&json!({"kind": "sprt", "spec": value})).expect("json");
     let spec = JobSpec::from_request(&wrapped).map_err(|e| ApiError::BadRequest(e.to_string()))?;
-    let (id, plan) = admit(&s, &spec).await?;
+    let (id, plan) = admit(s, &spec).await?;
     let plan = plan.expect("an SPRT is planned at the door");
-    let body = crate::bodies::SprtSubmitted {
+    Ok(crate::bodies::SprtSubmitted {
         url: format!("/v1/sprt/{}", plan.id),
         id: plan.id,
         job: id,
         new: plan.new.name,
         base: plan.base.name,
-    };
-    Ok((StatusCode::ACCEPTED, Json(body)).into_response())
+    })
 }
 
 /// An id from a path: one that cannot be an id names nothing (404, like an unknown one).

@@ -9,17 +9,26 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use lakefish_schemas::config::Scope;
 
-/// `None`: open to anyone (health checks). Reads need `read`; running a pipeline by hand needs
-/// `admin`; anything else that changes state needs `submit`.
+/// `None`: open to anyone (health checks, the login form). Reads need `read`; running a
+/// pipeline by hand, promoting or rolling back the best net, and registering engines need
+/// `admin`; anything else that changes state needs `submit`. Dashboard forms (`/ui/...`)
+/// need what their API routes need.
 pub fn needed_scope(method: &Method, path: &str) -> Option<Scope> {
-    if path == "/healthz" {
+    if path == "/healthz" || path == "/ui/login" || path == "/ui/logout" {
         return None;
     }
     if method == Method::GET || method == Method::HEAD {
         return Some(Scope::Read);
     }
+    const ADMIN: [&str; 5] = [
+        "/v1/pipelines/",
+        "/v1/engines",
+        "/v1/promotions",
+        "/ui/pipelines/",
+        "/ui/promotions",
+    ];
     // Registered engines run on every worker: code execution, so admin only.
-    if path.starts_with("/v1/pipelines/") || path.starts_with("/v1/engines") {
+    if ADMIN.iter().any(|p| path.starts_with(p)) {
         return Some(Scope::Admin);
     }
     Some(Scope::Submit)
@@ -31,51 +40,86 @@ pub fn runs_code_on_workers(method: &Method, path: &str) -> bool {
     !matches!(*method, Method::GET | Method::HEAD) && path.starts_with("/v1/engines")
 }
 
+/// A refusal: JSON for the API; a page for the dashboard, where a visitor without a token
+/// who tries to read is sent to the login form.
+fn refuse(req: &Request, e: ApiError) -> Response {
+    let path = req.uri().path();
+    if !crate::session::is_dashboard(path) {
+        return e.into_response();
+    }
+    if matches!(e, ApiError::Unauthorized(_)) && req.method() == Method::GET {
+        let next = req
+            .uri()
+            .path_and_query()
+            .map_or(path, |p| p.as_str())
+            .to_string();
+        let query = serde_urlencoded::to_string([("next", next)]).unwrap_or_default();
+        let to = format!("/ui/login?{query}");
+        return axum::response::Redirect::to(&to).into_response();
+    }
+    crate::dashboard::PageError::from(e).into_response()
+}
+
 pub async fn check(State(s): State<AppState>, req: Request, next: Next) -> Response {
     let auth = &s.config.auth;
-    let Some(needed) = needed_scope(req.method(), req.uri().path()) else {
-        return next.run(req).await;
-    };
-    if !auth.enabled()
-        && runs_code_on_workers(req.method(), req.uri().path())
-        && s.config.server.admin_without_tokens != Some(true)
-    {
-        return ApiError::Forbidden(format!(
-            "{} {} changes which code workers run, so it needs an admin token: configure [[auth.tokens]] with the admin scope (lakefish token new), or set [server] admin_without_tokens = true on a machine no browser uses",
-            req.method(),
-            req.uri().path()
-        ))
-        .into_response();
-    }
-    if !auth.enabled() || (needed == Scope::Read && auth.anonymous_read) {
-        return next.run(req).await;
-    }
-    let presented = req
+    let path = req.uri().path();
+    let bearer = req
         .headers()
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "))
-        .map(str::trim);
-    let Some(presented) = presented else {
-        return ApiError::Unauthorized(
-            "this API needs a token: send `Authorization: Bearer <token>`".into(),
-        )
-        .into_response();
+        .map(|v| v.trim().to_string());
+    // The login's cookie counts on dashboard routes only: the API stays header-only, so no
+    // page elsewhere can make a browser call it with the user's rights.
+    let cookie = crate::session::is_dashboard(path)
+        .then(|| crate::session::cookie_token(req.headers()))
+        .flatten();
+    let presented = bearer.clone().or(cookie);
+    let viewer = crate::session::Viewer::identify(auth, presented.as_deref());
+    let Some(needed) = needed_scope(req.method(), path) else {
+        return crate::session::with_viewer(viewer, next.run(req)).await;
     };
-    let Some(token) = auth.find(presented) else {
-        return ApiError::Unauthorized("unknown token".into()).into_response();
+    if !auth.enabled()
+        && runs_code_on_workers(req.method(), path)
+        && s.config.server.admin_without_tokens != Some(true)
+    {
+        let e = ApiError::Forbidden(format!(
+            "{} {} changes which code workers run, so it needs an admin token: configure [[auth.tokens]] with the admin scope (lakefish token new), or set [server] admin_without_tokens = true on a machine no browser uses",
+            req.method(),
+            path
+        ));
+        return refuse(&req, e);
+    }
+    if !auth.enabled() || (needed == Scope::Read && auth.anonymous_read) {
+        return crate::session::with_viewer(viewer, next.run(req)).await;
+    }
+    let Some(presented) = presented else {
+        let how = if crate::session::is_dashboard(path) {
+            "this page needs a token: log in at /ui/login"
+        } else {
+            "this API needs a token: send `Authorization: Bearer <token>`"
+        };
+        return refuse(&req, ApiError::Unauthorized(how.into()));
+    };
+    let Some(token) = auth.find(&presented) else {
+        let what = if bearer.is_some() {
+            "unknown token"
+        } else {
+            "the token you logged in with is no longer configured: log in again at /ui/login"
+        };
+        return refuse(&req, ApiError::Unauthorized(what.into()));
     };
     if !token.allows(needed) {
-        return ApiError::Forbidden(format!(
+        let e = ApiError::Forbidden(format!(
             "token {:?} lacks the {:?} scope needed for {} {}",
             token.name,
             needed.as_str(),
             req.method(),
-            req.uri().path()
-        ))
-        .into_response();
+            path
+        ));
+        return refuse(&req, e);
     }
-    next.run(req).await
+    crate::session::with_viewer(viewer, next.run(req)).await
 }
 
 #[cfg(test)]
@@ -96,5 +140,14 @@ mod tests {
             needed_scope(&Method::POST, "/v1/pipelines/nightly/run"),
             Some(Scope::Admin)
         );
+        assert_eq!(
+            needed_scope(&Method::POST, "/ui/promotions"),
+            Some(Scope::Admin)
+        );
+        assert_eq!(
+            needed_scope(&Method::POST, "/ui/sprt/x/stop"),
+            Some(Scope::Submit)
+        );
+        assert_eq!(needed_scope(&Method::POST, "/ui/login"), None);
     }
 }

@@ -11,7 +11,8 @@ use lakefish_schemas::{JobRecord, JobState, SprtState, SprtStatus};
 use std::fmt::Write;
 
 /// An [`ApiError`] shown as a page rather than JSON.
-pub struct PageError(ApiError);
+#[derive(Debug)]
+pub struct PageError(pub(crate) ApiError);
 
 impl<E: Into<ApiError>> From<E> for PageError {
     fn from(e: E) -> Self {
@@ -80,6 +81,8 @@ th{background:#eef}td.num{text-align:right;font-variant-numeric:tabular-nums}
 .cards{display:flex;gap:12px;flex-wrap:wrap}.card{background:#fff;border:1px solid #ddd;padding:10px 14px;min-width:120px}
 .card b{display:block;font-size:22px}.error{color:#c0392b;white-space:pre-wrap}code{font-size:12px}
 .chart{border:1px solid #ddd;margin:8px 0}.warn{color:#8a5a00;border-bottom:1px dotted #8a5a00}
+form.act{display:inline;margin:0 4px}nav .who{float:right;color:#f1faee}nav .who a{margin:0}
+.stack label{display:block;margin:6px 0}.stack fieldset{margin:8px 0;border:1px solid #ddd}.stopped,.cancelled{background:#6c3483}
 "#;
 
 const NAV: [(&str, &str); 7] = [
@@ -103,6 +106,7 @@ pub(crate) fn layout(title: &str, active: &str, refresh: bool, body: &str) -> Ht
     } else {
         ""
     };
+    nav.push_str(&crate::ui_actions::nav_login());
     Html(format!(
         r#"<!doctype html><html lang="en"><head><meta charset="utf-8">{meta}<title>{t} · lakefish</title><style>{STYLE}</style></head><body><nav>{nav}</nav><main><h1>{t}</h1>{body}</main></body></html>"#,
         t = escape(title)
@@ -282,6 +286,22 @@ fn sprt_conditions(st: &SprtStatus) -> String {
         ),
         ("seed", s.seed.to_string()),
         ("created", when(&st.created)),
+        ("finished", opt_when(&st.finished)),
+        (
+            "duration",
+            st.finished
+                .as_deref()
+                .and_then(|f| lakefish_schemas::pipeline::seconds_between(&st.created, f))
+                .map(lakefish_schemas::pipeline::duration_text)
+                .unwrap_or_default(),
+        ),
+        (
+            "stopped by",
+            st.stopped
+                .as_ref()
+                .map(|r| format!("{} at {}", escape(&r.by), when(&r.at)))
+                .unwrap_or_default(),
+        ),
     ];
     let mut t = String::from("<h3>Conditions</h3><table class=\"conditions\">");
     for (k, v) in rows {
@@ -627,9 +647,9 @@ pub async fn nets(State(s): State<AppState>) -> Page {
     );
     for n in all.iter().rev() {
         let star = if best.as_deref() == Some(n.name.as_str()) {
-            " <b>(best)</b>"
+            " <b>(best)</b>".to_string()
         } else {
-            ""
+            crate::ui_actions::button("/ui/promotions", "Make best", &[("name", &n.name)])
         };
         let _ = write!(
             b,
@@ -647,6 +667,7 @@ pub async fn nets(State(s): State<AppState>) -> Page {
     if all.is_empty() {
         b = "<p>No nets registered yet.</p>".into();
     }
+    b.push_str(&crate::ui_actions::promotions(&s).await?);
     Ok(layout("Nets", "/ui/nets", false, &b))
 }
 
@@ -713,11 +734,15 @@ pub async fn net(State(s): State<AppState>, PagePath(name): PagePath) -> Page {
 pub async fn sprt_list(State(s): State<AppState>) -> Page {
     let tests = lakefish_jobs::sprt::list(&s.lake, None, None).await?;
     let busy = tests.iter().any(|t| t.state == SprtState::Running);
-    let body = if tests.is_empty() {
-        "<p>No SPRT tests yet.</p>".to_string()
+    let mut body = String::new();
+    if crate::session::viewer().can(lakefish_schemas::config::Scope::Submit) {
+        body.push_str(r#"<p><a href="/ui/sprt/new">New test</a></p>"#);
+    }
+    if tests.is_empty() {
+        body.push_str("<p>No SPRT tests yet.</p>");
     } else {
-        sprt_table(&tests)
-    };
+        body.push_str(&sprt_table(&tests));
+    }
     Ok(layout("SPRT tests", "/ui/sprt", busy, &body))
 }
 
@@ -782,8 +807,13 @@ pub async fn sprt(State(s): State<AppState>, PagePath(id): PagePath) -> Page {
         .await?
         .map(|pgn| lakefish_jobs::sprt::games_of(&pgn))
         .unwrap_or_default();
+    let stop = if st.state == SprtState::Running {
+        crate::ui_actions::button(&format!("/ui/sprt/{}/stop", st.id), "Stop this test", &[])
+    } else {
+        String::new()
+    };
     let b = format!(
-        r#"<p>{} vs {}, played at {}: {} &nbsp; LLR <b>{:.3}</b> in [{:.3}, {:.3}] after {} games ({} batches).</p><p>W/D/L {}/{}/{} &nbsp; pentanomial [{}, {}, {}, {}, {}]</p><p>{}</p>{chart}{conditions}{integrity}{games}<p><a href="/v1/sprt/{id}">JSON</a></p>"#,
+        r#"<p>{} vs {}, played at {}: {} {stop} &nbsp; LLR <b>{:.3}</b> in [{:.3}, {:.3}] after {} games ({} batches).</p><p>W/D/L {}/{}/{} &nbsp; pentanomial [{}, {}, {}, {}, {}]</p><p>{}</p>{chart}{conditions}{integrity}{games}<p><a href="/v1/sprt/{id}">JSON</a></p>"#,
         net_link(&st.new.name),
         net_link(&st.base.name),
         conditions_label(&st.spec),
@@ -836,10 +866,11 @@ pub async fn pipelines(State(s): State<AppState>) -> Page {
             .unwrap_or_else(|e| escape(&e));
         let _ = write!(
             b,
-            r#"<h2>{}</h2><p>Schedule: <code>{}</code>; next: {}. Promotion gate: an SPRT played at {gate}.</p>"#,
+            r#"<h2>{}</h2><p>Schedule: <code>{}</code>; next: {}. Promotion gate: an SPRT played at {gate}. {}</p>"#,
             escape(name),
             escape(p.schedule.as_deref().unwrap_or("none")),
-            escape(&next)
+            escape(&next),
+            crate::ui_actions::button(&format!("/ui/pipelines/{name}/run"), "Run now", &[]),
         );
         if runs.is_empty() {
             b.push_str("<p>No runs yet.</p>");

@@ -127,6 +127,20 @@ pub(crate) async fn job(State(s): State<AppState>, PagePath(id): PagePath) -> Pa
         let _ = write!(b, "<tr><th>{k}</th><td>{v}</td></tr>");
     }
     b.push_str("</table>");
+    if let Some(c) = rec.cancel.as_ref().filter(|_| !rec.state.is_final()) {
+        let _ = write!(
+            b,
+            "<p>Cancel requested by {} at {}: the job stops at its next progress report.</p>",
+            escape(&c.by),
+            when(&c.at)
+        );
+    } else if !rec.state.is_final() {
+        b.push_str(&crate::ui_actions::button(
+            &format!("/ui/jobs/{}/cancel", rec.id),
+            "Cancel this job",
+            &[],
+        ));
+    }
     if let Some(e) = &rec.error {
         let _ = write!(b, "<h3>Error</h3><p class=\"error\">{}</p>", escape(e));
     }

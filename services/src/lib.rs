@@ -6,6 +6,7 @@
 //! dependency on `lakefish-train`: the API never links libtorch; workers get the trainer
 //! as a `Trainer` hook from the binary (`tests/tests/architecture.rs` checks both).
 
+pub mod actions;
 pub mod api;
 pub mod auth;
 pub mod bodies;
@@ -21,7 +22,9 @@ pub mod lists;
 pub mod openapi;
 pub mod queue;
 pub mod scheduler;
+pub mod session;
 pub mod sprt_api;
+pub mod ui_actions;
 
 pub use api::{AppState, router};
 pub use queue::{Lane, Queue, WorkerSpec};

@@ -85,6 +85,8 @@ pub struct JobContext {
     /// The job records of the deployment (a fanned-out job reads its tasks' records): the
     /// queued mode's store, else the lake's.
     pub jobs: JobStore,
+    /// Set when a user cancels the job: long loops ask [`JobContext::check_cancelled`].
+    pub cancel: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl JobContext {
@@ -100,7 +102,17 @@ impl JobContext {
             mode: Mode::InProcess,
             trainer: None,
             inputs: InputPolicy::Unconfined,
+            cancel: Arc::default(),
         }
+    }
+
+    /// `Err(Cancelled)` once a user cancelled the job: called where a long job reports
+    /// progress, so it stops within one report of the request.
+    pub fn check_cancelled(&self) -> Result<(), JobError> {
+        if self.cancel.load(std::sync::atomic::Ordering::Relaxed) {
+            return Err(JobError::Cancelled("cancelled on request".into()));
+        }
+        Ok(())
     }
 
     pub fn with_hooks(mut self, hooks: Hooks) -> Self {

@@ -84,6 +84,12 @@ pub enum JobError {
     /// A job that failed for a reason given in full (the trainer's errors, for one).
     #[error("{0}")]
     Failed(String),
+    /// A request that contradicts what is stored (cancelling a finished job): nothing changed.
+    #[error("{0}")]
+    Conflict(String),
+    /// The job stopped because a user cancelled it (the message says who and when).
+    #[error("{0}")]
+    Cancelled(String),
 }
 
 /// What kind of failure an error is: the one classification from which both the queue's
@@ -130,12 +136,14 @@ impl JobError {
             | JobError::ObjectExists { .. }
             | JobError::DatasetBusy { .. }
             | JobError::MaskExists { .. }
-            | JobError::EngineExists { .. } => ErrorCode::Conflict,
+            | JobError::EngineExists { .. }
+            | JobError::Conflict(_) => ErrorCode::Conflict,
             JobError::TooLarge { .. } => ErrorCode::TooLarge,
             JobError::Lake { .. } | JobError::Retry(_) => ErrorCode::Unavailable,
-            JobError::NothingIngested(_) | JobError::Parquet { .. } | JobError::Failed(_) => {
-                ErrorCode::Failed
-            }
+            JobError::NothingIngested(_)
+            | JobError::Parquet { .. }
+            | JobError::Failed(_)
+            | JobError::Cancelled(_) => ErrorCode::Failed,
             JobError::LakeConfig { .. }
             | JobError::Corrupt { .. }
             | JobError::Panic(_)

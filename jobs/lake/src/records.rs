@@ -157,6 +157,7 @@ impl JobStore {
             created: now(),
             started: None,
             finished: None,
+            cancel: None,
         }
     }
 
@@ -183,6 +184,11 @@ impl JobStore {
                     None
                 }
                 Some(s) if s.attempts > rec.attempts => None,
+                // A user's cancel request, made while this writer worked, is kept.
+                Some(s) if s.cancel.is_some() && rec.cancel.is_none() => Some(JobRecord {
+                    cancel: s.cancel,
+                    ..rec.clone()
+                }),
                 _ => Some(rec.clone()),
             })
             .await?;

@@ -880,6 +880,7 @@ fn train_run(
                     unit: "steps".into(),
                     rows: (window.3 as f64 / secs) as u64,
                 });
+                ctx.check_cancelled()?;
                 window = new_window();
             }
             if spec.checkpoint_every > 0 && at.step.is_multiple_of(spec.checkpoint_every) {

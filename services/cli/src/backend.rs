@@ -123,6 +123,48 @@ impl Backend {
     }
 
     /// An SPRT test's state, counts and decision.
+    /// Makes a registered net the best (a promotion or a roll-back), recorded with who and
+    /// why: the token's name through the API, `local:<user>` on the lake.
+    pub(crate) async fn promote(
+        &self,
+        name: &str,
+        reason: Option<String>,
+    ) -> anyhow::Result<lakefish_schemas::nets::BestNet> {
+        match self {
+            Backend::Api(api) => {
+                let req = lakefish_schemas::nets::PromoteRequest {
+                    name: name.to_string(),
+                    reason,
+                };
+                let resp = client()
+                    .post(format!("{api}/v1/promotions"))
+                    .json(&req)
+                    .send()
+                    .await?;
+                Ok(serde_json::from_value(check(resp).await?)?)
+            }
+            Backend::Lake(lake) => {
+                let why = lakefish_jobs::nets::Promotion {
+                    reason: reason.unwrap_or_else(|| "promoted by hand".into()),
+                    by: crate::local::user(),
+                    sprt: None,
+                };
+                Ok(lakefish_jobs::nets::set_best(lake, name, why).await?)
+            }
+        }
+    }
+
+    /// Every promotion, newest first.
+    pub(crate) async fn promotions(&self) -> anyhow::Result<Vec<lakefish_schemas::nets::BestNet>> {
+        match self {
+            Backend::Api(api) => {
+                let v = Self::get_json(&format!("{api}/v1/promotions")).await?;
+                Ok(serde_json::from_value(v["promotions"].clone())?)
+            }
+            Backend::Lake(lake) => Ok(lakefish_jobs::nets::best_history(lake).await?),
+        }
+    }
+
     pub(crate) async fn sprt(
         &self,
         id: &lakefish_schemas::names::SprtId,

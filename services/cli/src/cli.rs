@@ -181,6 +181,10 @@ pub(crate) enum Command {
         json: bool,
         /// One job's full record (JSON).
         id: Option<String>,
+        /// Cancel that job: a queued one never starts, a running one stops at its next
+        /// progress report (a submit token in LAKEFISH_TOKEN). Prints the record.
+        #[arg(long, requires = "id")]
+        cancel: bool,
     },
     /// The datasets committed to the lake, one line each: rows, size, parts, masks.
     Datasets {

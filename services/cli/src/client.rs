@@ -278,3 +278,20 @@ pub(crate) async fn show_jobs(
     }
     Ok(())
 }
+
+/// `lakefish jobs ID --cancel`: asks the service to cancel a job and prints its record.
+pub(crate) async fn cancel_job(api: &str, id: &str) -> anyhow::Result<()> {
+    let resp = client()
+        .post(format!("{api}/v1/jobs/{id}/cancel"))
+        .send()
+        .await
+        .with_context(|| format!("cannot reach the API at {api}"))?;
+    let rec: lakefish_schemas::JobRecord = serde_json::from_value(check(resp).await?)?;
+    let what = if rec.state == lakefish_schemas::JobState::Cancelled {
+        "cancelled"
+    } else {
+        "cancel requested: it stops at its next progress report"
+    };
+    println!("job {} ({}): {what}", rec.id, rec.kind.as_str());
+    Ok(())
+}

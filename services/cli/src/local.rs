@@ -42,3 +42,12 @@ pub(crate) fn run_here_value(
     bar.finish();
     Ok(out?)
 }
+
+/// Who acts from this terminal, for records of actions done on the lake directly: the login
+/// name, as `local:<name>` (a token's name is what the API records).
+pub(crate) fn user() -> String {
+    let name = std::env::var("USER")
+        .or_else(|_| std::env::var("LOGNAME"))
+        .unwrap_or_else(|_| "unknown".into());
+    format!("local:{name}")
+}

@@ -134,7 +134,11 @@ fn main() -> anyhow::Result<()> {
             kind,
             json,
             id,
-        } => rt.block_on(client::show_jobs(&api, state, kind, id, json)),
+            cancel,
+        } => match (cancel, id) {
+            (true, Some(id)) => rt.block_on(client::cancel_job(&api, &id)),
+            (_, id) => rt.block_on(client::show_jobs(&api, state, kind, id, json)),
+        },
         Command::Pipeline(a) => rt.block_on(pipeline_cmd::run(a)),
         Command::Bench { args } => bench(args),
         Command::Token {

@@ -13,6 +13,26 @@ pub(crate) enum NetsCommand {
     /// All registered nets, oldest first: name, features, architecture, run, quantization
     /// error; the best one is marked.
     Ls,
+    /// Make a registered net the best one, by hand (the net SPRTs test against and `best`
+    /// names); recorded in the history with who, when and why. Through the API it needs an
+    /// admin token (LAKEFISH_TOKEN).
+    Promote {
+        /// The net's registry name (nn-<sha256[:12]>.nnue).
+        name: String,
+        /// Why, for the history (default: "promoted by hand").
+        #[arg(long)]
+        reason: Option<String>,
+    },
+    /// Put `best` back to the net it was before the last promotion (a promotion of that net,
+    /// recorded as a roll-back).
+    Rollback {
+        /// Why, for the history (default: "rolled back from <net>").
+        #[arg(long)]
+        reason: Option<String>,
+    },
+    /// Every promotion and roll-back, newest first: when, which net, the one it replaced,
+    /// who, why, and the Elo its test measured.
+    History,
     /// One net's manifest as JSON.
     Show {
         /// The net's registry name (nn-<sha256[:12]>.nnue), or `best`.
@@ -95,7 +115,13 @@ pub(crate) enum NetsCommand {
 pub(crate) async fn run(lake: &str, api: Option<String>, what: NetsCommand) -> anyhow::Result<()> {
     // Importing a net adds to a lake (and may start one); `eval` may read a net file and no
     // lake at all. The others only read a lake, which must be there.
-    let writes = matches!(what, NetsCommand::Import { .. } | NetsCommand::Eval { .. });
+    let writes = matches!(
+        what,
+        NetsCommand::Import { .. }
+            | NetsCommand::Eval { .. }
+            | NetsCommand::Promote { .. }
+            | NetsCommand::Rollback { .. }
+    );
     let backend = Backend::new(lake, api, writes).await?;
     match what {
         NetsCommand::Ls => {
@@ -125,6 +151,45 @@ pub(crate) async fn run(lake: &str, api: Option<String>, what: NetsCommand) -> a
                     } else {
                         ""
                     }
+                );
+            }
+        }
+        NetsCommand::Promote { name, reason } => {
+            let b = backend.promote(&name, reason).await?;
+            print_promotion(&b);
+        }
+        NetsCommand::Rollback { reason } => {
+            let history = backend.promotions().await?;
+            let Some(now) = history.first() else {
+                bail!("no net has been promoted yet: there is nothing to roll back");
+            };
+            let Some(previous) = now.previous.clone() else {
+                bail!(
+                    "{} was the first net promoted: before it the hand-written evaluation was the best, which has no file to promote; promote another net instead",
+                    now.name
+                );
+            };
+            let reason = reason.unwrap_or_else(|| format!("rolled back from {}", now.name));
+            let b = backend.promote(&previous, Some(reason)).await?;
+            print_promotion(&b);
+        }
+        NetsCommand::History => {
+            let history = backend.promotions().await?;
+            if history.is_empty() {
+                println!("no net has been promoted yet");
+            }
+            for b in &history {
+                let elo = match (b.elo, b.elo_error) {
+                    (Some(e), Some(err)) => format!("  Elo {e:+.1} ± {err:.1}"),
+                    _ => String::new(),
+                };
+                println!(
+                    "{}  {}  replaced {}  by {}{elo}  {}",
+                    b.since,
+                    b.name,
+                    b.previous.as_deref().unwrap_or("classical"),
+                    b.by.as_deref().unwrap_or("?"),
+                    b.reason
                 );
             }
         }
@@ -282,5 +347,16 @@ fn print_imported(m: &lakefish_schemas::NetManifest) {
     println!(
         "{}\t{} bytes\t{} ({})\t{origin}",
         m.name, m.bytes, m.arch, m.description
+    );
+}
+
+fn print_promotion(b: &lakefish_schemas::nets::BestNet) {
+    println!(
+        "best is now {} (was {}), since {}, by {}: {}",
+        b.name,
+        b.previous.as_deref().unwrap_or("classical"),
+        b.since,
+        b.by.as_deref().unwrap_or("?"),
+        b.reason
     );
 }

@@ -69,8 +69,8 @@ pub(crate) struct RunArgs {
     #[arg(long)]
     pub threads: Option<usize>,
     /// Print the finished test as JSON (the same as GET /v1/sprt/{id}) instead of a summary.
-    /// Either way the exit code says how it ended: 0 accepted, 3 rejected, 4 inconclusive
-    /// (1 is an error).
+    /// Either way the exit code says how it ended: 0 accepted, 3 rejected, 4 inconclusive,
+    /// 5 stopped by a user (1 is an error).
     #[arg(long)]
     pub json: bool,
 }
@@ -81,6 +81,7 @@ pub(crate) fn exit_code(state: lakefish_schemas::SprtState) -> i32 {
         lakefish_schemas::SprtState::Accepted | lakefish_schemas::SprtState::Running => 0,
         lakefish_schemas::SprtState::Rejected => 3,
         lakefish_schemas::SprtState::Inconclusive => 4,
+        lakefish_schemas::SprtState::Stopped => 5,
     }
 }
 
@@ -118,6 +119,15 @@ pub(crate) enum SprtCommand {
         #[arg(long)]
         api: Option<String>,
     },
+    /// Stop a running test: the games counted so far become its result (state `stopped`,
+    /// with who and when); batches in flight finish and nothing more is queued.
+    Stop {
+        /// The test's id (sprt-...).
+        id: lakefish_schemas::names::SprtId,
+        /// Through a running service (a submit token in LAKEFISH_TOKEN) instead of the lake.
+        #[arg(long, env = "LAKEFISH_API")]
+        api: Option<String>,
+    },
 }
 
 impl RunArgs {
@@ -152,6 +162,9 @@ impl RunArgs {
 /// Prints a status the way people read SPRT results.
 pub(crate) fn print_status(s: &SprtStatus) {
     println!("sprt {}: {:?}", s.id, s.state);
+    if let Some(by) = &s.stopped {
+        println!("  stopped by {} at {}", by.by, by.at);
+    }
     println!("  new  {} ({})", s.new.name, s.new.requested);
     println!("  base {} ({})", s.base.name, s.base.requested);
     println!("  played at {}", s.spec.conditions());
@@ -225,6 +238,21 @@ pub(crate) async fn run(
                 .await?
                 .sprt(&id)
                 .await?;
+            print_status(&status);
+            Ok(())
+        }
+        Some(SprtCommand::Stop { id, api }) => {
+            let status: SprtStatus = match api {
+                Some(api) => {
+                    let url = format!("{api}/v1/sprt/{id}/stop");
+                    let resp = crate::client::client().post(url).send().await?;
+                    serde_json::from_value(crate::client::check(resp).await?)?
+                }
+                None => {
+                    let lake = crate::config::open_lake_for_writing(lake).await?;
+                    lakefish_jobs::sprt::stop(&lake, &id, &crate::local::user()).await?
+                }
+            };
             print_status(&status);
             Ok(())
         }

@@ -1,0 +1,488 @@
+//! The dashboard's forms: log in (a token becomes a cookie), create an SPRT, stop a test,
+//! cancel a job, promote or roll back the best net, run a pipeline. Each posts to a route
+//! under `/ui` that needs the same scope as its API route ([`crate::auth::needed_scope`]),
+//! checks the form's CSRF value ([`crate::session`]), calls the same domain function as the
+//! API, and answers with a redirect to the page that shows the outcome (303), or an error page.
+
+use crate::api::{ApiError, AppState, Body, Route, route};
+use crate::charts::escape;
+use crate::dashboard::{Page, PageError, PagePath, PageQuery, layout};
+use crate::session::{self, Viewer};
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{Method, StatusCode, header};
+use axum::response::{IntoResponse, Redirect, Response};
+use axum::routing::{get, post};
+use std::fmt::Write;
+
+/// The largest form body taken (a form here is a few short fields).
+const MAX_FORM_BYTES: usize = 16 * 1024;
+
+pub(crate) fn routes() -> Vec<Route> {
+    use Method as M;
+    let see_other = StatusCode::SEE_OTHER;
+    let html = || Body::Other("text/html");
+    let form = || Body::Other("application/x-www-form-urlencoded");
+    let errs = [
+        StatusCode::BAD_REQUEST,
+        StatusCode::NOT_FOUND,
+        StatusCode::CONFLICT,
+        StatusCode::SERVICE_UNAVAILABLE,
+    ];
+    let action = |path, summary, handler| {
+        route(M::POST, path, summary, handler)
+            .request(form())
+            .ok(see_other, html())
+            .errors(&errs)
+    };
+    vec![
+        route(
+            M::GET,
+            "/ui/login",
+            "Dashboard: the login form (a token becomes a cookie for the dashboard only).",
+            get(login_page),
+        )
+        .page(),
+        route(
+            M::POST,
+            "/ui/login",
+            "Dashboard: log in with a token (form field `token`); sets an HttpOnly, SameSite=Strict cookie and redirects to `next`.",
+            post(login),
+        )
+        .request(form())
+        .ok(see_other, html())
+        .errors(&[StatusCode::UNAUTHORIZED]),
+        route(
+            M::POST,
+            "/ui/logout",
+            "Dashboard: forget the login cookie.",
+            post(logout),
+        )
+        .ok(see_other, html()),
+        route(
+            M::GET,
+            "/ui/sprt/new",
+            "Dashboard: the form that creates an SPRT (HTML).",
+            get(new_sprt_page),
+        )
+        .page(),
+        action(
+            "/ui/sprt",
+            "Dashboard form: create an SPRT (fields as POST /v1/sprt; CSRF).",
+            post(create_sprt),
+        ),
+        action(
+            "/ui/sprt/{id}/stop",
+            "Dashboard form: stop a running SPRT (CSRF).",
+            post(stop_sprt),
+        ),
+        action(
+            "/ui/jobs/{id}/cancel",
+            "Dashboard form: cancel a queued or running job (CSRF).",
+            post(cancel_job),
+        ),
+        action(
+            "/ui/promotions",
+            "Dashboard form: make a registered net the best, or roll back to an earlier one (admin; fields `name`, `reason`; CSRF).",
+            post(promote),
+        ),
+        action(
+            "/ui/pipelines/{name}/run",
+            "Dashboard form: start a pipeline run (admin; CSRF).",
+            post(run_pipeline),
+        ),
+    ]
+}
+
+/// A posted form's fields, its CSRF value checked against the viewer's.
+struct Form(Vec<(String, String)>);
+
+impl Form {
+    fn parse(body: &Bytes, csrf: bool) -> Result<Form, PageError> {
+        if body.len() > MAX_FORM_BYTES {
+            return Err(
+                ApiError::TooLarge(format!("a form of at most {MAX_FORM_BYTES} bytes")).into(),
+            );
+        }
+        let fields: Vec<(String, String)> = serde_urlencoded::from_bytes(body)
+            .map_err(|e| ApiError::BadRequest(format!("the form could not be read: {e}")))?;
+        let form = Form(fields);
+        if csrf {
+            session::viewer().check_csrf(form.get(session::CSRF_FIELD))?;
+        }
+        Ok(form)
+    }
+
+    /// A field's value, trimmed; empty means not given.
+    fn get(&self, name: &str) -> Option<&str> {
+        self.0
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.trim())
+            .filter(|v| !v.is_empty())
+    }
+
+    fn number(&self, name: &str) -> Result<Option<serde_json::Value>, PageError> {
+        let Some(v) = self.get(name) else {
+            return Ok(None);
+        };
+        let n: f64 = v
+            .parse()
+            .ok()
+            .filter(|n: &f64| n.is_finite())
+            .ok_or_else(|| ApiError::BadRequest(format!("{name}: {v:?} is not a number")))?;
+        Ok(Some(if n.fract() == 0.0 && n.abs() < 9e15 {
+            serde_json::json!(n as i64)
+        } else {
+            serde_json::json!(n)
+        }))
+    }
+}
+
+/// A form post's answer: see the page that shows what it did.
+fn see(to: &str) -> Response {
+    Redirect::to(to).into_response()
+}
+
+/// A button that posts to `path` with `fields`, shown only to a viewer allowed to use it.
+pub(crate) fn button(path: &str, label: &str, fields: &[(&str, &str)]) -> String {
+    let v = session::viewer();
+    let allowed = match crate::auth::needed_scope(&Method::POST, path) {
+        Some(scope) => v.can(scope),
+        None => true,
+    };
+    if !allowed {
+        return String::new();
+    }
+    let mut hidden = v.csrf_input();
+    for (k, val) in fields {
+        let _ = write!(
+            hidden,
+            r#"<input type="hidden" name="{}" value="{}">"#,
+            escape(k),
+            escape(val)
+        );
+    }
+    format!(
+        r#"<form method="post" action="{}" class="act">{hidden}<button type="submit">{}</button></form>"#,
+        escape(path),
+        escape(label)
+    )
+}
+
+/// The login state in the navigation bar.
+pub(crate) fn nav_login() -> String {
+    let v = session::viewer();
+    if v.logged_in() {
+        format!(
+            r#"<span class="who">{} <form method="post" action="/ui/logout" class="act"><button type="submit">Log out</button></form></span>"#,
+            escape(&v.name)
+        )
+    } else if v.auth_enabled() {
+        r#"<span class="who"><a href="/ui/login">Log in</a></span>"#.into()
+    } else {
+        String::new()
+    }
+}
+
+#[derive(serde::Deserialize)]
+struct Next {
+    next: Option<String>,
+}
+
+/// Where a login may send the browser: a path on this server, never another site.
+fn local_path(next: Option<&str>) -> String {
+    match next {
+        Some(n)
+            if n.starts_with('/') && !n.starts_with("//") && !n.contains(['\\', '\r', '\n']) =>
+        {
+            n.to_string()
+        }
+        _ => "/".into(),
+    }
+}
+
+fn login_form(next: &str, message: &str) -> String {
+    format!(
+        r#"{message}<form method="post" action="/ui/login" class="stack"><label>Token <input type="password" name="token" autocomplete="current-password" size="50" autofocus></label><input type="hidden" name="next" value="{}"><button type="submit">Log in</button></form><p>A token comes from <code>lakefish token new</code>; its scopes decide what the dashboard lets you do (read, submit: tests and cancels, admin: promotions and pipelines). The cookie counts on the dashboard only; the API still takes the token as <code>Authorization: Bearer</code>.</p>"#,
+        escape(next)
+    )
+}
+
+async fn login_page(State(s): State<AppState>, PageQuery(q): PageQuery<Next>) -> Page {
+    let next = local_path(q.next.as_deref());
+    let v = session::viewer();
+    let body = if !s.config.auth.enabled() {
+        "<p>This server has no tokens configured, so everyone who reaches it may act: there is nothing to log in with. Configure <code>[[auth.tokens]]</code> (<code>lakefish token new</code>) before others can reach it.</p>".to_string()
+    } else if v.logged_in() {
+        format!(
+            r#"<p>Logged in as <b>{}</b>.</p><form method="post" action="/ui/logout" class="act"><button type="submit">Log out</button></form>"#,
+            escape(&v.name)
+        )
+    } else {
+        login_form(&next, "")
+    };
+    Ok(layout("Log in", "", false, &body))
+}
+
+async fn login(State(s): State<AppState>, body: Bytes) -> Result<Response, PageError> {
+    let form = Form::parse(&body, false)?;
+    let next = local_path(form.get("next"));
+    let token = form.get("token").unwrap_or("");
+    if !s.config.auth.enabled() {
+        return Ok(see(&next));
+    }
+    if s.config.auth.find(token).is_none() {
+        let page = layout(
+            "Log in",
+            "",
+            false,
+            &login_form(
+                &next,
+                r#"<p class="error">That token is not one this server knows.</p>"#,
+            ),
+        );
+        return Ok((StatusCode::UNAUTHORIZED, page).into_response());
+    }
+    let mut r = see(&next);
+    let cookie = session::set_cookie(Some(token));
+    r.headers_mut()
+        .insert(header::SET_COOKIE, cookie.parse().map_err(|_| bad_token())?);
+    Ok(r)
+}
+
+fn bad_token() -> PageError {
+    ApiError::BadRequest("a token is printable ASCII without spaces or ';'".into()).into()
+}
+
+async fn logout() -> Response {
+    let mut r = see("/");
+    let cookie = session::set_cookie(None);
+    r.headers_mut()
+        .insert(header::SET_COOKIE, cookie.parse().expect("static cookie"));
+    r
+}
+
+async fn cancel_job(
+    State(s): State<AppState>,
+    PagePath(id): PagePath,
+    body: Bytes,
+) -> Result<Response, PageError> {
+    Form::parse(&body, true)?;
+    let job = lakefish_schemas::JobId::parse(&id)
+        .ok_or_else(|| ApiError::NotFound(format!("job {id:?} not found (ids are UUIDs)")))?;
+    lakefish_jobs::runner::cancel_job(&s.jobs, &job, &session::viewer().name).await?;
+    Ok(see(&format!("/ui/jobs/{job}")))
+}
+
+async fn stop_sprt(
+    State(s): State<AppState>,
+    PagePath(id): PagePath,
+    body: Bytes,
+) -> Result<Response, PageError> {
+    Form::parse(&body, true)?;
+    let id: lakefish_schemas::names::SprtId = crate::api::path_id(&id, "sprt test")?;
+    lakefish_jobs::sprt::stop(&s.lake, &id, &session::viewer().name).await?;
+    Ok(see(&format!("/ui/sprt/{id}")))
+}
+
+async fn promote(State(s): State<AppState>, body: Bytes) -> Result<Response, PageError> {
+    let form = Form::parse(&body, true)?;
+    let name = form
+        .get("name")
+        .ok_or_else(|| ApiError::BadRequest("name: which net to make the best".into()))?;
+    let req = lakefish_schemas::nets::PromoteRequest {
+        name: name.to_string(),
+        reason: form.get("reason").map(str::to_string),
+    };
+    crate::actions::promote_net(&s, &req).await?;
+    Ok(see("/ui/nets"))
+}
+
+async fn run_pipeline(
+    State(s): State<AppState>,
+    PagePath(name): PagePath,
+    body: Bytes,
+) -> Result<Response, PageError> {
+    Form::parse(&body, true)?;
+    if !s.config.pipelines.contains_key(&name) {
+        return Err(ApiError::NotFound(format!("no pipeline named {name:?} is configured")).into());
+    }
+    let trigger = format!("manual ({})", session::viewer().name);
+    let (run, _) = lakefish_jobs::pipeline::start_run(&s.lake, &name, &trigger).await?;
+    Ok(see(&format!("/ui/pipelines#run-{}", run.id)))
+}
+
+/// The SPRT fields the form sends as they are (text) and as numbers.
+const TEXT_FIELDS: [&str; 5] = ["new", "base", "book", "tc", "model"];
+const NUMBER_FIELDS: [&str; 7] = [
+    "nodes",
+    "elo0",
+    "elo1",
+    "alpha",
+    "beta",
+    "max_pairs",
+    "batch_pairs",
+];
+
+async fn create_sprt(State(s): State<AppState>, body: Bytes) -> Result<Response, PageError> {
+    let form = Form::parse(&body, true)?;
+    let mut spec = serde_json::Map::new();
+    for f in TEXT_FIELDS {
+        if let Some(v) = form.get(f) {
+            spec.insert(f.into(), v.into());
+        }
+    }
+    for f in NUMBER_FIELDS {
+        if let Some(v) = form.number(f)? {
+            spec.insert(f.into(), v);
+        }
+    }
+    let done = crate::api::queue_sprt(&s, serde_json::Value::Object(spec)).await?;
+    Ok(see(&format!("/ui/sprt/{}", done.id)))
+}
+
+/// Options for a side: the registered nets (newest first), `best`, the hand-written
+/// evaluation, and registered engines; any side the API takes may be typed in instead.
+async fn side_options(s: &AppState) -> Result<String, ApiError> {
+    let mut out =
+        String::from(r#"<option value="best"></option><option value="classical"></option>"#);
+    for n in lakefish_jobs::nets::list_nets(&s.lake)
+        .await?
+        .iter()
+        .take(50)
+    {
+        let _ = write!(out, r#"<option value="{}"></option>"#, escape(&n.name));
+    }
+    for e in lakefish_jobs::engines::list(&s.lake).await? {
+        let _ = write!(out, r#"<option value="{}"></option>"#, escape(&e.name));
+    }
+    Ok(out)
+}
+
+async fn new_sprt_page(State(s): State<AppState>) -> Page {
+    let v: Viewer = session::viewer();
+    if !v.can(lakefish_schemas::config::Scope::Submit) {
+        let body = r#"<p>Creating a test needs a token with the submit scope: <a href="/ui/login?next=/ui/sprt/new">log in</a>.</p>"#;
+        return Ok(layout("New SPRT", "/ui/sprt", false, body));
+    }
+    let sides = side_options(&s).await?;
+    let mut books = String::new();
+    for m in s.lake.list("raw/books").await? {
+        let key = m.location.to_string();
+        let _ = write!(
+            books,
+            r#"<option value="lake:{k}">{k}</option>"#,
+            k = escape(&key)
+        );
+    }
+    if books.is_empty() {
+        books =
+            r#"<option value="">(no book uploaded: lakefish upload --book FILE)</option>"#.into();
+    }
+    let body = format!(
+        r#"<form method="post" action="/ui/sprt" class="stack">{csrf}
+<datalist id="sides">{sides}</datalist>
+<label>New <input name="new" list="sides" required size="40" placeholder="nn-....nnue, best, classical, or ENGINE[+NET][,OPTION=VALUE]"></label>
+<label>Base <input name="base" list="sides" required size="40" value="best"></label>
+<label>Book <select name="book">{books}</select></label>
+<fieldset><legend>Limit (one of)</legend>
+<label>Time control <input name="tc" size="10" placeholder="8+0.08"></label>
+<label>Nodes per move <input name="nodes" size="10" placeholder="5000"></label></fieldset>
+<fieldset><legend>Bounds</legend>
+<label>elo0 <input name="elo0" size="6" value="0"></label>
+<label>elo1 <input name="elo1" size="6" value="2"></label>
+<label>Model <select name="model"><option value="normalized">normalized (fishtest)</option><option value="logistic">logistic</option></select></label>
+<label>α <input name="alpha" size="6" value="0.05"></label>
+<label>β <input name="beta" size="6" value="0.05"></label></fieldset>
+<label>At most (pairs) <input name="max_pairs" size="8" value="20000"></label>
+<label>Pairs per batch <input name="batch_pairs" size="6" value="8"></label>
+<button type="submit">Start the test</button></form>
+<p>The same checks as <code>POST /v1/sprt</code> and <code>lakefish sprt --api</code>: a side or value the API would refuse is refused here, naming the field.</p>"#,
+        csrf = v.csrf_input(),
+    );
+    Ok(layout("New SPRT", "/ui/sprt", false, &body))
+}
+
+/// The best net's history on the nets page: who promoted what, when and why, the Elo its
+/// test measured, and a roll-back button on each earlier best.
+pub(crate) async fn promotions(s: &AppState) -> Result<String, ApiError> {
+    let history = lakefish_jobs::nets::best_history(&s.lake).await?;
+    if history.is_empty() {
+        return Ok("<h2>Promotions</h2><p>No net has been promoted yet: the hand-written evaluation is the one to beat.</p>".into());
+    }
+    let mut t = String::from(
+        "<h2>Promotions</h2><table class=\"promotions\"><tr><th>since</th><th>best</th><th>replaced</th><th>Elo (its test)</th><th>by</th><th>why</th><th></th></tr>",
+    );
+    for (i, b) in history.iter().enumerate() {
+        let elo = match (b.elo, b.elo_error, &b.sprt) {
+            (Some(e), Some(err), Some(id)) => format!(
+                r#"{e:+.1} ± {err:.1} (<a href="/ui/sprt/{id}">{id}</a>)"#,
+                id = escape(id)
+            ),
+            (_, _, Some(id)) => format!(r#"<a href="/ui/sprt/{id}">{id}</a>"#, id = escape(id)),
+            _ => String::new(),
+        };
+        let action = if i == 0 {
+            "<b>now</b>".to_string()
+        } else {
+            let reason = format!("roll back to {}", b.name);
+            button(
+                "/ui/promotions",
+                "Roll back to this",
+                &[("name", &b.name), ("reason", &reason)],
+            )
+        };
+        let _ = write!(
+            t,
+            r#"<tr><td>{}</td><td>{}</td><td>{}</td><td class="num">{elo}</td><td>{}</td><td>{}</td><td>{action}</td></tr>"#,
+            crate::dashboard::when(&b.since),
+            crate::dashboard::net_link(&b.name),
+            b.previous
+                .as_deref()
+                .map(crate::dashboard::net_link)
+                .unwrap_or_else(|| "classical".into()),
+            escape(b.by.as_deref().unwrap_or("?")),
+            escape(&b.reason),
+        );
+    }
+    t.push_str("</table>");
+    Ok(t)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_login_never_sends_the_browser_elsewhere() {
+        assert_eq!(
+            local_path(Some("/ui/jobs?state=running")),
+            "/ui/jobs?state=running"
+        );
+        for bad in [
+            "//evil.example",
+            "https://evil.example",
+            "/\\evil",
+            "",
+            "ui",
+        ] {
+            assert_eq!(local_path(Some(bad)), "/", "{bad}");
+        }
+        assert_eq!(local_path(None), "/");
+    }
+
+    #[test]
+    fn form_numbers_are_checked_by_field() {
+        let f = Form(vec![
+            ("elo1".into(), "2.5".into()),
+            ("nodes".into(), "600".into()),
+            ("alpha".into(), "x".into()),
+        ]);
+        assert_eq!(f.number("elo1").unwrap(), Some(serde_json::json!(2.5)));
+        assert_eq!(f.number("nodes").unwrap(), Some(serde_json::json!(600)));
+        assert_eq!(f.number("beta").unwrap(), None);
+        let PageError(e) = f.number("alpha").unwrap_err();
+        assert!(e.status_and_message().1.contains("alpha"));
+    }
+}
