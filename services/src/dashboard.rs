@@ -304,7 +304,7 @@ fn sprt_conditions(st: &SprtStatus) -> String {
         ),
     ];
     let mut t = String::from("<h3>Conditions</h3><table class=\"conditions\">");
-    for (k, v) in rows {
+    for (k, v) in rows.into_iter().filter(|(_, v)| !v.is_empty()) {
         let _ = write!(t, "<tr><th>{k}</th><td>{v}</td></tr>");
     }
     t.push_str("</table>");

@@ -409,6 +409,8 @@ impl Cluster {
     }
 }
 
+pub mod cdp;
+
 mod reqwest {
     use std::io::{Read, Write};
 
