@@ -651,15 +651,20 @@ pub async fn nets(State(s): State<AppState>) -> Page {
         } else {
             crate::ui_actions::button("/ui/promotions", "Make best", &[("name", &n.name)])
         };
+        // An imported net was never quantized here: no error to show.
+        let error = if n.external {
+            "imported".to_string()
+        } else {
+            format!("{:.2}", n.quantization.mean_abs_cp)
+        };
         let _ = write!(
             b,
-            r#"<tr><td>{}{star}</td><td>{} {}</td><td>{}</td><td>{}</td><td class="num">{:.2}</td><td>{}</td></tr>"#,
+            r#"<tr><td>{}{star}</td><td>{} {}</td><td>{}</td><td>{}</td><td class="num">{error}</td><td>{}</td></tr>"#,
             net_link(&n.name),
             escape(&n.features),
             escape(&n.arch),
             run_link(&n.run),
             n.parent.as_deref().map(net_link).unwrap_or_default(),
-            n.quantization.mean_abs_cp,
             when(&n.created)
         );
     }

@@ -142,7 +142,12 @@ pub(crate) async fn job(State(s): State<AppState>, PagePath(id): PagePath) -> Pa
         ));
     }
     if let Some(e) = &rec.error {
-        let _ = write!(b, "<h3>Error</h3><p class=\"error\">{}</p>", escape(e));
+        let head = if rec.state == lakefish_schemas::JobState::Cancelled {
+            "Cancelled"
+        } else {
+            "Error"
+        };
+        let _ = write!(b, "<h3>{head}</h3><p class=\"error\">{}</p>", escape(e));
     }
     if let Some(r) = &rec.result {
         let made = made_links(r);

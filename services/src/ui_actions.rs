@@ -425,6 +425,8 @@ pub(crate) async fn promotions(s: &AppState) -> Result<String, ApiError> {
         };
         let action = if i == 0 {
             "<b>now</b>".to_string()
+        } else if b.name == history[0].name {
+            String::new()
         } else {
             let reason = format!("roll back to {}", b.name);
             button(

@@ -241,10 +241,13 @@ fn people_act_from_the_dashboard_with_the_scopes_their_tokens_give() {
     );
     let long_page = c.url();
     let long = long_page.rsplit('/').next().unwrap().to_string();
+    api.wait_sprt(&long, |s| s["games"].as_u64() >= Some(2));
+    c.goto(&long_page);
     assert!(c.html().contains("Stop this test"));
     c.submit("form.act[action$=\"/stop\"]", &[]);
     let stopped = api.get(&format!("/v1/sprt/{long}"));
     assert_eq!(stopped["state"], "stopped", "{stopped:#}");
+    assert!(stopped["games"].as_u64() >= Some(2), "{stopped:#}");
     assert_eq!(stopped["stopped"]["by"], "tester");
     assert!(c.html().contains("stopped by"), "{}", c.html());
     // Batches still in flight count nothing more, and a second stop is a conflict.
@@ -269,6 +272,12 @@ fn people_act_from_the_dashboard_with_the_scopes_their_tokens_give() {
     );
     assert_eq!(status, 202, "{body}");
     let job = body["id"].as_str().unwrap().to_string();
+    // Running, so that it is told at its worker's beat and stops between games.
+    let start = Instant::now();
+    while api.get(&format!("/v1/jobs/{job}"))["state"] != "running" {
+        assert!(start.elapsed() < Duration::from_secs(60), "the job never started");
+        std::thread::sleep(Duration::from_millis(100));
+    }
     c.goto(&format!("{url}/ui/jobs/{job}"));
     c.submit("form.act[action$=\"/cancel\"]", &[]);
     let start = Instant::now();
@@ -281,6 +290,7 @@ fn people_act_from_the_dashboard_with_the_scopes_their_tokens_give() {
         std::thread::sleep(Duration::from_millis(200));
     };
     assert_eq!(rec["cancel"]["by"], "tester", "{rec:#}");
+    assert_eq!(rec["attempts"], 1, "it ran, and was not started again: {rec:#}");
     c.goto(&format!("{url}/ui/jobs/{job}"));
     assert!(c.html().contains("cancelled by tester"), "{}", c.html());
     shot(&mut c, "job-cancelled");
