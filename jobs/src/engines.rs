@@ -510,8 +510,10 @@ fn side_options(
 /// Every side a job names, resolved (and so checked against the engines' policies) before
 /// the job is recorded: what `POST /v1/jobs` runs for SPRT and datagen specs.
 pub async fn check_sides(lake: &Lake, spec: &lakefish_schemas::JobSpec) -> Result<(), JobError> {
-    for side in spec.sides() {
-        resolve_side(lake, side).await?;
+    for (field, side) in spec.sides() {
+        resolve_side(lake, side)
+            .await
+            .map_err(|e| e.prefixed(&format!("{field}: ")))?;
     }
     Ok(())
 }

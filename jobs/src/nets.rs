@@ -476,7 +476,14 @@ pub async fn set_best(lake: &Lake, name: &str, why: Promotion) -> Result<BestNet
     let manifest = read_net(lake, &name)
         .await?
         .ok_or_else(|| JobError::NotFound(format!("net {name} is not registered")))?;
-    let previous = read_best(lake).await?.map(|b| b.name);
+    let now = read_best(lake).await?;
+    if let Some(b) = now.as_ref().filter(|b| b.name == manifest.name) {
+        return Err(JobError::Conflict(format!(
+            "{} is already the best net (since {}); nothing changed",
+            b.name, b.since
+        )));
+    }
+    let previous = now.map(|b| b.name);
     let (sprt, elo) = match why.sprt {
         Some((id, elo)) => (Some(id), elo),
         None => (None, None),

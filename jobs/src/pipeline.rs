@@ -671,7 +671,11 @@ fn sprt(
                 status.elo.as_ref().map(|e| (e.elo, e.elo_error)),
             )),
         };
-        ctx.block_on(crate::nets::set_best(&ctx.lake, &net, why))?;
+        // A step run again after its promotion landed finds the net best already.
+        let best = ctx.block_on(crate::nets::read_best(&ctx.lake))?;
+        if best.is_none_or(|b| b.name != net) {
+            ctx.block_on(crate::nets::set_best(&ctx.lake, &net, why))?;
+        }
         run.promoted = true;
         tracing::info!(run = run.id, net, "promoted to best");
     }

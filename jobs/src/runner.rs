@@ -276,7 +276,7 @@ pub async fn cancel_job(store: &JobStore, id: &JobId, by: &str) -> Result<JobRec
             state.as_str()
         )));
     }
-    stored.ok_or_else(|| JobError::NotFound(format!("job {id}")))
+    stored.ok_or_else(|| JobError::NotFound(format!("job {id} not found")))
 }
 
 async fn finish(

@@ -448,7 +448,7 @@ async fn write_result(
 pub async fn stop(lake: &Lake, id: &SprtId, by: &str) -> Result<SprtStatus, JobError> {
     let plan = read_plan(lake, id)
         .await?
-        .ok_or_else(|| JobError::NotFound(format!("sprt test {id}")))?;
+        .ok_or_else(|| JobError::NotFound(format!("sprt test {id} not found")))?;
     if let Some(done) = lake
         .get_json::<SprtStatus>(&result_key(id), "sprt result")
         .await?

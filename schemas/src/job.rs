@@ -360,10 +360,10 @@ impl JobSpec {
 
     /// Every side of a match the job names (an engine with options, a net): what the engine
     /// policy is checked against at submission, and again on the worker.
-    pub fn sides(&self) -> Vec<&crate::engines::SideRequest> {
+    pub fn sides(&self) -> Vec<(&'static str, &crate::engines::SideRequest)> {
         match self {
-            JobSpec::Sprt(s) => vec![&s.new, &s.base],
-            JobSpec::Datagen(d) => d.engine.iter().collect(),
+            JobSpec::Sprt(s) => vec![("new", &s.new), ("base", &s.base)],
+            JobSpec::Datagen(d) => d.engine.iter().map(|e| ("engine", e)).collect(),
             _ => Vec::new(),
         }
     }

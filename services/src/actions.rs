@@ -61,7 +61,7 @@ pub(crate) fn routes() -> Vec<Route> {
         )
         .request(json::<PromoteRequest>())
         .ok(ok, json::<BestNet>())
-        .errors(&[bad, missing, down]),
+        .errors(&[bad, missing, conflict, down]),
     ]
 }
 

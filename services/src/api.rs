@@ -127,9 +127,16 @@ impl Route {
     }
 
     /// A dashboard page: HTML, 503 when the lake does not answer.
-    pub(crate) fn page(mut self) -> Self {
+    pub(crate) fn page(self) -> Self {
+        self.html_errors()
+            .ok(StatusCode::OK, HTML)
+            .errors(&[UNAVAILABLE])
+    }
+
+    /// A dashboard route (a page, a download, a form): its errors are pages too.
+    pub(crate) fn html_errors(mut self) -> Self {
         self.page = true;
-        self.ok(StatusCode::OK, HTML).errors(&[UNAVAILABLE])
+        self
     }
 }
 
@@ -231,7 +238,8 @@ pub fn routes() -> Vec<Route> {
             get(ui::sprt_game),
         )
         .ok(OK, Body::Other("application/x-chess-pgn"))
-        .errors(&[NOT_FOUND, UNAVAILABLE]),
+        .errors(&[NOT_FOUND, UNAVAILABLE])
+        .html_errors(),
         route(
             M::GET,
             "/ui/pipelines",

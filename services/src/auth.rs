@@ -57,7 +57,7 @@ fn refuse(req: &Request, e: ApiError) -> Response {
         let to = format!("/ui/login?{query}");
         return axum::response::Redirect::to(&to).into_response();
     }
-    crate::dashboard::PageError::from(e).into_response()
+    crate::dashboard::refusal(path, e)
 }
 
 pub async fn check(State(s): State<AppState>, req: Request, next: Next) -> Response {

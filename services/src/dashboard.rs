@@ -34,6 +34,16 @@ impl IntoResponse for PageError {
 
 pub(crate) type Page = Result<Html<String>, PageError>;
 
+/// A refusal before any handler ran (host, origin, token): a page on dashboard routes,
+/// JSON elsewhere.
+pub(crate) fn refusal(path: &str, e: ApiError) -> Response {
+    if crate::session::is_dashboard(path) {
+        PageError(e).into_response()
+    } else {
+        e.into_response()
+    }
+}
+
 /// A page's path parameter; one that cannot be decoded is a 404 page.
 pub struct PagePath(pub(crate) String);
 
@@ -347,8 +357,9 @@ fn games_table(id: &str, games: &[lakefish_jobs::sprt::GameRow]) -> String {
 /// `GET /ui/sprt/{id}/games/{n}`: game n (from 1) of a test's counted games as a PGN file.
 pub async fn sprt_game(
     State(s): State<AppState>,
-    crate::api::ApiPath((id, n)): crate::api::ApiPath<(String, String)>,
-) -> Result<Response, ApiError> {
+    path: Result<crate::api::ApiPath<(String, String)>, ApiError>,
+) -> Result<Response, PageError> {
+    let crate::api::ApiPath((id, n)) = path?;
     let unknown = || ApiError::NotFound(format!("no game {n:?} in sprt test {id:?}"));
     let sid: lakefish_schemas::names::SprtId = id.parse().map_err(|_| unknown())?;
     let index: usize = n.parse().ok().filter(|&i| i >= 1).ok_or_else(unknown)?;

@@ -92,19 +92,19 @@ pub async fn check(State(s): State<AppState>, req: Request, next: Next) -> Respo
     {
         let ok = host.to_str().is_ok_and(|h| host_allowed(h, allowed));
         if !ok {
-            return ApiError::Forbidden(format!(
+            let e = ApiError::Forbidden(format!(
                 "Host {:?} is not a name this server answers to (IP addresses, localhost, this machine's name, and [server] allowed_hosts are)",
                 clip(&String::from_utf8_lossy(host.as_bytes()))
-            ))
-            .into_response();
+            ));
+            return crate::dashboard::refusal(req.uri().path(), e);
         }
     }
     let changes_state = !matches!(*req.method(), Method::GET | Method::HEAD | Method::OPTIONS);
     if changes_state && let Some(what) = cross_origin(req.headers()) {
-        return ApiError::Forbidden(format!(
+        let e = ApiError::Forbidden(format!(
             "{what}: requests that change state must come from this server's own origin, or from a client that is not a browser"
-        ))
-        .into_response();
+        ));
+        return crate::dashboard::refusal(req.uri().path(), e);
     }
     next.run(req).await
 }

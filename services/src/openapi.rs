@@ -40,9 +40,18 @@ pub fn openapi_document() -> serde_json::Value {
         let scope = crate::auth::needed_scope(&rt.method, rt.path);
         let mut responses = serde_json::Map::new();
         for (status, body) in &rt.ok {
+            // A redirect (a form's answer) has no body.
+            let mut r = json!({ "description": status.canonical_reason() });
+            if !status.is_redirection() {
+                r["content"] = content(&mut out, *body);
+            }
+            responses.insert(status.as_u16().to_string(), r);
+        }
+        // A dashboard page asked for without a token goes to the login form.
+        if rt.page && scope.is_some() && rt.method == axum::http::Method::GET {
             responses.insert(
-                status.as_u16().to_string(),
-                json!({ "description": status.canonical_reason(), "content": content(&mut out, *body) }),
+                "303".into(),
+                json!({ "description": "Not logged in: to /ui/login?next=..." }),
             );
         }
         let mut errors = rt.errors.clone();
@@ -65,8 +74,9 @@ pub fn openapi_document() -> serde_json::Value {
         errors.sort();
         errors.dedup();
         for status in errors {
-            // The token check answers JSON before any page is made.
-            let html = rt.page && !matches!(status.as_u16(), 401 | 403 | 408 | 415);
+            // Dashboard routes answer every refusal as a page, the token and origin checks
+            // included; only the body guards of JSON routes answer JSON.
+            let html = rt.page && !matches!(status.as_u16(), 408 | 415);
             let content = if html {
                 json!({ "text/html": { "schema": { "type": "string" } } })
             } else {

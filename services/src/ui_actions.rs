@@ -34,6 +34,7 @@ pub(crate) fn routes() -> Vec<Route> {
             .request(form())
             .ok(see_other, html())
             .errors(&errs)
+            .html_errors()
     };
     vec![
         route(
@@ -51,14 +52,18 @@ pub(crate) fn routes() -> Vec<Route> {
         )
         .request(form())
         .ok(see_other, html())
-        .errors(&[StatusCode::UNAUTHORIZED]),
+        .ok(StatusCode::OK, html())
+        .errors(&[StatusCode::BAD_REQUEST, StatusCode::UNAUTHORIZED])
+        .html_errors(),
         route(
             M::POST,
             "/ui/logout",
             "Dashboard: forget the login cookie.",
             post(logout),
         )
-        .ok(see_other, html()),
+        .request(form())
+        .ok(see_other, html())
+        .html_errors(),
         route(
             M::GET,
             "/ui/sprt/new",

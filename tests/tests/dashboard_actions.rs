@@ -160,12 +160,16 @@ fn people_act_from_the_dashboard_with_the_scopes_their_tokens_give() {
     let shots = workspace_root().join("target/dashboard-screenshots");
     std::fs::create_dir_all(&shots).unwrap();
     let mut c = Chrome::launch();
-    let mut shot = |c: &mut Chrome, name: &str| c.screenshot(&shots.join(format!("actions-{name}.png")));
+    let mut shot =
+        |c: &mut Chrome, name: &str| c.screenshot(&shots.join(format!("actions-{name}.png")));
 
     // Anonymous: reads, but no buttons, and the form asks for a login.
     c.goto(&format!("{url}/ui/nets"));
     let html = c.html();
-    assert!(html.contains(&net_a) && !html.contains("Make best"), "{html}");
+    assert!(
+        html.contains(&net_a) && !html.contains("Make best"),
+        "{html}"
+    );
     assert!(html.contains("Log in"), "{html}");
     c.goto(&format!("{url}/ui/sprt/new"));
     assert!(c.html().contains("needs a token with the submit scope"));
@@ -177,7 +181,10 @@ fn people_act_from_the_dashboard_with_the_scopes_their_tokens_give() {
     c.submit("form.stack", &[("token", TOKENS[0].1)]);
     assert!(c.url().ends_with("/ui/nets"), "{}", c.url());
     let html = c.html();
-    assert!(html.contains("reader") && html.contains("Log out"), "{html}");
+    assert!(
+        html.contains("reader") && html.contains("Log out"),
+        "{html}"
+    );
     assert!(!html.contains("Make best"), "{html}");
 
     // The tester creates an SPRT from the form and watches it finish.
@@ -190,7 +197,12 @@ fn people_act_from_the_dashboard_with_the_scopes_their_tokens_give() {
     // A value the API refuses is refused here, naming the field; nothing is queued.
     c.submit(
         "form.stack",
-        &[("new", &net_a), ("base", &net_b), ("nodes", "40"), ("elo1", "abc")],
+        &[
+            ("new", &net_a),
+            ("base", &net_b),
+            ("nodes", "40"),
+            ("elo1", "abc"),
+        ],
     );
     assert!(c.html().contains("elo1"), "{}", c.html());
     assert_eq!(api.get("/v1/sprt")["tests"].as_array().unwrap().len(), 0);
@@ -222,7 +234,10 @@ fn people_act_from_the_dashboard_with_the_scopes_their_tokens_give() {
         "<th>duration</th>",
         "/games/1\"",
     ] {
-        assert!(html.contains(want), "{want} missing from the test's page: {html}");
+        assert!(
+            html.contains(want),
+            "{want} missing from the test's page: {html}"
+        );
     }
     assert!(!html.contains("Stop this test"), "{html}");
     shot(&mut c, "sprt-finished");
@@ -275,7 +290,10 @@ fn people_act_from_the_dashboard_with_the_scopes_their_tokens_give() {
     // Running, so that it is told at its worker's beat and stops between games.
     let start = Instant::now();
     while api.get(&format!("/v1/jobs/{job}"))["state"] != "running" {
-        assert!(start.elapsed() < Duration::from_secs(60), "the job never started");
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "the job never started"
+        );
         std::thread::sleep(Duration::from_millis(100));
     }
     c.goto(&format!("{url}/ui/jobs/{job}"));
@@ -290,7 +308,10 @@ fn people_act_from_the_dashboard_with_the_scopes_their_tokens_give() {
         std::thread::sleep(Duration::from_millis(200));
     };
     assert_eq!(rec["cancel"]["by"], "tester", "{rec:#}");
-    assert_eq!(rec["attempts"], 1, "it ran, and was not started again: {rec:#}");
+    assert_eq!(
+        rec["attempts"], 1,
+        "it ran, and was not started again: {rec:#}"
+    );
     c.goto(&format!("{url}/ui/jobs/{job}"));
     assert!(c.html().contains("cancelled by tester"), "{}", c.html());
     shot(&mut c, "job-cancelled");
@@ -308,8 +329,16 @@ fn people_act_from_the_dashboard_with_the_scopes_their_tokens_give() {
     c.eval(&forged);
     c.submit("form.forged", &[]);
     let html = c.html();
-    assert!(html.contains("lacks the \"admin\" scope") || html.contains("lacks the admin scope"), "{html}");
-    assert!(api.get("/v1/promotions")["promotions"].as_array().unwrap().is_empty());
+    assert!(
+        html.contains("lacks the \"admin\" scope") || html.contains("lacks the admin scope"),
+        "{html}"
+    );
+    assert!(
+        api.get("/v1/promotions")["promotions"]
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
 
     // The boss promotes A, then B, then rolls back to A, all from the nets page.
     c.goto(&format!("{url}/ui/login?next=/ui/nets"));
@@ -348,7 +377,16 @@ fn people_act_from_the_dashboard_with_the_scopes_their_tokens_give() {
     c.goto(&evil);
     c.submit("form", &[]);
     let html = c.html();
-    assert!(html.contains("must come from this server's own origin"), "{html}");
+    assert!(
+        html.contains("must come from this server's own origin"),
+        "{html}"
+    );
     assert_eq!(api.get("/v1/nets/best")["name"], net_a.as_str());
-    assert_eq!(api.get("/v1/promotions")["promotions"].as_array().unwrap().len(), 3);
+    assert_eq!(
+        api.get("/v1/promotions")["promotions"]
+            .as_array()
+            .unwrap()
+            .len(),
+        3
+    );
 }

@@ -155,6 +155,16 @@ async fn nightly_pipeline_promotes_on_accept_and_warm_starts() {
         serde_json::from_slice(&std::fs::read(dir.path().join("lake/registry/best.json")).unwrap())
             .unwrap();
     assert_eq!(best["name"], net.as_str());
+    // The promotion is in the history: by the pipeline, with its test and the Elo it measured.
+    let history = get(format!("{api}/v1/promotions")).await;
+    let first = &history["promotions"][0];
+    assert_eq!(first["name"], net.as_str(), "{history:#}");
+    assert_eq!(first["by"], "pipeline:retrain");
+    assert_eq!(first["sprt"], run["sprt"]);
+    assert!(
+        first["elo"].is_number() && first.get("previous").is_none(),
+        "{first:#}"
+    );
     // `best` names it wherever a net name is taken: the list, the manifest, the file, the CLI.
     assert_eq!(
         get(format!("{api}/v1/nets")).await["best"]["name"],

@@ -48,6 +48,22 @@ pub(crate) fn run_here_value(
 pub(crate) fn user() -> String {
     let name = std::env::var("USER")
         .or_else(|_| std::env::var("LOGNAME"))
-        .unwrap_or_else(|_| "unknown".into());
+        .ok()
+        .filter(|n| !n.is_empty())
+        .or_else(login_of_this_process)
+        .unwrap_or_else(|| "unknown".into());
     format!("local:{name}")
+}
+
+/// The login name of this process's user, from `/etc/passwd` (services and containers often
+/// run without `USER`).
+fn login_of_this_process() -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    let uid = std::fs::metadata("/proc/self").ok()?.uid().to_string();
+    let passwd = std::fs::read_to_string("/etc/passwd").ok()?;
+    passwd.lines().find_map(|l| {
+        let mut f = l.split(':');
+        let name = f.next()?;
+        (f.nth(1)? == uid).then(|| name.to_string())
+    })
 }

@@ -1,0 +1,284 @@
+//! Actions in-process (cancel, stop, promote, the dashboard's login and forms) given garbage
+//! and the wrong rights: each refused naming why, nothing changed.
+
+use axum::body::Body;
+use axum::http::{Request, StatusCode, header};
+use http_body_util::BodyExt;
+use lakefish_lake::Lake;
+use lakefish_lake::records::JobStore;
+use lakefish_schemas::config::{AuthConfig, Config, Scope, TokenConfig, token_sha256};
+use lakefish_services::{AppState, Queue, router};
+use std::sync::Arc;
+use tower::ServiceExt;
+
+struct App {
+    state: AppState,
+    _dir: tempfile::TempDir,
+}
+
+async fn app(config: Config) -> App {
+    let dir = tempfile::tempdir().unwrap();
+    let lake = Lake::in_memory();
+    let queue = Queue::sqlite(dir.path().join("queue.sqlite").to_str().unwrap())
+        .await
+        .unwrap();
+    App {
+        state: AppState {
+            jobs: JobStore::new(lake.clone()),
+            lake,
+            queue,
+            config: Arc::new(config),
+        },
+        _dir: dir,
+    }
+}
+
+fn with_tokens() -> Config {
+    let token = |name: &str, scopes: Vec<Scope>| TokenConfig {
+        name: name.into(),
+        sha256: token_sha256(&format!("{name}-secret")),
+        scopes,
+    };
+    Config {
+        auth: AuthConfig {
+            anonymous_read: true,
+            tokens: vec![
+                token("ana", vec![Scope::Read, Scope::Submit]),
+                token("root", vec![Scope::Admin]),
+            ],
+        },
+        ..Config::default()
+    }
+}
+
+struct Answer {
+    status: StatusCode,
+    headers: axum::http::HeaderMap,
+    body: String,
+}
+
+impl Answer {
+    fn json(&self) -> serde_json::Value {
+        serde_json::from_str(&self.body).unwrap_or(serde_json::Value::Null)
+    }
+}
+
+async fn send(app: &App, method: &str, uri: &str, headers: &[(&str, &str)], body: &[u8]) -> Answer {
+    let mut req = Request::builder().method(method).uri(uri);
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    let resp = router(app.state.clone())
+        .oneshot(req.body(Body::from(body.to_vec())).unwrap())
+        .await
+        .unwrap();
+    let status = resp.status();
+    let headers = resp.headers().clone();
+    let bytes = resp.into_body().collect().await.unwrap().to_bytes();
+    Answer {
+        status,
+        headers,
+        body: String::from_utf8_lossy(&bytes).into_owned(),
+    }
+}
+
+const JSON: (&str, &str) = ("content-type", "application/json");
+const FORM: (&str, &str) = ("content-type", "application/x-www-form-urlencoded");
+
+#[tokio::test]
+async fn cancels_stops_and_promotions_refuse_garbage_by_name() {
+    let app = app(Config::default()).await;
+    for (uri, says) in [
+        ("/v1/jobs/not-a-uuid/cancel", "not found"),
+        (
+            "/v1/jobs/01a22039-efc3-7440-8415-cf096080c6f7/cancel",
+            "not found",
+        ),
+        ("/v1/sprt/%FF/stop", ""),
+        ("/v1/sprt/sprt-000000000000/stop", "sprt test"),
+    ] {
+        let a = send(&app, "POST", uri, &[], b"").await;
+        assert_eq!(a.status, StatusCode::NOT_FOUND, "{uri}: {}", a.body);
+        assert!(
+            a.json()["error"].as_str().unwrap().contains(says),
+            "{uri}: {}",
+            a.body
+        );
+    }
+    for (body, status, says) in [
+        (&br#"{"name": 5}"#[..], 400, "invalid promotion"),
+        (br#"{"name": "nn-000000000000"}"#, 404, "not registered"),
+        (br#"{"name": "../registry/best"}"#, 400, "net"),
+        (
+            br#"{"name": "nn-000000000000", "by": "me"}"#,
+            400,
+            "unknown field",
+        ),
+        (b"\xff\xfe", 400, "invalid promotion"),
+    ] {
+        let a = send(&app, "POST", "/v1/promotions", &[JSON], body).await;
+        assert_eq!(a.status.as_u16(), status, "{}", a.body);
+        assert!(
+            a.json()["error"].as_str().unwrap().contains(says),
+            "{}",
+            a.body
+        );
+    }
+    let a = send(&app, "GET", "/v1/promotions", &[], b"").await;
+    assert_eq!(
+        a.json()["promotions"],
+        serde_json::json!([]),
+        "nothing promoted"
+    );
+    assert!(
+        lakefish_jobs::nets::read_best(&app.state.lake)
+            .await
+            .unwrap()
+            .is_none()
+    );
+
+    // A queued job cancelled: at once, with who; a second cancel is a conflict.
+    let a = send(
+        &app,
+        "POST",
+        "/v1/jobs",
+        &[JSON],
+        br#"{"kind":"datagen","spec":{"net":"classical","dataset":"d","games":10}}"#,
+    )
+    .await;
+    assert_eq!(a.status, StatusCode::ACCEPTED, "{}", a.body);
+    let id = a.json()["id"].as_str().unwrap().to_string();
+    let a = send(&app, "POST", &format!("/v1/jobs/{id}/cancel"), &[], b"").await;
+    assert_eq!(a.status, StatusCode::OK, "{}", a.body);
+    let rec = a.json();
+    assert_eq!(rec["state"], "cancelled");
+    assert_eq!(rec["cancel"]["by"], "anonymous");
+    let a = send(&app, "POST", &format!("/v1/jobs/{id}/cancel"), &[], b"").await;
+    assert_eq!(a.status, StatusCode::CONFLICT, "{}", a.body);
+    assert!(a.body.contains("is cancelled"), "{}", a.body);
+}
+
+#[tokio::test]
+async fn the_dashboard_login_and_forms_check_tokens_scopes_and_csrf() {
+    let app = app(with_tokens()).await;
+    // An unknown token is a 401 page with the form again; a known one is a cookie for the
+    // dashboard only, and the browser goes where it asked, on this server only.
+    let a = send(
+        &app,
+        "POST",
+        "/ui/login",
+        &[FORM],
+        b"token=nope&next=/ui/jobs",
+    )
+    .await;
+    assert_eq!(a.status, StatusCode::UNAUTHORIZED);
+    assert!(a.body.contains("not one this server knows") && a.body.contains("name=\"token\""));
+    assert!(a.headers.get(header::SET_COOKIE).is_none());
+    let a = send(
+        &app,
+        "POST",
+        "/ui/login",
+        &[FORM],
+        b"token=ana-secret&next=//evil.example/",
+    )
+    .await;
+    assert_eq!(a.status, StatusCode::SEE_OTHER);
+    assert_eq!(a.headers[header::LOCATION], "/");
+    let cookie = a.headers[header::SET_COOKIE].to_str().unwrap().to_string();
+    assert!(
+        cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"),
+        "{cookie}"
+    );
+    let session = cookie.split(';').next().unwrap().to_string();
+    let as_ana = [("cookie", session.as_str()), FORM];
+
+    // The cookie counts on the dashboard, never on the API.
+    let a = send(
+        &app,
+        "POST",
+        "/v1/promotions",
+        &[("cookie", session.as_str()), JSON],
+        br#"{"name":"nn-000000000000"}"#,
+    )
+    .await;
+    assert_eq!(a.status, StatusCode::UNAUTHORIZED, "{}", a.body);
+
+    // The forms a submitter sees carry a CSRF value; without it, or with another, a post is
+    // refused before anything happens.
+    let page = send(&app, "GET", "/ui/sprt/new", &as_ana, b"").await;
+    assert_eq!(page.status, StatusCode::OK);
+    let csrf = page
+        .body
+        .split("name=\"csrf\" value=\"")
+        .nth(1)
+        .and_then(|s| s.split('"').next())
+        .expect("the form carries a CSRF value")
+        .to_string();
+    for body in [
+        "new=best&base=best".to_string(),
+        "new=best&base=best&csrf=0123".to_string(),
+    ] {
+        let a = send(&app, "POST", "/ui/sprt", &as_ana, body.as_bytes()).await;
+        assert_eq!(a.status, StatusCode::FORBIDDEN, "{}", a.body);
+        assert!(
+            a.body.contains("CSRF") && a.body.contains("<html"),
+            "{}",
+            a.body
+        );
+    }
+    // Garbage in a form with the right value: a 400 page naming the field, nothing queued.
+    for (body, says) in [
+        (
+            format!("csrf={csrf}&new=best&base=best&book=lake:raw/books/b.epd&nodes=x"),
+            "nodes",
+        ),
+        (
+            format!("csrf={csrf}&new=%FF&base=best&book=lake:raw/books/b.epd&nodes=10"),
+            "new",
+        ),
+        (
+            format!("csrf={csrf}&base=best&book=lake:raw/books/b.epd&nodes=10"),
+            "new",
+        ),
+    ] {
+        let a = send(&app, "POST", "/ui/sprt", &as_ana, body.as_bytes()).await;
+        assert_eq!(a.status, StatusCode::BAD_REQUEST, "{body}: {}", a.body);
+        assert!(a.body.contains(says), "{body}: {}", a.body);
+    }
+    let big = format!("csrf={csrf}&reason={}", "x".repeat(20_000));
+    let a = send(&app, "POST", "/ui/sprt", &as_ana, big.as_bytes()).await;
+    assert_eq!(a.status, StatusCode::PAYLOAD_TOO_LARGE, "{}", a.body);
+    assert!(app.state.jobs.list(None, 10).await.unwrap().is_empty());
+
+    // A promotion needs admin: the submitter's own valid value does not make it one.
+    let body = format!("csrf={csrf}&name=nn-000000000000");
+    let a = send(&app, "POST", "/ui/promotions", &as_ana, body.as_bytes()).await;
+    assert_eq!(a.status, StatusCode::FORBIDDEN, "{}", a.body);
+    assert!(a.body.contains("admin"), "{}", a.body);
+    // A page read without a token goes to the login form when reads need one; here they
+    // do not, and the anonymous visitor sees no form at all.
+    let a = send(&app, "GET", "/ui/sprt/new", &[], b"").await;
+    assert!(a.body.contains("needs a token") && !a.body.contains("name=\"csrf\""));
+    let a = send(&app, "POST", "/ui/jobs/x/cancel", &[FORM], b"csrf=abc").await;
+    assert_eq!(a.status, StatusCode::UNAUTHORIZED, "{}", a.body);
+    assert!(a.body.contains("/ui/login"), "{}", a.body);
+}
+
+#[tokio::test]
+async fn a_page_read_without_a_token_leads_to_the_login() {
+    let mut config = with_tokens();
+    config.auth.anonymous_read = false;
+    let app = app(config).await;
+    let a = send(&app, "GET", "/ui/jobs?state=running", &[], b"").await;
+    assert_eq!(a.status, StatusCode::SEE_OTHER);
+    assert_eq!(
+        a.headers[header::LOCATION],
+        "/ui/login?next=%2Fui%2Fjobs%3Fstate%3Drunning"
+    );
+    // The login page itself is open; the API still answers JSON.
+    let a = send(&app, "GET", "/ui/login?next=/ui/jobs", &[], b"").await;
+    assert_eq!(a.status, StatusCode::OK);
+    let a = send(&app, "GET", "/v1/jobs", &[], b"").await;
+    assert_eq!(a.status, StatusCode::UNAUTHORIZED);
+    assert!(a.json()["error"].is_string());
+}
