@@ -160,7 +160,7 @@ fn people_act_from_the_dashboard_with_the_scopes_their_tokens_give() {
     let shots = workspace_root().join("target/dashboard-screenshots");
     std::fs::create_dir_all(&shots).unwrap();
     let mut c = Chrome::launch();
-    let mut shot =
+    let shot =
         |c: &mut Chrome, name: &str| c.screenshot(&shots.join(format!("actions-{name}.png")));
 
     // Anonymous: reads, but no buttons, and the form asks for a login.
