@@ -132,6 +132,70 @@ pub struct GameRecord {
     /// PGN `TimeControl`: `8+0.08`, or `-` for node-limited games.
     #[serde(default)]
     pub time_control: Option<String>,
+    /// What the engine said about each move: its score, depth and time (the PGN's move
+    /// comments, as fastchess writes them).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<MoveNote>,
+    /// When the game started and ended (RFC 3339, UTC).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ended: Option<String>,
+}
+
+/// One move's engine output, from the mover's view.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct MoveNote {
+    /// `+0.31` (pawns) or `+M3` / `-M2` (mate in moves), when the engine gave a score.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub eval: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub depth: Option<u32>,
+    /// Time the move took, milliseconds.
+    pub ms: u64,
+}
+
+impl MoveNote {
+    fn new(score: Option<Score>, depth: Option<u32>, took: Duration) -> MoveNote {
+        let eval = score.map(|s| match s {
+            Score::Cp(cp) => format!("{:+.2}", cp as f64 / 100.0),
+            Score::Mate(m) if m >= 0 => format!("+M{m}"),
+            Score::Mate(m) => format!("-M{}", -m),
+        });
+        MoveNote {
+            eval,
+            depth,
+            ms: took.as_millis() as u64,
+        }
+    }
+
+    /// `+0.31/14 0.212s`, fastchess's move comment.
+    fn comment(&self) -> String {
+        let time = format!("{:.3}s", self.ms as f64 / 1000.0);
+        match (&self.eval, self.depth) {
+            (Some(e), Some(d)) => format!("{e}/{d} {time}"),
+            (Some(e), None) => format!("{e} {time}"),
+            _ => time,
+        }
+    }
+}
+
+/// A PGN header value: quotes and control characters (an engine's name with a newline)
+/// cannot end the tag or the line.
+fn tag_value(v: &str) -> String {
+    v.chars()
+        .map(|c| match c {
+            '"' => '\'',
+            '\\' => '/',
+            c if c.is_control() => ' ',
+            c => c,
+        })
+        .collect()
+}
+
+/// `2026-11-28T03:36:37 +0000` (fastchess's GameStartTime) from RFC 3339.
+fn pgn_time(t: &str) -> Option<chrono::DateTime<chrono::FixedOffset>> {
+    chrono::DateTime::parse_from_rfc3339(t).ok()
 }
 
 impl GameRecord {
@@ -144,24 +208,52 @@ impl GameRecord {
         }
     }
 
-    /// The game as PGN, with the opening as a FEN tag.
+    /// The game as PGN, as fastchess writes it: its headers in fastchess's order (dates,
+    /// times and duration, `Termination` in fastchess's words), the opening as a FEN tag, and
+    /// after each move the engine's score, depth and time; the last comment says how the game
+    /// ended. `round` is the pair's number, which both games of a pair share.
     pub fn to_pgn(&self, event: &str, round: &str) -> String {
+        let start = self.started.as_deref().and_then(pgn_time);
+        let end = self.ended.as_deref().and_then(pgn_time);
+        let date = start.map_or("????.??.??".to_string(), |t| {
+            t.format("%Y.%m.%d").to_string()
+        });
+        let stamp =
+            |t: chrono::DateTime<chrono::FixedOffset>| t.format("%Y-%m-%dT%H:%M:%S %z").to_string();
+        let mut tags: Vec<(&str, String)> = vec![
+            ("Event", event.into()),
+            ("Site", "lakefish".into()),
+            ("Date", date),
+            ("Round", round.into()),
+            ("White", self.white.clone()),
+            ("Black", self.black.clone()),
+            ("Result", self.result.clone()),
+            ("SetUp", "1".into()),
+            ("FEN", self.opening.clone()),
+        ];
+        if let (Some(a), Some(b)) = (start, end) {
+            let secs = (b - a).num_seconds().max(0);
+            tags.push((
+                "GameDuration",
+                format!("{:02}:{:02}:{:02}", secs / 3600, secs / 60 % 60, secs % 60),
+            ));
+            tags.push(("GameStartTime", stamp(a)));
+            tags.push(("GameEndTime", stamp(b)));
+        }
+        tags.extend([
+            ("PlyCount", self.moves.len().to_string()),
+            (
+                "Termination",
+                fastchess_termination(self.termination).into(),
+            ),
+            (
+                "TimeControl",
+                self.time_control.clone().unwrap_or("-".into()),
+            ),
+        ]);
         let mut s = String::new();
-        for (k, v) in [
-            ("Event", event),
-            ("Site", "lakefish"),
-            ("Date", "????.??.??"),
-            ("Round", round),
-            ("White", &self.white),
-            ("Black", &self.black),
-            ("Result", &self.result),
-            ("FEN", &self.opening),
-            ("SetUp", "1"),
-            ("TimeControl", self.time_control.as_deref().unwrap_or("-")),
-            ("Termination", termination_text(self.termination)),
-            ("PlyCount", &self.moves.len().to_string()),
-        ] {
-            s.push_str(&format!("[{k} \"{}\"]\n", v.replace('"', "'")));
+        for (k, v) in tags {
+            s.push_str(&format!("[{k} \"{}\"]\n", tag_value(&v)));
         }
         s.push('\n');
         let start: Chess = self
@@ -182,6 +274,13 @@ impl GameRecord {
             line.push_str(&tok);
             line.push(' ');
         };
+        // How it ended, in the last move's comment (or alone, for a game without moves).
+        let ending = self
+            .reason
+            .clone()
+            .unwrap_or_else(|| termination_text(self.termination).to_string());
+        let last = self.moves.len().saturating_sub(1);
+        let mut ended_said = false;
         for (i, m) in self.moves.iter().enumerate() {
             if white {
                 push(format!("{number}."), &mut line, &mut s);
@@ -189,13 +288,27 @@ impl GameRecord {
                 push(format!("{number}..."), &mut line, &mut s);
             }
             push(m.clone(), &mut line, &mut s);
+            let mut comment = self.notes.get(i).map(MoveNote::comment);
+            if i == last {
+                comment = Some(match comment {
+                    Some(c) => format!("{c}, {ending}"),
+                    None => ending.clone(),
+                });
+                ended_said = true;
+            }
+            if let Some(c) = comment {
+                let c = format!("{{{}}}", c.replace(['{', '}'], ""));
+                for word in c.split(' ') {
+                    push(word.to_string(), &mut line, &mut s);
+                }
+            }
             if !white {
                 number += 1;
             }
             white = !white;
         }
-        if let Some(reason) = &self.reason {
-            let comment = format!("{{{}}}", reason.replace(['{', '}'], ""));
+        if !ended_said {
+            let comment = format!("{{{}}}", ending.replace(['{', '}'], ""));
             for word in comment.split(' ') {
                 push(word.to_string(), &mut line, &mut s);
             }
@@ -207,7 +320,26 @@ impl GameRecord {
     }
 }
 
-fn termination_text(t: Termination) -> &'static str {
+/// fastchess's `Termination` tag: normal, adjudication, time forfeit, illegal move or
+/// abandoned (the detail goes in the last move's comment).
+fn fastchess_termination(t: Termination) -> &'static str {
+    match t {
+        Termination::Checkmate
+        | Termination::Stalemate
+        | Termination::Repetition
+        | Termination::FiftyMoves
+        | Termination::InsufficientMaterial => "normal",
+        Termination::ResignAdjudication | Termination::DrawAdjudication | Termination::PlyLimit => {
+            "adjudication"
+        }
+        Termination::TimeForfeit => "time forfeit",
+        Termination::IllegalMove => "illegal move",
+        Termination::Crash | Termination::Stall | Termination::Unresponsive => "abandoned",
+    }
+}
+
+/// How a game ended, in words (the last move's comment).
+pub fn termination_text(t: Termination) -> &'static str {
     match t {
         Termination::Checkmate => "checkmate",
         Termination::Stalemate => "stalemate",
@@ -283,8 +415,9 @@ enum Mover {
 /// What a side answered for one move.
 struct Reply {
     mv: Result<shakmaty::Move, (Termination, String)>,
-    /// Centipawns from the mover's view, when it said.
-    cp: Option<i32>,
+    /// From the mover's view, when it said.
+    score: Option<Score>,
+    depth: Option<u32>,
 }
 
 impl Mover {
@@ -319,18 +452,21 @@ impl Mover {
             Mover::Builtin(searcher) => {
                 let started = Instant::now();
                 let result = searcher.search(pos, keys, limits, |_| {});
-                let cp = Score::from_internal(result.value, pos).centipawns_or_mate();
+                let score = Some(Score::from_internal(result.value, pos));
+                let depth = Some(result.depth);
                 let margin = Duration::from_millis(config.time_margin_ms);
                 if left.is_some_and(|l| started.elapsed() > l + margin) {
                     return Reply {
                         mv: Err((Termination::TimeForfeit, format!("{name} lost on time"))),
-                        cp: Some(cp),
+                        score,
+                        depth,
                     };
                 }
                 let mv = result.best.expect("a legal move exists");
                 Reply {
                     mv: Ok(mv),
-                    cp: Some(cp),
+                    score,
+                    depth,
                 }
             }
             Mover::Uci(process) => {
@@ -357,11 +493,12 @@ impl Mover {
                         };
                         return Reply {
                             mv: Err((t, format!("{name} {fault}"))),
-                            cp: None,
+                            score: None,
+                            depth: None,
                         };
                     }
                 };
-                let cp = reply.score.map(Score::centipawns_or_mate);
+                let (score, depth) = (reply.score, reply.depth);
                 if let Some(l) = left
                     && reply.elapsed > l + margin
                 {
@@ -372,7 +509,8 @@ impl Mover {
                     );
                     return Reply {
                         mv: Err((Termination::TimeForfeit, text)),
-                        cp,
+                        score,
+                        depth,
                     };
                 }
                 let legal = UciMove::from_ascii(reply.bestmove.as_bytes())
@@ -386,7 +524,7 @@ impl Mover {
                         format!("{name} played an illegal move {shown:?} in {fen}"),
                     )
                 });
-                Reply { mv, cp }
+                Reply { mv, score, depth }
             }
         }
     }
@@ -400,10 +538,14 @@ pub fn play_game(
     config: &MatchConfig,
 ) -> GameRecord {
     let start_fen = Fen::from_position(opening, EnPassantMode::Legal).to_string();
+    let now = || chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+    let started_at = now();
+    let mut notes: Vec<MoveNote> = Vec::new();
     let finish = |winner: Winner,
                   termination: Termination,
                   reason: Option<String>,
-                  moves: Vec<String>| GameRecord {
+                  moves: Vec<String>,
+                  notes: Vec<MoveNote>| GameRecord {
         white: white.name.clone(),
         black: black.name.clone(),
         opening: start_fen.clone(),
@@ -420,6 +562,9 @@ pub fn play_game(
             Some((base, inc)) => format!("{}+{}", base as f64 / 1000.0, inc as f64 / 1000.0),
             None => "-".into(),
         }),
+        notes,
+        started: Some(started_at.clone()),
+        ended: Some(now()),
     };
     // Black's engine first, so index by `Color as usize`; White starts second, so a White
     // that does not answer is found before it would move.
@@ -433,7 +578,7 @@ pub fn play_game(
                     EngineFault::Crashed(_) => Termination::Crash,
                     _ => Termination::Unresponsive,
                 };
-                return finish(Some(!colour), t, Some(text), Vec::new());
+                return finish(Some(!colour), t, Some(text), Vec::new(), Vec::new());
             }
         }
     }
@@ -450,15 +595,15 @@ pub fn play_game(
     loop {
         let k = key(&pos);
         if let Some((winner, termination)) = rule_ending(&pos, k, &keys) {
-            return finish(winner, termination, None, moves);
+            return finish(winner, termination, None, moves, notes);
         }
         if moves.len() as u32 >= config.max_plies {
-            return finish(None, Termination::PlyLimit, None, moves);
+            return finish(None, Termination::PlyLimit, None, moves, notes);
         }
         if let Some(w) = adjudicate(&white_scores, moves.len() as u32, config) {
             return match w {
-                Some(c) => finish(Some(c), Termination::ResignAdjudication, None, moves),
-                None => finish(None, Termination::DrawAdjudication, None, moves),
+                Some(c) => finish(Some(c), Termination::ResignAdjudication, None, moves, notes),
+                None => finish(None, Termination::DrawAdjudication, None, moves, notes),
             };
         }
 
@@ -486,15 +631,19 @@ pub fn play_game(
         );
         let mv = match reply.mv {
             Ok(mv) => mv,
-            Err((termination, text)) => return finish(Some(!turn), termination, Some(text), moves),
+            Err((termination, text)) => {
+                return finish(Some(!turn), termination, Some(text), moves, notes);
+            }
         };
+        notes.push(MoveNote::new(reply.score, reply.depth, started.elapsed()));
         if let Some(c) = clocks.as_mut() {
             let left = &mut c[turn as usize];
             *left = left.saturating_sub(started.elapsed()) + inc;
         }
         white_scores.push(
             reply
-                .cp
+                .score
+                .map(Score::centipawns_or_mate)
                 .map(|cp| if turn == Color::White { cp } else { -cp }),
         );
         moves.push(SanPlus::from_move(pos.clone(), mv).to_string());
@@ -579,6 +728,107 @@ mod tests {
         Player::builtin(name, Evaluator::Classical)
     }
 
+    /// fastchess's PGN: its headers in its order, a comment with score, depth and time after
+    /// each move, and how the game ended in the last one.
+    #[test]
+    fn games_are_written_as_fastchess_writes_them() {
+        let config = MatchConfig {
+            nodes: Some(300),
+            ..MatchConfig::default()
+        };
+        let g = play_game(
+            &classical("new\nname"),
+            &classical("base"),
+            &Chess::default(),
+            &config,
+        );
+        let pgn = g.to_pgn("lakefish sprt x", "7");
+        let tags: Vec<&str> = pgn
+            .lines()
+            .take_while(|l| l.starts_with('['))
+            .map(|l| l[1..].split(' ').next().unwrap())
+            .collect();
+        assert_eq!(
+            tags,
+            [
+                "Event",
+                "Site",
+                "Date",
+                "Round",
+                "White",
+                "Black",
+                "Result",
+                "SetUp",
+                "FEN",
+                "GameDuration",
+                "GameStartTime",
+                "GameEndTime",
+                "PlyCount",
+                "Termination",
+                "TimeControl"
+            ]
+        );
+        let tag = |k: &str| {
+            pgn.lines()
+                .find_map(|l| l.strip_prefix(&format!("[{k} \"")))
+                .and_then(|v| v.strip_suffix("\"]"))
+                .unwrap()
+                .to_string()
+        };
+        assert_eq!(
+            tag("White"),
+            "new name",
+            "a newline cannot break the header"
+        );
+        assert_eq!(tag("Round"), "7");
+        let date = tag("Date");
+        assert!(date.len() == 10 && date.as_bytes()[4] == b'.', "{date}");
+        let start = tag("GameStartTime");
+        assert!(
+            start.ends_with(" +0000") && start.as_bytes()[10] == b'T',
+            "{start}"
+        );
+        let duration = tag("GameDuration");
+        assert!(
+            duration.len() == 8 && duration.as_bytes()[2] == b':',
+            "{duration}"
+        );
+        assert!(
+            ["normal", "adjudication"].contains(&tag("Termination").as_str()),
+            "{pgn}"
+        );
+        // `{+0.31/14 0.212s}`, one per move; the last adds how the game ended.
+        let body: String = pgn.split("\n\n").nth(1).unwrap().replace('\n', " ");
+        let comments: Vec<&str> = body
+            .split('{')
+            .skip(1)
+            .map(|c| c.split('}').next().unwrap())
+            .collect();
+        assert_eq!(comments.len(), g.moves.len(), "{pgn}");
+        for c in &comments {
+            let (score, rest) = c.split_once('/').unwrap_or_else(|| panic!("{c}"));
+            assert!(
+                score.starts_with(['+', '-']) && score.contains('.') || score.contains('M'),
+                "{c}"
+            );
+            let time = rest.split(' ').nth(1).unwrap().trim_end_matches(',');
+            assert!(
+                time.ends_with('s') && time.trim_end_matches('s').parse::<f64>().is_ok(),
+                "{c}"
+            );
+        }
+        assert!(
+            comments
+                .last()
+                .unwrap()
+                .ends_with(termination_text(g.termination)),
+            "{pgn}"
+        );
+        // The PGN replays from its FEN with its SAN moves.
+        let book = crate::book::Book::parse("g.pgn", pgn.as_bytes());
+        assert!(book.is_ok(), "{book:?}");
+    }
+
     #[test]
     fn a_pair_is_deterministic_and_consistent() {
         let config = MatchConfig {
@@ -588,7 +838,18 @@ mod tests {
         let open = Chess::default();
         let a = play_pair(&classical("new"), &classical("base"), &open, &config);
         let b = play_pair(&classical("new"), &classical("base"), &open, &config);
-        assert_eq!(a, b);
+        // The same moves, results and engine output; only the clock readings differ.
+        let untimed = |p: &PairRecord| {
+            p.games
+                .iter()
+                .map(|g| {
+                    let said: Vec<_> = g.notes.iter().map(|n| (n.eval.clone(), n.depth)).collect();
+                    (g.moves.clone(), g.result.clone(), g.termination, said)
+                })
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(untimed(&a), untimed(&b));
+        assert_eq!(a.games[0].notes.len(), a.games[0].moves.len());
         let (w, d, l) = a.wdl();
         assert_eq!(w + d + l, 2);
         assert_eq!(a.bin() as u64, 2 * w + d);
@@ -678,9 +939,10 @@ mod tests {
             let pgn = g.to_pgn("t", "1");
             assert!(pgn.contains("[Result \"1-0\"]"), "{pgn}");
             assert!(
-                pgn.contains(&format!("{{{name}")),
+                pgn.contains(&format!("{{{name}")) || pgn.contains(&format!(", {name}")),
                 "the reason is a comment: {pgn}"
             );
+            assert!(pgn.contains("[Termination \""), "{pgn}");
             assert!(pgn.contains("[TimeControl \"-\"]"), "{pgn}");
         }
         let pgn = play_game(&faulty("garbage"), &classical("b"), &open, &config).to_pgn("t", "1");
@@ -689,7 +951,7 @@ mod tests {
             "junk is not copied into the PGN: {} bytes",
             pgn.len()
         );
-        assert!(pgn.contains("rules infraction"), "{pgn}");
+        assert!(pgn.contains("[Termination \"illegal move\"]"), "{pgn}");
     }
 
     #[test]

@@ -49,6 +49,8 @@ pub struct SearchReply {
     pub bestmove: String,
     /// The score of the last `info ... score` line, from the side to move's view.
     pub score: Option<Score>,
+    /// The depth of the last `info ... depth` line.
+    pub depth: Option<u32>,
     /// From sending `go` to reading `bestmove`.
     pub elapsed: Duration,
 }
@@ -321,6 +323,7 @@ impl UciProcess {
         self.send(go)?;
         let deadline = started + wait;
         let mut score = None;
+        let mut depth = None;
         loop {
             match self.next_line(deadline) {
                 Wait::Line(l) => {
@@ -330,11 +333,13 @@ impl UciProcess {
                         return Ok(SearchReply {
                             bestmove,
                             score,
+                            depth,
                             elapsed,
                         });
                     }
                     if l.starts_with("info ") && !l.starts_with("info string") {
                         score = parse_score(&l).or(score);
+                        depth = parse_depth(&l).or(depth);
                     }
                 }
                 Wait::Timeout => {
@@ -373,6 +378,17 @@ impl Drop for UciProcess {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// `depth N` of an `info` line (not `seldepth`).
+pub fn parse_depth(line: &str) -> Option<u32> {
+    let mut words = line.split_whitespace();
+    while let Some(w) = words.next() {
+        if w == "depth" {
+            return words.next()?.parse().ok();
+        }
+    }
+    None
 }
 
 /// `score cp N` / `score mate N` of an `info` line.
@@ -481,6 +497,12 @@ mod tests {
             Some(Score::Mate(-2))
         );
         assert_eq!(parse_score("info depth 3 score cp"), None);
+        assert_eq!(
+            parse_depth("info seldepth 12 depth 10 score cp 1"),
+            Some(10)
+        );
+        assert_eq!(parse_depth("info depth x"), None);
+        assert_eq!(parse_depth("info nodes 5"), None);
         assert_eq!(parse_score("info depth 3 score wdl 1 2 3"), None);
         assert_eq!(
             parse_score("info score cp 99999999999"),

@@ -247,7 +247,7 @@ fn play_batch(arena: &Arena, index: u64, threads: usize) -> SprtBatch {
             let event = format!("lakefish sprt {}", arena.plan.id);
             batch
                 .pgn
-                .push_str(&game.to_pgn(&event, &format!("{}.{}", pair + 1, g + 1)));
+                .push_str(&game.to_pgn(&event, &(pair + 1).to_string()));
         }
     }
     batch
@@ -739,8 +739,8 @@ pub struct GameRow {
     pub white: String,
     pub black: String,
     pub result: String,
-    /// How it ended (`Termination`): adjudication, time forfeit, an engine's fault; empty
-    /// when the game ended on the board.
+    /// How it ended: the detail the last move's comment gives ("adjudication: draw",
+    /// "checkmate", an engine's fault), else the `Termination` tag.
     pub termination: String,
     /// Half-moves played (`PlyCount`), when the header is there.
     pub plies: Option<u32>,
@@ -775,12 +775,13 @@ pub fn games_of(pgn: &str) -> Vec<GameRow> {
                     })
                     .unwrap_or_default()
             };
+            let detail = ending_of(text);
             GameRow {
                 round: header("Round"),
                 white: header("White"),
                 black: header("Black"),
                 result: header("Result"),
-                termination: header("Termination"),
+                termination: detail.unwrap_or_else(|| header("Termination")),
                 plies: header("PlyCount").parse().ok(),
                 text: text.trim_end().to_string() + "\n",
             }
@@ -788,9 +789,45 @@ pub fn games_of(pgn: &str) -> Vec<GameRow> {
         .collect()
 }
 
+/// How a game ended, from the comment on its last move as lakefish and fastchess write it
+/// (`{+0.31/14 0.212s, adjudication: draw}`; a game without moves: `{the reason}`).
+fn ending_of(game: &str) -> Option<String> {
+    let at = game.rfind('{')?;
+    let comment = game[at + 1..].split('}').next()?;
+    let comment = comment.split_whitespace().collect::<Vec<_>>().join(" ");
+    // A move's own note (`+0.31/14 0.212s`, `0.212s`) says nothing of the ending.
+    let is_note = |c: &str| {
+        c.rsplit(' ')
+            .next()
+            .and_then(|t| t.strip_suffix('s'))
+            .is_some_and(|t| t.parse::<f64>().is_ok())
+    };
+    match comment.split_once(", ") {
+        Some((note, ending)) if is_note(note) => Some(ending.to_string()),
+        _ if is_note(&comment) => None,
+        _ => Some(comment),
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::games_of;
+    use super::{ending_of, games_of};
+
+    #[test]
+    fn the_ending_is_read_from_the_last_comment() {
+        let g = "1. e4 {+0.10/3 0.010s} e5 {-0.05/2 0.020s, adjudication: resign} 1-0";
+        assert_eq!(ending_of(g).as_deref(), Some("adjudication: resign"));
+        assert_eq!(ending_of("1. e4 {+0.10/3 0.010s} 1-0"), None);
+        assert_eq!(
+            ending_of("{sf crashed, it said: x} 0-1").as_deref(),
+            Some("sf crashed, it said: x")
+        );
+        assert_eq!(
+            ending_of("1. e4 {0.002s, sf crashed, it said: x} 0-1").as_deref(),
+            Some("sf crashed, it said: x")
+        );
+        assert_eq!(ending_of("1. e4 1-0"), None);
+    }
 
     #[test]
     fn a_pgn_splits_into_its_games_with_their_headers() {
