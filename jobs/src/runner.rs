@@ -41,6 +41,26 @@ macro_rules! dispatch {
 }
 lakefish_schemas::job_kinds!(dispatch);
 
+impl Job for lakefish_schemas::sprt::GauntletSpec {
+    fn run(&self, _: JobKind, ctx: &JobContext, _: &JobId) -> Result<serde_json::Value, JobError> {
+        let mut done = 0;
+        let report = crate::gauntlet::run_here(ctx, self, |status| {
+            done += 1;
+            ctx.progress.report(&Progress {
+                stage: format!(
+                    "gauntlet against {}: {} ({} games)",
+                    self.against, status.base.name, status.games
+                ),
+                done,
+                total: Some(self.levels.len() as u64),
+                unit: "levels".into(),
+                rows: 0,
+            })
+        })?;
+        Ok(serde_json::to_value(report)?)
+    }
+}
+
 impl Job for lakefish_schemas::IngestSpec {
     fn run(
         &self,

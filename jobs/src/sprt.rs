@@ -515,6 +515,7 @@ pub fn run_here(ctx: &JobContext, spec: &SprtSpec) -> Result<SprtStatus, JobErro
     }
     let arena = arena(ctx, &plan)?;
     for index in 0..plan.spec.batches() {
+        ctx.check_cancelled()?;
         ensure_batch(ctx, &arena, index)?;
         let status = advance(ctx, &plan)?;
         if status.state != SprtState::Running {

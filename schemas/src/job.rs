@@ -115,6 +115,9 @@ macro_rules! job_kinds {
             Sprt = "sprt", $crate::SprtSpec, submit;
             /// Self-play games into a binpack, ingested as `positions/source=selfplay`.
             Datagen = "datagen", $crate::DatagenSpec, submit;
+            /// A side's rating against a reference engine at several `UCI_Elo` levels, each a
+            /// fixed-length match stored as an SPRT test; played on one worker.
+            Gauntlet = "gauntlet", $crate::sprt::GauntletSpec, submit;
             /// One batch of an SPRT's game pairs (queued by the `sprt` job and by earlier batches).
             SprtBatch = "sprt_batch", $crate::SprtTask, internal;
             /// Pass 1 of a fanned-out shuffle for one input part (queued by the `shuffle` job).
@@ -152,7 +155,8 @@ validated_by_inherent_method!(
     crate::RegisterSpec,
     crate::SprtSpec,
     crate::SprtTask,
-    crate::DatagenSpec
+    crate::DatagenSpec,
+    crate::sprt::GauntletSpec
 );
 impl KindSpec for MaskSpec {}
 
@@ -364,6 +368,7 @@ impl JobSpec {
         match self {
             JobSpec::Sprt(s) => vec![("new", &s.new), ("base", &s.base)],
             JobSpec::Datagen(d) => d.engine.iter().map(|e| ("engine", e)).collect(),
+            JobSpec::Gauntlet(g) => vec![("engine", &g.engine)],
             _ => Vec::new(),
         }
     }

@@ -615,7 +615,7 @@ async fn submit_job(
 /// A job through the door: its inputs, engines and spec checked (a 4xx naming the field, with
 /// nothing recorded or queued), an SPRT planned, then recorded and queued by the one
 /// [`crate::queue::submit`] rule (503 when the queue does not take it; nothing stays).
-async fn admit(
+pub(crate) async fn admit(
     s: &AppState,
     spec: &JobSpec,
 ) -> Result<(JobId, Option<lakefish_schemas::SprtPlan>), ApiError> {

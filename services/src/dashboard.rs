@@ -160,7 +160,7 @@ pub(crate) fn job_target(rec: &JobRecord) -> String {
     let spec = v.get("spec").unwrap_or(&v);
     let mut parts = Vec::new();
     for key in [
-        "dataset", "datasets", "shuffle", "run", "new", "base", "net",
+        "dataset", "datasets", "shuffle", "run", "new", "base", "net", "engine", "against",
     ] {
         match spec.get(key) {
             Some(serde_json::Value::String(s)) => parts.push(format!("{key}={s}")),
@@ -752,7 +752,9 @@ pub async fn sprt_list(State(s): State<AppState>) -> Page {
     let busy = tests.iter().any(|t| t.state == SprtState::Running);
     let mut body = String::new();
     if crate::session::viewer().can(lakefish_schemas::config::Scope::Submit) {
-        body.push_str(r#"<p><a href="/ui/sprt/new">New test</a></p>"#);
+        body.push_str(
+            r#"<p><a href="/ui/sprt/new">New test</a> · <a href="/ui/gauntlet/new">New gauntlet</a></p>"#,
+        );
     }
     if tests.is_empty() {
         body.push_str("<p>No SPRT tests yet.</p>");

@@ -203,6 +203,24 @@ fn made_links(result: &serde_json::Value) -> Vec<String> {
             i = escape(sprt)
         ));
     }
+    // A gauntlet's levels, each a test of its own.
+    for level in result
+        .get("levels")
+        .and_then(|l| l.as_array())
+        .into_iter()
+        .flatten()
+    {
+        if let Some(sprt) = level.get("sprt").and_then(|v| v.as_str())
+            && sprt.starts_with("sprt-")
+            && SprtId::new(sprt).is_ok()
+        {
+            let elo = level.get("uci_elo").and_then(|v| v.as_u64()).unwrap_or(0);
+            out.push(format!(
+                r#"UCI_Elo {elo}: <a href="/ui/sprt/{i}">{i}</a>"#,
+                i = escape(sprt)
+            ));
+        }
+    }
     out
 }
 

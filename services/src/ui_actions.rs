@@ -76,6 +76,18 @@ pub(crate) fn routes() -> Vec<Route> {
             "Dashboard form: create an SPRT (fields as POST /v1/sprt; CSRF).",
             post(create_sprt),
         ),
+        route(
+            M::GET,
+            "/ui/gauntlet/new",
+            "Dashboard: the form that queues a gauntlet (HTML).",
+            get(new_gauntlet_page),
+        )
+        .page(),
+        action(
+            "/ui/gauntlet",
+            "Dashboard form: queue a gauntlet (fields as a `gauntlet` job's spec; CSRF).",
+            post(create_gauntlet),
+        ),
         action(
             "/ui/sprt/{id}/stop",
             "Dashboard form: stop a running SPRT (CSRF).",
@@ -372,19 +384,7 @@ async fn new_sprt_page(State(s): State<AppState>) -> Page {
         return Ok(layout("New SPRT", "/ui/sprt", false, body));
     }
     let sides = side_options(&s).await?;
-    let mut books = String::new();
-    for m in s.lake.list("raw/books").await? {
-        let key = m.location.to_string();
-        let _ = write!(
-            books,
-            r#"<option value="lake:{k}">{k}</option>"#,
-            k = escape(&key)
-        );
-    }
-    if books.is_empty() {
-        books =
-            r#"<option value="">(no book uploaded: lakefish upload --book FILE)</option>"#.into();
-    }
+    let books = book_options(&s).await?;
     let body = format!(
         r#"<form method="post" action="/ui/sprt" class="stack">{csrf}
 <datalist id="sides">{sides}</datalist>
@@ -455,6 +455,100 @@ pub(crate) async fn promotions(s: &AppState) -> Result<String, ApiError> {
     }
     t.push_str("</table>");
     Ok(t)
+}
+
+/// The gauntlet fields the form sends as text, and as numbers.
+const GAUNTLET_TEXT: [&str; 4] = ["engine", "against", "book", "tc"];
+const GAUNTLET_NUMBERS: [&str; 3] = ["pairs", "nodes", "seed"];
+
+async fn create_gauntlet(State(s): State<AppState>, body: Bytes) -> Result<Response, PageError> {
+    let form = Form::parse(&body, true)?;
+    let mut spec = serde_json::Map::new();
+    for f in GAUNTLET_TEXT {
+        if let Some(v) = form.get(f) {
+            spec.insert(f.into(), v.into());
+        }
+    }
+    for f in GAUNTLET_NUMBERS {
+        if let Some(v) = form.number(f)? {
+            spec.insert(f.into(), v);
+        }
+    }
+    // `1350, 1600 2000`: UCI_Elo levels, comma- or space-separated.
+    let mut levels = Vec::new();
+    for v in form
+        .get("levels")
+        .unwrap_or("")
+        .split([',', ' '])
+        .filter(|v| !v.is_empty())
+    {
+        let n: u32 = v
+            .parse()
+            .map_err(|_| ApiError::BadRequest(format!("levels: {v:?} is not a UCI_Elo")))?;
+        levels.push(n);
+    }
+    spec.insert("levels".into(), levels.into());
+    let body = serde_json::json!({"kind": "gauntlet", "spec": spec});
+    let spec = lakefish_schemas::JobSpec::from_request(body.to_string().as_bytes())
+        .map_err(|e| ApiError::BadRequest(e.to_string()))?;
+    let (id, _) = crate::api::admit(&s, &spec).await?;
+    Ok(see(&format!("/ui/jobs/{id}")))
+}
+
+async fn new_gauntlet_page(State(s): State<AppState>) -> Page {
+    let v = session::viewer();
+    if !v.can(lakefish_schemas::config::Scope::Submit) {
+        let body = r#"<p>Queueing a gauntlet needs a token with the submit scope: <a href="/ui/login?next=/ui/gauntlet/new">log in</a>.</p>"#;
+        return Ok(layout("New gauntlet", "/ui/sprt", false, body));
+    }
+    let sides = side_options(&s).await?;
+    let mut engines = String::new();
+    for e in lakefish_jobs::engines::list(&s.lake).await? {
+        let _ = write!(
+            engines,
+            r#"<option value="{n}">{n}</option>"#,
+            n = escape(&e.name)
+        );
+    }
+    if engines.is_empty() {
+        engines =
+            r#"<option value="">(no engine registered: lakefish engines add)</option>"#.into();
+    }
+    let body = format!(
+        r#"<form method="post" action="/ui/gauntlet" class="stack">{csrf}
+<datalist id="sides">{sides}</datalist>
+<label>Side <input name="engine" list="sides" required size="40" value="best"></label>
+<label>Against <select name="against">{engines}</select> at these <code>UCI_Elo</code> levels <input name="levels" size="24" placeholder="1350, 1600, 2000" required></label>
+<label>Book <select name="book">{books}</select></label>
+<fieldset><legend>Limit (one of)</legend>
+<label>Time control <input name="tc" size="10" placeholder="8+0.08"></label>
+<label>Nodes per move <input name="nodes" size="10" placeholder="5000"></label></fieldset>
+<label>Pairs per level <input name="pairs" size="6" value="20"></label>
+<label>Seed <input name="seed" size="6" value="0"></label>
+<button type="submit">Queue the gauntlet</button></form>
+<p>One fixed-length match per level, each stored as a test with its games; the rating is fitted on the reference's scale. The same checks as <code>POST /v1/jobs</code> with kind <code>gauntlet</code>.</p>"#,
+        csrf = v.csrf_input(),
+        books = book_options(&s).await?,
+    );
+    Ok(layout("New gauntlet", "/ui/sprt", false, &body))
+}
+
+/// The uploaded books, as form options (`lake:raw/books/...`).
+async fn book_options(s: &AppState) -> Result<String, ApiError> {
+    let mut books = String::new();
+    for m in s.lake.list("raw/books").await? {
+        let key = m.location.to_string();
+        let _ = write!(
+            books,
+            r#"<option value="lake:{k}">{k}</option>"#,
+            k = escape(&key)
+        );
+    }
+    if books.is_empty() {
+        books =
+            r#"<option value="">(no book uploaded: lakefish upload --book FILE)</option>"#.into();
+    }
+    Ok(books)
 }
 
 #[cfg(test)]

@@ -316,6 +316,51 @@ fn people_act_from_the_dashboard_with_the_scopes_their_tokens_give() {
     assert!(c.html().contains("cancelled by tester"), "{}", c.html());
     shot(&mut c, "job-cancelled");
 
+    // A gauntlet queued from its form against Stockfish (registered by an admin): one level,
+    // played by a worker, its test linked from the job's page.
+    let (status, body) = api.send(
+        "POST",
+        "/v1/engines",
+        boss,
+        Some(
+            json!({"name": "stockfish", "command": "/usr/games/stockfish",
+            "options": {"Threads": "1", "Hash": "8"},
+            "allow": {"UCI_LimitStrength": {}, "UCI_Elo": {}}}),
+        ),
+    );
+    assert_eq!(status, 201, "{body}");
+    c.goto(&format!("{url}/ui/gauntlet/new"));
+    c.submit(
+        "form.stack",
+        &[
+            ("engine", "classical"),
+            ("levels", "1350"),
+            ("nodes", "200"),
+            ("pairs", "1"),
+        ],
+    );
+    let job_page = c.url();
+    assert!(job_page.contains("/ui/jobs/"), "{job_page}: {}", c.html());
+    let gauntlet = job_page.rsplit('/').next().unwrap().to_string();
+    let start = Instant::now();
+    let rec = loop {
+        let rec = api.get(&format!("/v1/jobs/{gauntlet}"));
+        if rec["state"] != "queued" && rec["state"] != "running" {
+            break rec;
+        }
+        assert!(start.elapsed() < Duration::from_secs(60), "{rec:#}");
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert_eq!(rec["state"], "succeeded", "{rec:#}");
+    assert_eq!(rec["result"]["games"], 2, "{rec:#}");
+    c.goto(&job_page);
+    assert!(
+        c.html().contains("UCI_Elo 1350: <a href=\"/ui/sprt/sprt-"),
+        "{}",
+        c.html()
+    );
+    shot(&mut c, "gauntlet-done");
+
     // Without the admin scope, a promotion posted with the tester's own CSRF value is refused.
     let csrf = c.eval("document.querySelector('input[name=csrf]') && document.querySelector('input[name=csrf]').value");
     assert!(csrf.is_null(), "a finished job's page has no form");
