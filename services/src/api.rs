@@ -182,17 +182,21 @@ pub fn routes() -> Vec<Route> {
         route(
             M::GET,
             "/ui/datasets",
-            "Dashboard: datasets (HTML).",
-            get(ui::datasets),
+            "Dashboard: datasets, newest first, a page at a time (?limit=&after=; HTML).",
+            get(crate::list_pages::datasets),
         )
-        .page(),
+        .query::<crate::lists::PageParams>()
+        .page()
+        .errors(&[BAD]),
         route(
             M::GET,
             "/ui/runs",
-            "Dashboard: training runs (HTML).",
-            get(ui::runs),
+            "Dashboard: training runs, newest first, a page at a time (HTML).",
+            get(crate::list_pages::runs),
         )
-        .page(),
+        .query::<crate::lists::PageParams>()
+        .page()
+        .errors(&[BAD]),
         route(
             M::GET,
             "/ui/runs/{id}",
@@ -204,10 +208,12 @@ pub fn routes() -> Vec<Route> {
         route(
             M::GET,
             "/ui/nets",
-            "Dashboard: registered nets (HTML).",
-            get(ui::nets),
+            "Dashboard: registered nets, newest first, a page at a time, and the promotions (HTML).",
+            get(crate::list_pages::nets),
         )
-        .page(),
+        .query::<crate::lists::PageParams>()
+        .page()
+        .errors(&[BAD]),
         route(
             M::GET,
             "/ui/nets/{name}",
@@ -219,10 +225,12 @@ pub fn routes() -> Vec<Route> {
         route(
             M::GET,
             "/ui/sprt",
-            "Dashboard: SPRT tests (HTML).",
-            get(ui::sprt_list),
+            "Dashboard: SPRT tests filtered by state and side, a page at a time (HTML).",
+            get(crate::list_pages::sprt_list),
         )
-        .page(),
+        .query::<crate::lists::SprtFilter>()
+        .page()
+        .errors(&[BAD]),
         route(
             M::GET,
             "/ui/sprt/{id}",

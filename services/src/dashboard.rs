@@ -203,7 +203,7 @@ pub(crate) fn jobs_table(jobs: &[JobRecord]) -> String {
     t
 }
 
-fn sprt_table(tests: &[SprtStatus]) -> String {
+pub(crate) fn sprt_table(tests: &[SprtStatus]) -> String {
     let mut t = String::from(
         "<table class=\"sprt\"><tr><th>test</th><th>new</th><th>base</th><th>played at</th><th>state</th><th>games</th><th>W/D/L</th><th>Elo</th><th>LLR</th><th>bounds</th><th>created</th></tr>",
     );
@@ -496,69 +496,6 @@ pub async fn overview(State(s): State<AppState>) -> Page {
     Ok(layout("Overview", "/", busy, &b))
 }
 
-pub async fn datasets(State(s): State<AppState>) -> Page {
-    let all = lakefish_lake::datasets::list_datasets(&s.lake).await?;
-    let mut b = String::from(
-        "<table class=\"datasets\"><tr><th>dataset</th><th>source</th><th>rows</th><th>MiB</th><th>partitions</th><th>masks</th><th>skipped ranges</th><th>created</th></tr>",
-    );
-    for d in &all {
-        let _ = write!(
-            b,
-            r#"<tr><td>{}</td><td>{}</td><td class="num">{}</td><td class="num">{:.1}</td><td class="num">{}</td><td>{}</td><td class="num">{}</td><td>{}</td></tr>"#,
-            escape(d.name.as_str()),
-            d.source,
-            d.rows,
-            d.bytes as f64 / (1 << 20) as f64,
-            d.partitions,
-            escape(&d.masks.join(", ")),
-            d.skipped_ranges,
-            when(&d.created)
-        );
-    }
-    b.push_str("</table>");
-    if all.is_empty() {
-        b = "<p>No datasets yet. Ingest with <code>lakefish ingest</code>.</p>".into();
-    }
-    Ok(layout("Datasets", "/ui/datasets", false, &b))
-}
-
-pub async fn runs(State(s): State<AppState>) -> Page {
-    let all = lakefish_jobs::nets::list_runs(&s.lake).await?;
-    let mut b = String::from(
-        "<table class=\"runs\"><tr><th>run</th><th>shuffle</th><th>features / arch</th><th>device</th><th>epoch</th><th>step</th><th>val loss</th><th>state</th><th>updated</th></tr>",
-    );
-    for r in &all {
-        let _ = write!(
-            b,
-            r#"<tr><td>{}</td><td>{}</td><td>{} {}</td><td>{}</td><td class="num">{}</td><td class="num">{}</td><td class="num">{}</td><td>{}</td><td>{}</td></tr>"#,
-            run_link(&r.id),
-            escape(&r.spec.shuffle),
-            escape(&r.spec.net_label().0),
-            escape(&r.spec.net_label().1),
-            escape(&r.device),
-            r.epoch,
-            r.step,
-            r.val_loss
-                .last()
-                .map(|v| format!("{v:.5}"))
-                .unwrap_or_default(),
-            match &r.error {
-                Some(e) if !r.finished => format!(
-                    "<span class=\"error\" title=\"{}\">failed</span>",
-                    escape(e)
-                ),
-                _ => r.state().to_string(),
-            },
-            when(&r.updated)
-        );
-    }
-    b.push_str("</table>");
-    if all.is_empty() {
-        b = "<p>No training runs yet.</p>".into();
-    }
-    Ok(layout("Training runs", "/ui/runs", false, &b))
-}
-
 pub async fn run(State(s): State<AppState>, PagePath(id): PagePath) -> Page {
     let unknown = || ApiError::NotFound(format!("training run {id:?} not found"));
     let id: lakefish_schemas::names::RunId = id.parse().map_err(|_| unknown())?;
@@ -648,45 +585,6 @@ pub async fn run(State(s): State<AppState>, PagePath(id): PagePath) -> Page {
     ))
 }
 
-pub async fn nets(State(s): State<AppState>) -> Page {
-    let all = lakefish_jobs::nets::list_nets(&s.lake).await?;
-    let best = lakefish_jobs::nets::read_best(&s.lake)
-        .await?
-        .map(|b| b.name);
-    let mut b = String::from(
-        "<table class=\"nets\"><tr><th>net</th><th>features / arch</th><th>run</th><th>parent</th><th>quantization error (mean cp)</th><th>created</th></tr>",
-    );
-    for n in all.iter().rev() {
-        let star = if best.as_deref() == Some(n.name.as_str()) {
-            " <b>(best)</b>".to_string()
-        } else {
-            crate::ui_actions::button("/ui/promotions", "Make best", &[("name", &n.name)])
-        };
-        // An imported net was never quantized here: no error to show.
-        let error = if n.external {
-            "imported".to_string()
-        } else {
-            format!("{:.2}", n.quantization.mean_abs_cp)
-        };
-        let _ = write!(
-            b,
-            r#"<tr><td>{}{star}</td><td>{} {}</td><td>{}</td><td>{}</td><td class="num">{error}</td><td>{}</td></tr>"#,
-            net_link(&n.name),
-            escape(&n.features),
-            escape(&n.arch),
-            run_link(&n.run),
-            n.parent.as_deref().map(net_link).unwrap_or_default(),
-            when(&n.created)
-        );
-    }
-    b.push_str("</table>");
-    if all.is_empty() {
-        b = "<p>No nets registered yet.</p>".into();
-    }
-    b.push_str(&crate::ui_actions::promotions(&s).await?);
-    Ok(layout("Nets", "/ui/nets", false, &b))
-}
-
 pub async fn net(State(s): State<AppState>, PagePath(name): PagePath) -> Page {
     // `best` resolves as in the API: the best net's page (a 404 before any promotion).
     let name = lakefish_jobs::nets::resolve_net_name(&s.lake, &name).await?;
@@ -745,23 +643,6 @@ pub async fn net(State(s): State<AppState>, PagePath(name): PagePath) -> Page {
     b.push_str("<h2>SPRT tests</h2>");
     b.push_str(&sprt_table(&tests));
     Ok(layout(&format!("Net {}", m.name), "/ui/nets", false, &b))
-}
-
-pub async fn sprt_list(State(s): State<AppState>) -> Page {
-    let tests = lakefish_jobs::sprt::list(&s.lake, None, None).await?;
-    let busy = tests.iter().any(|t| t.state == SprtState::Running);
-    let mut body = String::new();
-    if crate::session::viewer().can(lakefish_schemas::config::Scope::Submit) {
-        body.push_str(
-            r#"<p><a href="/ui/sprt/new">New test</a> · <a href="/ui/gauntlet/new">New gauntlet</a></p>"#,
-        );
-    }
-    if tests.is_empty() {
-        body.push_str("<p>No SPRT tests yet.</p>");
-    } else {
-        body.push_str(&sprt_table(&tests));
-    }
-    Ok(layout("SPRT tests", "/ui/sprt", busy, &body))
 }
 
 pub async fn sprt(State(s): State<AppState>, PagePath(id): PagePath) -> Page {

@@ -18,6 +18,7 @@ pub mod extract;
 pub mod guard;
 pub mod http;
 pub mod job_page;
+pub mod list_pages;
 pub mod lists;
 pub mod openapi;
 pub mod queue;

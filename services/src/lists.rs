@@ -20,22 +20,34 @@ pub(crate) async fn datasets(
     State(s): State<AppState>,
     ApiQuery(q): ApiQuery<PageParams>,
 ) -> Result<Response, ApiError> {
-    let query = q.query(CatalogKind::Dataset)?;
-    let page = catalog::page(&s.lake, &query, list_datasets(&s.lake), |d| {
-        (d.created.clone(), format!("{}/{}", d.source, d.name))
-    })
-    .await?;
-    let writing = if query.after.is_none() {
+    let (datasets, next) = dataset_page(&s, &q).await?;
+    let writing = if q.after.is_none() {
         lakefish_lake::datasets::list_claims(&s.lake).await?
     } else {
         Vec::new()
     };
     Ok(Json(crate::bodies::DatasetList {
-        datasets: page.items,
+        datasets,
         writing,
-        next: page.next.map(|c| c.encode()),
+        next,
     })
     .into_response())
+}
+
+/// A page of items and the cursor of the next one (none on the last page).
+pub(crate) type Paged<T> = (Vec<T>, Option<String>);
+
+/// One page of committed datasets: what `/v1/datasets` and `/ui/datasets` show.
+pub(crate) async fn dataset_page(
+    s: &AppState,
+    q: &PageParams,
+) -> Result<Paged<lakefish_lake::datasets::DatasetSummary>, ApiError> {
+    let query = q.query(CatalogKind::Dataset)?;
+    let page = catalog::page(&s.lake, &query, list_datasets(&s.lake), |d| {
+        (d.created.clone(), format!("{}/{}", d.source, d.name))
+    })
+    .await?;
+    Ok((page.items, page.next.map(|c| c.encode())))
 }
 
 /// `?limit=&after=` of a list of the catalogue.
@@ -43,9 +55,9 @@ pub(crate) async fn datasets(
 #[serde(deny_unknown_fields)]
 pub(crate) struct PageParams {
     /// Items on a page, 1 to 1000 (default 100).
-    limit: Option<usize>,
+    pub(crate) limit: Option<usize>,
     /// The `next` of the previous page: the page after it.
-    after: Option<String>,
+    pub(crate) after: Option<String>,
 }
 
 impl PageParams {
@@ -62,6 +74,7 @@ fn page_query(
     let mut query = CatalogQuery::all(kind);
     query.limit = limit.unwrap_or(100).clamp(1, 1000);
     query.after = after
+        .filter(|a| !a.is_empty())
         .map(CatalogCursor::parse)
         .transpose()
         .map_err(ApiError::BadRequest)?;
@@ -89,63 +102,86 @@ pub(crate) async fn runs(
     State(s): State<AppState>,
     ApiQuery(q): ApiQuery<PageParams>,
 ) -> Result<Response, ApiError> {
+    let (runs, next) = run_page(&s, &q).await?;
+    Ok(Json(crate::bodies::RunList { runs, next }).into_response())
+}
+
+/// One page of training runs: what `/v1/runs` and `/ui/runs` show.
+pub(crate) async fn run_page(
+    s: &AppState,
+    q: &PageParams,
+) -> Result<Paged<lakefish_schemas::RunRecord>, ApiError> {
     let query = q.query(CatalogKind::Run)?;
     let scan = lakefish_jobs::nets::list_runs(&s.lake);
     let page = catalog::page(&s.lake, &query, scan, |r| {
         (r.created.clone(), r.id.to_string())
     })
     .await?;
-    Ok(Json(crate::bodies::RunList {
-        runs: page.items,
-        next: page.next.map(|c| c.encode()),
-    })
-    .into_response())
+    Ok((page.items, page.next.map(|c| c.encode())))
 }
 
 pub(crate) async fn nets(
     State(s): State<AppState>,
     ApiQuery(q): ApiQuery<PageParams>,
 ) -> Result<Response, ApiError> {
+    let (nets, next) = net_page(&s, &q).await?;
+    let best = lakefish_jobs::nets::read_best(&s.lake).await?;
+    Ok(Json(crate::bodies::NetList { nets, best, next }).into_response())
+}
+
+/// One page of registered nets: what `/v1/nets` and `/ui/nets` show.
+pub(crate) async fn net_page(
+    s: &AppState,
+    q: &PageParams,
+) -> Result<Paged<lakefish_schemas::NetManifest>, ApiError> {
     let query = q.query(CatalogKind::Net)?;
     let scan = lakefish_jobs::nets::list_nets(&s.lake);
     let page = catalog::page(&s.lake, &query, scan, |m| {
         (m.created.clone(), m.name.clone())
     })
     .await?;
-    let best = lakefish_jobs::nets::read_best(&s.lake).await?;
-    Ok(Json(crate::bodies::NetList {
-        nets: page.items,
-        best,
-        next: page.next.map(|c| c.encode()),
-    })
-    .into_response())
+    Ok((page.items, page.next.map(|c| c.encode())))
 }
 
-#[derive(Deserialize, JsonSchema)]
+#[derive(Deserialize, JsonSchema, Default)]
 pub(crate) struct SprtFilter {
-    /// Tests with this net on either side.
-    net: Option<String>,
-    /// running, accepted, rejected or inconclusive.
-    state: Option<String>,
+    /// Tests with this net (or engine side) on either side (empty: any).
+    pub(crate) net: Option<String>,
+    /// running, accepted, rejected, inconclusive or stopped (empty: any).
+    pub(crate) state: Option<String>,
     /// Tests on a page, 1 to 1000 (default 100).
-    limit: Option<usize>,
+    pub(crate) limit: Option<usize>,
     /// The `next` of the previous page: the page after it.
-    after: Option<String>,
+    pub(crate) after: Option<String>,
 }
 
 pub(crate) async fn list_sprt(
     State(s): State<AppState>,
     ApiQuery(q): ApiQuery<SprtFilter>,
 ) -> Result<Response, ApiError> {
-    let state = match q.state.as_deref() {
+    let (tests, next) = sprt_page(&s, &q).await?;
+    Ok(Json(crate::bodies::SprtList { tests, next }).into_response())
+}
+
+/// One page of SPRT tests, filtered: what `/v1/sprt` and `/ui/sprt` show.
+pub(crate) async fn sprt_page(
+    s: &AppState,
+    q: &SprtFilter,
+) -> Result<Paged<lakefish_schemas::SprtStatus>, ApiError> {
+    let state = match q.state.as_deref().filter(|v| !v.is_empty()) {
         None => None,
         Some(v) => Some(lakefish_schemas::SprtState::parse(v).ok_or_else(|| {
             ApiError::BadRequest(format!(
-                "state {v:?}: expected running, accepted, rejected or inconclusive"
+                "state {v:?}: expected running, accepted, rejected, inconclusive or stopped"
             ))
         })?),
     };
-    let net = q.net.as_deref().map(lakefish_jobs::sprt::evaluation_filter);
+    let net = q
+        .net
+        .as_deref()
+        .map(str::trim)
+        .filter(|v| !v.is_empty())
+        .map(lakefish_jobs::sprt::evaluation_filter);
     let mut query = page_query(CatalogKind::Sprt, q.limit, q.after.as_deref())?;
     query.state = state.map(|s| s.as_str().to_string());
     query.link = net.clone();
@@ -154,11 +190,7 @@ pub(crate) async fn list_sprt(
         (t.created.clone(), t.id.to_string())
     })
     .await?;
-    Ok(Json(crate::bodies::SprtList {
-        tests: page.items,
-        next: page.next.map(|c| c.encode()),
-    })
-    .into_response())
+    Ok((page.items, page.next.map(|c| c.encode())))
 }
 
 #[derive(Deserialize, JsonSchema)]

@@ -361,6 +361,30 @@ fn people_act_from_the_dashboard_with_the_scopes_their_tokens_give() {
     );
     shot(&mut c, "gauntlet-done");
 
+    // The tests list filters by state (a GET form) and pages with the filter kept.
+    c.goto(&format!("{url}/ui/sprt"));
+    c.submit("form.filter", &[("state", "stopped")]);
+    let html = c.html();
+    assert!(c.url().contains("state=stopped"), "{}", c.url());
+    assert!(html.contains(&long) && !html.contains(&id), "{html}");
+    c.goto(&format!("{url}/ui/sprt?limit=1"));
+    let first = c.html();
+    let next = first
+        .split("class=\"paging\"><a href=\"")
+        .nth(1)
+        .and_then(|s| s.split('"').next())
+        .expect("a next page")
+        .replace("&amp;", "&");
+    c.goto(&format!("{url}{next}"));
+    let second = c.html();
+    let shown = |h: &str| h.matches("<a href=\"/ui/sprt/sprt-").count();
+    assert_eq!((shown(&first), shown(&second)), (1, 1));
+    assert_ne!(
+        first.split("/ui/sprt/sprt-").nth(1).map(|s| &s[..12]),
+        second.split("/ui/sprt/sprt-").nth(1).map(|s| &s[..12])
+    );
+    shot(&mut c, "sprt-list-filtered");
+
     // Without the admin scope, a promotion posted with the tester's own CSRF value is refused.
     let csrf = c.eval("document.querySelector('input[name=csrf]') && document.querySelector('input[name=csrf]').value");
     assert!(csrf.is_null(), "a finished job's page has no form");

@@ -323,6 +323,10 @@ pub(crate) struct GauntletArgs {
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
+    /// Queue it on a running service instead (a `gauntlet` job one worker plays; a submit
+    /// token in LAKEFISH_TOKEN); prints the job's id.
+    #[arg(long)]
+    pub api: Option<String>,
 }
 
 pub(crate) async fn gauntlet(
@@ -345,6 +349,22 @@ pub(crate) async fn gauntlet(
         seed: args.seed,
     };
     spec.validate().map_err(anyhow::Error::msg)?;
+    if let Some(api) = &args.api {
+        let body = serde_json::json!({"kind": "gauntlet", "spec": spec});
+        let resp = crate::client::client()
+            .post(format!("{}/v1/jobs", api.trim_end_matches('/')))
+            .json(&body)
+            .send()
+            .await?;
+        let v = crate::client::check(resp).await?;
+        println!(
+            "queued gauntlet job {} (lakefish jobs {} --api {api}, or /ui/jobs/{} on the dashboard)",
+            v["id"].as_str().unwrap_or("?"),
+            v["id"].as_str().unwrap_or("?"),
+            v["id"].as_str().unwrap_or("?")
+        );
+        return Ok(());
+    }
     let (lake, rt2, threads) = (lake.to_string(), rt.clone(), args.threads);
     let report = tokio::task::spawn_blocking(move || -> anyhow::Result<_> {
         let l = rt2.block_on(crate::config::open_lake_for_writing(&lake))?;
