@@ -199,6 +199,14 @@ pub fn routes() -> Vec<Route> {
         .errors(&[BAD]),
         route(
             M::GET,
+            "/ui/runs/compare",
+            "Dashboard: several runs' losses overlaid on log axes (?run=ID&run=ID, at most 8; HTML).",
+            get(crate::list_pages::compare_runs),
+        )
+        .page()
+        .errors(&[BAD, NOT_FOUND]),
+        route(
+            M::GET,
             "/ui/runs/{id}",
             "Dashboard: one run with its loss curves (HTML).",
             get(ui::run),

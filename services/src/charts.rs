@@ -77,6 +77,81 @@ pub fn line_chart(
     series: &[Series],
     levels: &[Level],
 ) -> String {
+    chart(title, x_label, y_label, series, levels, false)
+}
+
+/// [`line_chart`] with a logarithmic y axis: a loss that falls by orders of magnitude in the
+/// first steps leaves the later trend visible. Values at or below zero are left out.
+pub fn log_chart(
+    title: &str,
+    x_label: &str,
+    y_label: &str,
+    series: &[Series],
+    levels: &[Level],
+) -> String {
+    let log = |y: f64| if y > 0.0 { y.log10() } else { f64::NAN };
+    let series: Vec<Series> = series
+        .iter()
+        .map(|s| Series {
+            name: s.name,
+            color: s.color,
+            points: s.points.iter().map(|&(x, y)| (x, log(y))).collect(),
+        })
+        .collect();
+    let levels: Vec<Level> = levels
+        .iter()
+        .map(|l| Level {
+            label: l.label,
+            y: log(l.y),
+            color: l.color,
+        })
+        .collect();
+    chart(
+        title,
+        x_label,
+        &format!("{y_label} (log)"),
+        &series,
+        &levels,
+        true,
+    )
+}
+
+/// Ticks of a log axis over `[lo, hi]` (in log10 units): 1, 2 and 5 times each power of ten
+/// inside it, thinned to at most about eight; at least the two ends when no round value fits.
+fn log_ticks(lo: f64, hi: f64) -> Vec<f64> {
+    let mut out = Vec::new();
+    for k in (lo.floor() as i32)..=(hi.ceil() as i32) {
+        for m in [1.0f64, 2.0, 5.0] {
+            let t = k as f64 + m.log10();
+            if t >= lo && t <= hi {
+                out.push(t);
+            }
+        }
+    }
+    if out.len() > 8 {
+        out.retain(|t| (t - t.round()).abs() < 1e-9);
+    }
+    if out.len() < 3 {
+        // Within a decade: round linear values, placed on the log scale.
+        out = ticks(10f64.powf(lo), 10f64.powf(hi), 4)
+            .into_iter()
+            .filter(|v| *v > 0.0)
+            .map(f64::log10)
+            .collect();
+    }
+    out
+}
+
+fn chart(
+    title: &str,
+    x_label: &str,
+    y_label: &str,
+    series: &[Series],
+    levels: &[Level],
+    log: bool,
+) -> String {
+    // On a log axis, values are drawn in log10 units and labelled as themselves.
+    let shown = |y: f64| if log { 10f64.powf(y) } else { y };
     let finite = |(x, y): &(f64, f64)| x.is_finite() && y.is_finite();
     let pts: Vec<(f64, f64)> = series
         .iter()
@@ -123,7 +198,12 @@ pub fn line_chart(
     let py = |y: f64| H - BOTTOM - (y - y0) / (y1 - y0) * (H - TOP - BOTTOM);
 
     // Grid and tick labels.
-    for t in ticks(y0, y1, 5) {
+    let y_ticks = if log {
+        log_ticks(y0, y1)
+    } else {
+        ticks(y0, y1, 5)
+    };
+    for t in y_ticks {
         let y = py(t);
         let _ = write!(
             svg,
@@ -131,7 +211,7 @@ pub fn line_chart(
             W - RIGHT,
             LEFT - 6.0,
             y + 4.0,
-            label(t)
+            label(shown(t))
         );
     }
     for t in ticks(x0, x1, 6) {
@@ -191,7 +271,7 @@ pub fn line_chart(
                     py(*y),
                     escape(s.name),
                     label(*x),
-                    label(*y)
+                    label(shown(*y))
                 );
             }
         }
@@ -259,6 +339,51 @@ mod tests {
             .map(|p| p.split(',').nth(1).unwrap().parse().unwrap())
             .collect();
         assert!(coords[2] < coords[0], "{coords:?}");
+    }
+
+    #[test]
+    fn a_log_axis_spreads_decades_evenly_and_labels_values() {
+        let svg = log_chart(
+            "loss",
+            "step",
+            "loss",
+            &[Series {
+                name: "train",
+                color: "#06c",
+                points: vec![(0.0, 1.0), (1.0, 0.1), (2.0, 0.01), (3.0, 0.0)],
+            }],
+            &[],
+        );
+        // Zero has no logarithm: three points drawn, evenly spaced in height.
+        assert_eq!(svg.matches("<circle").count(), 3);
+        let poly = svg
+            .split("points=\"")
+            .nth(1)
+            .unwrap()
+            .split('"')
+            .next()
+            .unwrap();
+        let ys: Vec<f64> = poly
+            .split(' ')
+            .map(|p| p.split(',').nth(1).unwrap().parse().unwrap())
+            .collect();
+        assert!(((ys[1] - ys[0]) - (ys[2] - ys[1])).abs() < 0.2, "{ys:?}");
+        assert!(svg.contains(">0.1<") && svg.contains(">0.01<"), "{svg}");
+        assert!(svg.contains("loss (log)"));
+        let t = log_ticks(-2.3, 0.0);
+        assert!(
+            t.iter().any(|v| (v + 2.0).abs() < 1e-9) && t.len() <= 8,
+            "{t:?}"
+        );
+        // Inside one decade the ticks are round values of it.
+        let t: Vec<f64> = log_ticks(0.0296f64.log10(), 0.044f64.log10())
+            .into_iter()
+            .map(|v| (10f64.powf(v) * 1e4).round() / 1e4)
+            .collect();
+        assert!(
+            t.len() >= 3 && t.contains(&0.03) && t.contains(&0.04),
+            "{t:?}"
+        );
     }
 
     #[test]

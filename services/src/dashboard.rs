@@ -517,7 +517,7 @@ pub async fn run(State(s): State<AppState>, PagePath(id): PagePath) -> Page {
             color: "#999",
         });
     }
-    let chart = line_chart(
+    let chart = crate::charts::log_chart(
         "Training and validation loss",
         "step",
         "loss",
@@ -571,10 +571,28 @@ pub async fn run(State(s): State<AppState>, PagePath(id): PagePath) -> Page {
     }
     b.push_str(&chart);
     b.push_str(&speed);
+    // Each checkpoint with the nets registered from it.
+    let nets = lakefish_jobs::nets::list_nets(&s.lake).await?;
+    let mut cps = String::from(
+        "<table class=\"checkpoints\"><tr><th>checkpoint</th><th>nets made from it</th></tr>",
+    );
+    for cp in &r.checkpoints {
+        let made: Vec<String> = nets
+            .iter()
+            .filter(|n| n.run == id.as_str() && &n.checkpoint == cp)
+            .map(|n| net_link(&n.name))
+            .collect();
+        let _ = write!(
+            cps,
+            "<tr><td>{}</td><td>{}</td></tr>",
+            escape(cp),
+            made.join(", ")
+        );
+    }
+    cps.push_str("</table>");
     let _ = write!(
         b,
-        "<h2>Checkpoints</h2><p>{}</p><h2>Spec</h2><pre>{}</pre>",
-        escape(&r.checkpoints.join(", ")),
+        r#"<h2>Checkpoints</h2>{cps}<p><a href="/ui/runs/compare?run={id}">Compare with other runs</a></p><h2>Spec</h2><pre>{}</pre>"#,
         escape(&serde_json::to_string_pretty(&r.spec).unwrap_or_default())
     );
     Ok(layout(

@@ -76,12 +76,13 @@ pub(crate) async fn runs(State(s): State<AppState>, PageQuery(q): PageQuery<Page
     let limit = q.limit.map(|l| l.to_string());
     let (all, next) = crate::lists::run_page(&s, &paged(q)).await?;
     let mut b = String::from(
-        "<table class=\"runs\"><tr><th>run</th><th>shuffle</th><th>features / arch</th><th>device</th><th>epoch</th><th>step</th><th>val loss</th><th>state</th><th>updated</th></tr>",
+        "<form method=\"get\" action=\"/ui/runs/compare\"><table class=\"runs\"><tr><th></th><th>run</th><th>shuffle</th><th>features / arch</th><th>device</th><th>epoch</th><th>step</th><th>val loss</th><th>state</th><th>updated</th></tr>",
     );
     for r in &all {
         let _ = write!(
             b,
-            r#"<tr><td>{}</td><td>{}</td><td>{} {}</td><td>{}</td><td class="num">{}</td><td class="num">{}</td><td class="num">{}</td><td>{}</td><td>{}</td></tr>"#,
+            r#"<tr><td><input type="checkbox" name="run" value="{}"></td><td>{}</td><td>{}</td><td>{} {}</td><td>{}</td><td class="num">{}</td><td class="num">{}</td><td class="num">{}</td><td>{}</td><td>{}</td></tr>"#,
+            escape(&r.id),
             run_link(&r.id),
             escape(&r.spec.shuffle),
             escape(&r.spec.net_label().0),
@@ -103,7 +104,7 @@ pub(crate) async fn runs(State(s): State<AppState>, PageQuery(q): PageQuery<Page
             when(&r.updated)
         );
     }
-    b.push_str("</table>");
+    b.push_str(r#"</table><p><button type="submit">Compare the runs ticked</button></p></form>"#);
     if all.is_empty() {
         b = "<p>No training runs yet.</p>".into();
     }
@@ -188,6 +189,108 @@ pub(crate) async fn sprt_list(
         next,
     ));
     Ok(layout("SPRT tests", "/ui/sprt", busy, &body))
+}
+
+/// Colours of overlaid runs, in order.
+const COLOURS: [&str; 8] = [
+    "#1f77b4", "#d62728", "#2a9d3a", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2",
+];
+
+/// Several runs' losses on shared log axes (`?run=A&run=B...`, at most eight), with each
+/// run's final validation loss beside the material-only line of its validation positions.
+pub(crate) async fn compare_runs(
+    State(s): State<AppState>,
+    axum::extract::RawQuery(query): axum::extract::RawQuery,
+) -> Page {
+    let pairs: Vec<(String, String)> = serde_urlencoded::from_str(query.as_deref().unwrap_or(""))
+        .map_err(|e| {
+        crate::api::ApiError::BadRequest(format!("the query could not be read: {e}"))
+    })?;
+    let mut ids: Vec<lakefish_schemas::names::RunId> = Vec::new();
+    for (k, v) in &pairs {
+        if k != "run" {
+            return Err(crate::api::ApiError::BadRequest(format!(
+                "unknown parameter {k:?}: give runs as ?run=ID&run=ID"
+            ))
+            .into());
+        }
+        let id = v
+            .parse()
+            .map_err(|_| crate::api::ApiError::BadRequest(format!("run {v:?} is not a run id")))?;
+        if !ids.contains(&id) {
+            ids.push(id);
+        }
+    }
+    if ids.len() > COLOURS.len() {
+        return Err(crate::api::ApiError::BadRequest(format!(
+            "at most {} runs at once ({} given)",
+            COLOURS.len(),
+            ids.len()
+        ))
+        .into());
+    }
+    let mut runs = Vec::new();
+    for id in &ids {
+        let r = lakefish_jobs::nets::run_with_metrics(&s.lake, id)
+            .await?
+            .ok_or_else(|| {
+                crate::api::ApiError::NotFound(format!("training run {id} not found"))
+            })?;
+        runs.push(r);
+    }
+    let series = |pick: fn(&lakefish_jobs::nets::MetricsPoint) -> Option<f64>| {
+        runs.iter()
+            .zip(COLOURS)
+            .map(|(r, color)| crate::charts::Series {
+                name: r.run.id.as_str(),
+                color,
+                points: r
+                    .metrics
+                    .iter()
+                    .filter_map(|m| Some((m.step as f64, pick(m)?)))
+                    .collect(),
+            })
+            .collect::<Vec<_>>()
+    };
+    let mut b = String::new();
+    if runs.is_empty() {
+        b.push_str(r#"<p>Tick runs on the <a href="/ui/runs">runs page</a> to compare them.</p>"#);
+    }
+    b.push_str(&crate::charts::log_chart(
+        "Validation loss",
+        "step",
+        "loss",
+        &series(|m| m.val_loss),
+        &[],
+    ));
+    b.push_str(&crate::charts::log_chart(
+        "Training loss",
+        "step",
+        "loss",
+        &series(|m| Some(m.train_loss)),
+        &[],
+    ));
+    b.push_str("<table class=\"compare\"><tr><th>run</th><th>features / arch</th><th>step</th><th>last val loss</th><th>material-only val loss</th></tr>");
+    for (r, color) in runs.iter().zip(COLOURS) {
+        let r = &r.run;
+        let _ = write!(
+            b,
+            r#"<tr><td><span style="color:{color}">■</span> {}</td><td>{} {}</td><td class="num">{}</td><td class="num">{}</td><td class="num">{}</td></tr>"#,
+            run_link(&r.id),
+            escape(&r.spec.net_label().0),
+            escape(&r.spec.net_label().1),
+            r.step,
+            r.val_loss
+                .last()
+                .map(|v| format!("{v:.5}"))
+                .unwrap_or_default(),
+            r.material_val_loss
+                .map(|v| format!("{v:.5}"))
+                .unwrap_or_default(),
+        );
+    }
+    b.push_str("</table>");
+    Ok(layout("Runs compared", "/ui/runs", false, &b))
 }
 
 /// The SPRT list's filter: a state and a net or engine side (a GET form).

@@ -454,7 +454,55 @@ pub(crate) async fn promotions(s: &AppState) -> Result<String, ApiError> {
         );
     }
     t.push_str("</table>");
+    t.push_str(&elo_history(&history));
     Ok(t)
+}
+
+/// The best net's Elo over its promotions, relative to the hand-written evaluation: each
+/// promotion adds the Elo its test measured against the net it replaced; a roll-back (or a
+/// promotion by hand, unmeasured) returns to that net's known level, or keeps the level.
+pub(crate) fn elo_history(newest_first: &[lakefish_schemas::nets::BestNet]) -> String {
+    let mut level: std::collections::HashMap<&str, f64> = std::collections::HashMap::new();
+    let mut now = 0.0;
+    let mut points = Vec::new();
+    let mut errors = Vec::new();
+    for (i, b) in newest_first.iter().rev().enumerate() {
+        let before = b
+            .previous
+            .as_deref()
+            .and_then(|p| level.get(p))
+            .copied()
+            .unwrap_or(now);
+        now = match (b.elo, level.get(b.name.as_str())) {
+            (Some(e), _) => before + e,
+            (None, Some(&known)) => known,
+            (None, None) => before,
+        };
+        level.insert(&b.name, now);
+        points.push((i as f64 + 1.0, now));
+        if let (Some(e), Some(err)) = (b.elo, b.elo_error) {
+            errors.push(format!("{} {e:+.1} ± {err:.1}", b.name));
+        }
+    }
+    let chart = crate::charts::line_chart(
+        "Elo of the best net over its promotions (hand-written evaluation = 0)",
+        "promotion",
+        "Elo",
+        &[crate::charts::Series {
+            name: "best",
+            color: "#2a9d3a",
+            points,
+        }],
+        &[],
+    );
+    format!(
+        "<h2>Elo history</h2>{chart}<p class=\"note\">Each step is the Elo its SPRT measured against the net it replaced ({}).</p>",
+        if errors.is_empty() {
+            "no promotion was measured yet".to_string()
+        } else {
+            escape(&errors.join("; "))
+        }
+    )
 }
 
 /// The gauntlet fields the form sends as text, and as numbers.
@@ -554,6 +602,36 @@ async fn book_options(s: &AppState) -> Result<String, ApiError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_elo_history_adds_measured_steps_and_returns_on_a_roll_back() {
+        let b = |name: &str, previous: Option<&str>, elo: Option<f64>| {
+            lakefish_schemas::nets::BestNet {
+                name: name.into(),
+                since: String::new(),
+                reason: String::new(),
+                by: None,
+                previous: previous.map(str::to_string),
+                sprt: None,
+                elo,
+                elo_error: elo.map(|_| 5.0),
+            }
+        };
+        // Oldest last: A (+30 over classical), B (+10 over A), back to A, C (+4 over A).
+        let history = [
+            b("C", Some("A"), Some(4.0)),
+            b("A", Some("B"), None),
+            b("B", Some("A"), Some(10.0)),
+            b("A", None, Some(30.0)),
+        ];
+        let svg = elo_history(&history);
+        let titles: Vec<&str> = svg
+            .split("<title>best: ")
+            .skip(1)
+            .map(|s| s.split('<').next().unwrap())
+            .collect();
+        assert_eq!(titles, ["1, 30", "2, 40", "3, 30", "4, 34"], "{svg}");
+    }
 
     #[test]
     fn a_login_never_sends_the_browser_elsewhere() {

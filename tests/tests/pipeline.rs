@@ -467,12 +467,36 @@ async fn walk_dashboard(api: &str, first: &serde_json::Value, second: &serde_jso
         assert_eq!(drawn, expected, "{name} in {run_page}");
         assert!(expected > 0, "{name}");
     }
-    // A warm-started run says where it started from.
+    // A warm-started run says where it started from; its checkpoint that became a net links
+    // to it; the loss is drawn on a log axis.
     assert!(run_page.contains("Warm start from run"), "{run_page}");
+    assert!(run_page.contains("loss (log)"), "{run_page}");
+    assert!(
+        run_page.contains(&format!("<a href=\"/ui/nets/{net2}\">")),
+        "the checkpoint's net: {run_page}"
+    );
+    // Both runs overlaid: one validation and one training line each.
+    let first_run = first["train_run"].as_str().unwrap();
+    let compare = page(
+        &format!("/ui/runs/compare?run={first_run}&run={train_run}"),
+        "runs-compared",
+    );
+    for run in [first_run, train_run] {
+        assert_eq!(
+            compare.matches(&format!("data-name=\"{run}\"")).count(),
+            2,
+            "{compare}"
+        );
+    }
 
-    // Nets: the second net's page shows its lineage back to the first.
+    // Nets: the second net's page shows its lineage back to the first; the nets page draws
+    // the best net's Elo over its promotions.
     let nets = page("/ui/nets", "nets");
     assert!(nets.contains(net1) && nets.contains(net2));
+    assert!(
+        nets.contains("Elo history") && polyline_points(&nets, "best") >= 1,
+        "{nets}"
+    );
     let net_page = page(&format!("/ui/nets/{net2}"), "net");
     assert!(
         net_page.contains(&format!(
