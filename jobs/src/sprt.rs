@@ -646,14 +646,33 @@ pub async fn list(
 
 /// The games played so far (all counted games once decided), as PGN.
 pub async fn pgn(lake: &Lake, id: &SprtId) -> Result<Option<String>, JobError> {
-    if let Some(bytes) = lake.get(&pgn_key(id)).await? {
-        return Ok(Some(String::from_utf8_lossy(&bytes).into_owned()));
+    Ok(status_and_pgn(lake, id).await?.map(|(_, pgn)| pgn))
+}
+
+/// A test's status and its counted games as PGN, reading its batches once: an ended test's
+/// stored result and games, a running one's batches up to the last one counted.
+pub async fn status_and_pgn(
+    lake: &Lake,
+    id: &SprtId,
+) -> Result<Option<(SprtStatus, String)>, JobError> {
+    if let Some(done) = lake
+        .get_json::<SprtStatus>(&result_key(id), "sprt result")
+        .await?
+    {
+        let pgn = lake
+            .get(&pgn_key(id))
+            .await?
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+            .unwrap_or_default();
+        return Ok(Some((done.labelled(), pgn)));
     }
     let Some(plan) = read_plan(lake, id).await? else {
         return Ok(None);
     };
     let batches = consecutive_batches(lake, &plan).await?;
-    Ok(Some(batches.iter().map(|b| b.pgn.as_str()).collect()))
+    let (status, used) = summarize(&plan, &batches);
+    let pgn = batches[..used].iter().map(|b| b.pgn.as_str()).collect();
+    Ok(Some((status, pgn)))
 }
 
 /// LLR, bounds and Elo from counts alone (`lakefish sprt calc`, `GET /v1/sprt/calc`).

@@ -774,6 +774,7 @@ pub(crate) fn job_query(q: ListJobs) -> Result<JobQuery, ApiError> {
         kind,
         after,
         limit: q.limit.unwrap_or(100).clamp(1, 1000),
+        submitted_only: false,
     })
 }
 

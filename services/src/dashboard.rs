@@ -323,16 +323,26 @@ fn sprt_conditions(st: &SprtStatus) -> String {
 
 /// Every counted game: its round, sides, result, how it ended and its length, each with its
 /// PGN to download.
+/// Games listed on a test's page.
+const GAMES_SHOWN: usize = 200;
+
 fn games_table(id: &str, games: &[lakefish_jobs::sprt::GameRow]) -> String {
     if games.is_empty() {
         return "<h3>Games</h3><p>No games counted yet.</p>".into();
     }
+    // A long test's page lists its newest games; every game stays a download away.
+    let first = games.len().saturating_sub(GAMES_SHOWN);
+    let shown = if first > 0 {
+        format!(", the newest {GAMES_SHOWN} listed")
+    } else {
+        String::new()
+    };
     let mut t = format!(
-        r#"<h3>Games</h3><p>{} games · <a href="/v1/sprt/{id}/pgn" download>all as PGN</a></p><table class="games"><tr><th>#</th><th>round</th><th>white</th><th>black</th><th>result</th><th>ended by</th><th>plies</th><th>PGN</th></tr>"#,
+        r#"<h3>Games</h3><p>{} games{shown} · <a href="/v1/sprt/{id}/pgn" download>all as PGN</a></p><table class="games"><tr><th>#</th><th>round</th><th>white</th><th>black</th><th>result</th><th>ended by</th><th>plies</th><th>PGN</th></tr>"#,
         games.len(),
         id = escape(id)
     );
-    for (i, g) in games.iter().enumerate() {
+    for (i, g) in games.iter().enumerate().skip(first).rev() {
         let _ = write!(
             t,
             r#"<tr><td class="num">{n}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class="num">{}</td><td><a href="/ui/sprt/{id}/games/{n}" download>PGN</a></td></tr>"#,
@@ -666,7 +676,7 @@ pub async fn net(State(s): State<AppState>, PagePath(name): PagePath) -> Page {
 pub async fn sprt(State(s): State<AppState>, PagePath(id): PagePath) -> Page {
     let unknown = || ApiError::NotFound(format!("sprt test {id:?} not found"));
     let id: lakefish_schemas::names::SprtId = id.parse().map_err(|_| unknown())?;
-    let st = lakefish_jobs::sprt::status(&s.lake, &id)
+    let (st, pgn) = lakefish_jobs::sprt::status_and_pgn(&s.lake, &id)
         .await?
         .ok_or_else(unknown)?;
     // LLR after each counted batch, against games played so far.
@@ -720,10 +730,7 @@ pub async fn sprt(State(s): State<AppState>, PagePath(id): PagePath) -> Page {
         })
         .unwrap_or_else(|| "no games counted yet".into());
     let p = st.penta;
-    let games = lakefish_jobs::sprt::pgn(&s.lake, &id)
-        .await?
-        .map(|pgn| lakefish_jobs::sprt::games_of(&pgn))
-        .unwrap_or_default();
+    let games = lakefish_jobs::sprt::games_of(&pgn);
     let stop = if st.state == SprtState::Running {
         crate::ui_actions::button(&format!("/ui/sprt/{}/stop", st.id), "Stop this test", &[])
     } else {

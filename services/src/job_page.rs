@@ -9,7 +9,7 @@ use crate::dashboard::{
     state_badge, when,
 };
 use axum::extract::State;
-use lakefish_schemas::{JobId, JobRecord};
+use lakefish_schemas::JobId;
 use std::fmt::Write;
 
 /// `/ui/jobs?state=&kind=&limit=&after=`: the job list as `/v1/jobs` pages it. Without a
@@ -20,40 +20,43 @@ pub(crate) async fn jobs(
     crate::dashboard::PageQuery(q): crate::dashboard::PageQuery<crate::api::ListJobs>,
 ) -> Page {
     let (state, kind) = (q.state.clone(), q.kind.clone());
-    let query = crate::api::job_query(q)?;
+    let mut query = crate::api::job_query(q)?;
+    // Without a kind chosen, the page holds what people submitted; the tasks lakefish queued
+    // for them are counted below, a link away.
+    query.submitted_only = query.kind.is_none();
     let page = s.jobs.page(&query).await?;
-    let (internal, shown): (Vec<JobRecord>, Vec<JobRecord>) = page
-        .jobs
-        .into_iter()
-        .partition(|j| query.kind.is_none() && j.kind.is_internal());
-    let busy = shown.iter().chain(&internal).any(|j| !j.state.is_final());
+    let shown = page.jobs;
+    let busy = shown.iter().any(|j| !j.state.is_final());
     let mut body = jobs_filter(state.as_deref(), kind.as_deref());
-    if shown.is_empty() && internal.is_empty() {
+    if shown.is_empty() {
         body.push_str("<p>No jobs here. Submit one with <code>lakefish submit</code> or <code>POST /v1/jobs</code>.</p>");
     } else {
         body.push_str(&jobs_table(&shown));
     }
-    if !internal.is_empty() {
-        let mut kinds: Vec<&str> = internal.iter().map(|j| j.kind.as_str()).collect();
-        kinds.sort();
-        kinds.dedup();
+    if query.submitted_only {
+        let mut counts: std::collections::BTreeMap<&str, u64> = Default::default();
+        for t in s.jobs.tally().await? {
+            if t.kind.is_internal() && query.state.is_none_or(|st| st == t.state) {
+                *counts.entry(t.kind.as_str()).or_default() += t.count;
+            }
+        }
         // The state chosen stays chosen (the value parsed as a state: a plain word).
         let also = query
             .state
             .map(|st| format!("&amp;state={}", st.as_str()))
             .unwrap_or_default();
-        let links: Vec<String> = kinds
+        let links: Vec<String> = counts
             .iter()
-            .map(|k| {
-                let n = internal.iter().filter(|j| j.kind.as_str() == *k).count();
-                format!(r#"<a href="/ui/jobs?kind={k}{also}">{n} {k}</a>"#)
-            })
+            .filter(|(_, n)| **n > 0)
+            .map(|(k, n)| format!(r#"<a href="/ui/jobs?kind={k}{also}">{n} {k}</a>"#))
             .collect();
-        let _ = write!(
-            body,
-            "<p class=\"internal\">Also on this page, queued by lakefish itself: {}.</p>",
-            links.join(", ")
-        );
+        if !links.is_empty() {
+            let _ = write!(
+                body,
+                "<p class=\"internal\">Not listed: the tasks lakefish queued itself, {}.</p>",
+                links.join(", ")
+            );
+        }
     }
     if let Some(next) = page.next {
         // Built from the parsed filters, not the query's text: plain words only.

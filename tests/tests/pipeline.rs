@@ -390,6 +390,11 @@ async fn walk_dashboard(api: &str, first: &serde_json::Value, second: &serde_jso
         let url = format!("{api}{}", link.replace("&amp;", "&"));
         let html = reqwest::get(url).await.unwrap().text().await.unwrap();
         seen += rows(&html);
+        // A page's limit counts the jobs it lists (lakefish's own tasks are left out by the
+        // store, not after it).
+        if html.contains("<a id=\"next\"") {
+            assert_eq!(rows(&html), 2, "{html}");
+        }
         next = html
             .split("<a id=\"next\" href=\"")
             .nth(1)
@@ -580,6 +585,15 @@ async fn walk_dashboard(api: &str, first: &serde_json::Value, second: &serde_jso
         text.starts_with("[Event ") && text.matches("[Event ").count() == 1,
         "{text}"
     );
+    // As fastchess writes it: start time and duration, each move's score, depth and time.
+    for want in [
+        "[GameStartTime \"",
+        "[GameDuration \"",
+        "[Termination \"",
+        "s}",
+    ] {
+        assert!(text.contains(want), "{want} not in {text}");
+    }
     let result = text
         .lines()
         .find_map(|l| l.strip_prefix("[Result \"")?.strip_suffix("\"]"))

@@ -67,6 +67,9 @@ pub struct JobQuery {
     pub kind: Option<lakefish_schemas::JobKind>,
     pub after: Option<JobCursor>,
     pub limit: usize,
+    /// Leave out the tasks lakefish queues itself ([`lakefish_schemas::JobKind::is_internal`]),
+    /// so a page's `limit` counts what people submitted.
+    pub submitted_only: bool,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -326,6 +329,7 @@ impl RecordBackend for LakeRecords {
         all.retain(|r| {
             query.state.is_none_or(|s| r.state == s)
                 && query.kind.as_ref().is_none_or(|k| r.kind == *k)
+                && !(query.submitted_only && r.kind.is_internal())
                 && query.after.as_ref().is_none_or(|c| c.precedes(r))
         });
         all.sort_by(|a, b| (&b.created, b.id.as_str()).cmp(&(&a.created, a.id.as_str())));

@@ -659,6 +659,15 @@ impl RecordBackend for SqlRecords {
         if query.kind.is_some() {
             clauses.push(format!("kind = {}", param()));
         }
+        let internal: Vec<&str> = lakefish_schemas::JobKind::ALL
+            .iter()
+            .filter(|k| query.submitted_only && k.is_internal())
+            .map(|k| k.as_str())
+            .collect();
+        if !internal.is_empty() {
+            let marks: Vec<String> = internal.iter().map(|_| param()).collect();
+            clauses.push(format!("kind NOT IN ({})", marks.join(", ")));
+        }
         if query.after.is_some() {
             let (c, i) = (param(), param());
             // A row value, so both databases seek the index to the cursor instead of
@@ -681,6 +690,9 @@ impl RecordBackend for SqlRecords {
         }
         if let Some(kind) = &query.kind {
             q = q.bind(kind.as_str());
+        }
+        for kind in internal {
+            q = q.bind(kind);
         }
         if let Some(after) = &query.after {
             q = q.bind(after.created.as_str()).bind(after.id.as_str());

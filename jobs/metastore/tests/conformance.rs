@@ -100,6 +100,7 @@ async fn suite(store: JobStore) {
             kind,
             limit: 4,
             after: None,
+            submitted_only: false,
         };
         assert_eq!(
             all_pages(&store, q).await,
@@ -107,6 +108,26 @@ async fn suite(store: JobStore) {
             "{state:?} {kind:?}"
         );
     }
+
+    // Without the tasks lakefish queues itself, pages count only submitted jobs.
+    let submitted: Vec<JobRecord> = history
+        .iter()
+        .filter(|r| !r.kind.is_internal())
+        .cloned()
+        .collect();
+    assert!(submitted.len() < history.len());
+    assert_eq!(
+        all_pages(
+            &store,
+            JobQuery {
+                limit: 5,
+                submitted_only: true,
+                ..JobQuery::default()
+            }
+        )
+        .await,
+        newest_first(&submitted)
+    );
 
     // A job created while a client pages does not shift the pages after the first.
     let first = store.page(&query).await.unwrap();

@@ -927,6 +927,23 @@ fn train_run(
     record.finished = true;
     record.updated = now();
     ctx.block_on(put_run_record(&ctx.lake, &prefix, record))?;
+    // The last word: every step done, with the validation loss (progress reports come every
+    // few steps, so the last one may be short of the end).
+    ctx.progress.report(&Progress {
+        stage: format!(
+            "train {id}: finished, {} epochs, {} steps, val loss {}",
+            at.epoch,
+            at.step,
+            record
+                .val_loss
+                .last()
+                .map_or("-".into(), |v| format!("{v:.5}"))
+        ),
+        done: at.step,
+        total: Some(at.step),
+        unit: "steps".into(),
+        rows: 0,
+    });
     let secs = started.elapsed().as_secs_f64();
     tracing::info!(
         run = %id,
