@@ -717,7 +717,7 @@ async fn get_job(
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct ListJobs {
-    /// queued, running, succeeded or failed (empty: any).
+    /// queued, running, succeeded, failed or cancelled (empty: any).
     pub(crate) state: Option<String>,
     /// A job kind (ingest_pgn, train, sprt_batch, ...; empty: any).
     pub(crate) kind: Option<String>,
@@ -746,7 +746,7 @@ pub(crate) fn job_query(q: ListJobs) -> Result<JobQuery, ApiError> {
         None => None,
         Some(st) => Some(JobState::parse(st).ok_or_else(|| {
             ApiError::BadRequest(format!(
-                "unknown state {st:?} (use one of queued, running, succeeded, failed)"
+                "unknown state {st:?} (use one of queued, running, succeeded, failed, cancelled)"
             ))
         })?),
     };

@@ -95,7 +95,7 @@ fn jobs_filter(state: Option<&str>, kind: Option<&str>) -> String {
         r#"<form method="get" action="/ui/jobs" class="filter">{} {} <button type="submit">Show</button></form>"#,
         options(
             "state",
-            &["queued", "running", "succeeded", "failed"],
+            &["queued", "running", "succeeded", "failed", "cancelled"],
             state
         ),
         options("kind", &kinds, kind)

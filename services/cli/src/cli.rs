@@ -170,7 +170,7 @@ pub(crate) enum Command {
         /// The API's base URL (LAKEFISH_TOKEN is sent when set).
         #[arg(long, env = "LAKEFISH_API", default_value = "http://127.0.0.1:8080")]
         api: String,
-        /// Only jobs in this state: queued, running, succeeded, failed.
+        /// Only jobs in this state: queued, running, succeeded, failed, cancelled.
         #[arg(long)]
         state: Option<String>,
         /// Only jobs of this kind (ingest_pgn, train, sprt, ...).
