@@ -139,6 +139,26 @@ impl Form {
             .filter(|v| !v.is_empty())
     }
 
+    /// A job spec's fields from the form: `text` as given, `numbers` checked as numbers.
+    fn spec(
+        &self,
+        text: &[&str],
+        numbers: &[&str],
+    ) -> Result<serde_json::Map<String, serde_json::Value>, PageError> {
+        let mut spec = serde_json::Map::new();
+        for f in text {
+            if let Some(v) = self.get(f) {
+                spec.insert((*f).into(), v.into());
+            }
+        }
+        for f in numbers {
+            if let Some(v) = self.number(f)? {
+                spec.insert((*f).into(), v);
+            }
+        }
+        Ok(spec)
+    }
+
     fn number(&self, name: &str) -> Result<Option<serde_json::Value>, PageError> {
         let Some(v) = self.get(name) else {
             return Ok(None);
@@ -344,17 +364,7 @@ const NUMBER_FIELDS: [&str; 7] = [
 
 async fn create_sprt(State(s): State<AppState>, body: Bytes) -> Result<Response, PageError> {
     let form = Form::parse(&body, true)?;
-    let mut spec = serde_json::Map::new();
-    for f in TEXT_FIELDS {
-        if let Some(v) = form.get(f) {
-            spec.insert(f.into(), v.into());
-        }
-    }
-    for f in NUMBER_FIELDS {
-        if let Some(v) = form.number(f)? {
-            spec.insert(f.into(), v);
-        }
-    }
+    let spec = form.spec(&TEXT_FIELDS, &NUMBER_FIELDS)?;
     let done = crate::api::queue_sprt(&s, serde_json::Value::Object(spec)).await?;
     Ok(see(&format!("/ui/sprt/{}", done.id)))
 }
@@ -511,17 +521,7 @@ const GAUNTLET_NUMBERS: [&str; 3] = ["pairs", "nodes", "seed"];
 
 async fn create_gauntlet(State(s): State<AppState>, body: Bytes) -> Result<Response, PageError> {
     let form = Form::parse(&body, true)?;
-    let mut spec = serde_json::Map::new();
-    for f in GAUNTLET_TEXT {
-        if let Some(v) = form.get(f) {
-            spec.insert(f.into(), v.into());
-        }
-    }
-    for f in GAUNTLET_NUMBERS {
-        if let Some(v) = form.number(f)? {
-            spec.insert(f.into(), v);
-        }
-    }
+    let mut spec = form.spec(&GAUNTLET_TEXT, &GAUNTLET_NUMBERS)?;
     // `1350, 1600 2000`: UCI_Elo levels, comma- or space-separated.
     let mut levels = Vec::new();
     for v in form

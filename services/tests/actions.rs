@@ -4,34 +4,12 @@
 use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
 use http_body_util::BodyExt;
-use lakefish_lake::Lake;
-use lakefish_lake::records::JobStore;
 use lakefish_schemas::config::{AuthConfig, Config, Scope, TokenConfig, token_sha256};
-use lakefish_services::{AppState, Queue, router};
-use std::sync::Arc;
+use lakefish_services::router;
 use tower::ServiceExt;
 
-struct App {
-    state: AppState,
-    _dir: tempfile::TempDir,
-}
-
-async fn app(config: Config) -> App {
-    let dir = tempfile::tempdir().unwrap();
-    let lake = Lake::in_memory();
-    let queue = Queue::sqlite(dir.path().join("queue.sqlite").to_str().unwrap())
-        .await
-        .unwrap();
-    App {
-        state: AppState {
-            jobs: JobStore::new(lake.clone()),
-            lake,
-            queue,
-            config: Arc::new(config),
-        },
-        _dir: dir,
-    }
-}
+mod common;
+use common::{App, app};
 
 fn with_tokens() -> Config {
     let token = |name: &str, scopes: Vec<Scope>| TokenConfig {

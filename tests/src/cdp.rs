@@ -28,28 +28,9 @@ impl Chrome {
     /// Starts Chromium with a fresh profile and opens one tab.
     pub fn launch() -> Chrome {
         let profile = tempfile::tempdir().unwrap();
-        let bin = ["chromium", "chromium-browser", "google-chrome"]
-            .into_iter()
-            .find(|b| {
-                Command::new(b)
-                    .arg("--version")
-                    .stdout(Stdio::null())
-                    .stderr(Stdio::null())
-                    .status()
-                    .is_ok_and(|s| s.success())
-            })
-            .expect("chromium not found: run `make setup` (apt-get install chromium)");
-        let child = Command::new(bin)
-            .args([
-                "--headless",
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-dev-shm-usage",
-                "--no-first-run",
-                "--hide-scrollbars",
-                "--window-size=1280,1400",
-                "--remote-debugging-port=0",
-            ])
+        let child = Command::new(crate::chromium())
+            .args(crate::CHROMIUM_FLAGS)
+            .arg("--remote-debugging-port=0")
             .arg(format!("--user-data-dir={}", profile.path().display()))
             .arg("about:blank")
             .stdout(Stdio::null())

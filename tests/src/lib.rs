@@ -679,40 +679,47 @@ pub struct Browser {
     profile: tempfile::TempDir,
 }
 
+/// The Chromium on this machine (`make setup` installs Debian's).
+pub fn chromium() -> PathBuf {
+    ["chromium", "chromium-browser", "google-chrome"]
+        .iter()
+        .find_map(|b| {
+            let ok = Command::new(b)
+                .arg("--version")
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success());
+            ok.then(|| PathBuf::from(b))
+        })
+        .expect("chromium not found: run `make setup` (apt-get install chromium)")
+}
+
+/// How the tests run Chromium: headless, in a container, with a page size screenshots keep.
+pub const CHROMIUM_FLAGS: [&str; 7] = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--no-first-run",
+    "--hide-scrollbars",
+    "--window-size=1280,1400",
+];
+
 impl Browser {
     pub fn new() -> Browser {
-        let bin = ["chromium", "chromium-browser", "google-chrome"]
-            .iter()
-            .find_map(|b| {
-                let ok = Command::new(b)
-                    .arg("--version")
-                    .stdout(Stdio::null())
-                    .stderr(Stdio::null())
-                    .status()
-                    .is_ok_and(|s| s.success());
-                ok.then(|| PathBuf::from(b))
-            })
-            .expect("chromium not found: run `make setup` (apt-get install chromium)");
         Browser {
-            bin,
+            bin: chromium(),
             profile: tempfile::tempdir().unwrap(),
         }
     }
 
     fn run(&self, extra: &[String], url: &str) -> std::process::Output {
         let mut cmd = Command::new(&self.bin);
-        cmd.args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-dev-shm-usage",
-            "--no-first-run",
-            "--hide-scrollbars",
-            "--window-size=1280,1400",
-        ])
-        .arg(format!("--user-data-dir={}", self.profile.path().display()))
-        .args(extra)
-        .arg(url);
+        cmd.args(CHROMIUM_FLAGS)
+            .arg(format!("--user-data-dir={}", self.profile.path().display()))
+            .args(extra)
+            .arg(url);
         let out = cmd.output().expect("run chromium");
         assert!(
             out.status.success(),
