@@ -465,8 +465,15 @@ pub async fn resolve_net_name(lake: &Lake, name: &str) -> Result<String, JobErro
 pub struct Promotion {
     pub reason: String,
     pub by: String,
-    /// The SPRT that accepted it, with its Elo and 95 % error.
-    pub sprt: Option<(String, Option<(f64, f64)>)>,
+    pub measured: Option<Measured>,
+}
+
+/// The SPRT that accepted a net: its id, the side it played against, its Elo and 95 % error.
+#[derive(Debug, Clone, Default)]
+pub struct Measured {
+    pub sprt: String,
+    pub against: String,
+    pub elo: Option<(f64, f64)>,
 }
 
 /// Makes `name`, which must be registered, the best net; the promotion is also kept in the
@@ -476,38 +483,58 @@ pub async fn set_best(lake: &Lake, name: &str, why: Promotion) -> Result<BestNet
     let manifest = read_net(lake, &name)
         .await?
         .ok_or_else(|| JobError::NotFound(format!("net {name} is not registered")))?;
-    let now = read_best(lake).await?;
-    if let Some(b) = now.as_ref().filter(|b| b.name == manifest.name) {
-        return Err(JobError::Conflict(format!(
-            "{} is already the best net (since {}); nothing changed",
-            b.name, b.since
-        )));
-    }
-    let previous = now.map(|b| b.name);
-    let (sprt, elo) = match why.sprt {
-        Some((id, elo)) => (Some(id), elo),
-        None => (None, None),
+    // Compare-and-swap on the pointer: of two promotions at once, each replaces what the
+    // other left, so the pointer and the history tell the same story.
+    let best = loop {
+        let stored = lake.get_versioned(BEST_KEY).await?;
+        let now: Option<BestNet> = match &stored {
+            Some((bytes, _)) => {
+                Some(
+                    serde_json::from_slice(bytes).map_err(|e| JobError::Corrupt {
+                        what: "best-net pointer",
+                        key: BEST_KEY.into(),
+                        reason: e.to_string(),
+                    })?,
+                )
+            }
+            None => None,
+        };
+        if let Some(b) = now.as_ref().filter(|b| b.name == manifest.name) {
+            return Err(JobError::Conflict(format!(
+                "{} is already the best net (since {}); nothing changed",
+                b.name, b.since
+            )));
+        }
+        let m = why.measured.clone();
+        let best = BestNet {
+            name: manifest.name.clone(),
+            since: lakefish_lake::records::now(),
+            reason: why.reason.clone(),
+            by: Some(why.by.clone()),
+            previous: now.map(|b| b.name),
+            sprt: m.as_ref().map(|m| m.sprt.clone()),
+            against: m.as_ref().map(|m| m.against.clone()),
+            elo: m.as_ref().and_then(|m| m.elo).map(|e| e.0),
+            elo_error: m.as_ref().and_then(|m| m.elo).map(|e| e.1),
+        };
+        let json = serde_json::to_vec_pretty(&best).expect("serializable");
+        let version = stored.as_ref().map(|(_, v)| v);
+        if lake.put_if_unchanged(BEST_KEY, json, version).await? {
+            break best;
+        }
     };
-    let best = BestNet {
-        name: manifest.name,
-        since: lakefish_lake::records::now(),
-        reason: why.reason,
-        by: Some(why.by),
-        previous,
-        sprt,
-        elo: elo.map(|e| e.0),
-        elo_error: elo.map(|e| e.1),
-    };
-    let json = serde_json::to_vec_pretty(&best).expect("serializable");
-    // History first: a pointer change is never without its record.
+    // Then its record (a name that sorts by time; the same promotion written twice is one).
     let stamp: String = best.since.chars().filter(char::is_ascii_digit).collect();
     let key = format!(
         "{}/{stamp}-{}.json",
         lakefish_schemas::nets::BEST_HISTORY_PREFIX,
         best.name
     );
-    lake.put(&key, json.clone()).await?;
-    lake.put(BEST_KEY, json).await?;
+    lake.put(
+        &key,
+        serde_json::to_vec_pretty(&best).expect("serializable"),
+    )
+    .await?;
     index_best(lake, &best).await?;
     Ok(best)
 }

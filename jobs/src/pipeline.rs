@@ -267,7 +267,7 @@ fn ensure_job(
 
 /// Folds the states of a step's jobs: any failure fails it, all successes finish it.
 fn all_done(states: &[(JobState, Option<String>, String)]) -> Step {
-    if let Some((_, err, target)) = states.iter().find(|(s, _, _)| *s == JobState::Failed) {
+    if let Some((_, err, target)) = states.iter().find(|(s, _, _)| s.ended_without_result()) {
         return Step::Failed(format!("{target}: {}", err.as_deref().unwrap_or("failed")));
     }
     if states.iter().all(|(s, _, _)| *s == JobState::Succeeded) {
@@ -666,15 +666,24 @@ fn sprt(
         let why = crate::nets::Promotion {
             reason,
             by: format!("pipeline:{}", run.pipeline),
-            sprt: Some((
-                id.to_string(),
-                status.elo.as_ref().map(|e| (e.elo, e.elo_error)),
-            )),
+            measured: Some(crate::nets::Measured {
+                sprt: id.to_string(),
+                against: base.clone(),
+                elo: status.elo.as_ref().map(|e| (e.elo, e.elo_error)),
+            }),
         };
-        // A step run again after its promotion landed finds the net best already.
-        let best = ctx.block_on(crate::nets::read_best(&ctx.lake))?;
-        if best.is_none_or(|b| b.name != net) {
-            ctx.block_on(crate::nets::set_best(&ctx.lake, &net, why))?;
+        // A step run again after its promotion landed finds it in the history (and must
+        // not undo a roll-back made since).
+        let history = ctx.block_on(crate::nets::best_history(&ctx.lake))?;
+        if !history
+            .iter()
+            .any(|b| b.sprt.as_deref() == Some(id.as_str()))
+        {
+            match ctx.block_on(crate::nets::set_best(&ctx.lake, &net, why)) {
+                // Someone made it the best by hand meanwhile: it is, which is the point.
+                Ok(_) | Err(JobError::Conflict(_)) => {}
+                Err(e) => return Err(e),
+            }
         }
         run.promoted = true;
         tracing::info!(run = run.id, net, "promoted to best");

@@ -223,8 +223,9 @@ pub async fn run_queued_job(
     if let Some(p) = newest {
         rec.progress = p;
     }
-    if let Some(c) = rec.cancel.clone() {
-        // Whatever the job did with its last breath, a cancelled job ends cancelled.
+    if let (Some(c), Err(JobError::Cancelled(_))) = (rec.cancel.clone(), &outcome) {
+        // It stopped because it was asked to. (A job that finished first keeps its result,
+        // and its record the request.)
         tracing::info!(job = %job.id, "job cancelled by {}", c.by);
         rec.state = JobState::Cancelled;
         rec.error = Some(cancelled_message(&c));
@@ -272,8 +273,8 @@ pub async fn cancel_job(store: &JobStore, id: &JobId, by: &str) -> Result<JobRec
     let stored = store
         .update(id, |stored| {
             let mut rec = stored?;
-            if rec.state.is_final() {
-                refused = Some(rec.state);
+            if rec.state.is_final() || rec.kind.is_internal() {
+                refused = Some(rec.clone());
                 return None;
             }
             if rec.cancel.is_none() {
@@ -290,10 +291,17 @@ pub async fn cancel_job(store: &JobStore, id: &JobId, by: &str) -> Result<JobRec
             Some(rec)
         })
         .await?;
-    if let Some(state) = refused {
+    if let Some(rec) = refused {
+        if rec.kind.is_internal() {
+            return Err(JobError::Conflict(format!(
+                "job {id} is a {} task lakefish queued for another job: stop what it serves \
+                 instead (an SPRT test with `lakefish sprt stop`, a shuffle by cancelling its job)",
+                rec.kind.as_str()
+            )));
+        }
         return Err(JobError::Conflict(format!(
             "job {id} is {}: only a queued or running job can be cancelled",
-            state.as_str()
+            rec.state.as_str()
         )));
     }
     stored.ok_or_else(|| JobError::NotFound(format!("job {id} not found")))

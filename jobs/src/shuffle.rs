@@ -728,7 +728,7 @@ pub fn failed_task(ctx: &JobContext, id: &ShuffleId) -> Result<Option<String>, J
     let piles = (0..plan.spec.chunks).map(|i| ("pile", i));
     for (pass, i) in deals.chain(piles) {
         if let Some(rec) = ctx.block_on(store.get(&task_id(id, pass, i)))?
-            && rec.state == lakefish_schemas::JobState::Failed
+            && rec.state.ended_without_result()
         {
             return Ok(Some(format!(
                 "{pass} {i}: {}",

@@ -115,7 +115,13 @@ pub fn plan(ctx: &JobContext, spec: &SprtSpec) -> Result<SprtPlan, JobError> {
 
 /// Records a test's state in the catalogue: when planned, after each batch, once decided.
 pub async fn index_status(lake: &Lake, s: &SprtStatus) -> Result<(), JobError> {
-    let rank = 2 * s.batches as i64 + (s.state != SprtState::Running) as i64;
+    // Newer counts replace older ones; an ending replaces any count, however many batches
+    // a late `running` entry had counted.
+    let rank = if s.state == SprtState::Running {
+        2 * s.batches as i64
+    } else {
+        2 * s.spec.batches() as i64 + 1
+    };
     let entry = CatalogEntry::of(CatalogKind::Sprt, &s.id, &s.created, s)
         .with_state(s.state.as_str())
         .with_links([s.new.name.clone(), s.base.name.clone()])
@@ -416,7 +422,9 @@ fn advance(ctx: &JobContext, plan: &SprtPlan) -> Result<SprtStatus, JobError> {
     }
     if status.state != SprtState::Running {
         status.finished = Some(lakefish_lake::records::now());
-        ctx.block_on(write_result(&ctx.lake, &status, &batches[..used]))?;
+        status = ctx
+            .block_on(end_test(&ctx.lake, &status, &batches[..used]))?
+            .0;
     }
     ctx.block_on(index_status(&ctx.lake, &status))?;
     // A stop that landed between the check above and this index wins the index back.
@@ -429,17 +437,25 @@ fn advance(ctx: &JobContext, plan: &SprtPlan) -> Result<SprtStatus, JobError> {
     Ok(status)
 }
 
-/// Writes an ended test's games, then its result (the result's presence means "ended").
-async fn write_result(
+/// Ends a test with `status` unless another ending (a decision, a stop) was written first:
+/// the result is created only if absent, then its games are written. Returns the ending that
+/// stands and whether it is this one.
+async fn end_test(
     lake: &Lake,
     status: &SprtStatus,
     batches: &[SprtBatch],
-) -> Result<(), JobError> {
-    let pgn: String = batches.iter().map(|b| b.pgn.as_str()).collect();
-    lake.put(&pgn_key(&status.id), pgn).await?;
+) -> Result<(SprtStatus, bool), JobError> {
     let json = serde_json::to_vec_pretty(status).expect("serializable");
-    lake.put(&result_key(&status.id), json).await?;
-    Ok(())
+    if lake.put_if_absent(&result_key(&status.id), json).await? {
+        let pgn: String = batches.iter().map(|b| b.pgn.as_str()).collect();
+        lake.put(&pgn_key(&status.id), pgn).await?;
+        return Ok((status.clone(), true));
+    }
+    let stood = lake
+        .get_json::<SprtStatus>(&result_key(&status.id), "sprt result")
+        .await?
+        .ok_or_else(|| JobError::Retry(format!("sprt test {}: its result", status.id)))?;
+    Ok((stood.labelled(), false))
 }
 
 /// Stops a running test on behalf of `by`: its counted games so far become its result (state
@@ -461,15 +477,25 @@ pub async fn stop(lake: &Lake, id: &SprtId, by: &str) -> Result<SprtStatus, JobE
     let batches = consecutive_batches(lake, &plan).await?;
     let (mut status, used) = summarize(&plan, &batches);
     let at = lakefish_lake::records::now();
-    status.state = SprtState::Stopped;
     status.finished = Some(at.clone());
-    status.stopped = Some(lakefish_schemas::Requested {
-        by: by.to_string(),
-        at,
-    });
-    write_result(lake, &status, &batches[..used]).await?;
-    index_status(lake, &status).await?;
-    Ok(status)
+    if status.state == SprtState::Running {
+        status.state = SprtState::Stopped;
+        status.stopped = Some(lakefish_schemas::Requested {
+            by: by.to_string(),
+            at,
+        });
+    }
+    // Its counted batches may have decided it already (a batch stored, its count not yet
+    // written): that decision is its ending, not the stop.
+    let (stood, ours) = end_test(lake, &status, &batches[..used]).await?;
+    index_status(lake, &stood).await?;
+    if !ours || stood.state != SprtState::Stopped {
+        return Err(JobError::Conflict(format!(
+            "sprt test {id} already ended ({}); only a running test can be stopped",
+            stood.state.as_str()
+        )));
+    }
+    Ok(stood)
 }
 
 fn decided(ctx: &JobContext, id: &str) -> Result<Option<SprtStatus>, JobError> {
@@ -515,7 +541,11 @@ pub fn run_here(ctx: &JobContext, spec: &SprtSpec) -> Result<SprtStatus, JobErro
     }
     let arena = arena(ctx, &plan)?;
     for index in 0..plan.spec.batches() {
-        ctx.check_cancelled()?;
+        if let Err(cancelled) = ctx.check_cancelled() {
+            // Its job was cancelled: the test ends stopped, with the games it counted.
+            let _ = ctx.block_on(stop(&ctx.lake, &plan.id, "a cancelled job"));
+            return Err(cancelled);
+        }
         ensure_batch(ctx, &arena, index)?;
         let status = advance(ctx, &plan)?;
         if status.state != SprtState::Running {
@@ -542,7 +572,7 @@ pub fn failed_batch(
     let store = &ctx.jobs;
     for index in counted..counted + plan.spec.concurrency as u64 {
         if let Some(rec) = ctx.block_on(store.get(&batch_id(id, index)))?
-            && rec.state == lakefish_schemas::JobState::Failed
+            && rec.state.ended_without_result()
         {
             return Ok(Some(format!(
                 "batch {index}: {}",
@@ -655,21 +685,25 @@ pub async fn status_and_pgn(
     lake: &Lake,
     id: &SprtId,
 ) -> Result<Option<(SprtStatus, String)>, JobError> {
-    if let Some(done) = lake
+    let ended = lake
         .get_json::<SprtStatus>(&result_key(id), "sprt result")
-        .await?
+        .await?;
+    if let Some(done) = &ended
+        && let Some(bytes) = lake.get(&pgn_key(id)).await?
     {
-        let pgn = lake
-            .get(&pgn_key(id))
-            .await?
-            .map(|b| String::from_utf8_lossy(&b).into_owned())
-            .unwrap_or_default();
-        return Ok(Some((done.labelled(), pgn)));
+        let pgn = String::from_utf8_lossy(&bytes).into_owned();
+        return Ok(Some((done.clone().labelled(), pgn)));
     }
     let Some(plan) = read_plan(lake, id).await? else {
         return Ok(None);
     };
     let batches = consecutive_batches(lake, &plan).await?;
+    if let Some(done) = ended {
+        // Ended a moment ago: its games are still being written; they are its batches.
+        let n = (done.batches as usize).min(batches.len());
+        let pgn = batches[..n].iter().map(|b| b.pgn.as_str()).collect();
+        return Ok(Some((done.labelled(), pgn)));
+    }
     let (status, used) = summarize(&plan, &batches);
     let pgn = batches[..used].iter().map(|b| b.pgn.as_str()).collect();
     Ok(Some((status, pgn)))

@@ -515,6 +515,11 @@ impl JobState {
         JobState::ALL.into_iter().find(|st| st.as_str() == s)
     }
 
+    /// Ended without its result: failed or cancelled (what waits on the job stops waiting).
+    pub fn ended_without_result(self) -> bool {
+        matches!(self, JobState::Failed | JobState::Cancelled)
+    }
+
     pub fn is_final(self) -> bool {
         matches!(
             self,

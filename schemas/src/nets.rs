@@ -306,9 +306,12 @@ pub struct BestNet {
     /// The best net it replaced (`None`: the hand-written evaluation).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub previous: Option<String>,
-    /// The test that measured it against `previous`, with its Elo estimate and 95 % error.
+    /// The test that measured it, the side it was measured against (the best net when the
+    /// test began, `classical` before any), its Elo estimate and 95 % error.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sprt: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub against: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub elo: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

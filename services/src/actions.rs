@@ -32,7 +32,7 @@ pub(crate) fn routes() -> Vec<Route> {
         route(
             M::POST,
             "/v1/jobs/{id}/cancel",
-            "Cancel a queued job (it never starts) or a running one (it stops at its next progress report and ends `cancelled`); who and when are recorded. 409 for a finished job.",
+            "Cancel a queued job (it never starts) or a running one (train, datagen, mask, gauntlet and in-process shuffles and SPRTs stop at their next progress report and end `cancelled`; other kinds finish, their record noting the request); who and when are recorded. 409 for a finished job or a task lakefish queued itself.",
             post(cancel_job),
         )
         .ok(ok, json::<lakefish_schemas::JobRecord>())
@@ -113,7 +113,7 @@ pub(crate) async fn promote_net(s: &AppState, req: &PromoteRequest) -> Result<Be
     let why = lakefish_jobs::nets::Promotion {
         reason,
         by: crate::session::viewer().name,
-        sprt: None,
+        measured: None,
     };
     Ok(lakefish_jobs::nets::set_best(&s.lake, &req.name, why).await?)
 }

@@ -88,7 +88,7 @@ pub async fn check(State(s): State<AppState>, req: Request, next: Next) -> Respo
             req.method(),
             path
         ));
-        return refuse(&req, e);
+        return crate::session::render_as(viewer, || refuse(&req, e));
     }
     if !auth.enabled() || (needed == Scope::Read && auth.anonymous_read) {
         return crate::session::with_viewer(viewer, next.run(req)).await;
@@ -99,7 +99,9 @@ pub async fn check(State(s): State<AppState>, req: Request, next: Next) -> Respo
         } else {
             "this API needs a token: send `Authorization: Bearer <token>`"
         };
-        return refuse(&req, ApiError::Unauthorized(how.into()));
+        return crate::session::render_as(viewer, || {
+            refuse(&req, ApiError::Unauthorized(how.into()))
+        });
     };
     let Some(token) = auth.find(&presented) else {
         let what = if bearer.is_some() {
@@ -107,7 +109,9 @@ pub async fn check(State(s): State<AppState>, req: Request, next: Next) -> Respo
         } else {
             "the token you logged in with is no longer configured: log in again at /ui/login"
         };
-        return refuse(&req, ApiError::Unauthorized(what.into()));
+        return crate::session::render_as(viewer, || {
+            refuse(&req, ApiError::Unauthorized(what.into()))
+        });
     };
     if !token.allows(needed) {
         let e = ApiError::Forbidden(format!(
@@ -117,7 +121,7 @@ pub async fn check(State(s): State<AppState>, req: Request, next: Next) -> Respo
             req.method(),
             path
         ));
-        return refuse(&req, e);
+        return crate::session::render_as(viewer, || refuse(&req, e));
     }
     crate::session::with_viewer(viewer, next.run(req)).await
 }

@@ -137,7 +137,7 @@ pub(crate) async fn job(State(s): State<AppState>, PagePath(id): PagePath) -> Pa
             escape(&c.by),
             when(&c.at)
         );
-    } else if !rec.state.is_final() {
+    } else if !rec.state.is_final() && !rec.kind.is_internal() {
         b.push_str(&crate::ui_actions::button(
             &format!("/ui/jobs/{}/cancel", rec.id),
             "Cancel this job",

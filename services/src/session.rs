@@ -82,7 +82,7 @@ impl Viewer {
     /// Refuses a form whose CSRF value is not this viewer's.
     pub fn check_csrf(&self, presented: Option<&str>) -> Result<(), ApiError> {
         match presented {
-            Some(v) if v == self.csrf() => Ok(()),
+            Some(v) if same(v.as_bytes(), self.csrf().as_bytes()) => Ok(()),
             Some(_) => Err(ApiError::Forbidden(
                 "the form's CSRF value is not this session's: the page is older than your login or the server's restart — reload it and submit again".into(),
             )),
@@ -93,8 +93,18 @@ impl Viewer {
     }
 }
 
+/// Equal bytes, compared in a time that does not depend on where they differ.
+fn same(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
 tokio::task_local! {
     static VIEWER: Viewer;
+}
+
+/// Renders `f` (a refusal's page) with `viewer` as the one looking.
+pub fn render_as<R>(viewer: Viewer, f: impl FnOnce() -> R) -> R {
+    VIEWER.sync_scope(viewer, f)
 }
 
 /// Runs `f` (a request's handling) with `viewer` as the one looking.
@@ -137,11 +147,15 @@ pub fn cookie_token(headers: &axum::http::HeaderMap) -> Option<String> {
         .filter(|v| !v.is_empty())
 }
 
-/// `Set-Cookie` for a login (`Some(token)`) or a logout (`None`).
-pub fn set_cookie(token: Option<&str>) -> String {
+/// `Set-Cookie` for a login (`Some(token)`) or a logout (`None`); `secure` when the browser
+/// reached the server over https (a proxy's `X-Forwarded-Proto`).
+pub fn set_cookie(token: Option<&str>, secure: bool) -> String {
+    let secure = if secure { "; Secure" } else { "" };
     match token {
-        Some(t) => format!("{COOKIE}={t}; Path=/; HttpOnly; SameSite=Strict; Max-Age=2592000"),
-        None => format!("{COOKIE}=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0"),
+        Some(t) => {
+            format!("{COOKIE}={t}; Path=/; HttpOnly; SameSite=Strict; Max-Age=2592000{secure}")
+        }
+        None => format!("{COOKIE}=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0{secure}"),
     }
 }
 
@@ -198,6 +212,9 @@ mod tests {
         );
         assert_eq!(cookie_token(&h).as_deref(), Some("tok"));
         assert!(is_dashboard("/ui/jobs") && is_dashboard("/") && !is_dashboard("/v1/jobs"));
+        assert!(set_cookie(Some("t"), true).ends_with("; Secure"));
+        assert!(!set_cookie(Some("t"), false).contains("Secure"));
+        assert!(same(b"abc", b"abc") && !same(b"abc", b"abd") && !same(b"abc", b"ab"));
         assert!(!is_dashboard("/uix"));
     }
 }

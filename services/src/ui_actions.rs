@@ -111,6 +111,20 @@ pub(crate) fn routes() -> Vec<Route> {
     ]
 }
 
+/// A form's body as read, or why it could not be (too large, cut off): a page either way.
+type FormBody = Result<Bytes, axum::extract::rejection::BytesRejection>;
+
+impl From<axum::extract::rejection::BytesRejection> for PageError {
+    fn from(e: axum::extract::rejection::BytesRejection) -> Self {
+        PageError(match e.status() {
+            StatusCode::PAYLOAD_TOO_LARGE => {
+                ApiError::TooLarge(format!("a form of at most {MAX_FORM_BYTES} bytes"))
+            }
+            _ => ApiError::BadRequest(format!("the form could not be read: {}", e.body_text())),
+        })
+    }
+}
+
 /// A posted form's fields, its CSRF value checked against the viewer's.
 struct Form(Vec<(String, String)>);
 
@@ -230,8 +244,13 @@ struct Next {
 /// Where a login may send the browser: a path on this server, never another site.
 fn local_path(next: Option<&str>) -> String {
     match next {
+        // No `//host`, no backslash, and no control character (a browser drops tabs and
+        // newlines from a URL, so `/\t/host` would become `//host`).
         Some(n)
-            if n.starts_with('/') && !n.starts_with("//") && !n.contains(['\\', '\r', '\n']) =>
+            if n.starts_with('/')
+                && !n.starts_with("//")
+                && !n.contains('\\')
+                && !n.chars().any(char::is_control) =>
         {
             n.to_string()
         }
@@ -262,8 +281,12 @@ async fn login_page(State(s): State<AppState>, PageQuery(q): PageQuery<Next>) ->
     Ok(layout("Log in", "", false, &body))
 }
 
-async fn login(State(s): State<AppState>, body: Bytes) -> Result<Response, PageError> {
-    let form = Form::parse(&body, false)?;
+async fn login(
+    State(s): State<AppState>,
+    headers: axum::http::HeaderMap,
+    body: FormBody,
+) -> Result<Response, PageError> {
+    let form = Form::parse(&body?, false)?;
     let next = local_path(form.get("next"));
     let token = form.get("token").unwrap_or("");
     if !s.config.auth.enabled() {
@@ -282,7 +305,12 @@ async fn login(State(s): State<AppState>, body: Bytes) -> Result<Response, PageE
         return Ok((StatusCode::UNAUTHORIZED, page).into_response());
     }
     let mut r = see(&next);
-    let cookie = session::set_cookie(Some(token));
+    // Behind a proxy that ends TLS, the cookie is for https only.
+    let https = headers
+        .get("x-forwarded-proto")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.eq_ignore_ascii_case("https"));
+    let cookie = session::set_cookie(Some(token), https);
     r.headers_mut()
         .insert(header::SET_COOKIE, cookie.parse().map_err(|_| bad_token())?);
     Ok(r)
@@ -294,7 +322,7 @@ fn bad_token() -> PageError {
 
 async fn logout() -> Response {
     let mut r = see("/");
-    let cookie = session::set_cookie(None);
+    let cookie = session::set_cookie(None, false);
     r.headers_mut()
         .insert(header::SET_COOKIE, cookie.parse().expect("static cookie"));
     r
@@ -303,9 +331,9 @@ async fn logout() -> Response {
 async fn cancel_job(
     State(s): State<AppState>,
     PagePath(id): PagePath,
-    body: Bytes,
+    body: FormBody,
 ) -> Result<Response, PageError> {
-    Form::parse(&body, true)?;
+    Form::parse(&body?, true)?;
     let job = lakefish_schemas::JobId::parse(&id)
         .ok_or_else(|| ApiError::NotFound(format!("job {id:?} not found (ids are UUIDs)")))?;
     lakefish_jobs::runner::cancel_job(&s.jobs, &job, &session::viewer().name).await?;
@@ -315,16 +343,16 @@ async fn cancel_job(
 async fn stop_sprt(
     State(s): State<AppState>,
     PagePath(id): PagePath,
-    body: Bytes,
+    body: FormBody,
 ) -> Result<Response, PageError> {
-    Form::parse(&body, true)?;
+    Form::parse(&body?, true)?;
     let id: lakefish_schemas::names::SprtId = crate::api::path_id(&id, "sprt test")?;
     lakefish_jobs::sprt::stop(&s.lake, &id, &session::viewer().name).await?;
     Ok(see(&format!("/ui/sprt/{id}")))
 }
 
-async fn promote(State(s): State<AppState>, body: Bytes) -> Result<Response, PageError> {
-    let form = Form::parse(&body, true)?;
+async fn promote(State(s): State<AppState>, body: FormBody) -> Result<Response, PageError> {
+    let form = Form::parse(&body?, true)?;
     let name = form
         .get("name")
         .ok_or_else(|| ApiError::BadRequest("name: which net to make the best".into()))?;
@@ -339,9 +367,9 @@ async fn promote(State(s): State<AppState>, body: Bytes) -> Result<Response, Pag
 async fn run_pipeline(
     State(s): State<AppState>,
     PagePath(name): PagePath,
-    body: Bytes,
+    body: FormBody,
 ) -> Result<Response, PageError> {
-    Form::parse(&body, true)?;
+    Form::parse(&body?, true)?;
     if !s.config.pipelines.contains_key(&name) {
         return Err(ApiError::NotFound(format!("no pipeline named {name:?} is configured")).into());
     }
@@ -362,8 +390,8 @@ const NUMBER_FIELDS: [&str; 7] = [
     "batch_pairs",
 ];
 
-async fn create_sprt(State(s): State<AppState>, body: Bytes) -> Result<Response, PageError> {
-    let form = Form::parse(&body, true)?;
+async fn create_sprt(State(s): State<AppState>, body: FormBody) -> Result<Response, PageError> {
+    let form = Form::parse(&body?, true)?;
     let spec = form.spec(&TEXT_FIELDS, &NUMBER_FIELDS)?;
     let done = crate::api::queue_sprt(&s, serde_json::Value::Object(spec)).await?;
     Ok(see(&format!("/ui/sprt/{}", done.id)))
@@ -423,6 +451,9 @@ async fn new_sprt_page(State(s): State<AppState>) -> Page {
 /// test measured, and a roll-back button on each earlier best.
 pub(crate) async fn promotions(s: &AppState) -> Result<String, ApiError> {
     let history = lakefish_jobs::nets::best_history(&s.lake).await?;
+    let current = lakefish_jobs::nets::read_best(&s.lake)
+        .await?
+        .map(|b| b.name);
     if history.is_empty() {
         return Ok("<h2>Promotions</h2><p>No net has been promoted yet: the hand-written evaluation is the one to beat.</p>".into());
     }
@@ -438,9 +469,11 @@ pub(crate) async fn promotions(s: &AppState) -> Result<String, ApiError> {
             (_, _, Some(id)) => format!(r#"<a href="/ui/sprt/{id}">{id}</a>"#, id = escape(id)),
             _ => String::new(),
         };
-        let action = if i == 0 {
+        let is_current = current.as_deref() == Some(b.name.as_str());
+        let first_of_current = history.iter().position(|h| h.name == b.name) == Some(i);
+        let action = if is_current && first_of_current {
             "<b>now</b>".to_string()
-        } else if b.name == history[0].name {
+        } else if is_current {
             String::new()
         } else {
             let reason = format!("roll back to {}", b.name);
@@ -477,12 +510,15 @@ pub(crate) fn elo_history(newest_first: &[lakefish_schemas::nets::BestNet]) -> S
     let mut points = Vec::new();
     let mut errors = Vec::new();
     for (i, b) in newest_first.iter().rev().enumerate() {
-        let before = b
-            .previous
-            .as_deref()
-            .and_then(|p| level.get(p))
-            .copied()
-            .unwrap_or(now);
+        // Measured against the side its test played (the best when the test began); by
+        // hand, against the net it replaced; nothing before it: the hand-written evaluation.
+        let before = match b.against.as_deref().or(b.previous.as_deref()) {
+            Some(p) => level
+                .get(p)
+                .copied()
+                .unwrap_or(if p == "classical" { 0.0 } else { now }),
+            None => 0.0,
+        };
         now = match (b.elo, level.get(b.name.as_str())) {
             (Some(e), _) => before + e,
             (None, Some(&known)) => known,
@@ -519,8 +555,8 @@ pub(crate) fn elo_history(newest_first: &[lakefish_schemas::nets::BestNet]) -> S
 const GAUNTLET_TEXT: [&str; 4] = ["engine", "against", "book", "tc"];
 const GAUNTLET_NUMBERS: [&str; 3] = ["pairs", "nodes", "seed"];
 
-async fn create_gauntlet(State(s): State<AppState>, body: Bytes) -> Result<Response, PageError> {
-    let form = Form::parse(&body, true)?;
+async fn create_gauntlet(State(s): State<AppState>, body: FormBody) -> Result<Response, PageError> {
+    let form = Form::parse(&body?, true)?;
     let mut spec = form.spec(&GAUNTLET_TEXT, &GAUNTLET_NUMBERS)?;
     // `1350, 1600 2000`: UCI_Elo levels, comma- or space-separated.
     let mut levels = Vec::new();
@@ -613,6 +649,7 @@ mod tests {
                 by: None,
                 previous: previous.map(str::to_string),
                 sprt: None,
+                against: None,
                 elo,
                 elo_error: elo.map(|_| 5.0),
             }
@@ -643,6 +680,8 @@ mod tests {
             "//evil.example",
             "https://evil.example",
             "/\\evil",
+            "/\t/evil.example",
+            "/\u{0}x",
             "",
             "ui",
         ] {

@@ -769,3 +769,29 @@ pub fn steps_of(run: &serde_json::Value) -> Vec<String> {
     }
     steps
 }
+
+/// A PGN without what the clock decides: dates, start and end times, durations, and each
+/// move's time (`0.012s`) in its comment; words joined by single spaces.
+pub fn pgn_untimed(pgn: &str) -> String {
+    pgn.lines()
+        .filter(|l| {
+            ![
+                "[Date ",
+                "[GameDuration ",
+                "[GameStartTime ",
+                "[GameEndTime ",
+            ]
+            .iter()
+            .any(|t| l.starts_with(t))
+        })
+        .flat_map(|l| l.split_whitespace())
+        .map(|w| {
+            let bare = w.trim_end_matches([',', '}']);
+            let timed = bare
+                .strip_suffix('s')
+                .is_some_and(|t| t.contains('.') && t.parse::<f64>().is_ok());
+            if timed { &w[bare.len()..] } else { w }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}

@@ -632,6 +632,38 @@ async fn walk_dashboard(api: &str, first: &serde_json::Value, second: &serde_jso
         assert!(pipelines.contains(id.as_str().unwrap()));
     }
     assert!(pipelines.contains("every2s") && pipelines.contains("no data"));
+    // "Run now" posts the page's form (no tokens here: anyone may act, with the page's CSRF
+    // value); the run it starts says who asked.
+    let action = "action=\"/ui/pipelines/every2s/run\"";
+    let csrf = pipelines
+        .split(action)
+        .nth(1)
+        .and_then(|f| f.split("name=\"csrf\" value=\"").nth(1))
+        .and_then(|v| v.split('"').next())
+        .expect("a Run now form with its CSRF value")
+        .to_string();
+    let no_redirect = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let r = no_redirect
+        .post(format!("{api}/ui/pipelines/every2s/run"))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(format!("csrf={csrf}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 303);
+    // To the run it started (or joined: this pipeline also starts itself every 2 s).
+    let to = r.headers()["location"].to_str().unwrap().to_string();
+    let run_id = to.split("#run-").nth(1).expect("the run's anchor");
+    let run = get(format!("{api}/v1/pipelines/every2s/runs/{run_id}")).await;
+    assert_eq!(run["pipeline"], "every2s", "{run:#}");
+    let trigger = run["trigger"].as_str().unwrap();
+    assert!(
+        trigger == "manual (anonymous)" || !trigger.starts_with("manual"),
+        "{run:#}"
+    );
 
     // A page that does not exist is an HTML 404 that says what was not found.
     let r = reqwest::get(format!("{api}/ui/nets/nn-000000000000.nnue"))

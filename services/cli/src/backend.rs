@@ -147,7 +147,7 @@ impl Backend {
                 let why = lakefish_jobs::nets::Promotion {
                     reason: reason.unwrap_or_else(|| "promoted by hand".into()),
                     by: crate::local::user(),
-                    sprt: None,
+                    measured: None,
                 };
                 Ok(lakefish_jobs::nets::set_best(lake, name, why).await?)
             }

@@ -3,7 +3,7 @@
 use crate::cli::{IngestCommand, MaskCommand, SubmitCommand, ingest_spec};
 use crate::cli_progress;
 use anyhow::{Context, bail};
-use lakefish_schemas::{JobRecord, JobSpec, JobState, Source, raw_key};
+use lakefish_schemas::{JobRecord, JobSpec, Source, raw_key};
 use std::time::Duration;
 
 /// The HTTP client of every `--api` command: sends `LAKEFISH_TOKEN` as a bearer token when set.
@@ -151,10 +151,14 @@ pub(crate) async fn submit(
         )?;
         bar.show(&rec.progress);
         if rec.state.is_final() {
-            if rec.state == JobState::Failed {
+            if rec.state.ended_without_result() {
                 bar.finish();
                 println!("{}", serde_json::to_string_pretty(&rec)?);
-                bail!("job {id} failed: {}", rec.error.unwrap_or_default());
+                bail!(
+                    "job {id} {}: {}",
+                    rec.state.as_str(),
+                    rec.error.unwrap_or_default()
+                );
             }
             // A shuffle fans its passes out as jobs of their own: follow it to the commit.
             let fanned = rec.result.as_ref().and_then(|r| r["shuffle"].as_str());

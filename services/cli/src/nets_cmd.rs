@@ -160,7 +160,12 @@ pub(crate) async fn run(lake: &str, api: Option<String>, what: NetsCommand) -> a
         }
         NetsCommand::Rollback { reason } => {
             let history = backend.promotions().await?;
-            let Some(now) = history.first() else {
+            let (_, best) = backend.nets().await?;
+            // The promotion that made today's best net (the pointer decides, not the order).
+            let now = best
+                .as_deref()
+                .and_then(|b| history.iter().find(|h| h.name == b));
+            let Some(now) = now else {
                 bail!("no net has been promoted yet: there is nothing to roll back");
             };
             let Some(previous) = now.previous.clone() else {
