@@ -53,9 +53,8 @@ pub fn run_prefix(id: &str) -> String {
     format!("runs/{id}")
 }
 
-/// One row of a run's metrics: step, epoch, train loss, validation loss, learning rate,
-/// positions per second.
-pub type MetricsRow = (u64, u32, f64, Option<f64>, f64, f64);
+/// One row of a run's metrics ([`MetricsPoint`]).
+pub type MetricsRow = MetricsPoint;
 
 /// Reads a run's `metrics.parquet`.
 pub fn read_metrics(bytes: &bytes::Bytes) -> Result<Vec<MetricsRow>, String> {
@@ -82,15 +81,20 @@ pub fn read_metrics(bytes: &bytes::Bytes) -> Result<Vec<MetricsRow>, String> {
                 .ok_or("f64")
         };
         let (tl, vl, lr, ps) = (f(2)?, f(3)?, f(4)?, f(5)?);
+        // λ was added later: files without the column read as unknown.
+        let lambda = b
+            .column_by_name("lambda")
+            .and_then(|c| c.as_any().downcast_ref::<Float64Array>().cloned());
         for i in 0..b.num_rows() {
-            out.push((
-                step.value(i),
-                epoch.value(i),
-                tl.value(i),
-                vl.is_valid(i).then(|| vl.value(i)),
-                lr.value(i),
-                ps.value(i),
-            ));
+            out.push(MetricsPoint {
+                step: step.value(i),
+                epoch: epoch.value(i),
+                train_loss: tl.value(i),
+                val_loss: vl.is_valid(i).then(|| vl.value(i)),
+                lr: lr.value(i),
+                positions_per_s: ps.value(i),
+                lambda: lambda.as_ref().map(|l| l.value(i)),
+            });
         }
     }
     Ok(out)
@@ -105,6 +109,9 @@ pub struct MetricsPoint {
     pub val_loss: Option<f64>,
     pub lr: f64,
     pub positions_per_s: f64,
+    /// λ at that step (absent in metrics written before it was recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lambda: Option<f64>,
 }
 
 /// A run's record with its metrics (`GET /v1/runs/{id}`: the record's fields and `metrics`).
@@ -129,20 +136,7 @@ pub async fn run_with_metrics(lake: &Lake, id: &RunId) -> Result<Option<RunWithM
         })?,
         None => Vec::new(),
     };
-    let metrics = rows
-        .into_iter()
-        .map(
-            |(step, epoch, train_loss, val_loss, lr, positions_per_s)| MetricsPoint {
-                step,
-                epoch,
-                train_loss,
-                val_loss,
-                lr,
-                positions_per_s,
-            },
-        )
-        .collect();
-    Ok(Some(RunWithMetrics { run, metrics }))
+    Ok(Some(RunWithMetrics { run, metrics: rows }))
 }
 
 /// The step of the checkpoint a quantize or register job means: the one asked for, which
@@ -197,7 +191,14 @@ pub fn register(ctx: &JobContext, spec: &RegisterSpec) -> Result<NetManifest, Jo
 
 /// Records a registered net in the catalogue.
 pub async fn index_net(lake: &Lake, m: &NetManifest) -> Result<(), JobError> {
-    lake.index(CatalogEntry::of(CatalogKind::Net, &m.name, &m.created, m))
+    // Linked to its shuffle and its datasets, so lists filter by them.
+    let links = m
+        .datasets
+        .iter()
+        .chain([&m.shuffle])
+        .filter(|l| !l.is_empty())
+        .cloned();
+    lake.index(CatalogEntry::of(CatalogKind::Net, &m.name, &m.created, m).with_links(links))
         .await
 }
 
@@ -207,7 +208,8 @@ pub async fn index_run(lake: &Lake, r: &RunRecord) -> Result<(), JobError> {
     let state = r.state();
     let entry = CatalogEntry::of(CatalogKind::Run, &r.id, &r.created, r)
         .with_rank(rank)
-        .with_state(state);
+        .with_state(state)
+        .with_links([r.spec.shuffle.to_string()]);
     lake.index(entry).await
 }
 

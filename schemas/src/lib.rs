@@ -18,6 +18,7 @@ pub mod nets;
 pub mod netspec;
 pub mod pipeline;
 pub mod positions;
+pub mod schedule;
 pub mod shuffle;
 pub mod sprt;
 pub mod train;

@@ -29,6 +29,12 @@ pub struct TrainSpec {
     /// Learning rate multiplied by this after every epoch.
     #[serde(default = "d_lr_decay")]
     pub lr_decay: f64,
+    /// The learning rate step by step instead of `lr` and `lr_decay` (which are then
+    /// ignored; `lr_decay` must stay 1): constant, linear, step, exponential, cosine, warmup,
+    /// sequence ([`crate::schedule::Schedule`]), e.g. `{"kind": "warmup", "steps": 100,
+    /// "then": {"kind": "cosine", "start": 0.001, "end": 0.00003}}`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lr_schedule: Option<crate::schedule::Schedule>,
     #[serde(default)]
     pub loss: LossName,
     /// Sigmoid scale of scores in internal units.
@@ -39,6 +45,10 @@ pub struct TrainSpec {
     pub lambda_start: f64,
     #[serde(default = "d_one")]
     pub lambda_end: f64,
+    /// λ step by step instead of `lambda_start` → `lambda_end` over the epochs (which must
+    /// then stay 1): the same kinds as `lr_schedule`, values between 0 and 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lambda_schedule: Option<crate::schedule::Schedule>,
     #[serde(default = "d_one_u32")]
     pub val_chunks: u32,
     /// Checkpoint every this many steps (0: at the end of each epoch only).
@@ -369,6 +379,24 @@ impl TrainSpec {
         ] {
             if !(0.0..=1.0).contains(&l) {
                 return Err(format!("{name} must be between 0 and 1"));
+            }
+        }
+        if let Some(s) = &self.lr_schedule {
+            s.validate("lr_schedule", 0.0..=1.0)?;
+            if self.lr_decay != defaults::LR_DECAY {
+                return Err(
+                    "lr_schedule replaces lr_decay: leave lr_decay out (or 1) when giving it"
+                        .into(),
+                );
+            }
+        }
+        if let Some(s) = &self.lambda_schedule {
+            s.validate("lambda_schedule", 0.0..=1.0)?;
+            if self.lambda_start != 1.0 || self.lambda_end != 1.0 {
+                return Err(
+                    "lambda_schedule replaces lambda_start and lambda_end: leave them out when giving it"
+                        .into(),
+                );
             }
         }
         if let Some(net) = &self.net {

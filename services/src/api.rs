@@ -194,7 +194,7 @@ pub fn routes() -> Vec<Route> {
             "Dashboard: training runs, newest first, a page at a time (HTML).",
             get(crate::list_pages::runs),
         )
-        .query::<crate::lists::PageParams>()
+        .query::<crate::lists::RunFilter>()
         .page()
         .errors(&[BAD]),
         route(
@@ -219,7 +219,7 @@ pub fn routes() -> Vec<Route> {
             "Dashboard: registered nets, newest first, a page at a time, and the promotions (HTML).",
             get(crate::list_pages::nets),
         )
-        .query::<crate::lists::PageParams>()
+        .query::<crate::lists::NetFilter>()
         .page()
         .errors(&[BAD]),
         route(
@@ -362,10 +362,10 @@ pub fn routes() -> Vec<Route> {
         route(
             M::GET,
             "/v1/runs",
-            "Training runs, newest first, a page at a time (?limit=&after=NEXT).",
+            "Training runs, newest first, a page at a time (?shuffle=&limit=&after=NEXT).",
             get(crate::lists::runs),
         )
-        .query::<crate::lists::PageParams>()
+        .query::<crate::lists::RunFilter>()
         .ok(OK, json::<RunList>())
         .errors(&[BAD, UNAVAILABLE]),
         route(
@@ -379,10 +379,10 @@ pub fn routes() -> Vec<Route> {
         route(
             M::GET,
             "/v1/nets",
-            "Registered nets, newest first, a page at a time (?limit=&after=NEXT), and the best one (null before any promotion).",
+            "Registered nets, newest first, a page at a time (?dataset=&limit=&after=NEXT: `dataset` a `source/name` or a shuffle it was trained on), and the best one (null before any promotion).",
             get(crate::lists::nets),
         )
-        .query::<crate::lists::PageParams>()
+        .query::<crate::lists::NetFilter>()
         .ok(OK, json::<NetList>())
         .errors(&[BAD, UNAVAILABLE]),
         route(

@@ -5,7 +5,7 @@
 use crate::api::AppState;
 use crate::charts::escape;
 use crate::dashboard::{Page, PageQuery, layout, net_link, run_link, when};
-use crate::lists::{PageParams, SprtFilter};
+use crate::lists::{NetFilter, PageParams, RunFilter, SprtFilter};
 use axum::extract::State;
 use lakefish_schemas::SprtState;
 use std::fmt::Write;
@@ -72,10 +72,20 @@ pub(crate) async fn datasets(
     Ok(layout("Datasets", "/ui/datasets", false, &b))
 }
 
-pub(crate) async fn runs(State(s): State<AppState>, PageQuery(q): PageQuery<PageParams>) -> Page {
+pub(crate) async fn runs(State(s): State<AppState>, PageQuery(q): PageQuery<RunFilter>) -> Page {
     let limit = q.limit.map(|l| l.to_string());
-    let (all, next) = crate::lists::run_page(&s, &paged(q)).await?;
-    let mut b = String::from(
+    let q = RunFilter {
+        limit: Some(q.limit.unwrap_or(PAGE)),
+        ..q
+    };
+    let (all, next) = crate::lists::run_page(&s, &q).await?;
+    let mut b = text_filter(
+        "/ui/runs",
+        "shuffle",
+        q.shuffle.as_deref(),
+        "a shuffle (sh-...)",
+    );
+    b.push_str(
         "<form method=\"get\" action=\"/ui/runs/compare\"><table class=\"runs\"><tr><th></th><th>run</th><th>shuffle</th><th>features / arch</th><th>device</th><th>epoch</th><th>step</th><th>val loss</th><th>state</th><th>updated</th></tr>",
     );
     for r in &all {
@@ -106,20 +116,37 @@ pub(crate) async fn runs(State(s): State<AppState>, PageQuery(q): PageQuery<Page
     }
     b.push_str(r#"</table><p><button type="submit">Compare the runs ticked</button></p></form>"#);
     if all.is_empty() {
-        b = "<p>No training runs yet.</p>".into();
+        b.push_str("<p>No training runs here.</p>");
     }
-    b.push_str(&next_link("/ui/runs", &[("limit", limit.as_deref())], next));
+    b.push_str(&next_link(
+        "/ui/runs",
+        &[
+            ("shuffle", q.shuffle.as_deref()),
+            ("limit", limit.as_deref()),
+        ],
+        next,
+    ));
     Ok(layout("Training runs", "/ui/runs", false, &b))
 }
 
-pub(crate) async fn nets(State(s): State<AppState>, PageQuery(q): PageQuery<PageParams>) -> Page {
+pub(crate) async fn nets(State(s): State<AppState>, PageQuery(q): PageQuery<NetFilter>) -> Page {
     let first_page = q.after.as_deref().is_none_or(str::is_empty);
     let limit = q.limit.map(|l| l.to_string());
-    let (all, next) = crate::lists::net_page(&s, &paged(q)).await?;
+    let q = NetFilter {
+        limit: Some(q.limit.unwrap_or(PAGE)),
+        ..q
+    };
+    let (all, next) = crate::lists::net_page(&s, &q).await?;
     let best = lakefish_jobs::nets::read_best(&s.lake)
         .await?
         .map(|b| b.name);
-    let mut b = String::from(
+    let mut b = text_filter(
+        "/ui/nets",
+        "dataset",
+        q.dataset.as_deref(),
+        "a dataset (source/name) or shuffle",
+    );
+    b.push_str(
         "<table class=\"nets\"><tr><th>net</th><th>features / arch</th><th>run</th><th>parent</th><th>quantization error (mean cp)</th><th>created</th></tr>",
     );
     for n in &all {
@@ -147,9 +174,16 @@ pub(crate) async fn nets(State(s): State<AppState>, PageQuery(q): PageQuery<Page
     }
     b.push_str("</table>");
     if all.is_empty() {
-        b = "<p>No nets registered yet.</p>".into();
+        b.push_str("<p>No nets here.</p>");
     }
-    b.push_str(&next_link("/ui/nets", &[("limit", limit.as_deref())], next));
+    b.push_str(&next_link(
+        "/ui/nets",
+        &[
+            ("dataset", q.dataset.as_deref()),
+            ("limit", limit.as_deref()),
+        ],
+        next,
+    ));
     if first_page {
         b.push_str(&crate::ui_actions::promotions(&s).await?);
     }
@@ -291,6 +325,15 @@ pub(crate) async fn compare_runs(
     }
     b.push_str("</table>");
     Ok(layout("Runs compared", "/ui/runs", false, &b))
+}
+
+/// A list's filter by one text field (a GET form).
+fn text_filter(path: &str, name: &str, value: Option<&str>, hint: &str) -> String {
+    format!(
+        r#"<form method="get" action="{path}" class="filter"><input name="{name}" size="34" placeholder="{}" value="{}"> <button type="submit">Filter</button></form>"#,
+        escape(hint),
+        escape(value.unwrap_or(""))
+    )
 }
 
 /// The SPRT list's filter: a state and a net or engine side (a GET form).

@@ -100,19 +100,57 @@ pub(crate) async fn shuffles(
 
 pub(crate) async fn runs(
     State(s): State<AppState>,
-    ApiQuery(q): ApiQuery<PageParams>,
+    ApiQuery(q): ApiQuery<RunFilter>,
 ) -> Result<Response, ApiError> {
     let (runs, next) = run_page(&s, &q).await?;
     Ok(Json(crate::bodies::RunList { runs, next }).into_response())
 }
 
+/// `?shuffle=&limit=&after=` of the runs list.
+#[derive(Deserialize, JsonSchema, Default)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RunFilter {
+    /// Runs trained on this shuffle (`sh-...`; empty: any).
+    pub(crate) shuffle: Option<String>,
+    /// Runs on a page, 1 to 1000 (default 100).
+    pub(crate) limit: Option<usize>,
+    /// The `next` of the previous page: the page after it.
+    pub(crate) after: Option<String>,
+}
+
+/// `?dataset=&limit=&after=` of the nets list.
+#[derive(Deserialize, JsonSchema, Default)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct NetFilter {
+    /// Nets trained on this dataset (`source/name`, as a net's `datasets` say) or shuffle
+    /// (`sh-...`; empty: any).
+    pub(crate) dataset: Option<String>,
+    /// Nets on a page, 1 to 1000 (default 100).
+    pub(crate) limit: Option<usize>,
+    /// The `next` of the previous page: the page after it.
+    pub(crate) after: Option<String>,
+}
+
+fn given(v: &Option<String>) -> Option<String> {
+    v.as_deref()
+        .map(str::trim)
+        .filter(|v| !v.is_empty())
+        .map(str::to_string)
+}
+
 /// One page of training runs: what `/v1/runs` and `/ui/runs` show.
 pub(crate) async fn run_page(
     s: &AppState,
-    q: &PageParams,
+    q: &RunFilter,
 ) -> Result<Paged<lakefish_schemas::RunRecord>, ApiError> {
-    let query = q.query(CatalogKind::Run)?;
-    let scan = lakefish_jobs::nets::list_runs(&s.lake);
+    let mut query = page_query(CatalogKind::Run, q.limit, q.after.as_deref())?;
+    let shuffle = given(&q.shuffle);
+    query.link = shuffle.clone();
+    let scan = async {
+        let mut runs = lakefish_jobs::nets::list_runs(&s.lake).await?;
+        runs.retain(|r| shuffle.as_deref().is_none_or(|sh| r.spec.shuffle == sh));
+        Ok(runs)
+    };
     let page = catalog::page(&s.lake, &query, scan, |r| {
         (r.created.clone(), r.id.to_string())
     })
@@ -122,7 +160,7 @@ pub(crate) async fn run_page(
 
 pub(crate) async fn nets(
     State(s): State<AppState>,
-    ApiQuery(q): ApiQuery<PageParams>,
+    ApiQuery(q): ApiQuery<NetFilter>,
 ) -> Result<Response, ApiError> {
     let (nets, next) = net_page(&s, &q).await?;
     let best = lakefish_jobs::nets::read_best(&s.lake).await?;
@@ -132,10 +170,20 @@ pub(crate) async fn nets(
 /// One page of registered nets: what `/v1/nets` and `/ui/nets` show.
 pub(crate) async fn net_page(
     s: &AppState,
-    q: &PageParams,
+    q: &NetFilter,
 ) -> Result<Paged<lakefish_schemas::NetManifest>, ApiError> {
-    let query = q.query(CatalogKind::Net)?;
-    let scan = lakefish_jobs::nets::list_nets(&s.lake);
+    let mut query = page_query(CatalogKind::Net, q.limit, q.after.as_deref())?;
+    let dataset = given(&q.dataset);
+    query.link = dataset.clone();
+    let scan = async {
+        let mut nets = lakefish_jobs::nets::list_nets(&s.lake).await?;
+        nets.retain(|m| {
+            dataset
+                .as_deref()
+                .is_none_or(|d| m.shuffle == d || m.datasets.iter().any(|x| x == d))
+        });
+        Ok(nets)
+    };
     let page = catalog::page(&s.lake, &query, scan, |m| {
         (m.created.clone(), m.name.clone())
     })

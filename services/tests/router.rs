@@ -867,6 +867,22 @@ async fn train_specs_are_checked_at_the_door() {
             r#""ft_update":"sparse","device":"cuda""#,
             "spec.ft_update: ",
         ),
+        (
+            r#""lr_schedule":{"kind":"cosine","start":0.001,"end":-1}"#,
+            "invalid spec for train: lr_schedule.end must be",
+        ),
+        (
+            r#""lr_schedule":{"kind":"constant","value":0.001},"lr_decay":0.9"#,
+            "invalid spec for train: lr_schedule replaces lr_decay",
+        ),
+        (
+            r#""lambda_schedule":{"kind":"step","start":0.5,"gamma":0.5,"every":0}"#,
+            "invalid spec for train: lambda_schedule.every",
+        ),
+        (
+            r#""lr_schedule":{"kind":"newbob"}"#,
+            "invalid spec for train: ",
+        ),
     ] {
         let body = format!(r#"{{"kind":"train","spec":{{"shuffle":"sh-000000000001",{spec}}}}}"#);
         let (status, _, err) = send(&app, "POST", "/v1/jobs", &body, None).await;

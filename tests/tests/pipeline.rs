@@ -502,6 +502,35 @@ async fn walk_dashboard(api: &str, first: &serde_json::Value, second: &serde_jso
         nets.contains("Elo history") && polyline_points(&nets, "best") >= 1,
         "{nets}"
     );
+    // Filtered by what they were trained on: the second net's shuffle finds it alone; the
+    // runs list filters by shuffle the same way, in the API too.
+    let shuffle = second["shuffle"].as_str().unwrap();
+    let by_shuffle = page(&format!("/ui/nets?dataset={shuffle}"), "nets-filtered");
+    assert_eq!(
+        by_shuffle.matches("<tr><td><a href=\"/ui/nets/").count(),
+        1,
+        "{by_shuffle}"
+    );
+    assert!(
+        by_shuffle.contains(&format!("<tr><td><a href=\"/ui/nets/{net2}\">")),
+        "{by_shuffle}"
+    );
+    let api_nets = get(format!("{api}/v1/nets?dataset={shuffle}")).await;
+    assert_eq!(
+        api_nets["nets"].as_array().unwrap().len(),
+        1,
+        "{api_nets:#}"
+    );
+    let none = get(format!("{api}/v1/nets?dataset=binpack/nothing")).await;
+    assert!(none["nets"].as_array().unwrap().is_empty());
+    let runs_of = get(format!("{api}/v1/runs?shuffle={shuffle}")).await;
+    let ids: Vec<&str> = runs_of["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, [second["train_run"].as_str().unwrap()], "{runs_of:#}");
     let net_page = page(&format!("/ui/nets/{net2}"), "net");
     assert!(
         net_page.contains(&format!(

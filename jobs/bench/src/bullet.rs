@@ -457,6 +457,7 @@ mod tests {
             val_loss: None,
             lr: 1e-3,
             positions_per_s: 0.0,
+            lambda: None,
         };
         // 40 steps: the last quarter is steps 31..=40; the row at 30 is before it, the row
         // at 40 covers 10 steps at 2.0.

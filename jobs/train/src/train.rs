@@ -471,17 +471,23 @@ impl Metrics {
             Field::new("val_loss", DataType::Float64, true),
             Field::new("lr", DataType::Float64, false),
             Field::new("positions_per_s", DataType::Float64, false),
+            Field::new("lambda", DataType::Float64, true),
         ]));
         let r = &self.rows;
         let batch = RecordBatch::try_new(
             schema.clone(),
             vec![
-                Arc::new(UInt64Array::from_iter_values(r.iter().map(|x| x.0))),
-                Arc::new(UInt32Array::from_iter_values(r.iter().map(|x| x.1))),
-                Arc::new(Float64Array::from_iter_values(r.iter().map(|x| x.2))),
-                Arc::new(r.iter().map(|x| x.3).collect::<Float64Array>()),
-                Arc::new(Float64Array::from_iter_values(r.iter().map(|x| x.4))),
-                Arc::new(Float64Array::from_iter_values(r.iter().map(|x| x.5))),
+                Arc::new(UInt64Array::from_iter_values(r.iter().map(|x| x.step))),
+                Arc::new(UInt32Array::from_iter_values(r.iter().map(|x| x.epoch))),
+                Arc::new(Float64Array::from_iter_values(
+                    r.iter().map(|x| x.train_loss),
+                )),
+                Arc::new(r.iter().map(|x| x.val_loss).collect::<Float64Array>()),
+                Arc::new(Float64Array::from_iter_values(r.iter().map(|x| x.lr))),
+                Arc::new(Float64Array::from_iter_values(
+                    r.iter().map(|x| x.positions_per_s),
+                )),
+                Arc::new(r.iter().map(|x| x.lambda).collect::<Float64Array>()),
             ],
         )
         .map_err(|e| TrainError::Internal(e.to_string()))?;
@@ -756,7 +762,7 @@ fn train_run(
         && let Ok(Some(b)) = ctx.block_on(ctx.lake.get(&format!("{prefix}/{METRICS_FILE}")))
     {
         metrics.rows = read_metrics(&b).unwrap_or_default();
-        metrics.rows.retain(|r| r.0 <= at.step);
+        metrics.rows.retain(|r| r.step <= at.step);
     }
     record.error = None;
     ctx.block_on(put_run_record(&ctx.lake, &prefix, record))?;
@@ -804,8 +810,8 @@ fn train_run(
         ctx.block_on(put_run_record(&ctx.lake, &prefix, record))
     };
     while at.epoch < spec.epochs && at.step < max_steps {
-        let lr = spec.lr * spec.lr_decay.powi(at.epoch as i32);
-        let lambda = lambda_at(spec, at.epoch);
+        let epoch_lr = spec.lr * spec.lr_decay.powi(at.epoch as i32);
+        let epoch_lambda = lambda_at(spec, at.epoch);
         let order = epoch_order(&setup.train, spec.seed, at.epoch);
         let mut batches = stream_batches(
             setup.source.clone(),
@@ -844,6 +850,15 @@ fn train_run(
             batches.give_back(b);
             spent.upload += uploaded.elapsed();
             let stepped = Instant::now();
+            // A schedule is a function of the step (the same after a resume).
+            let lr = spec
+                .lr_schedule
+                .as_ref()
+                .map_or(epoch_lr, |s| s.at(at.step, planned_steps));
+            let lambda = spec
+                .lambda_schedule
+                .as_ref()
+                .map_or(epoch_lambda, |s| s.at(at.step, planned_steps));
             let lv = train_step(&model, &mut adam, &t, setup.loss, lambda, spec.scale, lr)?
                 .to_kind(tch::Kind::Double);
             spent.step += stepped.elapsed();
@@ -860,14 +875,15 @@ fn train_run(
                     window.2.as_ref().map_or(0.0, |t| t.double_value(&[])) / window.1 as f64;
                 spent.sync += synced.elapsed();
                 let secs = window.0.elapsed().as_secs_f64().max(1e-9);
-                metrics.rows.push((
-                    at.step,
-                    at.epoch,
-                    mean_loss,
-                    None,
+                metrics.rows.push(MetricsRow {
+                    step: at.step,
+                    epoch: at.epoch,
+                    train_loss: mean_loss,
+                    val_loss: None,
                     lr,
-                    window.3 as f64 / secs,
-                ));
+                    positions_per_s: window.3 as f64 / secs,
+                    lambda: Some(lambda),
+                });
                 ctx.progress.report(&Progress {
                     stage: format!(
                         "train {id}: epoch {} step {} loss {:.5}",
@@ -898,12 +914,16 @@ fn train_run(
                  give a smaller batch size, or train on a larger shuffle"
             )));
         }
+        let lambda = spec
+            .lambda_schedule
+            .as_ref()
+            .map_or(epoch_lambda, |s| s.at(at.step, planned_steps));
         let (val, material, n) = validate(&setup, &model, spec, lambda, threads)?;
         record.val_loss.push(val);
         record.material_val_loss = Some(material);
         record.val_positions = n;
         if let Some(last) = metrics.rows.last_mut() {
-            last.3 = Some(val);
+            last.val_loss = Some(val);
         }
         tracing::info!(
             run = %id,

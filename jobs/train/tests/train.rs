@@ -613,3 +613,78 @@ fn an_old_run_resumes_as_trained_and_a_run_is_never_trained_over() {
         .unwrap();
     assert_eq!(kept, first);
 }
+
+/// A learning-rate schedule (a warm-up into a cosine) and a λ schedule (linear) are what the
+/// run's metrics record at every row, each equal to its formula written out here; and a run
+/// with schedules resumes exactly (a schedule is a function of the step).
+#[test]
+fn schedules_follow_their_formulas_and_resume_exactly() {
+    let fx = fixture(4);
+    let mut s = spec(&fx.shuffle);
+    s.max_steps = Some(40);
+    s.lr_schedule = Some(
+        serde_json::from_value(serde_json::json!({
+            "kind": "warmup", "steps": 10,
+            "then": {"kind": "cosine", "start": 0.002, "end": 0.0002, "steps": 30}
+        }))
+        .unwrap(),
+    );
+    s.lambda_schedule = Some(
+        serde_json::from_value(serde_json::json!(
+            {"kind": "linear", "start": 1.0, "end": 0.5, "steps": 40}
+        ))
+        .unwrap(),
+    );
+    s.validate().unwrap();
+    let run = train(&fx.ctx, &JobId::new(), &s).unwrap();
+    let bytes = fx
+        .rt
+        .block_on(
+            fx.ctx
+                .lake
+                .get(&format!("{}/metrics.parquet", run_prefix(&run.id))),
+        )
+        .unwrap()
+        .unwrap();
+    let rows = lakefish_train::train::read_metrics(&bytes).unwrap();
+    assert_eq!(rows.len(), 4, "a row every 10 steps");
+    // The row at step s was written after step s-1 (counting from 0) ran with these values.
+    let lr = |i: f64| {
+        if i < 10.0 {
+            0.002 * (i + 1.0) / 10.0
+        } else {
+            0.0002 + 0.0018 * 0.5 * (1.0 + (std::f64::consts::PI * (i - 10.0) / 30.0).cos())
+        }
+    };
+    for r in &rows {
+        let i = (r.step - 1) as f64;
+        assert!(
+            (r.lr - lr(i)).abs() < 1e-15,
+            "step {}: lr {} vs {}",
+            r.step,
+            r.lr,
+            lr(i)
+        );
+        let want = 1.0 - 0.5 * i / 40.0;
+        assert!((r.lambda.unwrap() - want).abs() < 1e-15, "step {}", r.step);
+    }
+
+    // 2n steps straight equal n, then a resume for n more.
+    let n = 6;
+    let mut straight = s.clone();
+    straight.max_steps = Some(2 * n);
+    let a = train(&fx.ctx, &JobId::new(), &straight).unwrap();
+    let mut first = s.clone();
+    first.max_steps = Some(n);
+    let b = train(&fx.ctx, &JobId::new(), &first).unwrap();
+    let mut resumed = first.clone();
+    resumed.max_steps = Some(2 * n);
+    resumed.resume = Some(b.id.clone());
+    let b = train(&fx.ctx, &JobId::new(), &resumed).unwrap();
+    for ((na, ta), (_, tb)) in last_checkpoint(&fx, &a.id)
+        .iter()
+        .zip(&last_checkpoint(&fx, &b.id))
+    {
+        assert!(ta.equal(tb), "tensor {na} differs after resume");
+    }
+}

@@ -497,6 +497,20 @@ pub(crate) struct TrainArgs {
     /// Learning rate factor applied after every epoch.
     #[arg(long, default_value_t = lakefish_schemas::train::defaults::LR_DECAY)]
     pub lr_decay: f64,
+    /// The learning rate step by step, as JSON, instead of --lr and --lr-decay: constant
+    /// {"kind":"constant","value":V}, linear {"kind":"linear","start":A,"end":B[,"steps":N]},
+    /// step drops {"kind":"step","start":A,"gamma":G,"every":N}, exponential
+    /// {"kind":"exponential","start":A,"gamma":G}, cosine {"kind":"cosine","start":A,"end":B
+    /// [,"steps":N]}, a linear warm-up {"kind":"warmup","steps":N,"then":SCHEDULE}, or
+    /// {"kind":"sequence","parts":[{"steps":N,"schedule":SCHEDULE},...]}. Steps count
+    /// optimizer steps; a length left out is the run's planned steps (epochs × steps per
+    /// epoch, or --max-steps if fewer: resuming with another --max-steps changes it).
+    #[arg(long, value_parser = schedule_arg)]
+    pub lr_schedule: Option<lakefish_schemas::schedule::Schedule>,
+    /// λ step by step, as JSON (the kinds of --lr-schedule, values 0 to 1), instead of
+    /// --lambda-start and --lambda-end.
+    #[arg(long, value_parser = schedule_arg)]
+    pub lambda_schedule: Option<lakefish_schemas::schedule::Schedule>,
     /// elmo (cross-entropy), mse (|Δ|^2) or power (|Δ|^2.6), on win probabilities.
     #[arg(long, default_value = "elmo")]
     pub loss: String,
@@ -596,6 +610,8 @@ impl TrainArgs {
             max_steps: self.max_steps,
             lr: self.lr,
             lr_decay: self.lr_decay,
+            lr_schedule: self.lr_schedule.clone(),
+            lambda_schedule: self.lambda_schedule.clone(),
             loss: lakefish_schemas::LossName::parse(&self.loss).map_err(anyhow::Error::msg)?,
             scale: self.scale,
             lambda_start: self.lambda_start,
@@ -729,6 +745,8 @@ const RESUMED_SETTINGS: &[(&[&str], &str)] = &[
     (&["batch_size"], "batch_size"),
     (&["lr"], "lr"),
     (&["lr_decay"], "lr_decay"),
+    (&["lr_schedule"], "lr_schedule"),
+    (&["lambda_schedule"], "lambda_schedule"),
     (&["loss"], "loss"),
     (&["scale"], "scale"),
     (&["lambda_start"], "lambda_start"),
@@ -984,3 +1002,8 @@ fn job_kind(name: &str) -> Result<lakefish_schemas::JobKind, String> {
 #[cfg(test)]
 #[path = "cli_tests.rs"]
 mod tests;
+
+/// A schedule given on the command line as JSON.
+fn schedule_arg(s: &str) -> Result<lakefish_schemas::schedule::Schedule, String> {
+    serde_json::from_str(s).map_err(|e| format!("not a schedule ({e}); see --help for the kinds"))
+}
