@@ -103,6 +103,11 @@ pub struct TrainSpec {
     /// left to right (files a↔h), so the net learns both wings from one game.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub mirror: bool,
+    /// Augmentation as seed 003's `mirror_percentage`: this fraction of the positions (0 to
+    /// 1), drawn anew every epoch from `seed`, is seen mirrored left to right. Not with
+    /// `mirror`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mirror_fraction: Option<f64>,
     /// Warm start: a new run begins from the weights (not the optimizer state) of this
     /// checkpoint of another run, which must have the same features and architecture.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -379,6 +384,16 @@ impl TrainSpec {
         ] {
             if !(0.0..=1.0).contains(&l) {
                 return Err(format!("{name} must be between 0 and 1"));
+            }
+        }
+        if let Some(f) = self.mirror_fraction {
+            if !(0.0..=1.0).contains(&f) {
+                return Err(format!("mirror_fraction must be between 0 and 1, not {f}"));
+            }
+            if self.mirror {
+                return Err(
+                    "mirror_fraction and mirror are two ways to mirror: give one of them".into(),
+                );
             }
         }
         if let Some(s) = &self.lr_schedule {

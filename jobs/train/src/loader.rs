@@ -295,7 +295,7 @@ pub fn chunk_rows(
     batch: &RecordBatch,
     features: FeatureSetKind,
     filter: Option<&MaskDefinition>,
-    mirror: bool,
+    mirror: Mirror,
     chunk: &str,
 ) -> Result<Vec<Batch>, TrainError> {
     let mut pieces = Vec::new();
@@ -323,7 +323,7 @@ pub fn chunk_rows_into(
     batch: &RecordBatch,
     features: FeatureSetKind,
     filter: Option<&MaskDefinition>,
-    mirror: bool,
+    mirror: Mirror,
     with_material: bool,
     layout: PieceLayout,
     chunk: &str,
@@ -374,6 +374,7 @@ pub fn chunk_rows_into(
             let (start, end) = (rows.start, rows.end);
             // Row i's offsets, features and (when wanted) material into `out`.
             let features_of = |i: usize, out: &mut Batch| -> Result<(), TrainError> {
+                let mirror = mirror.row(chunk, i);
                 out.stm_offsets.push(out.stm_indices.len() as i32);
                 out.nstm_offsets.push(out.nstm_indices.len() as i32);
                 let row_material = match boards {
@@ -510,13 +511,53 @@ impl Iterator for BatchStream {
     }
 }
 
+/// Which rows are seen mirrored (files a↔h).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub enum Mirror {
+    #[default]
+    None,
+    All,
+    /// About this fraction of the rows, chosen by [`Mirror::chosen`] from the seed.
+    Fraction {
+        fraction: f64,
+        seed: u64,
+    },
+}
+
+impl Mirror {
+    /// Whether row `row` of chunk `chunk` is mirrored.
+    pub fn row(self, chunk: &str, row: usize) -> bool {
+        match self {
+            Mirror::None => false,
+            Mirror::All => true,
+            Mirror::Fraction { fraction, seed } => Mirror::chosen(seed, chunk, row) < fraction,
+        }
+    }
+
+    /// The seeding rule, written so another implementation can repeat it: FNV-1a (64 bits)
+    /// of the chunk's name, XOR the seed, XOR the row times 0x9E3779B97F4A7C15, through one
+    /// SplitMix64 step; its top 53 bits as a fraction in [0, 1).
+    pub fn chosen(seed: u64, chunk: &str, row: usize) -> f64 {
+        let mut h = 0xcbf2_9ce4_8422_2325u64;
+        for b in chunk.bytes() {
+            h = (h ^ b as u64).wrapping_mul(0x0100_0000_01b3);
+        }
+        let mut z = (h ^ seed ^ (row as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15))
+            .wrapping_add(0x9E37_79B9_7F4A_7C15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^= z >> 31;
+        (z >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
 /// Which rows a stream keeps and how it presents them.
 #[derive(Debug, Clone, Default)]
 pub struct RowOptions {
     /// Rows this mask definition drops are left out ([`chunk_rows`]).
     pub filter: Option<MaskDefinition>,
-    /// Boards flipped a↔h before their features are taken ([`chunk_rows`]).
-    pub mirror: bool,
+    /// Which boards are flipped a↔h before their features are taken ([`chunk_rows`]).
+    pub mirror: Mirror,
     /// Each row's material balance in [`Batch::material`] (the material-only baseline of
     /// validation); left empty otherwise.
     pub material: bool,
@@ -834,6 +875,20 @@ mod tests {
             options.partial_last,
         );
         let mut rows = Vec::new();
+        // The mirroring rule of `Mirror::chosen`, written out again from its description.
+        let picked = |seed: u64, chunk: &str, row: usize| {
+            let mut h: u64 = 0xcbf29ce484222325;
+            for b in chunk.as_bytes() {
+                h ^= *b as u64;
+                h = h.wrapping_mul(0x100000001b3);
+            }
+            let mut z = h ^ seed ^ (row as u64).wrapping_mul(0x9e3779b97f4a7c15);
+            z = z.wrapping_add(0x9e3779b97f4a7c15);
+            z = (z ^ (z >> 30)).wrapping_mul(0xbf58476d1ce4e5b9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94d049bb133111eb);
+            z ^= z >> 31;
+            (z >> 11) as f64 / 9007199254740992.0
+        };
         for &i in order {
             let b = &c.0[i];
             let fens = chunk_fens(b).unwrap();
@@ -858,6 +913,13 @@ mod tests {
                 {
                     continue;
                 }
+                let mirror = match mirror {
+                    Mirror::None => false,
+                    Mirror::All => true,
+                    Mirror::Fraction { fraction, seed } => {
+                        picked(seed, &format!("chunk-{i}"), r) < fraction
+                    }
+                };
                 // Mirrored independently of shakmaty: each rank's text reversed.
                 let text = match mirror {
                     false => fen.value(r).to_string(),
@@ -928,18 +990,22 @@ mod tests {
         };
         for features in [FeatureSetKind::All768, FeatureSetKind::HalfKp] {
             for filter in [None, Some(&quiet), Some(&limited)] {
+                let half = Mirror::Fraction {
+                    fraction: 0.5,
+                    seed: 9,
+                };
                 for (batch_size, skip, mirror) in [
-                    (1, 0, false),
-                    (7, 3, true),
-                    (100, 0, false),
-                    (2048, 1, true),
-                    (4096, 0, false),
+                    (1, 0, Mirror::None),
+                    (7, 3, Mirror::All),
+                    (100, 0, half),
+                    (2048, 1, Mirror::All),
+                    (4096, 0, Mirror::None),
                 ] {
                     let options = RowOptions {
                         filter: filter.cloned(),
                         mirror,
                         // Material only when asked for (both ways across the cases).
-                        material: !mirror,
+                        material: mirror != Mirror::All,
                         // Validation's shorter last batch, across the cases.
                         partial_last: batch_size >= 100,
                     };

@@ -275,6 +275,20 @@ pub fn epoch_order(train: &[usize], seed: u64, epoch: u32) -> Vec<usize> {
     order
 }
 
+/// Which positions an epoch sees mirrored: all of them on odd epochs with `mirror`; else a
+/// random `mirror_fraction` of them, drawn anew each epoch from the run's seed.
+fn mirror_of(spec: &TrainSpec, epoch: u32) -> crate::loader::Mirror {
+    use crate::loader::Mirror;
+    match (spec.mirror, spec.mirror_fraction) {
+        (true, _) if epoch % 2 == 1 => Mirror::All,
+        (false, Some(fraction)) if fraction > 0.0 => Mirror::Fraction {
+            fraction,
+            seed: spec.seed ^ ((epoch as u64) << 40) ^ 0x4D49_5252,
+        },
+        _ => Mirror::None,
+    }
+}
+
 fn lambda_at(spec: &TrainSpec, epoch: u32) -> f64 {
     if spec.epochs <= 1 {
         return spec.lambda_start;
@@ -527,7 +541,7 @@ fn validate(
         setup.features,
         RowOptions {
             filter: spec.filter.clone(),
-            mirror: false,
+            mirror: crate::loader::Mirror::None,
             material: true,
             partial_last: true,
         },
@@ -819,7 +833,7 @@ fn train_run(
             setup.features,
             RowOptions {
                 filter: spec.filter.clone(),
-                mirror: spec.mirror && at.epoch % 2 == 1,
+                mirror: mirror_of(spec, at.epoch),
                 // Training steps do not use it.
                 material: false,
                 partial_last: false,

@@ -688,3 +688,41 @@ fn schedules_follow_their_formulas_and_resume_exactly() {
         assert!(ta.equal(tb), "tensor {na} differs after resume");
     }
 }
+
+/// Half the positions mirrored at random (seed 003's `mirror_percentage`): a run resumes
+/// exactly (the choice is a function of the seed, the chunk and the row), and it learns
+/// something else than the same run unmirrored.
+#[test]
+fn a_random_half_mirrored_resumes_exactly_and_changes_what_is_learned() {
+    let fx = fixture(4);
+    let n = 5;
+    let mut s = spec(&fx.shuffle);
+    s.mirror_fraction = Some(0.5);
+    s.validate().unwrap();
+    s.max_steps = Some(2 * n);
+    let a = train(&fx.ctx, &JobId::new(), &s).unwrap();
+    let mut first = s.clone();
+    first.max_steps = Some(n);
+    let b = train(&fx.ctx, &JobId::new(), &first).unwrap();
+    let mut resumed = first.clone();
+    resumed.max_steps = Some(2 * n);
+    resumed.resume = Some(b.id.clone());
+    let b = train(&fx.ctx, &JobId::new(), &resumed).unwrap();
+    let (wa, wb) = (last_checkpoint(&fx, &a.id), last_checkpoint(&fx, &b.id));
+    for ((na, ta), (_, tb)) in wa.iter().zip(&wb) {
+        assert!(ta.equal(tb), "tensor {na} differs after resume");
+    }
+    let mut plain = s.clone();
+    plain.mirror_fraction = None;
+    let c = train(&fx.ctx, &JobId::new(), &plain).unwrap();
+    let wc = last_checkpoint(&fx, &c.id);
+    assert!(!wa[0].1.equal(&wc[0].1), "mirroring changed nothing");
+    // Both ways at once are refused, naming them.
+    let mut both = s.clone();
+    both.mirror = true;
+    assert!(
+        both.validate()
+            .unwrap_err()
+            .contains("mirror_fraction and mirror")
+    );
+}

@@ -582,6 +582,10 @@ pub(crate) struct TrainArgs {
     /// right (files a↔h).
     #[arg(long)]
     pub mirror: bool,
+    /// Augmentation: this fraction of the positions (0 to 1; seed 003's mirror_percentage as
+    /// a fraction), drawn anew every epoch from --seed, is seen mirrored left to right.
+    #[arg(long, conflicts_with = "mirror")]
+    pub mirror_fraction: Option<f64>,
     /// The net as a NetSpec file (TOML or JSON; examples in infra/nets/, docs/NETSPEC.md)
     /// instead of --features and --arch, or a preset's name as FEATURES:ARCH
     /// (all768:256x2:screlu, halfka_v2_hm:stockfish-15.1) when no such file exists.
@@ -653,6 +657,7 @@ impl TrainArgs {
                 }
             },
             mirror: self.mirror,
+            mirror_fraction: self.mirror_fraction,
             filter: (self.filter_min_ply.is_some() || self.filter_max_abs_score.is_some()).then(
                 || MaskDefinition {
                     name: MaskName::new("train-filter").expect("a valid name"),
@@ -764,6 +769,7 @@ const RESUMED_SETTINGS: &[(&[&str], &str)] = &[
     (&["weight_init"], "weight_init"),
     (&["defaults"], "defaults"),
     (&["mirror"], "mirror"),
+    (&["mirror_fraction"], "mirror_fraction"),
     (&["init_from"], "init_from"),
     (&["filter_min_ply", "filter_max_abs_score"], "filter"),
 ];
