@@ -37,6 +37,10 @@ pub struct TrainSpec {
     pub lr_schedule: Option<crate::schedule::Schedule>,
     #[serde(default)]
     pub loss: LossName,
+    /// The exponent of the `power` loss, |Δ|^p (nnue-pytorch trains Stockfish's nets with 2.6,
+    /// the default; 2 is `mse`). Only with `loss = power`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loss_power: Option<f64>,
     /// Sigmoid scale of scores in internal units.
     #[serde(default = "d_scale")]
     pub scale: f64,
@@ -384,6 +388,17 @@ impl TrainSpec {
         ] {
             if !(0.0..=1.0).contains(&l) {
                 return Err(format!("{name} must be between 0 and 1"));
+            }
+        }
+        if let Some(p) = self.loss_power {
+            if self.loss != LossName::Power {
+                return Err(format!(
+                    "loss_power is the exponent of loss power; this spec's loss is {}",
+                    self.loss.as_str()
+                ));
+            }
+            if !(p.is_finite() && (1.0..=8.0).contains(&p)) {
+                return Err(format!("loss_power must be between 1 and 8, not {p}"));
             }
         }
         if let Some(f) = self.mirror_fraction {

@@ -210,7 +210,7 @@ pub(crate) fn resolve(
     let loss = match spec.loss {
         LossName::Elmo => Loss::Elmo,
         LossName::Mse => Loss::Power(2.0),
-        LossName::Power => Loss::Power(2.6),
+        LossName::Power => Loss::Power(spec.loss_power.unwrap_or(2.6)),
     };
     let device = select_device(spec.device)?;
     let sparse_ft = sparse_ft(spec.ft_update, spec.generation(), &arch, features, device)?;

@@ -726,3 +726,29 @@ fn a_random_half_mirrored_resumes_exactly_and_changes_what_is_learned() {
             .contains("mirror_fraction and mirror")
     );
 }
+
+/// The power loss's exponent reaches the trainer: power with exponent 2 trains exactly as mse,
+/// and the default 2.6 trains otherwise. An exponent without the power loss is refused.
+#[test]
+fn the_power_loss_takes_its_exponent() {
+    let fx = fixture(4);
+    let run = |loss: &str, power: Option<f64>| {
+        let mut s = spec(&fx.shuffle);
+        s.max_steps = Some(4);
+        s.loss = lakefish_schemas::LossName::parse(loss).unwrap();
+        s.loss_power = power;
+        s.validate().unwrap();
+        let r = train(&fx.ctx, &JobId::new(), &s).unwrap();
+        last_checkpoint(&fx, &r.id)
+    };
+    let (mse, two, default) = (
+        run("mse", None),
+        run("power", Some(2.0)),
+        run("power", None),
+    );
+    assert!(mse[0].1.equal(&two[0].1), "power 2 is mse");
+    assert!(!mse[0].1.equal(&default[0].1), "2.6 trains otherwise");
+    let mut s = spec(&fx.shuffle);
+    s.loss_power = Some(2.0);
+    assert!(s.validate().unwrap_err().contains("loss_power"));
+}

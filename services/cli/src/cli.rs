@@ -514,6 +514,9 @@ pub(crate) struct TrainArgs {
     /// elmo (cross-entropy), mse (|Δ|^2) or power (|Δ|^2.6), on win probabilities.
     #[arg(long, default_value = "elmo")]
     pub loss: String,
+    /// The exponent of --loss power (default 2.6).
+    #[arg(long)]
+    pub loss_power: Option<f64>,
     /// Sigmoid scale of scores (internal units).
     #[arg(long, default_value_t = lakefish_schemas::train::defaults::SCALE)]
     pub scale: f64,
@@ -617,6 +620,7 @@ impl TrainArgs {
             lr_schedule: self.lr_schedule.clone(),
             lambda_schedule: self.lambda_schedule.clone(),
             loss: lakefish_schemas::LossName::parse(&self.loss).map_err(anyhow::Error::msg)?,
+            loss_power: self.loss_power,
             scale: self.scale,
             lambda_start: self.lambda_start,
             lambda_end: self.lambda_end,
@@ -753,6 +757,7 @@ const RESUMED_SETTINGS: &[(&[&str], &str)] = &[
     (&["lr_schedule"], "lr_schedule"),
     (&["lambda_schedule"], "lambda_schedule"),
     (&["loss"], "loss"),
+    (&["loss_power"], "loss_power"),
     (&["scale"], "scale"),
     (&["lambda_start"], "lambda_start"),
     (&["lambda_end"], "lambda_end"),
