@@ -34,7 +34,7 @@ pub struct TrainSpec {
     /// sequence ([`crate::schedule::Schedule`]), e.g. `{"kind": "warmup", "steps": 100,
     /// "then": {"kind": "cosine", "start": 0.001, "end": 0.00003}}`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub lr_schedule: Option<crate::schedule::Schedule>,
+    pub lr_schedule: Option<Box<crate::schedule::Schedule>>,
     #[serde(default)]
     pub loss: LossName,
     /// The exponent of the `power` loss, |Δ|^p (nnue-pytorch trains Stockfish's nets with 2.6,
@@ -52,7 +52,7 @@ pub struct TrainSpec {
     /// λ step by step instead of `lambda_start` → `lambda_end` over the epochs (which must
     /// then stay 1): the same kinds as `lr_schedule`, values between 0 and 1.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub lambda_schedule: Option<crate::schedule::Schedule>,
+    pub lambda_schedule: Option<Box<crate::schedule::Schedule>>,
     #[serde(default = "d_one_u32")]
     pub val_chunks: u32,
     /// Checkpoint every this many steps (0: at the end of each epoch only).
