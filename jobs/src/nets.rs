@@ -508,7 +508,9 @@ pub async fn set_best(lake: &Lake, name: &str, why: Promotion) -> Result<BestNet
             )));
         }
         let m = why.measured.clone();
+        let number = now.as_ref().map_or(0, |b| b.number) + 1;
         let best = BestNet {
+            number,
             name: manifest.name.clone(),
             since: lakefish_lake::records::now(),
             reason: why.reason.clone(),
@@ -525,11 +527,12 @@ pub async fn set_best(lake: &Lake, name: &str, why: Promotion) -> Result<BestNet
             break best;
         }
     };
-    // Then its record (a name that sorts by time; the same promotion written twice is one).
-    let stamp: String = best.since.chars().filter(char::is_ascii_digit).collect();
+    // Then its record, under its number: the pointer's compare-and-swap orders promotions,
+    // so the history sorts as they happened (two in one millisecond included).
     let key = format!(
-        "{}/{stamp}-{}.json",
+        "{}/{:010}-{}.json",
         lakefish_schemas::nets::BEST_HISTORY_PREFIX,
+        best.number,
         best.name
     );
     lake.put(

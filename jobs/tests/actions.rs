@@ -71,6 +71,9 @@ fn promotions_at_once_leave_the_pointer_and_the_history_in_agreement() {
         history[0].name, best.name,
         "the newest record is the pointer"
     );
+    let numbers: Vec<u64> = history.iter().map(|b| b.number).collect();
+    let want: Vec<u64> = (1..=promoted as u64).rev().collect();
+    assert_eq!(numbers, want, "numbered in the order they landed");
     // Each record replaced the one before it.
     for w in history.windows(2) {
         assert_eq!(w[0].previous.as_deref(), Some(w[1].name.as_str()), "{w:?}");

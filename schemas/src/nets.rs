@@ -303,6 +303,10 @@ pub struct BestNet {
     /// Who: a pipeline (`pipeline:<name>`), a token's name, or `local:<user>`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub by: Option<String>,
+    /// Which promotion this is, counting from 1 (0: made before promotions were counted):
+    /// the order of the history, whatever the clocks say.
+    #[serde(default)]
+    pub number: u64,
     /// The best net it replaced (`None`: the hand-written evaluation).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub previous: Option<String>,
@@ -318,8 +322,8 @@ pub struct BestNet {
     pub elo_error: Option<f64>,
 }
 
-/// Where each promotion is kept, one object each, named so that keys sort by time:
-/// `registry/best-history/<since, digits only>-<name>.json`.
+/// Where each promotion is kept, one object each, named so that keys sort in the order the
+/// promotions happened: `registry/best-history/<number, 10 digits>-<name>.json`.
 pub const BEST_HISTORY_PREFIX: &str = "registry/best-history";
 
 /// A request to make a registered net the best one (by hand: a promotion or a roll-back).

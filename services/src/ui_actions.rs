@@ -643,6 +643,7 @@ mod tests {
     fn the_elo_history_adds_measured_steps_and_returns_on_a_roll_back() {
         let b = |name: &str, previous: Option<&str>, elo: Option<f64>| {
             lakefish_schemas::nets::BestNet {
+                number: 0,
                 name: name.into(),
                 since: String::new(),
                 reason: String::new(),
