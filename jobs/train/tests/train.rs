@@ -669,8 +669,16 @@ fn schedules_follow_their_formulas_and_resume_exactly() {
         assert!((r.lambda.unwrap() - want).abs() < 1e-15, "step {}", r.step);
     }
 
-    // 2n steps straight equal n, then a resume for n more.
-    let n = 6;
+    resumes_exactly(&fx, &s, 6);
+}
+
+/// `s` trained 2n steps straight equals `s` trained n steps and resumed for n more, tensor
+/// for tensor; the straight run's weights.
+fn resumes_exactly(
+    fx: &Fixture,
+    s: &lakefish_schemas::TrainSpec,
+    n: u64,
+) -> Vec<(String, tch::Tensor)> {
     let mut straight = s.clone();
     straight.max_steps = Some(2 * n);
     let a = train(&fx.ctx, &JobId::new(), &straight).unwrap();
@@ -681,12 +689,11 @@ fn schedules_follow_their_formulas_and_resume_exactly() {
     resumed.max_steps = Some(2 * n);
     resumed.resume = Some(b.id.clone());
     let b = train(&fx.ctx, &JobId::new(), &resumed).unwrap();
-    for ((na, ta), (_, tb)) in last_checkpoint(&fx, &a.id)
-        .iter()
-        .zip(&last_checkpoint(&fx, &b.id))
-    {
+    let wa = last_checkpoint(fx, &a.id);
+    for ((na, ta), (_, tb)) in wa.iter().zip(&last_checkpoint(fx, &b.id)) {
         assert!(ta.equal(tb), "tensor {na} differs after resume");
     }
+    wa
 }
 
 /// Half the positions mirrored at random (seed 003's `mirror_percentage`): a run resumes
@@ -695,24 +702,12 @@ fn schedules_follow_their_formulas_and_resume_exactly() {
 #[test]
 fn a_random_half_mirrored_resumes_exactly_and_changes_what_is_learned() {
     let fx = fixture(4);
-    let n = 5;
     let mut s = spec(&fx.shuffle);
     s.mirror_fraction = Some(0.5);
     s.validate().unwrap();
-    s.max_steps = Some(2 * n);
-    let a = train(&fx.ctx, &JobId::new(), &s).unwrap();
-    let mut first = s.clone();
-    first.max_steps = Some(n);
-    let b = train(&fx.ctx, &JobId::new(), &first).unwrap();
-    let mut resumed = first.clone();
-    resumed.max_steps = Some(2 * n);
-    resumed.resume = Some(b.id.clone());
-    let b = train(&fx.ctx, &JobId::new(), &resumed).unwrap();
-    let (wa, wb) = (last_checkpoint(&fx, &a.id), last_checkpoint(&fx, &b.id));
-    for ((na, ta), (_, tb)) in wa.iter().zip(&wb) {
-        assert!(ta.equal(tb), "tensor {na} differs after resume");
-    }
+    let wa = resumes_exactly(&fx, &s, 5);
     let mut plain = s.clone();
+    plain.max_steps = Some(10);
     plain.mirror_fraction = None;
     let c = train(&fx.ctx, &JobId::new(), &plain).unwrap();
     let wc = last_checkpoint(&fx, &c.id);
