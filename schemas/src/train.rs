@@ -116,6 +116,11 @@ pub struct TrainSpec {
     /// checkpoint of another run, which must have the same features and architecture.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub init_from: Option<InitFrom>,
+    /// Plateau ("newbob", seed 003): after `patience` epochs in a row whose validation loss
+    /// did not improve on the best by `threshold` (relative), the learning rate is multiplied
+    /// by `factor` and the weights go back to the best epoch's checkpoint.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plateau: Option<Plateau>,
     /// The net as a description ([`crate::netspec::NetSpec`]) instead of `features` and
     /// `arch` (which then stay unset).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -401,6 +406,23 @@ impl TrainSpec {
                 return Err(format!("loss_power must be between 1 and 8, not {p}"));
             }
         }
+        if let Some(p) = &self.plateau {
+            if !(p.factor > 0.0 && p.factor < 1.0) {
+                return Err(format!(
+                    "plateau.factor must be between 0 and 1 (exclusive), not {}",
+                    p.factor
+                ));
+            }
+            if p.patience == 0 {
+                return Err("plateau.patience must be at least 1".into());
+            }
+            if !(0.0..1.0).contains(&p.threshold) {
+                return Err(format!(
+                    "plateau.threshold must be at least 0 and below 1, not {}",
+                    p.threshold
+                ));
+            }
+        }
         if let Some(f) = self.mirror_fraction {
             if !(0.0..=1.0).contains(&f) {
                 return Err(format!("mirror_fraction must be between 0 and 1, not {f}"));
@@ -471,10 +493,41 @@ pub struct RunRecord {
     /// died, or an explicit `resume`.
     #[serde(default)]
     pub resumed_at: Vec<u64>,
+    /// Where the plateau rule stands (with `plateau`): kept with every checkpoint, so a
+    /// resumed run goes on with it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plateau: Option<PlateauState>,
     pub created: String,
     pub updated: String,
 }
 
+/// The plateau rule of a spec (see [`TrainSpec::plateau`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Plateau {
+    /// The learning rate is multiplied by this at each cut (0 to 1, exclusive).
+    pub factor: f64,
+    /// Epochs without improvement before a cut (at least 1).
+    #[serde(default = "d_one_u32")]
+    pub patience: u32,
+    /// The relative improvement that counts: the loss must fall below best × (1 − this).
+    #[serde(default)]
+    pub threshold: f64,
+}
+
+/// How a run's plateau rule stands.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct PlateauState {
+    /// The best validation loss so far, and the checkpoint that had it.
+    pub best_loss: f64,
+    pub best_checkpoint: String,
+    /// What the learning rate is multiplied by now (1 before any cut).
+    pub lr_factor: f64,
+    /// Epochs since the best one.
+    pub waited: u32,
+    /// Cuts so far.
+    pub cuts: u32,
+}
 /// A run record's spec: one written before `defaults` existed was trained with generation 1,
 /// whatever today's generation is.
 fn stored_spec<'de, D: serde::Deserializer<'de>>(d: D) -> Result<TrainSpec, D::Error> {

@@ -883,6 +883,18 @@ async fn train_specs_are_checked_at_the_door() {
             r#""lr_schedule":{"kind":"newbob"}"#,
             "invalid spec for train: ",
         ),
+        (
+            r#""plateau":{"factor":1.5}"#,
+            "invalid spec for train: plateau.factor",
+        ),
+        (
+            r#""loss":"elmo","loss_power":2"#,
+            "invalid spec for train: loss_power",
+        ),
+        (
+            r#""mirror":true,"mirror_fraction":0.5"#,
+            "invalid spec for train: mirror_fraction and mirror",
+        ),
     ] {
         let body = format!(r#"{{"kind":"train","spec":{{"shuffle":"sh-000000000001",{spec}}}}}"#);
         let (status, _, err) = send(&app, "POST", "/v1/jobs", &body, None).await;

@@ -275,6 +275,63 @@ pub fn epoch_order(train: &[usize], seed: u64, epoch: u32) -> Vec<usize> {
     order
 }
 
+/// The plateau rule after an epoch's validation (before its checkpoint, which then holds
+/// what the rule decided): a new best is noted; `patience` epochs without one cut the rate
+/// and load the best checkpoint's weights and optimizer state.
+#[allow(clippy::too_many_arguments)]
+fn plateau_step(
+    ctx: &JobContext,
+    rule: &lakefish_schemas::train::Plateau,
+    record: &mut RunRecord,
+    val: f64,
+    at: Position,
+    prefix: &str,
+    model: &Model,
+    adam: &mut Adam,
+    setup: &Setup,
+) -> Result<(), TrainError> {
+    let state = record
+        .plateau
+        .get_or_insert_with(|| lakefish_schemas::train::PlateauState {
+            best_loss: f64::INFINITY,
+            best_checkpoint: String::new(),
+            lr_factor: 1.0,
+            waited: 0,
+            cuts: 0,
+        });
+    if state.best_checkpoint.is_empty() || val < state.best_loss * (1.0 - rule.threshold) {
+        // This epoch's checkpoint, written next, is the best.
+        state.best_loss = val;
+        state.best_checkpoint = checkpoint_name(at.step);
+        state.waited = 0;
+        return Ok(());
+    }
+    state.waited += 1;
+    if state.waited < rule.patience {
+        return Ok(());
+    }
+    let key = format!("{prefix}/checkpoints/{}", state.best_checkpoint);
+    let bytes = ctx
+        .block_on(ctx.lake.get(&key))?
+        .ok_or_else(|| TrainError::Checkpoint {
+            key: key.clone(),
+            reason: "the plateau rule's best checkpoint is missing".into(),
+        })?;
+    // Its weights and optimizer state; the run's own position goes on.
+    load_checkpoint(&bytes, &key, model, adam, setup.device)?;
+    state.lr_factor *= rule.factor;
+    state.waited = 0;
+    state.cuts += 1;
+    tracing::info!(
+        run = %record.id,
+        step = at.step,
+        lr_factor = state.lr_factor,
+        back_to = %key,
+        "plateau: learning rate cut, weights from the best epoch"
+    );
+    Ok(())
+}
+
 /// Which positions an epoch sees mirrored: all of them on odd epochs with `mirror`; else a
 /// random `mirror_fraction` of them, drawn anew each epoch from the run's seed.
 fn mirror_of(spec: &TrainSpec, epoch: u32) -> crate::loader::Mirror {
@@ -681,6 +738,7 @@ pub fn train(ctx: &JobContext, job: &JobId, spec: &TrainSpec) -> Result<RunRecor
             finished: false,
             error: None,
             resumed_at: Vec::new(),
+            plateau: None,
             created: now(),
             updated: now(),
         },
@@ -825,6 +883,8 @@ fn train_run(
     };
     while at.epoch < spec.epochs && at.step < max_steps {
         let epoch_lr = spec.lr * spec.lr_decay.powi(at.epoch as i32);
+        // The plateau rule's cuts so far scale whatever the rate would be.
+        let cut = record.plateau.as_ref().map_or(1.0, |p| p.lr_factor);
         let epoch_lambda = lambda_at(spec, at.epoch);
         let order = epoch_order(&setup.train, spec.seed, at.epoch);
         let mut batches = stream_batches(
@@ -865,10 +925,11 @@ fn train_run(
             spent.upload += uploaded.elapsed();
             let stepped = Instant::now();
             // A schedule is a function of the step (the same after a resume).
-            let lr = spec
-                .lr_schedule
-                .as_ref()
-                .map_or(epoch_lr, |s| s.at(at.step, planned_steps));
+            let lr = cut
+                * spec
+                    .lr_schedule
+                    .as_ref()
+                    .map_or(epoch_lr, |s| s.at(at.step, planned_steps));
             let lambda = spec
                 .lambda_schedule
                 .as_ref()
@@ -938,6 +999,11 @@ fn train_run(
         record.val_positions = n;
         if let Some(last) = metrics.rows.last_mut() {
             last.val_loss = Some(val);
+        }
+        if let Some(rule) = &spec.plateau {
+            plateau_step(
+                ctx, rule, record, val, at, &prefix, &model, &mut adam, &setup,
+            )?;
         }
         tracing::info!(
             run = %id,

@@ -747,3 +747,66 @@ fn the_power_loss_takes_its_exponent() {
     s.loss_power = Some(2.0);
     assert!(s.validate().unwrap_err().contains("loss_power"));
 }
+
+/// Plateau ("newbob"): with a threshold no epoch can meet, every epoch after the first cuts
+/// the rate (the third epoch trains at half the rate; the rule ends at a quarter) and goes
+/// back to the first epoch's
+/// weights (its checkpoint and the second's hold the same tensors); the rule's state rides in
+/// the run record, so the run resumes exactly.
+#[test]
+fn a_plateau_cuts_the_rate_goes_back_to_the_best_and_resumes_exactly() {
+    let fx = fixture(4);
+    let mut s = spec(&fx.shuffle);
+    s.epochs = 3;
+    s.plateau = Some(lakefish_schemas::train::Plateau {
+        factor: 0.5,
+        patience: 1,
+        threshold: 0.99,
+    });
+    s.validate().unwrap();
+    let run = train(&fx.ctx, &JobId::new(), &s).unwrap();
+    let state = run.plateau.clone().unwrap();
+    assert_eq!((state.cuts, state.lr_factor), (2, 0.25), "{state:?}");
+    assert_eq!(state.best_checkpoint, run.checkpoints[0]);
+    let bytes = fx
+        .rt
+        .block_on(
+            fx.ctx
+                .lake
+                .get(&format!("{}/metrics.parquet", run_prefix(&run.id))),
+        )
+        .unwrap()
+        .unwrap();
+    let rows = lakefish_train::train::read_metrics(&bytes).unwrap();
+    for r in &rows {
+        // Cut after the second epoch's validation, and again after the third's.
+        let want = s.lr * [1.0, 1.0, 0.5][r.epoch as usize];
+        assert_eq!(r.lr, want, "epoch {}", r.epoch);
+    }
+    // The second epoch's checkpoint holds the first's weights and optimizer state.
+    let tensors = |name: &str| {
+        let key = format!("{}/checkpoints/{name}", run_prefix(&run.id));
+        let b = fx.rt.block_on(fx.ctx.lake.get(&key)).unwrap().unwrap();
+        tch::Tensor::load_multi_from_stream(std::io::Cursor::new(b.to_vec())).unwrap()
+    };
+    let (first, second) = (tensors(&run.checkpoints[0]), tensors(&run.checkpoints[1]));
+    for ((n, a), (_, b)) in first.iter().zip(&second) {
+        if n != "position" {
+            assert!(a.equal(b), "{n}");
+        }
+    }
+    // Two epochs, then a resume into the third: the same as three straight.
+    let mut two = s.clone();
+    two.epochs = 2;
+    let b = train(&fx.ctx, &JobId::new(), &two).unwrap();
+    let mut resumed = s.clone();
+    resumed.resume = Some(b.id.clone());
+    let b = train(&fx.ctx, &JobId::new(), &resumed).unwrap();
+    assert_eq!(b.plateau, run.plateau);
+    for ((n, a), (_, bt)) in last_checkpoint(&fx, &run.id)
+        .iter()
+        .zip(&last_checkpoint(&fx, &b.id))
+    {
+        assert!(a.equal(bt), "tensor {n} differs after resume");
+    }
+}

@@ -511,6 +511,11 @@ pub(crate) struct TrainArgs {
     /// --lambda-start and --lambda-end.
     #[arg(long, value_parser = schedule_arg)]
     pub lambda_schedule: Option<lakefish_schemas::schedule::Schedule>,
+    /// Plateau ("newbob"), as JSON {"factor":F[,"patience":N][,"threshold":T]}: after N
+    /// epochs (1) whose validation loss did not fall below the best × (1 − T) (T 0), the
+    /// learning rate is multiplied by F and the weights go back to the best epoch's.
+    #[arg(long, value_parser = plateau_arg)]
+    pub plateau: Option<lakefish_schemas::train::Plateau>,
     /// elmo (cross-entropy), mse (|Δ|^2) or power (|Δ|^2.6), on win probabilities.
     #[arg(long, default_value = "elmo")]
     pub loss: String,
@@ -619,6 +624,7 @@ impl TrainArgs {
             lr_decay: self.lr_decay,
             lr_schedule: self.lr_schedule.clone().map(Box::new),
             lambda_schedule: self.lambda_schedule.clone().map(Box::new),
+            plateau: self.plateau.clone(),
             loss: lakefish_schemas::LossName::parse(&self.loss).map_err(anyhow::Error::msg)?,
             loss_power: self.loss_power,
             scale: self.scale,
@@ -756,6 +762,7 @@ const RESUMED_SETTINGS: &[(&[&str], &str)] = &[
     (&["lr_decay"], "lr_decay"),
     (&["lr_schedule"], "lr_schedule"),
     (&["lambda_schedule"], "lambda_schedule"),
+    (&["plateau"], "plateau"),
     (&["loss"], "loss"),
     (&["loss_power"], "loss_power"),
     (&["scale"], "scale"),
@@ -1017,4 +1024,11 @@ mod tests;
 /// A schedule given on the command line as JSON.
 fn schedule_arg(s: &str) -> Result<lakefish_schemas::schedule::Schedule, String> {
     serde_json::from_str(s).map_err(|e| format!("not a schedule ({e}); see --help for the kinds"))
+}
+
+/// A plateau rule given on the command line as JSON.
+fn plateau_arg(s: &str) -> Result<lakefish_schemas::train::Plateau, String> {
+    serde_json::from_str(s).map_err(|e| {
+        format!("not a plateau rule ({e}): {{\"factor\":0.5,\"patience\":1,\"threshold\":0.001}}")
+    })
 }
