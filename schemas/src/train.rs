@@ -41,6 +41,10 @@ pub struct TrainSpec {
     /// the default; 2 is `mse`). Only with `loss = power`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub loss_power: Option<f64>,
+    /// The sigmoid scale of the net's output (its prediction), when it differs from `scale`
+    /// (seed 004's output scale; `scale` then scales only the data's scores).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prediction_scale: Option<f64>,
     /// Sigmoid scale of scores in internal units.
     #[serde(default = "d_scale")]
     pub scale: f64,
@@ -360,6 +364,11 @@ impl TrainSpec {
         s
     }
 
+    /// The sigmoid scale of the net's output: `prediction_scale`, else `scale`.
+    pub fn prediction_scale(&self) -> f64 {
+        self.prediction_scale.unwrap_or(self.scale)
+    }
+
     pub fn validate(&self) -> Result<(), String> {
         if let Some(g) = self.defaults
             && !(1..=defaults::GENERATION).contains(&g)
@@ -405,6 +414,11 @@ impl TrainSpec {
             if !(p.is_finite() && (1.0..=8.0).contains(&p)) {
                 return Err(format!("loss_power must be between 1 and 8, not {p}"));
             }
+        }
+        if let Some(p) = self.prediction_scale
+            && !(p > 0.0 && p.is_finite())
+        {
+            return Err(format!("prediction_scale must be positive, not {p}"));
         }
         if let Some(p) = &self.plateau {
             if !(p.factor > 0.0 && p.factor < 1.0) {

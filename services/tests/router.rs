@@ -888,6 +888,10 @@ async fn train_specs_are_checked_at_the_door() {
             "invalid spec for train: plateau.factor",
         ),
         (
+            r#""prediction_scale":-1"#,
+            "invalid spec for train: prediction_scale",
+        ),
+        (
             r#""loss":"elmo","loss_power":2"#,
             "invalid spec for train: loss_power",
         ),

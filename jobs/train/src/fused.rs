@@ -222,7 +222,10 @@ fn entropy_pair(t: f32, s: f32, eps: f32) -> f32 {
 pub struct StepArgs {
     pub kind: Loss,
     pub lambda: f64,
+    /// The sigmoid scale of the data's scores (the target's).
     pub scale: f64,
+    /// The sigmoid scale of the net's output (the prediction's).
+    pub prediction_scale: f64,
     pub lr: f64,
     /// Only the instructions every x86-64 CPU has, even where AVX2 is there: for the test
     /// that both paths give the same bits.
@@ -243,6 +246,7 @@ pub fn step(
         kind,
         lambda,
         scale,
+        prediction_scale,
         lr,
         baseline,
     } = args;
@@ -318,10 +322,10 @@ pub fn step(
             ));
         }
         let per_part = rows.div_ceil(PARTS).max(1);
-        // d(mean loss)/d(output) = dq/B · output_scale/scale.
-        let to_out = (output_scale / scale / rows.max(1) as f64) as f32;
+        // d(mean loss)/d(output) = dq/B · output_scale/prediction_scale.
+        let to_out = (output_scale / prediction_scale / rows.max(1) as f64) as f32;
         let (q_of_out, lambda, inv_scale) = (
-            (output_scale / scale) as f32,
+            (output_scale / prediction_scale) as f32,
             lambda as f32,
             (1.0 / scale) as f32,
         );
@@ -653,8 +657,13 @@ mod tests {
                 assert!(applies(&fused_model, &fused_adam));
                 let mut torch_adam = Adam::new(&torch_model);
                 assert!(!applies(&torch_model, &torch_adam));
+                // The two sigmoid scales apart (seed 004's input and output scales).
+                let sigmoid = crate::model::Sigmoid {
+                    target: 361.0,
+                    prediction: 290.0,
+                };
                 let step = |m: &Model, a: &mut Adam| {
-                    train_step(m, a, &b, kind, 0.6, 361.0, 1e-3)
+                    train_step(m, a, &b, kind, 0.6, sigmoid, 1e-3)
                         .unwrap()
                         .double_value(&[])
                 };
@@ -721,6 +730,7 @@ mod tests {
                             kind,
                             lambda: 0.8,
                             scale: 361.0,
+                            prediction_scale: 361.0,
                             lr: 1e-2,
                             baseline,
                         };
@@ -769,6 +779,7 @@ mod tests {
                 kind: Loss::Elmo,
                 lambda: 1.0,
                 scale: 361.0,
+                prediction_scale: 361.0,
                 lr: 1e-3,
                 baseline: false,
             };

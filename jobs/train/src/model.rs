@@ -314,6 +314,23 @@ pub enum Loss {
     Power(f64),
 }
 
+/// The two sigmoid scales of a loss (seed 004 writes them apart): the data's scores become
+/// win probabilities over `target`, the net's output over `prediction`. One number is both.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Sigmoid {
+    pub target: f64,
+    pub prediction: f64,
+}
+
+impl From<f64> for Sigmoid {
+    fn from(scale: f64) -> Sigmoid {
+        Sigmoid {
+            target: scale,
+            prediction: scale,
+        }
+    }
+}
+
 /// Win-probability target: λ·sigmoid(score/scale) + (1 − λ)·result.
 pub fn target(score: &Tensor, result: &Tensor, lambda: f64, scale: f64) -> Tensor {
     (score / scale).sigmoid() * lambda + result * (1.0 - lambda)

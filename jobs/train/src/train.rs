@@ -361,9 +361,10 @@ pub fn train_step(
     batch: &BatchTensors,
     kind: Loss,
     lambda: f64,
-    scale: f64,
+    sigmoid: impl Into<crate::model::Sigmoid>,
     lr: f64,
 ) -> Result<Tensor, TrainError> {
+    let sigmoid = sigmoid.into();
     for (_, p) in &model.params {
         let mut g = p.grad();
         if g.defined() {
@@ -374,7 +375,8 @@ pub fn train_step(
         let args = crate::fused::StepArgs {
             kind,
             lambda,
-            scale,
+            scale: sigmoid.target,
+            prediction_scale: sigmoid.prediction,
             lr,
             baseline: false,
         };
@@ -383,10 +385,15 @@ pub fn train_step(
         model.clip();
         return Ok(Tensor::from(l));
     }
-    let tgt = target(&batch.score, &batch.result, lambda, scale);
+    let tgt = target(&batch.score, &batch.result, lambda, sigmoid.target);
     let mut bags = SparseBags::default();
     let out = model.forward_with(batch, adam.sparse.then_some(&mut bags));
-    let l = loss(kind, &(out * model.arch.output_scale()), &tgt, scale);
+    let l = loss(
+        kind,
+        &(out * model.arch.output_scale()),
+        &tgt,
+        sigmoid.prediction,
+    );
     l.backward();
     adam.update(model, lr, &bags)?;
     model.clip();
@@ -615,10 +622,10 @@ fn validate(
         let rows = b.len() as f64;
         let l = tch::no_grad(|| {
             let pred = model.forward(&t) * model.arch.output_scale();
-            loss(setup.loss, &pred, &target, spec.scale).double_value(&[])
+            loss(setup.loss, &pred, &target, spec.prediction_scale()).double_value(&[])
         });
         let m = material_tensor(&b, setup.device);
-        let ml = loss(setup.loss, &m, &target, spec.scale).double_value(&[]);
+        let ml = loss(setup.loss, &m, &target, spec.prediction_scale()).double_value(&[]);
         total += l * rows;
         material += ml * rows;
         n += b.len() as u64;
@@ -934,7 +941,11 @@ fn train_run(
                 .lambda_schedule
                 .as_ref()
                 .map_or(epoch_lambda, |s| s.at(at.step, planned_steps));
-            let lv = train_step(&model, &mut adam, &t, setup.loss, lambda, spec.scale, lr)?
+            let sigmoid = crate::model::Sigmoid {
+                target: spec.scale,
+                prediction: spec.prediction_scale(),
+            };
+            let lv = train_step(&model, &mut adam, &t, setup.loss, lambda, sigmoid, lr)?
                 .to_kind(tch::Kind::Double);
             spent.step += stepped.elapsed();
             at.step += 1;

@@ -522,6 +522,10 @@ pub(crate) struct TrainArgs {
     /// The exponent of --loss power (default 2.6).
     #[arg(long)]
     pub loss_power: Option<f64>,
+    /// The sigmoid scale of the net's output, when it differs from --scale (which then
+    /// scales only the data's scores): seed 004's output scale.
+    #[arg(long)]
+    pub prediction_scale: Option<f64>,
     /// Sigmoid scale of scores (internal units).
     #[arg(long, default_value_t = lakefish_schemas::train::defaults::SCALE)]
     pub scale: f64,
@@ -628,6 +632,7 @@ impl TrainArgs {
             loss: lakefish_schemas::LossName::parse(&self.loss).map_err(anyhow::Error::msg)?,
             loss_power: self.loss_power,
             scale: self.scale,
+            prediction_scale: self.prediction_scale,
             lambda_start: self.lambda_start,
             lambda_end: self.lambda_end,
             val_chunks: self.val_chunks,
@@ -766,6 +771,7 @@ const RESUMED_SETTINGS: &[(&[&str], &str)] = &[
     (&["loss"], "loss"),
     (&["loss_power"], "loss_power"),
     (&["scale"], "scale"),
+    (&["prediction_scale"], "prediction_scale"),
     (&["lambda_start"], "lambda_start"),
     (&["lambda_end"], "lambda_end"),
     (&["val_chunks"], "val_chunks"),
