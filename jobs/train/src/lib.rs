@@ -10,6 +10,7 @@ pub mod fused;
 pub mod loader;
 pub mod model;
 pub mod quantize;
+mod recipes;
 pub mod sparse;
 pub mod spec_model;
 pub mod stockfish_model;

@@ -11,6 +11,7 @@ use crate::TrainError;
 pub use crate::adam::{Adam, AdamOptions};
 use crate::loader::{Batch, ChunkSource, RowOptions, stream_batches};
 use crate::model::{BatchTensors, Loss, Model, ModelArch, loss, target};
+use crate::recipes::{Metrics, lambda_at, mirror_of, plateau_step};
 use crate::sparse::SparseBags;
 use arrow_array::RecordBatch;
 use lakefish_engine::features::FeatureSetKind;
@@ -25,7 +26,7 @@ use std::sync::Arc;
 use std::time::Instant;
 use tch::{Device, Tensor};
 
-fn checkpoint_name(step: u64) -> String {
+pub(crate) fn checkpoint_name(step: u64) -> String {
     format!("step-{step:09}.ot")
 }
 
@@ -275,85 +276,6 @@ pub fn epoch_order(train: &[usize], seed: u64, epoch: u32) -> Vec<usize> {
     order
 }
 
-/// The plateau rule after an epoch's validation (before its checkpoint, which then holds
-/// what the rule decided): a new best is noted; `patience` epochs without one cut the rate
-/// and load the best checkpoint's weights and optimizer state.
-#[allow(clippy::too_many_arguments)]
-fn plateau_step(
-    ctx: &JobContext,
-    rule: &lakefish_schemas::train::Plateau,
-    record: &mut RunRecord,
-    val: f64,
-    at: Position,
-    prefix: &str,
-    model: &Model,
-    adam: &mut Adam,
-    setup: &Setup,
-) -> Result<(), TrainError> {
-    let state = record
-        .plateau
-        .get_or_insert_with(|| lakefish_schemas::train::PlateauState {
-            best_loss: f64::INFINITY,
-            best_checkpoint: String::new(),
-            lr_factor: 1.0,
-            waited: 0,
-            cuts: 0,
-        });
-    if state.best_checkpoint.is_empty() || val < state.best_loss * (1.0 - rule.threshold) {
-        // This epoch's checkpoint, written next, is the best.
-        state.best_loss = val;
-        state.best_checkpoint = checkpoint_name(at.step);
-        state.waited = 0;
-        return Ok(());
-    }
-    state.waited += 1;
-    if state.waited < rule.patience {
-        return Ok(());
-    }
-    let key = format!("{prefix}/checkpoints/{}", state.best_checkpoint);
-    let bytes = ctx
-        .block_on(ctx.lake.get(&key))?
-        .ok_or_else(|| TrainError::Checkpoint {
-            key: key.clone(),
-            reason: "the plateau rule's best checkpoint is missing".into(),
-        })?;
-    // Its weights and optimizer state; the run's own position goes on.
-    load_checkpoint(&bytes, &key, model, adam, setup.device)?;
-    state.lr_factor *= rule.factor;
-    state.waited = 0;
-    state.cuts += 1;
-    tracing::info!(
-        run = %record.id,
-        step = at.step,
-        lr_factor = state.lr_factor,
-        back_to = %key,
-        "plateau: learning rate cut, weights from the best epoch"
-    );
-    Ok(())
-}
-
-/// Which positions an epoch sees mirrored: all of them on odd epochs with `mirror`; else a
-/// random `mirror_fraction` of them, drawn anew each epoch from the run's seed.
-fn mirror_of(spec: &TrainSpec, epoch: u32) -> crate::loader::Mirror {
-    use crate::loader::Mirror;
-    match (spec.mirror, spec.mirror_fraction) {
-        (true, _) if epoch % 2 == 1 => Mirror::All,
-        (false, Some(fraction)) if fraction > 0.0 => Mirror::Fraction {
-            fraction,
-            seed: spec.seed ^ ((epoch as u64) << 40) ^ 0x4D49_5252,
-        },
-        _ => Mirror::None,
-    }
-}
-
-fn lambda_at(spec: &TrainSpec, epoch: u32) -> f64 {
-    if spec.epochs <= 1 {
-        return spec.lambda_start;
-    }
-    let t = epoch as f64 / (spec.epochs - 1) as f64;
-    spec.lambda_start + (spec.lambda_end - spec.lambda_start) * t
-}
-
 /// One optimizer step on a batch: forward, loss, backward, Adam, clipping. Returns the loss.
 pub fn train_step(
     model: &Model,
@@ -531,52 +453,6 @@ fn load_tensors(
         epoch: v[1] as u32,
         batch: v[2] as u64,
     })
-}
-
-/// A run's metrics rows ([`MetricsRow`]), rewritten whole at every checkpoint.
-struct Metrics {
-    rows: Vec<MetricsRow>,
-}
-
-impl Metrics {
-    fn encode(&self) -> Result<Vec<u8>, TrainError> {
-        use arrow_array::{Float64Array, UInt32Array, UInt64Array};
-        use arrow_schema::{DataType, Field, Schema};
-        let schema = Arc::new(Schema::new(vec![
-            Field::new("step", DataType::UInt64, false),
-            Field::new("epoch", DataType::UInt32, false),
-            Field::new("train_loss", DataType::Float64, false),
-            Field::new("val_loss", DataType::Float64, true),
-            Field::new("lr", DataType::Float64, false),
-            Field::new("positions_per_s", DataType::Float64, false),
-            Field::new("lambda", DataType::Float64, true),
-        ]));
-        let r = &self.rows;
-        let batch = RecordBatch::try_new(
-            schema.clone(),
-            vec![
-                Arc::new(UInt64Array::from_iter_values(r.iter().map(|x| x.step))),
-                Arc::new(UInt32Array::from_iter_values(r.iter().map(|x| x.epoch))),
-                Arc::new(Float64Array::from_iter_values(
-                    r.iter().map(|x| x.train_loss),
-                )),
-                Arc::new(r.iter().map(|x| x.val_loss).collect::<Float64Array>()),
-                Arc::new(Float64Array::from_iter_values(r.iter().map(|x| x.lr))),
-                Arc::new(Float64Array::from_iter_values(
-                    r.iter().map(|x| x.positions_per_s),
-                )),
-                Arc::new(r.iter().map(|x| x.lambda).collect::<Float64Array>()),
-            ],
-        )
-        .map_err(|e| TrainError::Internal(e.to_string()))?;
-        let mut out = Vec::new();
-        let mut w = parquet::arrow::ArrowWriter::try_new(&mut out, schema, None)
-            .map_err(|e| TrainError::Internal(e.to_string()))?;
-        w.write(&batch)
-            .map_err(|e| TrainError::Internal(e.to_string()))?;
-        w.close().map_err(|e| TrainError::Internal(e.to_string()))?;
-        Ok(out)
-    }
 }
 
 /// Writes a run's `run.json`, then its catalogue entry.
@@ -1013,7 +889,15 @@ fn train_run(
         }
         if let Some(rule) = &spec.plateau {
             plateau_step(
-                ctx, rule, record, val, at, &prefix, &model, &mut adam, &setup,
+                ctx,
+                rule,
+                record,
+                val,
+                at.step,
+                &prefix,
+                &model,
+                &mut adam,
+                setup.device,
             )?;
         }
         tracing::info!(

@@ -15,6 +15,7 @@ mod nets_cmd;
 mod pipeline_cmd;
 mod serve;
 mod sprt_cmd;
+mod train_args;
 
 use cli::{Cli, Command, IngestCommand, MaskCommand, TokenCommand};
 use config::{apply_config, init_logging, load_config};
