@@ -496,8 +496,16 @@ pub fn shuffle_pile(
         }
     }
     let keys: Vec<String> = by_part.into_values().collect();
-    let batches = ctx
-        .block_on(ctx.lake.get_many(&keys))?
+    let name = chunk_file_name(pile);
+    let read = ctx.block_on(ctx.lake.get_many(&keys))?;
+    if read.iter().any(Option::is_none) {
+        // Listed, then gone: another delivery of this pile committed the shuffle meanwhile
+        // (the commit removes the pass-1 files). Its chunk stands.
+        if let Some(c) = committed_chunk(ctx, plan, &name)? {
+            return Ok(c);
+        }
+    }
+    let batches = read
         .into_iter()
         .zip(&keys)
         .map(|(bytes, k)| {
@@ -535,7 +543,6 @@ pub fn shuffle_pile(
         RecordBatch::try_new(schema, gathered.columns().to_vec())
             .map_err(|e| JobError::Internal(format!("pile {pile}: {e}")))?
     };
-    let name = chunk_file_name(pile);
     let key = format!("{}/{name}", shuffle_prefix(&plan.id));
     let bytes = encode_parquet_with(
         &shuffled,
@@ -545,10 +552,8 @@ pub fn shuffle_pile(
     )?;
     // A duplicate delivery racing the commit may have read a pile whose files were already
     // removed: once committed, the committed chunk stands.
-    if let Some(m) = ctx.block_on(read_shuffle_manifest(&ctx.lake, &plan.id))?
-        && let Some(c) = m.chunks.iter().find(|c| c.name == name)
-    {
-        return Ok(c.clone());
+    if let Some(c) = committed_chunk(ctx, plan, &name)? {
+        return Ok(c);
     }
     let chunk = ShuffleChunk {
         name,
@@ -559,6 +564,17 @@ pub fn shuffle_pile(
     let marker = serde_json::to_vec(&chunk).expect("serializes");
     ctx.block_on(ctx.lake.put(&pile_marker(&plan.id, pile), marker))?;
     Ok(chunk)
+}
+
+/// Chunk `name` as the committed manifest lists it, when the shuffle is committed.
+fn committed_chunk(
+    ctx: &JobContext,
+    plan: &ShufflePlan,
+    name: &str,
+) -> Result<Option<ShuffleChunk>, JobError> {
+    Ok(ctx
+        .block_on(read_shuffle_manifest(&ctx.lake, &plan.id))?
+        .and_then(|m| m.chunks.into_iter().find(|c| c.name == name)))
 }
 
 /// How many pass-1 parts and pass-2 piles are done (from their markers).
@@ -577,6 +593,12 @@ pub fn commit(ctx: &JobContext, plan: &ShufflePlan) -> Result<ShuffleManifest, J
     let mut chunks = Vec::new();
     let keys: Vec<String> = (0..spec.chunks).map(|p| pile_marker(&plan.id, p)).collect();
     let markers = ctx.block_on(ctx.lake.get_many(&keys))?;
+    if markers.iter().any(Option::is_none)
+        && let Some(m) = ctx.block_on(read_shuffle_manifest(&ctx.lake, &plan.id))?
+    {
+        // Two last piles both committing: the other one's commit removed the markers.
+        return Ok(m);
+    }
     for ((pile, key), b) in (0..spec.chunks).zip(keys).zip(markers) {
         let b = b.ok_or_else(|| {
             JobError::Retry(format!("pile {pile} of shuffle {} is not done", plan.id))
@@ -832,7 +854,19 @@ pub fn pile_task(
             plan.parts.len()
         )));
     }
-    let chunk = shuffle_pile(ctx, &plan, task.index)?;
+    // A second delivery of a pile that is done (two deals may both find every part dealt
+    // and queue the piles) keeps the first one's chunk rather than writing it again.
+    let marker = ctx.block_on(ctx.lake.get(&pile_marker(&plan.id, task.index)))?;
+    let chunk = match marker {
+        Some(b) => serde_json::from_slice::<ShuffleChunk>(&b).map_err(|e| {
+            corrupt(
+                "pile marker",
+                &pile_marker(&plan.id, task.index),
+                e.to_string(),
+            )
+        })?,
+        None => shuffle_pile(ctx, &plan, task.index)?,
+    };
     let (_, piles) = progress_of(ctx, &plan)?;
     let committed = piles == plan.spec.chunks as usize;
     if committed {

@@ -283,6 +283,10 @@ fn same_seed_same_bytes_in_any_order_other_seed_other_order() {
         shuffle_pile(&ctx, &plan, p).unwrap();
     }
     let mb = commit(&ctx, &plan).unwrap();
+    // Late duplicates after the commit removed the pass-1 files: a pile keeps its committed
+    // chunk, and a second commit (two last piles racing) returns the same manifest.
+    assert_eq!(shuffle_pile(&ctx, &plan, 2).unwrap(), mb.chunks[2]);
+    assert_eq!(commit(&ctx, &plan).unwrap(), mb);
     let chunks_b = chunks_of(&b, &mb.id);
     assert_eq!(chunks_a.len(), 5);
     assert!(chunks_a == chunks_b, "byte-identical chunks");

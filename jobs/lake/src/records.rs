@@ -179,12 +179,23 @@ impl JobStore {
 
     /// Stores `rec` unless the stored record already succeeded (and `rec` did not), or a
     /// newer attempt has started since `rec`'s: a succeeded job's record is final, and a
-    /// delivery presumed dead never writes over the one that replaced it.
+    /// delivery presumed dead never writes over the one that replaced it — except with its
+    /// success: jobs are idempotent, so an older attempt that finished has done the job, and
+    /// the newer one (which may fail on what the success cleaned up) must not undo that.
     pub async fn put_unless_succeeded(&self, rec: &JobRecord) -> Result<JobRecord, JobError> {
         let stored = self
             .update(&rec.id, |stored| match stored {
-                Some(s) if s.state == JobState::Succeeded && rec.state != JobState::Succeeded => {
-                    None
+                Some(s) if s.state == JobState::Succeeded => match rec.state {
+                    JobState::Succeeded if s.attempts <= rec.attempts => Some(rec.clone()),
+                    _ => None,
+                },
+                Some(s) if s.attempts > rec.attempts && rec.state == JobState::Succeeded => {
+                    Some(JobRecord {
+                        attempts: s.attempts,
+                        worker: s.worker.clone(),
+                        cancel: s.cancel.clone().or_else(|| rec.cancel.clone()),
+                        ..rec.clone()
+                    })
                 }
                 Some(s) if s.attempts > rec.attempts => None,
                 // A user's cancel request, made while this writer worked, is kept.
@@ -417,6 +428,25 @@ mod tests {
         old.state = JobState::Failed;
         let stored = store.put_unless_succeeded(&old).await.unwrap();
         assert_eq!((stored.attempts, stored.state), (2, JobState::Running));
+    }
+
+    /// An older delivery succeeds while a newer one runs: the success stands (the job is
+    /// done), the attempt count is kept, and the newer delivery's failure cannot undo it.
+    #[tokio::test]
+    async fn an_older_attempts_success_stands() {
+        let store = JobStore::new(Lake::in_memory());
+        let mut old = record();
+        old.attempts = 1;
+        let mut newer = old.clone();
+        newer.attempts = 2;
+        store.put(&newer).await.unwrap();
+        old.state = JobState::Succeeded;
+        let stored = store.put_unless_succeeded(&old).await.unwrap();
+        assert_eq!((stored.attempts, stored.state), (2, JobState::Succeeded));
+        newer.state = JobState::Failed;
+        newer.error = Some("its inputs were cleaned up".into());
+        let stored = store.put_unless_succeeded(&newer).await.unwrap();
+        assert_eq!((stored.state, stored.error), (JobState::Succeeded, None));
     }
 
     /// Two deliveries starting at once each count their attempt: none is lost.
