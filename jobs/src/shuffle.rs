@@ -78,8 +78,9 @@ pub fn plan(ctx: &JobContext, spec: &ShuffleSpec) -> Result<ShufflePlan, JobErro
             .ok_or_else(|| JobError::Input {
                 input: dataset_prefix(source, ds),
                 reason: format!(
-                    "dataset {ds} has no mask {}: run `lakefish mask quiet --dataset {ds} --name {}` first",
-                    spec.mask, spec.mask
+                    "dataset {ds} has no mask {}: run `lakefish mask {} --dataset {ds}` first \
+                     (with --rule ... when {} is not a rule's name; see `lakefish mask --help`)",
+                    spec.mask, spec.mask, spec.mask
                 ),
             })?;
         if mask.dataset_job_id != m.job_id {
@@ -944,6 +945,7 @@ pub fn quiet_shuffle(
             name: quiet.clone(),
             min_ply: None,
             max_abs_score: None,
+            ..MaskDefinition::quiet()
         },
     };
     crate::masks::mask_dataset(ctx, &JobId::new(), &mask)?;

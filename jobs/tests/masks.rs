@@ -107,6 +107,7 @@ fn a_second_definition_leaves_data_and_other_masks_alone_and_reruns_change_nothi
         name: MaskName::new("quiet-ply16").unwrap(),
         min_ply: Some(16),
         max_abs_score: None,
+        ..MaskDefinition::quiet()
     };
     let s = mask(&fx, "d", late.clone()).unwrap();
     assert_eq!(
@@ -128,6 +129,7 @@ fn a_second_definition_leaves_data_and_other_masks_alone_and_reruns_change_nothi
         name: MaskName::new("quiet").unwrap(),
         min_ply: Some(4),
         max_abs_score: None,
+        ..MaskDefinition::quiet()
     };
     let e = mask(&fx, "d", clash).unwrap_err().to_string();
     assert!(e.contains("another definition"), "{e}");

@@ -156,9 +156,9 @@ validated_by_inherent_method!(
     crate::SprtSpec,
     crate::SprtTask,
     crate::DatagenSpec,
-    crate::sprt::GauntletSpec
+    crate::sprt::GauntletSpec,
+    MaskSpec
 );
-impl KindSpec for MaskSpec {}
 
 /// Builds [`JobKind`] and [`JobSpec`] from the registry.
 macro_rules! define_job_kinds {

@@ -38,7 +38,7 @@ pub use job::{
     IngestBinpackSpec, IngestSpec, JOB_PAYLOAD_VERSION, JobId, JobKind, JobRecord, JobSpec,
     JobState, Progress, QueuedJob, Requested, SpecError,
 };
-pub use mask::{MaskDefinition, MaskManifest, MaskName, MaskSpec};
+pub use mask::{MaskDefinition, MaskManifest, MaskName, MaskRule, MaskSpec};
 pub use names::{DatasetName, NameError, Source, raw_key};
 pub use nets::{NetManifest, QuantizationError, QuantizeReport, QuantizeSpec, RegisterSpec};
 pub use shuffle::{ShuffleManifest, ShufflePlan, ShuffleSpec, ShuffleTask};

@@ -103,10 +103,11 @@ pub struct TrainSpec {
     /// Continue this run from its last checkpoint instead of starting a new one.
     #[serde(default)]
     pub resume: Option<crate::names::RunId>,
-    /// A mask definition applied to the chunks' rows at load time (the quiet predicate plus
-    /// its optional ply and score limits), for training on a subset without a new shuffle.
+    /// A mask definition applied to the chunks' rows at load time (its rules that need no
+    /// draw or histogram: quiet, all, early-skip, simple-eval-skip; plus its optional ply and
+    /// score limits), for training on a subset without a new shuffle.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub filter: Option<crate::MaskDefinition>,
+    pub filter: Option<Box<crate::MaskDefinition>>,
     /// Augmentation: every odd epoch (the second, fourth, ...) sees each position mirrored
     /// left to right (files a↔h), so the net learns both wings from one game.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -379,6 +380,17 @@ impl TrainSpec {
         }
         if self.batch_size == 0 || self.epochs == 0 {
             return Err("batch_size and epochs must be at least 1".into());
+        }
+        if let Some(f) = &self.filter {
+            f.validate().map_err(|e| format!("filter.{e}"))?;
+            if !f.applies_per_row() {
+                return Err(
+                    "filter.rules: random-skip, wld and piece-count draw by a row's place in its \
+                     dataset (piece-count needs the whole dataset's histogram): make them a mask \
+                     (`lakefish mask NAME --rule ...`) and shuffle with it (`--mask NAME`)"
+                        .into(),
+                );
+            }
         }
         if !(self.lr > 0.0 && self.lr.is_finite() && self.scale > 0.0) {
             return Err("lr and scale must be positive".into());

@@ -899,6 +899,14 @@ async fn train_specs_are_checked_at_the_door() {
             r#""mirror":true,"mirror_fraction":0.5"#,
             "invalid spec for train: mirror_fraction and mirror",
         ),
+        (
+            r#""filter":{"name":"f","rules":[{"rule":"wld"}]}"#,
+            "invalid spec for train: filter.rules: random-skip, wld",
+        ),
+        (
+            r#""filter":{"name":"f","rules":[]}"#,
+            "invalid spec for train: filter.rules: empty",
+        ),
     ] {
         let body = format!(r#"{{"kind":"train","spec":{{"shuffle":"sh-000000000001",{spec}}}}}"#);
         let (status, _, err) = send(&app, "POST", "/v1/jobs", &body, None).await;
@@ -915,6 +923,22 @@ async fn train_specs_are_checked_at_the_door() {
         err["error"].as_str().unwrap().contains("missing.epd"),
         "{err}"
     );
+    // Mask definitions too, naming the rule.
+    for (definition, says) in [
+        (r#"{"name":"m","rules":[]}"#, "definition.rules: empty"),
+        (
+            r#"{"name":"m","rules":[{"rule":"piece-count","max_skip":2}]}"#,
+            "definition.rules[0]: piece-count max_skip",
+        ),
+        (r#"{"name":"m","rules":[{"rule":"skip-all"}]}"#, "skip-all"),
+    ] {
+        let body =
+            format!(r#"{{"kind":"mask","spec":{{"dataset":"d","definition":{definition}}}}}"#);
+        let (status, _, err) = send(&app, "POST", "/v1/jobs", &body, None).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{definition}: {err}");
+        let msg = err["error"].as_str().unwrap();
+        assert!(msg.contains(says), "{definition}: {msg}");
+    }
     let (_, _, listed) = send(&app, "GET", "/v1/jobs", "", None).await;
     assert_eq!(listed["jobs"].as_array().unwrap().len(), 0, "{listed}");
     // A good one still goes through.

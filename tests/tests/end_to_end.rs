@@ -604,3 +604,196 @@ print(json.dumps({"rows": t.num_rows, "types": types, "duckdb_rows": n, "duckdb_
         (Some("SMALLINT"), Some("USMALLINT"), Some("UBIGINT"))
     );
 }
+
+/// Each mask rule's kept rows equal an independent decision (DuckDB reads the rows and the
+/// masks, python-chess and the formulas in tests/py/mask_counts.py decide), row by row; the
+/// random rules re-implemented from their documented seeding rule.
+#[test]
+fn mask_rules_keep_what_an_independent_count_keeps() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = binpack_input(dir.path());
+    let lf = |args: &[&str]| -> serde_json::Value {
+        let out = std::process::Command::new(lakefish_bin())
+            .args(["--lake", "lake"])
+            .args(args)
+            .current_dir(dir.path())
+            .output()
+            .unwrap();
+        assert_success(&out);
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    // A second, generated input makes a second part (the draws depend on a row's part).
+    let second = dir.path().join("second.binpack");
+    std::fs::write(&second, lakefish_ingest::binpack::synthetic_binpack(40, 3)).unwrap();
+    let ingested = lf(&[
+        "ingest",
+        "binpack",
+        input.to_str().unwrap(),
+        second.to_str().unwrap(),
+        "--dataset",
+        "d",
+        "--rows-per-part",
+        "1000",
+    ]);
+    assert!(ingested["parts"].as_u64().unwrap() >= 2, "{ingested}");
+    let masks: &[(&str, &[&str])] = &[
+        ("quiet", &[]),
+        ("all", &[]),
+        ("wld", &["--seed", "7"]),
+        ("rand", &["--rule", "random-skip=3", "--seed", "5"]),
+        ("early", &["--rule", "early-skip=12"]),
+        ("material", &["--rule", "simple-eval-skip=300"]),
+        ("piece-count", &[]),
+        (
+            "shaped",
+            &[
+                "--rule",
+                "piece-count=1,1,2,1,1:0.5",
+                "--seed",
+                "3",
+                "--rule",
+                "quiet",
+            ],
+        ),
+        (
+            "mixed",
+            &[
+                "--rule",
+                "quiet",
+                "--rule",
+                "wld",
+                "--rule",
+                "early-skip=4",
+                "--min-ply",
+                "6",
+            ],
+        ),
+    ];
+    let mut selected = std::collections::BTreeMap::new();
+    let mut definitions = Vec::new();
+    for (name, extra) in masks {
+        let mut args = vec!["mask", name, "--dataset", "d"];
+        args.extend_from_slice(extra);
+        let summary = lf(&args);
+        selected.insert(name.to_string(), summary["selected"].as_u64().unwrap());
+        let manifest: serde_json::Value = serde_json::from_slice(
+            &std::fs::read(dir.path().join(format!(
+                "lake/masks/{name}/source=binpack/dataset=d/_mask.json"
+            )))
+            .unwrap(),
+        )
+        .unwrap();
+        definitions.push(manifest["definition"].clone());
+    }
+    let out = std::process::Command::new(venv_bin("python"))
+        .arg(workspace_root().join("tests/py/mask_counts.py"))
+        .args([
+            dir.path().join("lake").to_str().unwrap(),
+            "d",
+            &serde_json::to_string(&definitions).unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert_success(&out);
+    let counted: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    for (name, kept) in &selected {
+        let c = &counted[name.as_str()];
+        assert_eq!(c["kept"].as_u64(), Some(*kept), "{name}: {c}");
+        assert_eq!(c["differ"], 0, "{name}: rows decided differently: {c}");
+    }
+    // The rules do something: all keeps every row, each other rule drops some, and the
+    // random ones are near their expected rates.
+    let rows = counted["all"]["rows"].as_u64().unwrap();
+    assert_eq!(selected["all"], rows);
+    for name in [
+        "quiet",
+        "wld",
+        "rand",
+        "early",
+        "material",
+        "piece-count",
+        "shaped",
+        "mixed",
+    ] {
+        assert!(
+            selected[name] > 0 && selected[name] < rows,
+            "{name}: {selected:?}"
+        );
+    }
+    let rate = selected["rand"] as f64 / counted["quiet"]["rows"].as_f64().unwrap();
+    assert!(
+        (rate - 0.25).abs() < 0.05,
+        "random-skip=3 keeps about a quarter of scored rows: {rate}"
+    );
+    assert!(selected["mixed"] < selected["quiet"]);
+    // Same definition, same seed: nothing rewritten; another seed under another name differs.
+    let again = lf(&[
+        "mask",
+        "rand",
+        "--dataset",
+        "d",
+        "--rule",
+        "random-skip=3",
+        "--seed",
+        "5",
+    ]);
+    assert_eq!(again["already_present"], true);
+    let other = lf(&[
+        "mask",
+        "rand2",
+        "--dataset",
+        "d",
+        "--rule",
+        "random-skip=3",
+        "--seed",
+        "6",
+    ]);
+    assert_ne!(other["selected"].as_u64(), Some(selected["rand"]));
+    // Bad rules are refused naming them, and nothing is written.
+    for (args, says) in [
+        (
+            vec!["mask", "thin", "--dataset", "d"],
+            "with no --rule the name is the rule",
+        ),
+        (
+            vec!["mask", "x", "--dataset", "d", "--rule", "random-skip"],
+            "needs a value",
+        ),
+        (
+            vec!["mask", "x", "--dataset", "d", "--rule", "piece-count=1,2"],
+            "five numbers",
+        ),
+        (
+            vec![
+                "mask",
+                "x",
+                "--dataset",
+                "d",
+                "--rule",
+                "all",
+                "--rule",
+                "quiet",
+            ],
+            "stands alone",
+        ),
+        (
+            vec!["mask", "x", "--dataset", "d", "--rule", "fen-skip"],
+            "unknown rule",
+        ),
+    ] {
+        let out = std::process::Command::new(lakefish_bin())
+            .args(["--lake", "lake"])
+            .args(&args)
+            .current_dir(dir.path())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success() && err.contains(says),
+            "{args:?}: {err}"
+        );
+    }
+    assert!(
+        !dir.path().join("lake/masks/x").exists() && !dir.path().join("lake/masks/thin").exists()
+    );
+}

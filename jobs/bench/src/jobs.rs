@@ -250,6 +250,7 @@ pub fn bench_mask(
                 name: MaskName::new(&format!("bench{run}")).expect("valid"),
                 min_ply: None,
                 max_abs_score: None,
+                ..MaskDefinition::quiet()
             };
             let mspec = MaskSpec {
                 dataset: dataset.clone(),

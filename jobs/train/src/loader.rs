@@ -988,8 +988,16 @@ mod tests {
             max_abs_score: Some(300),
             ..MaskDefinition::quiet()
         };
+        // Packed boards (the loader) decide the material rules as FENs (the reference) do.
+        let material = MaskDefinition {
+            rules: vec![
+                lakefish_schemas::MaskRule::EarlySkip { plies: 3 },
+                lakefish_schemas::MaskRule::SimpleEvalSkip { below: 200 },
+            ],
+            ..MaskDefinition::quiet()
+        };
         for features in [FeatureSetKind::All768, FeatureSetKind::HalfKp] {
-            for filter in [None, Some(&quiet), Some(&limited)] {
+            for filter in [None, Some(&quiet), Some(&limited), Some(&material)] {
                 let half = Mirror::Fraction {
                     fraction: 0.5,
                     seed: 9,

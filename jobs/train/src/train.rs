@@ -480,7 +480,7 @@ fn validate(
         setup.val.clone(),
         setup.features,
         RowOptions {
-            filter: spec.filter.clone(),
+            filter: spec.filter.as_deref().cloned(),
             mirror: crate::loader::Mirror::None,
             material: true,
             partial_last: true,
@@ -775,7 +775,7 @@ fn train_run(
             order,
             setup.features,
             RowOptions {
-                filter: spec.filter.clone(),
+                filter: spec.filter.as_deref().cloned(),
                 mirror: mirror_of(spec, at.epoch),
                 // Training steps do not use it.
                 material: false,

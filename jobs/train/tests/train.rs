@@ -330,11 +330,12 @@ fn a_load_time_filter_trains_on_the_rows_it_keeps() {
             .count() as u64;
     }
     let mut s = spec(&fx.shuffle);
-    s.filter = Some(lakefish_schemas::MaskDefinition {
+    s.filter = Some(Box::new(lakefish_schemas::MaskDefinition {
         name: lakefish_schemas::MaskName::new("late").unwrap(),
         min_ply: Some(min_ply),
         max_abs_score: None,
-    });
+        ..lakefish_schemas::MaskDefinition::quiet()
+    }));
     let filtered = train(&fx.ctx, &JobId::new(), &s).unwrap();
     let all = train(&fx.ctx, &JobId::new(), &spec(&fx.shuffle)).unwrap();
     eprintln!(

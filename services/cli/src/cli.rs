@@ -5,7 +5,8 @@ use anyhow::Context;
 use clap::{Parser, Subcommand};
 use lakefish_schemas::shuffle::DatasetRef;
 use lakefish_schemas::{
-    DatasetName, IngestBinpackSpec, MaskDefinition, MaskName, MaskSpec, ShuffleSpec, Source,
+    DatasetName, IngestBinpackSpec, MaskDefinition, MaskName, MaskRule, MaskSpec, ShuffleSpec,
+    Source,
 };
 
 pub(crate) use crate::train_args::{TrainArgs, read_layout, read_net_spec};
@@ -141,10 +142,12 @@ pub(crate) enum Command {
         what: crate::nets_cmd::NetsCommand,
     },
     /// Write a per-position mask beside a dataset, in-process, with a progress bar.
-    Mask {
-        #[command(subcommand)]
-        what: MaskCommand,
-    },
+    ///
+    /// `lakefish mask NAME --dataset D` keeps what NAME's rule keeps when NAME is a rule
+    /// (quiet, all, wld, piece-count); otherwise say which rules with `--rule`, e.g.
+    /// `lakefish mask thin --dataset D --rule quiet --rule random-skip=3 --rule early-skip=8`.
+    /// Several masks live side by side; shuffle with one by name (`shuffle --mask NAME`).
+    Mask(MaskArgs),
     /// Send a job to a running `lakefish serve` instead of running it here.
     Submit {
         /// The API's base URL.
@@ -377,11 +380,8 @@ pub(crate) enum SubmitCommand {
     Quantize(QuantizeArgs),
     /// Queue a register job.
     Register(RegisterArgs),
-    /// Queue a mask job.
-    Mask {
-        #[command(subcommand)]
-        what: MaskCommand,
-    },
+    /// Queue a mask job (the same arguments as `lakefish mask`).
+    Mask(MaskArgs),
 }
 
 #[derive(clap::Args)]
@@ -427,30 +427,39 @@ impl ShuffleArgs {
     }
 }
 
-#[derive(Subcommand)]
-pub(crate) enum MaskCommand {
-    /// Quiet positions: side to move not in check, move neither capture nor promotion,
-    /// score known; optionally a minimum ply and a maximum |score|.
-    Quiet(MaskArgs),
-}
-
 #[derive(clap::Args)]
 pub(crate) struct MaskArgs {
+    /// The mask's name: a path segment. When no --rule is given it is also the rule
+    /// (quiet, all, wld or piece-count).
+    pub name: MaskName,
     /// The dataset to mask.
     #[arg(long)]
     pub dataset: DatasetName,
     /// Its source partition: binpack, lichess or selfplay.
     #[arg(long, default_value = "binpack")]
     pub source: String,
-    /// Name of this definition (default "quiet"; give another name for other limits).
-    #[arg(long, default_value = "quiet")]
-    pub name: MaskName,
+    /// A rule the mask applies; give several and a row must pass them all. nnue-pytorch's
+    /// skips by its names: quiet (not in check, no capture, no promotion), all (every row),
+    /// wld (drop by 1 − P(result | score, ply) under nnue-pytorch's win-rate model),
+    /// random-skip=N (drop N of every N+1 rows at random), early-skip=N (drop ply ≤ N),
+    /// simple-eval-skip=N (drop |material balance| < N, pawn = 208),
+    /// piece-count[=Y0,Y1,Y2,Y3,Y4[:MAX_SKIP]] (reshape to a target piece-count
+    /// distribution; weights at 0, 8, 16, 24, 32 men, default 0,0.4,1,1,0.75:0.975).
+    #[arg(long = "rule", value_name = "RULE")]
+    pub rules: Vec<String>,
+    /// Seed of the random rules' draws (random-skip, wld, piece-count).
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
     /// Drop rows before this ply.
     #[arg(long)]
     pub min_ply: Option<u16>,
     /// Drop rows whose |score| is larger.
     #[arg(long)]
     pub max_abs_score: Option<u16>,
+    /// The mask's name when NAME is the rule (the older spelling:
+    /// `lakefish mask quiet --name quiet-ply16 --min-ply 16`).
+    #[arg(long = "name", hide = true)]
+    pub rename: Option<MaskName>,
     /// CPU threads (default: all cores).
     #[arg(long)]
     pub threads: Option<usize>,
@@ -458,16 +467,34 @@ pub(crate) struct MaskArgs {
 
 impl MaskArgs {
     pub(crate) fn spec(&self) -> anyhow::Result<MaskSpec> {
-        Ok(MaskSpec {
+        let rules = if self.rules.is_empty() {
+            vec![MaskRule::parse(self.name.as_str()).map_err(|e| {
+                anyhow::anyhow!(
+                    "mask {}: with no --rule the name is the rule, and {e}; say what the mask \
+                     keeps with --rule (see `lakefish mask --help`)",
+                    self.name
+                )
+            })?]
+        } else {
+            self.rules
+                .iter()
+                .map(|r| MaskRule::parse(r).map_err(|e| anyhow::anyhow!("--rule {r}: {e}")))
+                .collect::<anyhow::Result<_>>()?
+        };
+        let spec = MaskSpec {
             dataset: self.dataset.clone(),
             source: Source::parse(&self.source)
                 .with_context(|| format!("unknown source {:?}", self.source))?,
             definition: MaskDefinition {
-                name: self.name.clone(),
+                name: self.rename.clone().unwrap_or_else(|| self.name.clone()),
+                rules,
                 min_ply: self.min_ply,
                 max_abs_score: self.max_abs_score,
+                seed: self.seed,
             },
-        })
+        };
+        spec.validate().map_err(anyhow::Error::msg)?;
+        Ok(spec)
     }
 }
 

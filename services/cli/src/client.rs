@@ -1,6 +1,6 @@
 //! The HTTP client side of `--api` commands: `submit`, `jobs`, uploads, waiting for a job.
 
-use crate::cli::{IngestCommand, MaskCommand, SubmitCommand, ingest_spec};
+use crate::cli::{IngestCommand, SubmitCommand, ingest_spec};
 use crate::cli_progress;
 use anyhow::{Context, bail};
 use lakefish_schemas::{JobRecord, JobSpec, Source, raw_key};
@@ -123,9 +123,7 @@ pub(crate) async fn submit(
                 _ => JobSpec::IngestPgn(spec),
             })?
         }
-        SubmitCommand::Mask {
-            what: MaskCommand::Quiet(a),
-        } => serde_json::to_vec(&JobSpec::Mask(a.spec()?))?,
+        SubmitCommand::Mask(a) => serde_json::to_vec(&JobSpec::Mask(a.spec()?))?,
         SubmitCommand::Shuffle(a) => serde_json::to_vec(&JobSpec::Shuffle(a.spec()?))?,
         SubmitCommand::Train(a) => serde_json::to_vec(&JobSpec::Train(a.spec()?))?,
         SubmitCommand::Quantize(a) => serde_json::to_vec(&JobSpec::Quantize(a.spec()?))?,

@@ -17,7 +17,7 @@ mod serve;
 mod sprt_cmd;
 mod train_args;
 
-use cli::{Cli, Command, IngestCommand, MaskCommand, TokenCommand};
+use cli::{Cli, Command, IngestCommand, TokenCommand};
 use config::{apply_config, init_logging, load_config};
 use lakefish_schemas::JobSpec;
 use local::run_here;
@@ -81,9 +81,7 @@ fn main() -> anyhow::Result<()> {
         Command::Ingest {
             what: IngestCommand::Pgn(a),
         } => here(JobSpec::IngestPgn(cli::ingest_spec(&a, false)?), a.threads),
-        Command::Mask {
-            what: MaskCommand::Quiet(a),
-        } => here(JobSpec::Mask(a.spec()?), a.threads),
+        Command::Mask(a) => here(JobSpec::Mask(a.spec()?), a.threads),
         Command::Train(a) => {
             let spec = match &a.resume {
                 // Settings not given are the run's own.

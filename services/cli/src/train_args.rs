@@ -2,7 +2,7 @@
 //! settings unless given), and the net descriptions and saved layouts other commands read.
 
 use anyhow::Context;
-use lakefish_schemas::{MaskDefinition, MaskName};
+use lakefish_schemas::{MaskDefinition, MaskName, MaskRule};
 
 #[derive(clap::Args)]
 pub(crate) struct TrainArgs {
@@ -138,6 +138,11 @@ pub(crate) struct TrainArgs {
     /// (all768:256x2:screlu, halfka_v2_hm:stockfish-15.1) when no such file exists.
     #[arg(long, value_name = "FILE", conflicts_with_all = ["features", "arch"])]
     pub net_spec: Option<std::path::PathBuf>,
+    /// Filter the chunks' rows at load time by rules that need no draw (quiet, all,
+    /// early-skip=N, simple-eval-skip=N; as `lakefish mask --rule`); default quiet when a
+    /// --filter-* flag is given. Random rules (random-skip, wld, piece-count) are masks.
+    #[arg(long = "filter-rule", value_name = "RULE")]
+    pub filter_rules: Vec<String>,
     /// Filter the chunks' rows at load time: quiet rows from this ply on.
     #[arg(long)]
     pub filter_min_ply: Option<u16>,
@@ -208,13 +213,29 @@ impl TrainArgs {
             },
             mirror: self.mirror,
             mirror_fraction: self.mirror_fraction,
-            filter: (self.filter_min_ply.is_some() || self.filter_max_abs_score.is_some()).then(
-                || MaskDefinition {
+            filter: match (
+                self.filter_rules.is_empty(),
+                self.filter_min_ply.is_some() || self.filter_max_abs_score.is_some(),
+            ) {
+                (true, false) => None,
+                _ => Some(Box::new(MaskDefinition {
                     name: MaskName::new("train-filter").expect("a valid name"),
+                    rules: match self.filter_rules.is_empty() {
+                        true => vec![MaskRule::Quiet],
+                        false => self
+                            .filter_rules
+                            .iter()
+                            .map(|r| {
+                                MaskRule::parse(r)
+                                    .map_err(|e| anyhow::anyhow!("--filter-rule {r}: {e}"))
+                            })
+                            .collect::<anyhow::Result<_>>()?,
+                    },
                     min_ply: self.filter_min_ply,
                     max_abs_score: self.filter_max_abs_score,
-                },
-            ),
+                    seed: 0,
+                })),
+            },
             net: match &self.net_spec {
                 None => None,
                 Some(path) => Some(read_net_spec("--net-spec", &path.to_string_lossy())?),
@@ -324,7 +345,10 @@ const RESUMED_SETTINGS: &[(&[&str], &str)] = &[
     (&["mirror"], "mirror"),
     (&["mirror_fraction"], "mirror_fraction"),
     (&["init_from"], "init_from"),
-    (&["filter_min_ply", "filter_max_abs_score"], "filter"),
+    (
+        &["filter_rules", "filter_min_ply", "filter_max_abs_score"],
+        "filter",
+    ),
 ];
 
 impl TrainArgs {
