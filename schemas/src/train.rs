@@ -19,8 +19,15 @@ pub struct TrainSpec {
     pub arch: String,
     #[serde(default = "d_batch")]
     pub batch_size: u32,
+    /// Passes over the shuffle's training chunks; with `superbatch`, superbatches.
     #[serde(default = "d_epochs")]
     pub epochs: u32,
+    /// Bullet's unit: when set, training runs `epochs` superbatches of this many batches
+    /// each, streaming through the shuffle's chunks pass after pass whatever its size (each
+    /// pass in its own order), with validation, the plateau rule, per-epoch schedules and a
+    /// checkpoint after each superbatch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub superbatch: Option<u64>,
     /// Stop after this many steps in total (optional).
     #[serde(default)]
     pub max_steps: Option<u64>,
@@ -380,6 +387,9 @@ impl TrainSpec {
         }
         if self.batch_size == 0 || self.epochs == 0 {
             return Err("batch_size and epochs must be at least 1".into());
+        }
+        if self.superbatch == Some(0) {
+            return Err("superbatch must be at least 1 batch (bullet uses 6104 of 16384)".into());
         }
         if let Some(f) = &self.filter {
             f.validate().map_err(|e| format!("filter.{e}"))?;

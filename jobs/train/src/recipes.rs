@@ -134,3 +134,93 @@ impl Metrics {
         Ok(out)
     }
 }
+
+/// The batches of a run's data, pass after pass over the training chunks: each pass in the
+/// order [`crate::train::epoch_order`] gives it, mirrored as [`mirror_of`] says for it. An
+/// epoch is one pass (`cycle` false: the cursor ends with it); a superbatch takes a fixed
+/// number of batches and may span passes (`cycle` true).
+pub(crate) struct DataCursor<'a> {
+    setup: &'a crate::train::Setup,
+    spec: &'a TrainSpec,
+    threads: usize,
+    cycle: bool,
+    /// The pass, and its batches already handed out.
+    pub(crate) pass: u32,
+    pub(crate) batch: u64,
+    stream: Option<crate::loader::BatchStream>,
+}
+
+impl<'a> DataCursor<'a> {
+    pub(crate) fn new(
+        setup: &'a crate::train::Setup,
+        spec: &'a TrainSpec,
+        threads: usize,
+        (pass, batch): (u32, u64),
+    ) -> Self {
+        DataCursor {
+            setup,
+            spec,
+            threads,
+            cycle: spec.superbatch.is_some(),
+            pass,
+            batch,
+            stream: None,
+        }
+    }
+
+    fn open(&self) -> crate::loader::BatchStream {
+        let order = crate::train::epoch_order(&self.setup.train, self.spec.seed, self.pass);
+        crate::loader::stream_batches(
+            self.setup.source.clone(),
+            order,
+            self.setup.features,
+            crate::loader::RowOptions {
+                filter: self.spec.filter.as_deref().cloned(),
+                mirror: mirror_of(self.spec, self.pass),
+                // Training steps do not use it.
+                material: false,
+                partial_last: false,
+            },
+            self.spec.batch_size as usize,
+            self.batch as usize,
+            self.threads,
+        )
+    }
+
+    /// The next batch; `None` at the end of a pass unless cycling.
+    pub(crate) fn next_batch(&mut self) -> Option<Result<crate::loader::Batch, TrainError>> {
+        loop {
+            if self.stream.is_none() {
+                self.stream = Some(self.open());
+            }
+            match self.stream.as_mut().and_then(Iterator::next) {
+                Some(b) => {
+                    self.batch += 1;
+                    return Some(b);
+                }
+                None if !self.cycle => return None,
+                None if self.batch == 0 => return Some(Err(too_few_rows(self.spec))),
+                None => {
+                    self.pass += 1;
+                    self.batch = 0;
+                    self.stream = None;
+                }
+            }
+        }
+    }
+
+    /// Returns a used batch to the loader.
+    pub(crate) fn give_back(&self, b: crate::loader::Batch) {
+        if let Some(s) = &self.stream {
+            s.give_back(b);
+        }
+    }
+}
+
+pub(crate) fn too_few_rows(spec: &TrainSpec) -> TrainError {
+    TrainError::Spec(format!(
+        "the training chunks hold fewer usable rows than one batch ({}): give a smaller batch \
+         size, or train on a larger shuffle",
+        spec.batch_size
+    ))
+}

@@ -11,7 +11,7 @@ use crate::TrainError;
 pub use crate::adam::{Adam, AdamOptions};
 use crate::loader::{Batch, ChunkSource, RowOptions, stream_batches};
 use crate::model::{BatchTensors, Loss, Model, ModelArch, loss, target};
-use crate::recipes::{Metrics, lambda_at, mirror_of, plateau_step};
+use crate::recipes::{Metrics, lambda_at, plateau_step};
 use crate::sparse::SparseBags;
 use arrow_array::RecordBatch;
 use lakefish_engine::features::FeatureSetKind;
@@ -345,9 +345,14 @@ impl Drop for TorchThreads {
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) struct Position {
     step: u64,
+    /// The epoch, or the superbatch.
     epoch: u32,
-    /// Batches of this epoch already trained.
+    /// Batches of this epoch (superbatch) already trained.
     batch: u64,
+    /// The pass over the data, and its batches already trained: the epoch and its batch
+    /// without superbatches.
+    pass: u32,
+    pass_batch: u64,
 }
 
 /// Name of the checkpoint tensor that holds the net's description (UTF-8 JSON of its NetSpec):
@@ -369,7 +374,14 @@ fn save_checkpoint(
         named.push((format!("adam.m.{n}"), adam.m[i].to_device(Device::Cpu)));
         named.push((format!("adam.v.{n}"), adam.v[i].to_device(Device::Cpu)));
     }
-    let meta = [at.step as i64, at.epoch as i64, at.batch as i64, adam.step];
+    let meta = [
+        at.step as i64,
+        at.epoch as i64,
+        at.batch as i64,
+        adam.step,
+        at.pass as i64,
+        at.pass_batch as i64,
+    ];
     named.push(("position".into(), Tensor::from_slice(&meta)));
     named.push((NETSPEC_TENSOR.into(), Tensor::from_slice(netspec)));
     let mut out = Vec::new();
@@ -442,7 +454,8 @@ fn load_tensors(
     let pos = get("position")?;
     let v: Vec<i64> =
         Vec::<i64>::try_from(pos.to_device(Device::Cpu)).map_err(|e| bad(e.to_string()))?;
-    if v.len() != 4 {
+    // Four values before superbatches (the pass was the epoch), six since.
+    if v.len() != 4 && v.len() != 6 {
         return Err(bad("position tensor has the wrong length".into()));
     }
     if let Some(adam) = adam {
@@ -452,6 +465,8 @@ fn load_tensors(
         step: v[0] as u64,
         epoch: v[1] as u32,
         batch: v[2] as u64,
+        pass: v.get(4).map_or(v[1] as u32, |&p| p as u32),
+        pass_batch: v.get(5).map_or(v[2] as u64, |&b| b as u64),
     })
 }
 
@@ -686,6 +701,8 @@ fn train_run(
         step: 0,
         epoch: 0,
         batch: 0,
+        pass: 0,
+        pass_batch: 0,
     };
     if let Some(last) = record.checkpoints.last() {
         let key = format!("{prefix}/checkpoints/{last}");
@@ -723,12 +740,12 @@ fn train_run(
     ctx.block_on(put_run_record(&ctx.lake, &prefix, record))?;
 
     let max_steps = spec.max_steps.unwrap_or(u64::MAX);
-    let batch_size = spec.batch_size as usize;
     // The steps all epochs take (fewer when a load-time filter drops rows): progress shows a
     // fraction, not an unknown total.
-    let planned_steps = (record.train_positions / spec.batch_size.max(1) as u64
-        * spec.epochs as u64)
-        .min(max_steps);
+    let per_epoch = spec
+        .superbatch
+        .unwrap_or(record.train_positions / spec.batch_size.max(1) as u64);
+    let planned_steps = (per_epoch * spec.epochs as u64).min(max_steps);
     let started = Instant::now();
     // Since the last metrics row: start, steps, summed loss (on the device), positions.
     let new_window = || (Instant::now(), 0u64, None::<Tensor>, 0u64);
@@ -769,22 +786,8 @@ fn train_run(
         // The plateau rule's cuts so far scale whatever the rate would be.
         let cut = record.plateau.as_ref().map_or(1.0, |p| p.lr_factor);
         let epoch_lambda = lambda_at(spec, at.epoch);
-        let order = epoch_order(&setup.train, spec.seed, at.epoch);
-        let mut batches = stream_batches(
-            setup.source.clone(),
-            order,
-            setup.features,
-            RowOptions {
-                filter: spec.filter.as_deref().cloned(),
-                mirror: mirror_of(spec, at.epoch),
-                // Training steps do not use it.
-                material: false,
-                partial_last: false,
-            },
-            batch_size,
-            at.batch as usize,
-            threads,
-        );
+        let mut batches =
+            crate::recipes::DataCursor::new(&setup, spec, threads, (at.pass, at.pass_batch));
         let mut epoch_done = true;
         // The fused step runs on rayon's threads. libtorch's OpenMP threads, woken by any
         // small parallel op, would spin between steps on the same cores (a quarter of the
@@ -792,13 +795,18 @@ fn train_run(
         let one_thread =
             crate::fused::applies(&model, &adam).then(|| TorchThreads::set(1, threads));
         loop {
-            let waited = Instant::now();
-            let Some(b) = batches.next() else { break };
-            spent.loader += waited.elapsed();
+            if spec.superbatch.is_some_and(|n| at.batch >= n) {
+                break;
+            }
             if at.step >= max_steps {
                 epoch_done = false;
                 break;
             }
+            let waited = Instant::now();
+            let Some(b) = batches.next_batch() else {
+                break;
+            };
+            spent.loader += waited.elapsed();
             let mut b = b?;
             setup.remap(&mut b)?;
             let uploaded = Instant::now();
@@ -826,6 +834,7 @@ fn train_run(
             spent.step += stepped.elapsed();
             at.step += 1;
             at.batch += 1;
+            (at.pass, at.pass_batch) = (batches.pass, batches.batch);
             window.1 += 1;
             window.2 = Some(match window.2.take() {
                 Some(sum) => sum + lv,
@@ -848,7 +857,12 @@ fn train_run(
                 });
                 ctx.progress.report(&Progress {
                     stage: format!(
-                        "train {id}: epoch {} step {} loss {:.5}",
+                        "train {id}: {} {} step {} loss {:.5}",
+                        if spec.superbatch.is_some() {
+                            "superbatch"
+                        } else {
+                            "epoch"
+                        },
                         at.epoch + 1,
                         at.step,
                         mean_loss
@@ -871,10 +885,7 @@ fn train_run(
             break;
         }
         if at.batch == 0 {
-            return Err(TrainError::Spec(format!(
-                "the training chunks hold fewer usable rows than one batch ({batch_size}): \
-                 give a smaller batch size, or train on a larger shuffle"
-            )));
+            return Err(crate::recipes::too_few_rows(spec));
         }
         let lambda = spec
             .lambda_schedule
@@ -914,6 +925,10 @@ fn train_run(
         );
         at.epoch += 1;
         at.batch = 0;
+        if spec.superbatch.is_none() {
+            // The next epoch is the next pass, from its start.
+            (at.pass, at.pass_batch) = (at.epoch, 0);
+        }
         checkpoint(&model, &adam, at, record, &metrics)?;
     }
     if record.checkpoints.last() != Some(&checkpoint_name(at.step)) {

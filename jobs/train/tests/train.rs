@@ -811,3 +811,56 @@ fn a_plateau_cuts_the_rate_goes_back_to_the_best_and_resumes_exactly() {
         assert!(a.equal(bt), "tensor {n} differs after resume");
     }
 }
+
+/// Superbatches (bullet's unit): a superbatch as long as a pass trains what an epoch trains,
+/// tensor for tensor; longer ones run on through the next pass, validate and checkpoint after
+/// each superbatch, and resume exactly across both boundaries.
+#[test]
+fn superbatches_span_passes_and_resume_exactly() {
+    let fx = fixture(4);
+    let mut epochs = spec(&fx.shuffle);
+    epochs.epochs = 2;
+    let by_epoch = train(&fx.ctx, &JobId::new(), &epochs).unwrap();
+    let per_pass = by_epoch.step / 2;
+    assert!(per_pass >= 4, "{per_pass} batches a pass");
+    let mut same = epochs.clone();
+    same.superbatch = Some(per_pass);
+    same.validate().unwrap();
+    let by_superbatch = train(&fx.ctx, &JobId::new(), &same).unwrap();
+    assert_eq!(by_superbatch.step, by_epoch.step);
+    assert_eq!(by_superbatch.val_loss, by_epoch.val_loss);
+    let (wa, wb) = (
+        last_checkpoint(&fx, &by_epoch.id),
+        last_checkpoint(&fx, &by_superbatch.id),
+    );
+    // The same weights and optimizer state (the position says pass 1's end, not pass 2's
+    // start: the same place in the data).
+    for ((na, ta), (_, tb)) in wa.iter().zip(&wb).filter(|((n, _), _)| n != "position") {
+        assert!(
+            ta.equal(tb),
+            "tensor {na}: a pass-long superbatch is not an epoch"
+        );
+    }
+
+    // Longer than a pass: three superbatches run through 3·n batches of four passes' data.
+    let n = per_pass + per_pass / 2 + 1;
+    let mut long = spec(&fx.shuffle);
+    long.epochs = 3;
+    long.superbatch = Some(n);
+    let run = train(&fx.ctx, &JobId::new(), &long).unwrap();
+    assert_eq!((run.step, run.epoch), (3 * n, 3));
+    assert_eq!(run.val_loss.len(), 3, "validation after each superbatch");
+    for k in 1..=3 {
+        let name = format!("step-{:09}.ot", k * n);
+        assert!(
+            run.checkpoints.contains(&name),
+            "{name} in {:?}",
+            run.checkpoints
+        );
+    }
+    // Stopped inside the second superbatch (and inside a pass), resumed: the same weights.
+    resumes_exactly(&fx, &long, n + 2);
+    let mut zero = long.clone();
+    zero.superbatch = Some(0);
+    assert!(zero.validate().unwrap_err().contains("superbatch"));
+}

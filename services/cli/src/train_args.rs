@@ -20,9 +20,14 @@ pub(crate) struct TrainArgs {
     /// Positions per training step.
     #[arg(long, default_value_t = lakefish_schemas::train::defaults::BATCH_SIZE)]
     pub batch_size: u32,
-    /// Passes over the shuffle's training chunks.
+    /// Passes over the shuffle's training chunks (with --superbatch: superbatches).
     #[arg(long, default_value_t = lakefish_schemas::train::defaults::EPOCHS)]
     pub epochs: u32,
+    /// Bullet's unit: train --epochs superbatches of this many batches each, streaming
+    /// through the shuffle pass after pass whatever its size; validation, checkpoints,
+    /// --lr-decay and the plateau rule come after each superbatch (bullet: 6104 batches).
+    #[arg(long, value_name = "BATCHES")]
+    pub superbatch: Option<u64>,
     /// Stop after this many steps in total.
     #[arg(long)]
     pub max_steps: Option<u64>,
@@ -163,6 +168,7 @@ impl TrainArgs {
             arch: self.arch.clone(),
             batch_size: self.batch_size,
             epochs: self.epochs,
+            superbatch: self.superbatch,
             max_steps: self.max_steps,
             lr: self.lr,
             lr_decay: self.lr_decay,
@@ -319,6 +325,7 @@ const RESUMED_SETTINGS: &[(&[&str], &str)] = &[
     (NET_FLAGS, "arch"),
     (NET_FLAGS, "net"),
     (&["batch_size"], "batch_size"),
+    (&["superbatch"], "superbatch"),
     (&["lr"], "lr"),
     (&["lr_decay"], "lr_decay"),
     (&["lr_schedule"], "lr_schedule"),
