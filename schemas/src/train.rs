@@ -80,6 +80,10 @@ pub struct TrainSpec {
     /// weight, libtorch's backward).
     #[serde(default, skip_serializing_if = "FtUpdate::is_auto")]
     pub ft_update: FtUpdate,
+    /// The optimizer: Adam (unset) or Ranger (RAdam + Lookahead, as nnue-pytorch trained with
+    /// it until 2023). Ranger updates every weight each step, so it trains densely.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub optimizer: Option<Box<Optimizer>>,
     /// AdamW's decoupled weight decay: every step each weight the step updates is first
     /// multiplied by `1 − lr · weight_decay` (bullet's AdamW uses 0.01). 0: plain Adam.
     #[serde(default, skip_serializing_if = "is_zero")]
@@ -347,6 +351,14 @@ impl TrainSpec {
     }
 
     /// Whether Adam corrects its moments' bias: as set, else as `defaults` says.
+    /// Ranger's settings when the spec asks for it (else Adam).
+    pub fn ranger(&self) -> Option<&Ranger> {
+        match self.optimizer.as_deref() {
+            Some(Optimizer::Ranger(r)) => Some(r),
+            _ => None,
+        }
+    }
+
     pub fn bias_correction(&self) -> bool {
         self.bias_correction.unwrap_or(self.generation() < 2)
     }
@@ -387,6 +399,16 @@ impl TrainSpec {
         }
         if self.batch_size == 0 || self.epochs == 0 {
             return Err("batch_size and epochs must be at least 1".into());
+        }
+        if let Some(r) = self.ranger() {
+            r.validate()?;
+            if self.ft_update == FtUpdate::Sparse {
+                return Err(
+                    "ft_update sparse: Ranger updates every weight each step (its lookahead \
+                     moves them all), so it trains densely (use auto or dense)"
+                        .into(),
+                );
+            }
         }
         if self.superbatch == Some(0) {
             return Err("superbatch must be at least 1 batch (bullet uses 6104 of 16384)".into());
@@ -535,6 +557,97 @@ pub struct RunRecord {
     pub plateau: Option<PlateauState>,
     pub created: String,
     pub updated: String,
+}
+
+/// A spec's optimizer: `{"kind": "adam"}` (as unset) or `{"kind": "ranger", ...}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Optimizer {
+    Adam,
+    Ranger(Ranger),
+}
+
+/// Ranger (Wright's 2019 optimizer: RAdam's rectified steps with Lookahead's slow weights),
+/// with nnue-pytorch's settings as defaults. Every step, per weight: the moments
+/// `m ← β1·m + (1−β1)·g`, `v ← β2·v + (1−β2)·g²`; with `ρ∞ = 2/(1−β2) − 1` and
+/// `ρt = ρ∞ − 2t·β2^t/(1−β2^t)`: when `ρt > threshold`,
+/// `w ← w − lr·r/(1−β1^t) · m/(√v + ε)` with `r = √((1−β2^t)(ρt−4)(ρt−2)ρ∞ / ((ρ∞−4)(ρ∞−2)ρt))`,
+/// else `w ← w − lr/(1−β1^t) · m`; every `k` steps the slow weights move `alpha` of the way
+/// to the fast ones, `s ← s + alpha·(w − s)`, and the fast ones restart from them, `w ← s`.
+/// Weight decay and clipping as for Adam; `bias_correction` does not apply (RAdam rectifies).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Ranger {
+    #[serde(default = "d_ranger_alpha")]
+    pub alpha: f64,
+    #[serde(default = "d_ranger_k")]
+    pub k: u32,
+    #[serde(default = "d_ranger_beta1")]
+    pub beta1: f64,
+    #[serde(default = "d_ranger_beta2")]
+    pub beta2: f64,
+    #[serde(default = "d_ranger_eps")]
+    pub eps: f64,
+    /// RAdam's threshold on ρt below which a step is plain momentum (5).
+    #[serde(default = "d_ranger_threshold")]
+    pub threshold: f64,
+}
+
+fn d_ranger_alpha() -> f64 {
+    0.5
+}
+fn d_ranger_k() -> u32 {
+    6
+}
+fn d_ranger_beta1() -> f64 {
+    0.9
+}
+fn d_ranger_beta2() -> f64 {
+    0.999
+}
+fn d_ranger_eps() -> f64 {
+    1e-7
+}
+fn d_ranger_threshold() -> f64 {
+    5.0
+}
+
+impl Default for Ranger {
+    fn default() -> Self {
+        Ranger {
+            alpha: d_ranger_alpha(),
+            k: d_ranger_k(),
+            beta1: d_ranger_beta1(),
+            beta2: d_ranger_beta2(),
+            eps: d_ranger_eps(),
+            threshold: d_ranger_threshold(),
+        }
+    }
+}
+
+impl Ranger {
+    pub fn validate(&self) -> Result<(), String> {
+        let r = self;
+        if !(0.0..=1.0).contains(&r.alpha) || r.k == 0 {
+            return Err(format!(
+                "optimizer.alpha must be in [0, 1] and optimizer.k at least 1 (alpha {}, k {})",
+                r.alpha, r.k
+            ));
+        }
+        if !(0.0..1.0).contains(&r.beta1) || !(0.0..1.0).contains(&r.beta2) {
+            return Err(format!(
+                "optimizer.beta1 and optimizer.beta2 must be in [0, 1) ({}, {})",
+                r.beta1, r.beta2
+            ));
+        }
+        if !(r.eps > 0.0 && r.eps.is_finite() && r.threshold.is_finite()) {
+            return Err(format!(
+                "optimizer.eps must be positive and optimizer.threshold finite ({}, {})",
+                r.eps, r.threshold
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// The plateau rule of a spec (see [`TrainSpec::plateau`]).

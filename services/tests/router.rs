@@ -900,6 +900,19 @@ async fn train_specs_are_checked_at_the_door() {
             "invalid spec for train: mirror_fraction and mirror",
         ),
         (
+            r#""optimizer":{"kind":"ranger","alpha":2}"#,
+            "invalid spec for train: optimizer.alpha",
+        ),
+        (
+            r#""optimizer":{"kind":"ranger"},"ft_update":"sparse""#,
+            "invalid spec for train: ft_update sparse: Ranger",
+        ),
+        (
+            r#""optimizer":{"kind":"sgd"}"#,
+            "invalid spec for train: optimizer.kind: unknown variant `sgd`",
+        ),
+        (r#""superbatch":0"#, "invalid spec for train: superbatch"),
+        (
             r#""filter":{"name":"f","rules":[{"rule":"wld"}]}"#,
             "invalid spec for train: filter.rules: random-skip, wld",
         ),

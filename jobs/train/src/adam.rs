@@ -19,6 +19,9 @@ pub struct Adam {
     pub(crate) sparse: bool,
     pub(crate) scratch: crate::sparse::Scratch,
     options: AdamOptions,
+    /// Ranger instead of Adam: its settings and slow weights (filled at the first step, so a
+    /// warm start's or a checkpoint's weights are what they start from).
+    pub(crate) ranger: Option<(lakefish_schemas::train::Ranger, Vec<Tensor>)>,
 }
 
 /// How Adam steps beyond its moments: the train spec's `weight_decay`, `clip_weights` and
@@ -64,6 +67,18 @@ impl Adam {
             sparse: false,
             scratch: Default::default(),
             options: AdamOptions::default(),
+            ranger: None,
+        }
+    }
+
+    /// Ranger with `settings` instead of Adam (dense only).
+    pub fn ranger(model: &Model, settings: lakefish_schemas::train::Ranger) -> Adam {
+        Adam {
+            ranger: Some((
+                settings,
+                model.params.iter().map(|(_, p)| p.zeros_like()).collect(),
+            )),
+            ..Adam::new(model)
         }
     }
 
@@ -111,6 +126,9 @@ impl Adam {
         lr: f64,
         bags: &SparseBags,
     ) -> Result<(), TrainError> {
+        if self.ranger.is_some() {
+            return self.ranger_update(model, lr);
+        }
         let step = self.next_step(lr);
         let (o, c1, c2) = (self.options, step.c1, step.c2);
         let with_moments = |i: usize| crate::sparse::WithMoments {
@@ -165,5 +183,96 @@ impl Adam {
             }
         });
         Ok(())
+    }
+
+    /// One Ranger step over every weight with a gradient (see [`lakefish_schemas::train::Ranger`]).
+    fn ranger_update(&mut self, model: &Model, lr: f64) -> Result<(), TrainError> {
+        let o = self.options;
+        self.step += 1;
+        let t = self.step;
+        let (r, slow) = self.ranger.as_ref().expect("a Ranger optimizer");
+        tch::no_grad(|| {
+            for (i, (_, p)) in model.params.iter().enumerate() {
+                let g = p.grad();
+                if !g.defined() {
+                    continue;
+                }
+                let state = RangerState {
+                    m: &self.m[i],
+                    v: &self.v[i],
+                    slow: &slow[i],
+                };
+                ranger_tensor_step(p, &g, state, r, t, lr, o);
+            }
+        });
+        Ok(())
+    }
+}
+
+/// One weight tensor's Ranger state.
+pub struct RangerState<'a> {
+    pub m: &'a Tensor,
+    pub v: &'a Tensor,
+    pub slow: &'a Tensor,
+}
+
+/// Ranger's step `t` (counting from 1) of weight `p` with gradient `g`, in place.
+pub fn ranger_tensor_step(
+    p: &Tensor,
+    g: &Tensor,
+    state: RangerState,
+    r: &lakefish_schemas::train::Ranger,
+    t: i64,
+    lr: f64,
+    o: AdamOptions,
+) {
+    let (rectified, step_size) = radam_step_size(r, t);
+    let (mut p, mut m, mut v, mut slow) = (
+        p.shallow_clone(),
+        state.m.shallow_clone(),
+        state.v.shallow_clone(),
+        state.slow.shallow_clone(),
+    );
+    tch::no_grad(|| {
+        if t == 1 {
+            slow.copy_(&p);
+        }
+        let _ = m.lerp_(g, 1.0 - r.beta1);
+        let _ = v.lerp_(&(g * g), 1.0 - r.beta2);
+        if o.weight_decay != 0.0 {
+            let _ = p.g_mul_scalar_(1.0 - lr * o.weight_decay);
+        }
+        if rectified {
+            let mut denom = v.sqrt();
+            let _ = denom.g_add_scalar_(r.eps).g_div_scalar_(-lr * step_size);
+            let _ = p.addcdiv_(&m, &denom);
+        } else {
+            let _ = p.g_add_(&(&m * (-lr * step_size)));
+        }
+        if o.clip.is_finite() {
+            let _ = p.clamp_(-o.clip, o.clip);
+        }
+        if t % r.k as i64 == 0 {
+            // Lookahead: the slow weights move toward the fast ones, which restart there.
+            let _ = slow.lerp_(&p, r.alpha);
+            p.copy_(&slow);
+        }
+    });
+}
+
+/// RAdam's step at count `t`: whether it is rectified (ρt above the threshold) and its size
+/// before the learning rate.
+pub fn radam_step_size(r: &lakefish_schemas::train::Ranger, t: i64) -> (bool, f64) {
+    let b2t = r.beta2.powi(t as i32);
+    let rho_inf = 2.0 / (1.0 - r.beta2) - 1.0;
+    let rho = rho_inf - 2.0 * t as f64 * b2t / (1.0 - b2t);
+    let c1 = 1.0 - r.beta1.powi(t as i32);
+    if rho > r.threshold {
+        let rect = ((1.0 - b2t) * (rho - 4.0) / (rho_inf - 4.0) * (rho - 2.0) / rho * rho_inf
+            / (rho_inf - 2.0))
+            .sqrt();
+        (true, rect / c1)
+    } else {
+        (false, 1.0 / c1)
     }
 }

@@ -214,7 +214,9 @@ pub(crate) fn resolve(
         LossName::Power => Loss::Power(spec.loss_power.unwrap_or(2.6)),
     };
     let device = select_device(spec.device)?;
-    let sparse_ft = sparse_ft(spec.ft_update, spec.generation(), &arch, features, device)?;
+    // Ranger updates every weight each step (validated: not with `sparse`).
+    let sparse_ft = spec.ranger().is_none()
+        && sparse_ft(spec.ft_update, spec.generation(), &arch, features, device)?;
     let manifest = ctx
         .block_on(lakefish_jobs::shuffle::read_shuffle_manifest(
             &ctx.lake,
@@ -373,6 +375,9 @@ fn save_checkpoint(
     for (i, (n, _)) in model.params.iter().enumerate() {
         named.push((format!("adam.m.{n}"), adam.m[i].to_device(Device::Cpu)));
         named.push((format!("adam.v.{n}"), adam.v[i].to_device(Device::Cpu)));
+        if let Some((_, slow)) = &adam.ranger {
+            named.push((format!("ranger.slow.{n}"), slow[i].to_device(Device::Cpu)));
+        }
     }
     let meta = [
         at.step as i64,
@@ -437,6 +442,9 @@ fn load_tensors(
             if let Some(adam) = adam.as_deref() {
                 pairs.push((get(&format!("adam.m.{name}"))?, &adam.m[i]));
                 pairs.push((get(&format!("adam.v.{name}"))?, &adam.v[i]));
+                if let Some((_, slow)) = &adam.ranger {
+                    pairs.push((get(&format!("ranger.slow.{name}"))?, &slow[i]));
+                }
             }
             for (t, dst) in pairs {
                 if t.size() != dst.size() {
@@ -691,10 +699,10 @@ fn train_run(
             WeightInit::Bullet => model.with_bullet_init(),
         }
     });
-    let mut adam = if setup.sparse_ft {
-        Adam::sparse(&model)
-    } else {
-        Adam::new(&model)
+    let mut adam = match (spec.ranger(), setup.sparse_ft) {
+        (Some(r), _) => Adam::ranger(&model, r.clone()),
+        (None, true) => Adam::sparse(&model),
+        (None, false) => Adam::new(&model),
     }
     .with_options(AdamOptions::of_spec(spec));
     let mut at = Position {

@@ -864,3 +864,109 @@ fn superbatches_span_passes_and_resume_exactly() {
     zero.superbatch = Some(0);
     assert!(zero.validate().unwrap_err().contains("superbatch"));
 }
+
+/// Ranger's steps equal a numpy reference written from RAdam's and Lookahead's papers
+/// (tests/py/ranger_reference.py): plain-momentum steps before ρt passes the threshold,
+/// rectified ones after, the lookahead every k steps, with weight decay.
+#[test]
+fn ranger_steps_equal_a_numpy_reference() {
+    use lakefish_train::adam::{AdamOptions, RangerState, ranger_tensor_step};
+    let r = lakefish_schemas::train::Ranger {
+        k: 5,
+        ..Default::default()
+    };
+    let settings = serde_json::json!({
+        "seed": 3, "n": 7, "steps": 17, "beta1": r.beta1, "beta2": r.beta2, "eps": r.eps,
+        "lr": 0.01, "weight_decay": 0.02, "alpha": r.alpha, "k": r.k, "threshold": r.threshold,
+    });
+    let python = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.venv/bin/python");
+    let script =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/py/ranger_reference.py");
+    let out = std::process::Command::new(python)
+        .arg(script)
+        .arg(settings.to_string())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let want: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let vec = |v: &serde_json::Value| -> Vec<f64> {
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_f64().unwrap())
+            .collect()
+    };
+    let p = tch::Tensor::from_slice(&vec(&want["p0"]));
+    let (m, v, slow) = (p.zeros_like(), p.zeros_like(), p.zeros_like());
+    let options = AdamOptions {
+        weight_decay: 0.02,
+        ..Default::default()
+    };
+    let (mut rectified, mut plain) = (0, 0);
+    for (t, (g, after)) in want["grads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .zip(want["steps"].as_array().unwrap())
+        .enumerate()
+    {
+        let t = t as i64 + 1;
+        let g = tch::Tensor::from_slice(&vec(g));
+        let state = RangerState {
+            m: &m,
+            v: &v,
+            slow: &slow,
+        };
+        ranger_tensor_step(&p, &g, state, &r, t, 0.01, options);
+        match lakefish_train::adam::radam_step_size(&r, t).0 {
+            true => rectified += 1,
+            false => plain += 1,
+        }
+        let got = Vec::<f64>::try_from(&p).unwrap();
+        for (a, b) in got.iter().zip(vec(after)) {
+            assert!((a - b).abs() < 1e-12, "step {t}: {a} vs numpy {b}");
+        }
+    }
+    assert!(
+        rectified > 5 && plain > 2,
+        "both kinds of step: {rectified} {plain}"
+    );
+}
+
+/// Ranger trains, resumes exactly (its slow weights ride in the checkpoint), and learns
+/// something else than Adam; with the sparse update it is refused, naming the field.
+#[test]
+fn ranger_resumes_exactly_and_differs_from_adam() {
+    let fx = fixture(4);
+    let mut s = spec(&fx.shuffle);
+    s.optimizer = Some(Box::new(lakefish_schemas::train::Optimizer::Ranger(
+        lakefish_schemas::train::Ranger {
+            k: 4,
+            ..Default::default()
+        },
+    )));
+    s.validate().unwrap();
+    let wa = resumes_exactly(&fx, &s, 7);
+    assert!(
+        wa.iter().any(|(n, _)| n.starts_with("ranger.slow.")),
+        "slow weights saved"
+    );
+    let mut adam = s.clone();
+    adam.optimizer = None;
+    adam.max_steps = Some(14);
+    let b = train(&fx.ctx, &JobId::new(), &adam).unwrap();
+    let wb = last_checkpoint(&fx, &b.id);
+    assert!(!wa[0].1.equal(&wb[0].1), "Ranger trained as Adam did");
+    let mut sparse = s.clone();
+    sparse.ft_update = lakefish_schemas::train::FtUpdate::Sparse;
+    assert!(
+        sparse
+            .validate()
+            .unwrap_err()
+            .contains("ft_update sparse: Ranger")
+    );
+}

@@ -95,6 +95,11 @@ pub(crate) struct TrainArgs {
     /// takes it only in that shape) or dense (Adam over every weight).
     #[arg(long, default_value = "auto")]
     pub ft_update: String,
+    /// The optimizer: adam, or ranger (RAdam + Lookahead, nnue-pytorch's settings: alpha
+    /// 0.5, k 6, beta1 0.9, beta2 0.999, eps 1e-7, threshold 5), or ranger with some of
+    /// them, e.g. `ranger:k=5,eps=1e-8`. Ranger trains the transformer densely.
+    #[arg(long, value_name = "OPTIMIZER")]
+    pub optimizer: Option<String>,
     /// AdamW's decoupled weight decay: each step multiplies the weights it updates by
     /// 1 − lr·D first (bullet's AdamW: 0.01). 0 is plain Adam.
     #[arg(long, default_value_t = 0.0, value_name = "D")]
@@ -188,6 +193,11 @@ impl TrainArgs {
                 .map_err(anyhow::Error::msg)?,
             ft_update: lakefish_schemas::train::FtUpdate::parse(&self.ft_update)
                 .map_err(anyhow::Error::msg)?,
+            optimizer: match &self.optimizer {
+                None => None,
+                Some(o) => parse_optimizer(o)?
+                    .map(|r| Box::new(lakefish_schemas::train::Optimizer::Ranger(r))),
+            },
             weight_decay: self.weight_decay,
             clip_weights: self.clip_weights,
             bias_correction: match (self.bias_correction, self.no_bias_correction) {
@@ -250,6 +260,35 @@ impl TrainArgs {
         spec.validate().map_err(anyhow::Error::msg)?;
         Ok(spec)
     }
+}
+
+/// `--optimizer`: `adam` (None), `ranger`, or `ranger:KEY=VALUE,...` over Ranger's fields.
+fn parse_optimizer(arg: &str) -> anyhow::Result<Option<lakefish_schemas::train::Ranger>> {
+    let (name, settings) = arg.split_once(':').unwrap_or((arg, ""));
+    match name {
+        "adam" if settings.is_empty() => return Ok(None),
+        "ranger" => {}
+        _ => anyhow::bail!("--optimizer {arg}: adam, ranger or ranger:KEY=VALUE,..."),
+    }
+    let mut fields = serde_json::json!({});
+    for kv in settings.split(',').filter(|s| !s.is_empty()) {
+        let (k, v) = kv
+            .split_once('=')
+            .with_context(|| format!("--optimizer {arg}: {kv:?} is not KEY=VALUE"))?;
+        let v: f64 = v
+            .parse()
+            .with_context(|| format!("--optimizer {arg}: {k}={v:?} is not a number"))?;
+        fields[k.trim()] = match k.trim() {
+            "k" if v >= 1.0 && v.fract() == 0.0 => serde_json::json!(v as u64),
+            "k" => anyhow::bail!("--optimizer {arg}: k is a whole number of steps, at least 1"),
+            _ => serde_json::json!(v),
+        };
+    }
+    let r: lakefish_schemas::train::Ranger =
+        serde_json::from_value(fields).map_err(|e| anyhow::anyhow!("--optimizer {arg}: {e}"))?;
+    r.validate()
+        .map_err(|e| anyhow::anyhow!("--optimizer {arg}: {e}"))?;
+    Ok(Some(r))
 }
 
 /// A NetSpec from a file (TOML or JSON), or, when no such file exists, a shipped one by name
@@ -341,6 +380,7 @@ const RESUMED_SETTINGS: &[(&[&str], &str)] = &[
     (&["checkpoint_every"], "checkpoint_every"),
     (&["seed"], "seed"),
     (&["ft_update"], "ft_update"),
+    (&["optimizer"], "optimizer"),
     (&["weight_decay"], "weight_decay"),
     (&["clip_weights"], "clip_weights"),
     (
