@@ -16,6 +16,7 @@ pub mod layout;
 pub mod matchplay;
 pub mod nnue;
 pub mod packed_board;
+pub mod qleaf;
 pub mod random_games;
 pub mod rating;
 pub mod rules;

@@ -25,6 +25,7 @@ pub mod pipeline;
 pub mod runner;
 pub mod shuffle;
 pub mod sprt;
+pub mod transform;
 
 pub use lakefish_lake::{
     ErrorCode, Hooks, JobContext, JobError, JobSubmitter, Lake, Mode, ProgressSink, Trainer,

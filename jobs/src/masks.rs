@@ -9,7 +9,7 @@ use crate::{JobContext, JobError, Lake};
 use arrow_array::{Array, BooleanArray, RecordBatch};
 use arrow_schema::{DataType, Field, Schema};
 use lakefish_lake::datasets::{index_dataset, read_manifest};
-use lakefish_lake::parts::read_positions;
+
 use lakefish_lake::records::now;
 use lakefish_schemas::mask::{
     MASK_COLUMN, MASK_MANIFEST_FILE, META_MASK, META_PART_ROWS, MaskPart, mask_prefix,
@@ -505,21 +505,12 @@ pub fn mask_dataset(
             .par_iter()
             .map(|part| {
                 let key = format!("{data_prefix}/{}", part.name);
-                let bytes = ctx
-                    .block_on(ctx.lake.get(&key))?
-                    .ok_or_else(|| JobError::Corrupt {
-                        what: "dataset",
-                        key: key.clone(),
-                        reason: "a part listed in the manifest is missing".into(),
-                    })?;
-                let rows = read_positions(bytes, &key)?;
-                if rows.len() as u64 != part.rows {
-                    return Err(JobError::Corrupt {
-                        what: "positions part",
-                        key,
-                        reason: format!("has {} rows, the manifest says {}", rows.len(), part.rows),
-                    });
-                }
+                let rows = ctx.block_on(lakefish_lake::datasets::read_part_rows(
+                    &ctx.lake,
+                    spec.source,
+                    &spec.dataset,
+                    part,
+                ))?;
                 let mut kept = Vec::with_capacity(rows.len());
                 for (i, r) in rows.iter().enumerate() {
                     let view = RowView {

@@ -27,6 +27,9 @@ pub struct DatasetManifest {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub games: Vec<PartInfo>,
     pub inputs: Vec<InputReport>,
+    /// Set on a dataset a `transform` made: what it read and how.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub derived_from: Option<Box<crate::transform::Derivation>>,
     /// RFC 3339.
     pub created: String,
 }

@@ -115,6 +115,8 @@ macro_rules! job_kinds {
             Sprt = "sprt", $crate::SprtSpec, submit;
             /// Self-play games into a binpack, ingested as `positions/source=selfplay`.
             Datagen = "datagen", $crate::DatagenSpec, submit;
+            /// A new dataset from a committed one, row by row (quiescence leaves, rescoring).
+            Transform = "transform", $crate::TransformSpec, submit;
             /// A side's rating against a reference engine at several `UCI_Elo` levels, each a
             /// fixed-length match stored as an SPRT test; played on one worker.
             Gauntlet = "gauntlet", $crate::sprt::GauntletSpec, submit;
@@ -156,6 +158,7 @@ validated_by_inherent_method!(
     crate::SprtSpec,
     crate::SprtTask,
     crate::DatagenSpec,
+    crate::TransformSpec,
     crate::sprt::GauntletSpec,
     MaskSpec
 );
@@ -369,6 +372,12 @@ impl JobSpec {
             JobSpec::Sprt(s) => vec![("new", &s.new), ("base", &s.base)],
             JobSpec::Datagen(d) => d.engine.iter().map(|e| ("engine", e)).collect(),
             JobSpec::Gauntlet(g) => vec![("engine", &g.engine)],
+            JobSpec::Transform(t) => match &t.transform {
+                crate::transform::Transform::Rescore { engine, .. } => {
+                    vec![("transform.engine", engine)]
+                }
+                _ => Vec::new(),
+            },
             _ => Vec::new(),
         }
     }

@@ -22,6 +22,7 @@ pub mod schedule;
 pub mod shuffle;
 pub mod sprt;
 pub mod train;
+pub mod transform;
 
 /// Lower-case hex SHA-256: net names, token hashes.
 pub fn sha256_hex(bytes: &[u8]) -> String {
@@ -44,3 +45,4 @@ pub use nets::{NetManifest, QuantizationError, QuantizeReport, QuantizeSpec, Reg
 pub use shuffle::{ShuffleManifest, ShufflePlan, ShuffleSpec, ShuffleTask};
 pub use sprt::{SprtBatch, SprtPlan, SprtSpec, SprtState, SprtStatus, SprtTask};
 pub use train::{DeviceChoice, FeatureSet, LossName, RunRecord, TrainSpec};
+pub use transform::TransformSpec;

@@ -797,3 +797,93 @@ fn mask_rules_keep_what_an_independent_count_keeps() {
         !dir.path().join("lake/masks/x").exists() && !dir.path().join("lake/masks/thin").exists()
     );
 }
+
+/// `transform qsearch-leaf`: every leaf checked with python-chess (valid, reached by captures
+/// from its row, quiet on material by an unpruned search, score and result from its side to
+/// move), lineage in the manifest, idempotent, other settings under the same name refused,
+/// and the output masks like any dataset.
+#[test]
+fn qsearch_leaf_transform_writes_quiet_leaves_with_lineage() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = binpack_input(dir.path());
+    let lf = |args: &[&str]| -> std::process::Output {
+        std::process::Command::new(lakefish_bin())
+            .args(["--lake", "lake"])
+            .args(args)
+            .current_dir(dir.path())
+            .output()
+            .unwrap()
+    };
+    let json = |out: std::process::Output| -> serde_json::Value {
+        assert_success(&out);
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    json(lf(&[
+        "ingest",
+        "binpack",
+        input.to_str().unwrap(),
+        "--dataset",
+        "d",
+    ]));
+    let leaf = [
+        "transform",
+        "qsearch-leaf",
+        "--dataset",
+        "d",
+        "--output",
+        "dq",
+    ];
+    let done = json(lf(&leaf));
+    assert!(done["changed"].as_u64().unwrap() > 0, "{done}");
+    let out = std::process::Command::new(venv_bin("python"))
+        .arg(workspace_root().join("tests/py/qleaf_check.py"))
+        .args([dir.path().join("lake").to_str().unwrap(), "d", "dq", "400"])
+        .output()
+        .unwrap();
+    assert_success(&out);
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["bad"], serde_json::json!([]), "{report}");
+    assert_eq!(report["changed"], done["changed"], "{report}");
+    assert!(
+        report["checked_changed"].as_u64().unwrap() >= 100,
+        "{report}"
+    );
+    // Lineage: the transform and the commit it read.
+    let read = |name: &str| -> serde_json::Value {
+        let p = format!("lake/positions/source=binpack/dataset={name}/_manifest.json");
+        serde_json::from_slice(&std::fs::read(dir.path().join(p)).unwrap()).unwrap()
+    };
+    let (d, dq) = (read("d"), read("dq"));
+    assert_eq!(dq["derived_from"]["dataset"], "d");
+    assert_eq!(dq["derived_from"]["dataset_job_id"], d["job_id"]);
+    assert_eq!(dq["derived_from"]["transform"]["kind"], "qsearch-leaf");
+    // Again: nothing written; other settings under the same name: refused, nothing changed.
+    assert_eq!(json(lf(&leaf))["already_present"], true);
+    let other = lf(&[&leaf[..], &["--score", "classical"]].concat());
+    let err = String::from_utf8_lossy(&other.stderr);
+    assert!(!other.status.success() && err.contains("dq"), "{err}");
+    assert_eq!(read("dq"), dq);
+    for (dataset, output, extra, says) in [
+        ("d", "d", None, "immutable"),
+        ("nope", "x", None, "nope"),
+        ("d", "x", Some("deep"), "keep or classical"),
+    ] {
+        let mut args = vec!["transform", "qsearch-leaf", "--dataset", dataset];
+        args.extend(["--output", output]);
+        args.extend(extra.map(|score| ["--score", score]).into_iter().flatten());
+        let out = lf(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success() && err.contains(says),
+            "{args:?}: {err}"
+        );
+    }
+    assert!(
+        !dir.path()
+            .join("lake/positions/source=binpack/dataset=x")
+            .exists()
+    );
+    // The leaves mask like any rows (their null moves count as quiet).
+    let masked = json(lf(&["mask", "quiet", "--dataset", "dq"]));
+    assert!(masked["selected"].as_u64().unwrap() > 0, "{masked}");
+}

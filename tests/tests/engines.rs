@@ -701,3 +701,100 @@ async fn a_distributed_test_with_stockfish_equals_the_in_process_one() {
     assert_eq!(pgn_untimed(&pgn), pgn_untimed(&here_pgn));
     assert!(pgn.contains("[GameStartTime "), "{pgn}");
 }
+
+/// `transform rescore`: every stored score equals Stockfish 15.1's own `go depth N` score for
+/// the position (python-chess asking it, Threads=1, the same Hash, ucinewgame before each),
+/// with lineage to the dataset read; lakefish's own engine is refused as a rescorer.
+#[test]
+fn rescored_scores_equal_stockfish_s_own() {
+    assert!(have_stockfish());
+    let dir = tempfile::tempdir().unwrap();
+    let lake = dir.path().join("lake");
+    let ok = |args: &[&str]| -> Value {
+        let out = run(&lake, args);
+        assert_success(&out);
+        serde_json::from_slice(&out.stdout).unwrap_or(Value::Null)
+    };
+    let input = dir.path().join("games.binpack");
+    std::fs::write(&input, lakefish_ingest::binpack::synthetic_binpack(3, 8)).unwrap();
+    ok(&[
+        "ingest",
+        "binpack",
+        input.to_str().unwrap(),
+        "--dataset",
+        "d",
+    ]);
+    ok(&[
+        "engines",
+        "add",
+        "stockfish",
+        "--command",
+        STOCKFISH,
+        "--option",
+        "Threads=1",
+        "--option",
+        "Hash=16",
+        "--no-check",
+    ]);
+    let done = ok(&[
+        "transform",
+        "rescore",
+        "--dataset",
+        "d",
+        "--output",
+        "d9",
+        "--engine",
+        "stockfish",
+        "--depth",
+        "7",
+    ]);
+    let rows = done["rows"].as_u64().unwrap();
+    assert!(rows >= 20, "{done}");
+    let out = std::process::Command::new(venv_bin("python"))
+        .arg(workspace_root().join("tests/py/rescore_check.py"))
+        .args([lake.to_str().unwrap(), "d9", STOCKFISH, "7"])
+        .output()
+        .unwrap();
+    assert_success(&out);
+    let pairs: Vec<(i64, i64)> = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(pairs.len() as u64, rows);
+    let differ: Vec<_> = pairs.iter().filter(|(a, b)| a != b).collect();
+    assert!(
+        differ.is_empty(),
+        "{} of {rows} differ: {differ:?}",
+        differ.len()
+    );
+    assert!(
+        done["changed"].as_u64().unwrap() > 0,
+        "the engine's scores are new: {done}"
+    );
+    let m: Value = serde_json::from_slice(
+        &std::fs::read(lake.join("positions/source=binpack/dataset=d9/_manifest.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(m["derived_from"]["transform"]["engine"], "stockfish");
+    assert_eq!(m["derived_from"]["dataset"], "d");
+    // lakefish's own engine cannot rescore; an unknown engine is named.
+    for (engine, says) in [("classical", "registered UCI engine"), ("nosuch", "nosuch")] {
+        let out = run(
+            &lake,
+            &[
+                "transform",
+                "rescore",
+                "--dataset",
+                "d",
+                "--output",
+                "x",
+                "--engine",
+                engine,
+                "--depth",
+                "3",
+            ],
+        );
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success() && err.contains(says),
+            "{engine}: {err}"
+        );
+    }
+}

@@ -547,10 +547,13 @@ pub struct IngestSummary {
     pub already_present: bool,
     /// Every byte range or game that was not ingested, with the file and the reason.
     pub skipped: Vec<String>,
+    /// A transform's rows that changed (moved to a leaf, scored differently).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub changed: Option<u64>,
 }
 
 impl IngestSummary {
-    pub(crate) fn from_manifest(
+    pub fn from_manifest(
         m: &DatasetManifest,
         null_scores: Option<u64>,
         already_present: bool,
@@ -563,6 +566,7 @@ impl IngestSummary {
             bytes: m.bytes,
             already_present,
             skipped: skipped_lines(&m.inputs),
+            changed: None,
         }
     }
 }
@@ -701,6 +705,7 @@ fn write_dataset(
         parts: out.parts,
         games: out.games,
         inputs: reports,
+        derived_from: None,
         created: now(),
     };
     commit(ctx, target, &manifest)?;

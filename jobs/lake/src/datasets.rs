@@ -265,3 +265,28 @@ pub async fn index_dataset(
     }
     Ok(())
 }
+
+/// The rows of one part a dataset's manifest lists, checked against its row count; errors
+/// name the part.
+pub async fn read_part_rows(
+    lake: &Lake,
+    source: Source,
+    dataset: &DatasetName,
+    part: &lakefish_schemas::PartInfo,
+) -> Result<Vec<crate::parts::PositionRow>, JobError> {
+    let key = format!("{}/{}", dataset_prefix(source, dataset), part.name);
+    let bytes = lake.get(&key).await?.ok_or_else(|| JobError::Corrupt {
+        what: "dataset",
+        key: key.clone(),
+        reason: "a part listed in the manifest is missing".into(),
+    })?;
+    let rows = crate::parts::read_positions(bytes, &key)?;
+    if rows.len() as u64 != part.rows {
+        return Err(JobError::Corrupt {
+            what: "positions part",
+            key,
+            reason: format!("has {} rows, the manifest says {}", rows.len(), part.rows),
+        });
+    }
+    Ok(rows)
+}

@@ -36,6 +36,19 @@ impl PositionColumns {
         self.ply.len()
     }
 
+    /// Appends one row (`None` score or result: stored as null).
+    pub fn push_row(&mut self, row: &PositionRow) {
+        self.fen_bytes.extend_from_slice(row.fen.as_bytes());
+        self.fen_ends.push(self.fen_bytes.len() as u32);
+        self.move_bytes.extend_from_slice(row.mv.as_bytes());
+        self.move_ends.push(self.move_bytes.len() as u32);
+        self.score
+            .push(row.score.unwrap_or(lakefish_schemas::positions::NO_SCORE));
+        self.result.push(row.result.unwrap_or(NO_RESULT));
+        self.ply.push(row.ply);
+        self.game_id.push(row.game_id);
+    }
+
     pub fn fen(&self, i: usize) -> &str {
         let start = if i == 0 {
             0

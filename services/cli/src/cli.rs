@@ -74,6 +74,13 @@ pub(crate) enum Command {
     /// every position with its score, best move, ply and the game's result, written as a
     /// binpack (raw/selfplay/...) and ingested as positions/source=selfplay/dataset=NAME.
     Datagen(DatagenArgs),
+    /// A new dataset from a committed one, with lineage to it: quiescence leaves
+    /// (qsearch-leaf) or every position scored again by an engine (rescore). Shuffle the
+    /// output like any dataset (mask it first).
+    Transform {
+        #[command(subcommand)]
+        what: crate::transform_cmd::TransformCommand,
+    },
     /// Run queued jobs from a shared Redis queue.
     Worker {
         /// The shared queue (or `server.redis` in the config).
@@ -382,6 +389,11 @@ pub(crate) enum SubmitCommand {
     Register(RegisterArgs),
     /// Queue a mask job (the same arguments as `lakefish mask`).
     Mask(MaskArgs),
+    /// Queue a transform job (the same arguments as `lakefish transform`).
+    Transform {
+        #[command(subcommand)]
+        what: crate::transform_cmd::TransformCommand,
+    },
 }
 
 #[derive(clap::Args)]

@@ -124,6 +124,7 @@ pub(crate) async fn submit(
             })?
         }
         SubmitCommand::Mask(a) => serde_json::to_vec(&JobSpec::Mask(a.spec()?))?,
+        SubmitCommand::Transform { what } => serde_json::to_vec(&JobSpec::Transform(what.spec()?))?,
         SubmitCommand::Shuffle(a) => serde_json::to_vec(&JobSpec::Shuffle(a.spec()?))?,
         SubmitCommand::Train(a) => serde_json::to_vec(&JobSpec::Train(a.spec()?))?,
         SubmitCommand::Quantize(a) => serde_json::to_vec(&JobSpec::Quantize(a.spec()?))?,

@@ -16,6 +16,7 @@ mod pipeline_cmd;
 mod serve;
 mod sprt_cmd;
 mod train_args;
+mod transform_cmd;
 
 use cli::{Cli, Command, IngestCommand, TokenCommand};
 use config::{apply_config, init_logging, load_config};
@@ -46,6 +47,7 @@ fn main() -> anyhow::Result<()> {
         Command::Sprt(a) => rt.block_on(sprt_cmd::run(lake, rt.handle(), a)),
         Command::Gauntlet(a) => rt.block_on(sprt_cmd::gauntlet(lake, rt.handle(), a)),
         Command::Datagen(a) => here(JobSpec::Datagen(a.spec()?), a.threads),
+        Command::Transform { what } => here(JobSpec::Transform(what.spec()?), what.threads()),
         Command::Serve {
             listen,
             queue,
