@@ -13,8 +13,8 @@ use lakefish_schemas::pipeline::{
 };
 use lakefish_schemas::shuffle::DatasetRef;
 use lakefish_schemas::{
-    DatasetName, IngestSpec, JobId, JobSpec, JobState, MaskDefinition, MaskSpec, RegisterSpec,
-    ShuffleSpec, Source, SprtState,
+    DatasetName, IngestSpec, JobId, JobSpec, JobState, MaskSpec, RegisterSpec, ShuffleSpec, Source,
+    SprtState,
 };
 
 /// What a step found.
@@ -465,10 +465,7 @@ fn mask(
         {
             continue;
         }
-        let definition = MaskDefinition {
-            name: config.mask.clone(),
-            ..MaskDefinition::quiet()
-        };
+        let definition = config.mask_definition().map_err(JobError::Payload)?;
         let spec = MaskSpec {
             dataset: d.dataset.clone(),
             source: d.source,

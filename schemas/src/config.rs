@@ -246,6 +246,13 @@ pub struct PipelineConfig {
     /// The mask that selects training rows.
     #[serde(default = "quiet")]
     pub mask: MaskName,
+    /// What the mask keeps, as `lakefish mask --rule` takes it (`["quiet", "wld",
+    /// "random-skip=3"]`); default `quiet`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mask_rules: Vec<String>,
+    /// The seed of the mask's random rules.
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub mask_seed: u64,
     pub shuffle: PipelineShuffle,
     pub train: PipelineTrain,
     /// A [`QuantizeSpec`] without the run.
@@ -258,6 +265,9 @@ pub struct PipelineConfig {
 
 fn yes() -> bool {
     true
+}
+fn is_zero_u64(v: &u64) -> bool {
+    *v == 0
 }
 fn quiet() -> MaskName {
     MaskName::new("quiet").expect("a valid name")
@@ -284,6 +294,26 @@ fn step_spec<T: serde::de::DeserializeOwned>(
 }
 
 impl PipelineConfig {
+    /// The mask definition each dataset of a run gets.
+    pub fn mask_definition(&self) -> Result<crate::MaskDefinition, String> {
+        let rules = match self.mask_rules.is_empty() {
+            true => vec![crate::MaskRule::Quiet],
+            false => self
+                .mask_rules
+                .iter()
+                .map(|r| crate::MaskRule::parse(r))
+                .collect::<Result<_, _>>()?,
+        };
+        let d = crate::MaskDefinition {
+            name: self.mask.clone(),
+            rules,
+            seed: self.mask_seed,
+            ..crate::MaskDefinition::quiet()
+        };
+        d.validate()?;
+        Ok(d)
+    }
+
     pub fn datagen_spec(&self, dataset: &DatasetName) -> Option<Result<DatagenSpec, String>> {
         let params = self.datagen.as_ref()?;
         Some(
@@ -461,6 +491,7 @@ impl Config {
             if let Some(r) = p.datagen_spec(&ds) {
                 step("datagen", r.map(drop))?;
             }
+            step("mask_rules", p.mask_definition().map(drop))?;
             step("train", p.train_spec("sh-000000000000", None).map(drop))?;
             step("train", p.warm_train_spec("sh-000000000000").map(drop))?;
             step("quantize", p.quantize_spec("run-000000000000").map(drop))?;
@@ -583,6 +614,32 @@ mod tests {
             Ok(spec) => spec.unwrap_err(),
         };
         assert!(e.contains("give nodes or tc, not both"), "{e}");
+    }
+
+    /// A pipeline's mask takes rules as `lakefish mask --rule` does; a bad one is refused
+    /// when the config loads, naming the key.
+    #[test]
+    fn a_pipeline_mask_takes_rules() {
+        let with = |rules: &str| {
+            let text = format!(
+                "version = 1\n[pipelines.p]\nmask = \"thin\"\n{rules}\n[[pipelines.p.inputs]]\n\
+                 source = \"binpack\"\nprefix = \"raw/binpack/\"\n[pipelines.p.shuffle]\nchunks = 2\n\
+                 [pipelines.p.train]\n[pipelines.p.sprt]\nbook = \"lake:raw/books/b.epd\""
+            );
+            Config::parse("test.toml", &text, []).map(|c| c.pipelines["p"].mask_definition())
+        };
+        let d = with("mask_rules = [\"quiet\", \"random-skip=3\"]\nmask_seed = 4")
+            .unwrap()
+            .unwrap();
+        assert_eq!((d.name.as_str(), d.rules.len(), d.seed), ("thin", 2, 4));
+        assert_eq!(with("").unwrap().unwrap().rules, [crate::MaskRule::Quiet]);
+        let e = with("mask_rules = [\"early-skip\"]")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("pipelines.p.mask_rules") && e.contains("needs a value"),
+            "{e}"
+        );
     }
 
     /// `train.warm` replaces the keys it names in a round that warm-starts; a bad one is
