@@ -44,18 +44,19 @@ pub(crate) async fn datasets(
     let limit = q.limit.map(|l| l.to_string());
     let (all, next) = crate::lists::dataset_page(&s, &paged(q)).await?;
     let mut b = String::from(
-        "<table class=\"datasets\"><tr><th>dataset</th><th>source</th><th>rows</th><th>MiB</th><th>partitions</th><th>masks</th><th>skipped ranges</th><th>created</th></tr>",
+        "<table class=\"datasets\"><tr><th>dataset</th><th>source</th><th>rows</th><th>MiB</th><th>partitions</th><th>masks</th><th>made from</th><th>skipped ranges</th><th>created</th></tr>",
     );
     for d in &all {
         let _ = write!(
             b,
-            r#"<tr><td>{}</td><td>{}</td><td class="num">{}</td><td class="num">{:.1}</td><td class="num">{}</td><td>{}</td><td class="num">{}</td><td>{}</td></tr>"#,
+            r#"<tr><td>{}</td><td>{}</td><td class="num">{}</td><td class="num">{:.1}</td><td class="num">{}</td><td>{}</td><td>{}</td><td class="num">{}</td><td>{}</td></tr>"#,
             escape(d.name.as_str()),
             d.source,
             d.rows,
             d.bytes as f64 / (1 << 20) as f64,
             d.partitions,
             escape(&d.masks.join(", ")),
+            escape(d.derived_from.as_deref().unwrap_or("")),
             d.skipped_ranges,
             when(&d.created)
         );

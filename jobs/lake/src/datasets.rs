@@ -128,6 +128,9 @@ pub struct DatasetSummary {
     pub skipped_ranges: usize,
     /// Committed mask definitions for this dataset.
     pub masks: Vec<String>,
+    /// A transformed dataset's origin: `<transform> of <source>/<dataset>`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub derived_from: Option<String>,
 }
 
 /// The dataset directories under `positions/`, by source then name.
@@ -237,6 +240,9 @@ pub async fn dataset_summary(
         job_id: m.job_id.to_string(),
         skipped_ranges: m.inputs.iter().map(|i| i.skipped.len()).sum(),
         masks,
+        derived_from: m.derived_from.as_ref().map(|d| {
+            format!("{} of {}/{}", d.transform.name(), d.source, d.dataset)
+        }),
     }))
 }
 

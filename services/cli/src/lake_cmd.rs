@@ -99,8 +99,12 @@ pub(crate) async fn datasets(lake: &str, json: bool) -> anyhow::Result<()> {
         } else {
             String::new()
         };
+        let from = d
+            .derived_from
+            .as_ref()
+            .map_or(String::new(), |f| format!("  from {f}"));
         println!(
-            "{name:<32} {:>12} rows {:>10} {:>4} parts  {masks:<24} {}{skipped}",
+            "{name:<32} {:>12} rows {:>10} {:>4} parts  {masks:<24} {}{skipped}{from}",
             d.rows,
             human_bytes(d.bytes),
             d.partitions,
