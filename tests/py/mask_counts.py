@@ -54,10 +54,19 @@ def score_result_prob(score, ply, result):
 VALUES = {chess.PAWN: 208, chess.KNIGHT: 781, chess.BISHOP: 825, chess.ROOK: 1276, chess.QUEEN: 2538}
 
 
-def material(board):
-    us, them = board.turn, not board.turn
-    balance = sum(v * (len(board.pieces(p, us)) - len(board.pieces(p, them))) for p, v in VALUES.items())
-    return chess.popcount(board.occupied), balance
+LETTERS = {"p": 208, "n": 781, "b": 825, "r": 1276, "q": 2538, "k": 0}
+
+
+def material(fen):
+    """Men on the board and the balance from the side to move, read off the FEN's fields."""
+    placement, turn = fen.split()[:2]
+    men, balance = 0, 0
+    for c in placement:
+        v = LETTERS.get(c.lower())
+        if v is not None:
+            men += 1
+            balance += v if c.isupper() else -v
+    return men, balance if turn == "w" else -balance
 
 
 def spline(y, pc):
@@ -92,25 +101,24 @@ def decide(d, row, cache):
         return None
     if d.get("max_abs_score") is not None and abs(score) > d["max_abs_score"]:
         return None
-    if fen not in cache:
-        cache[fen] = chess.Board(fen)
-    board = cache[fen]
     seed = d.get("seed", 0)
     for r in rules:
         kind = r["rule"]
         if kind == "quiet":
-            m = chess.Move.from_uci(mv)
+            if fen not in cache:  # python-chess only where the quiet rule asks
+                cache[fen] = chess.Board(fen)
+            board, m = cache[fen], chess.Move.from_uci(mv)
             if board.is_check() or board.is_capture(m) or m.promotion:
                 return None
         elif kind == "early-skip" and ply <= r["plies"]:
             return None
-        elif kind == "simple-eval-skip" and abs(material(board)[1]) < r["below"]:
+        elif kind == "simple-eval-skip" and abs(material(fen)[1]) < r["below"]:
             return None
         elif kind == "random-skip" and draw(seed, kind, part, n) < r["skip"] / (r["skip"] + 1.0):
             return None
         elif kind == "wld" and (result is None or draw(seed, kind, part, n) >= score_result_prob(score, ply, result)):
             return None
-    return material(board)[0]
+    return material(fen)[0]
 
 
 def main():

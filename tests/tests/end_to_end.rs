@@ -652,7 +652,7 @@ fn mask_rules_keep_what_an_independent_count_keeps() {
                 "--seed",
                 "3",
                 "--rule",
-                "quiet",
+                "early-skip=2",
             ],
         ),
         (

@@ -240,9 +240,10 @@ pub async fn dataset_summary(
         job_id: m.job_id.to_string(),
         skipped_ranges: m.inputs.iter().map(|i| i.skipped.len()).sum(),
         masks,
-        derived_from: m.derived_from.as_ref().map(|d| {
-            format!("{} of {}/{}", d.transform.name(), d.source, d.dataset)
-        }),
+        derived_from: m
+            .derived_from
+            .as_ref()
+            .map(|d| format!("{} of {}/{}", d.transform.name(), d.source, d.dataset)),
     }))
 }
 
