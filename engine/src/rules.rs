@@ -27,6 +27,12 @@ pub fn parse_position(fen: &str) -> Result<Chess, RulesError> {
     parse_in_mode(fen, |_| CastlingMode::Standard)
 }
 
+/// [`parse_position`] that also takes Chess960 rows (X-FEN castling rights), as ingest does.
+#[allow(clippy::result_large_err)]
+pub fn parse_any_position(fen: &str) -> Result<Chess, RulesError> {
+    parse_in_mode(fen, CastlingMode::detect)
+}
+
 #[allow(clippy::result_large_err)]
 fn parse_in_mode(
     fen: &str,

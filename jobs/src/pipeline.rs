@@ -465,7 +465,9 @@ fn mask(
         {
             continue;
         }
-        let definition = config.mask_definition().map_err(JobError::Payload)?;
+        let definition = config
+            .mask_definition()
+            .map_err(|(field, m)| JobError::Payload(format!("{field}: {m}")))?;
         let spec = MaskSpec {
             dataset: d.dataset.clone(),
             source: d.source,

@@ -209,6 +209,11 @@ pub async fn run_queued_job(
                 }
                 // Each beat also reads whether a user asked the job to stop.
                 match put_unless_done(&store, &rec).await {
+                    // Another delivery of this job already succeeded: this one's work is
+                    // redundant, so it stops (its end cannot change the stored success).
+                    Ok(stored) if stored.state == JobState::Succeeded => {
+                        cancel.store(true, std::sync::atomic::Ordering::Relaxed);
+                    }
                     Ok(stored) if stored.cancel.is_some() => {
                         rec.cancel = stored.cancel;
                         cancel.store(true, std::sync::atomic::Ordering::Relaxed);
@@ -222,6 +227,11 @@ pub async fn run_queued_job(
     let newest = latest.0.lock().unwrap().take();
     if let Some(p) = newest {
         rec.progress = p;
+    }
+    if rec.cancel.is_none() && matches!(outcome, Err(JobError::Cancelled(_))) {
+        // Stopped at a beat that found another delivery's success: nothing to record.
+        tracing::info!(job = %job.id, "another delivery succeeded first; this one stopped");
+        return Ok(());
     }
     if let (Some(c), Err(JobError::Cancelled(_))) = (rec.cancel.clone(), &outcome) {
         // It stopped because it was asked to. (A job that finished first keeps its result,

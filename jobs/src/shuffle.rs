@@ -501,10 +501,15 @@ pub fn shuffle_pile(
     let read = ctx.block_on(ctx.lake.get_many(&keys))?;
     if read.iter().any(Option::is_none) {
         // Listed, then gone: another delivery of this pile committed the shuffle meanwhile
-        // (the commit removes the pass-1 files). Its chunk stands.
-        if let Some(c) = committed_chunk(ctx, plan, &name)? {
-            return Ok(c);
-        }
+        // (the commit removes the pass-1 files). Its chunk stands; without a manifest yet,
+        // the commit is under way: try again.
+        return match committed_chunk(ctx, plan, &name)? {
+            Some(c) => Ok(c),
+            None => Err(JobError::Retry(format!(
+                "pile {pile} of shuffle {}: its deal files went while it read them",
+                plan.id
+            ))),
+        };
     }
     let batches = read
         .into_iter()
@@ -591,6 +596,11 @@ pub fn progress_of(ctx: &JobContext, plan: &ShufflePlan) -> Result<(usize, usize
 /// Writes the manifest from the pile markers, then removes the pass-1 files.
 pub fn commit(ctx: &JobContext, plan: &ShufflePlan) -> Result<ShuffleManifest, JobError> {
     let spec = &plan.spec;
+    if let Some(m) = ctx.block_on(read_shuffle_manifest(&ctx.lake, &plan.id))? {
+        // Committed already (this is a second delivery): finish the clean-up it may not have.
+        remove_pass_files(ctx, plan)?;
+        return Ok(m);
+    }
     let mut chunks = Vec::new();
     let keys: Vec<String> = (0..spec.chunks).map(|p| pile_marker(&plan.id, p)).collect();
     let markers = ctx.block_on(ctx.lake.get_many(&keys))?;
@@ -626,8 +636,19 @@ pub fn commit(ctx: &JobContext, plan: &ShufflePlan) -> Result<ShuffleManifest, J
     };
     let key = format!("{}/{SHUFFLE_MANIFEST_FILE}", shuffle_prefix(&plan.id));
     let bytes = serde_json::to_vec_pretty(&manifest)?;
-    ctx.block_on(ctx.lake.put(&key, bytes))?;
+    // Two last piles committing at once: the first manifest written stands.
+    if !ctx.block_on(ctx.lake.put_if_absent(&key, bytes))? {
+        return ctx
+            .block_on(read_shuffle_manifest(&ctx.lake, &plan.id))?
+            .ok_or_else(|| JobError::Retry(format!("shuffle {}: manifest unreadable", plan.id)));
+    }
     ctx.block_on(index_shuffle(&ctx.lake, &manifest))?;
+    remove_pass_files(ctx, plan)?;
+    Ok(manifest)
+}
+
+/// Deletes a committed shuffle's pass-1 and pass-2 files.
+fn remove_pass_files(ctx: &JobContext, plan: &ShufflePlan) -> Result<(), JobError> {
     let mut pass_files = Vec::new();
     for sub in ["_deal", "_dealt", "_piles"] {
         let listed = ctx.block_on(
@@ -636,8 +657,7 @@ pub fn commit(ctx: &JobContext, plan: &ShufflePlan) -> Result<ShuffleManifest, J
         )?;
         pass_files.extend(listed.into_iter().map(|m| m.location.to_string()));
     }
-    ctx.block_on(ctx.lake.delete_many(pass_files))?;
-    Ok(manifest)
+    ctx.block_on(ctx.lake.delete_many(pass_files))
 }
 
 /// Plans the shuffle and records the plan (idempotent: the id is derived from the inputs).

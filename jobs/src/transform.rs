@@ -22,7 +22,7 @@ use lakefish_schemas::transform::{Derivation, LeafScore, Transform, TransformSpe
 use lakefish_schemas::{DatasetManifest, InputReport, JobId, Progress};
 use rayon::prelude::*;
 use shakmaty::fen::Fen;
-use shakmaty::{CastlingMode, Chess, EnPassantMode, Position};
+use shakmaty::{Chess, EnPassantMode, Position};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
@@ -92,11 +92,20 @@ pub fn transform(
     };
     // The input as the committed output records it: the dataset read, with the settings,
     // at the commit read; the same job again finds its output, other settings are refused.
+    // A rescore names the engine as resolved (program, arguments, options in order), so
+    // a re-registered engine is another input, not the same one.
+    let engine = match &change {
+        RowChange::Rescore { command, .. } => Some(engine_label(command)),
+        RowChange::Leaf { .. } => None,
+    };
     let input = format!(
-        "transform {} of {}/{}",
+        "transform {} of {}/{}{}",
         serde_json::to_string(&spec.transform)?,
         spec.source,
-        spec.dataset
+        spec.dataset,
+        engine
+            .as_deref()
+            .map_or(String::new(), |e| format!(" by {e}"))
     );
     let identity = [InputIdentity {
         name: &input,
@@ -107,9 +116,21 @@ pub fn transform(
         job_id,
         &target,
         &identity,
-        |m| IngestSummary::from_manifest(m, None, true),
-        || write_output(ctx, job_id, spec, &data, &change, &target, &input),
+        |m| {
+            let mut summary = IngestSummary::from_manifest(m, None, true);
+            summary.changed = m.derived_from.as_ref().map(|d| d.changed);
+            summary
+        },
+        || write_output(ctx, job_id, spec, &data, &change, &target, (&input, engine)),
     )
+}
+
+/// The resolved engine command as text: program, arguments, then `name=value` options.
+fn engine_label(c: &UciCommand) -> String {
+    let mut parts = vec![c.program.clone()];
+    parts.extend(c.args.iter().cloned());
+    parts.extend(c.options.iter().map(|(k, v)| format!("{k}={v}")));
+    parts.join(" ")
 }
 
 fn write_output(
@@ -119,7 +140,7 @@ fn write_output(
     data: &DatasetManifest,
     change: &RowChange,
     target: &DatasetTarget,
-    input: &str,
+    (input, engine): (&str, Option<String>),
 ) -> Result<IngestSummary, JobError> {
     let data_prefix = dataset_prefix(spec.source, &spec.dataset);
     let done = AtomicU64::new(0);
@@ -185,7 +206,7 @@ fn write_output(
                         .map(|v| v.into_iter().flatten().collect())
                 })?,
                 RowChange::Rescore { command, go } => {
-                    let (rows, n) = rescore(ctx, rows, command, go, &report)?;
+                    let (rows, n) = rescore(ctx, &key, rows, command, go, &report)?;
                     changed.fetch_add(n, Ordering::Relaxed);
                     rows
                 }
@@ -220,6 +241,8 @@ fn write_output(
             source: spec.source,
             dataset: spec.dataset.clone(),
             dataset_job_id: data.job_id.clone(),
+            engine,
+            changed: changed.load(Ordering::Relaxed),
         })),
         created: now(),
     };
@@ -230,10 +253,7 @@ fn write_output(
 }
 
 fn parse(fen: &str) -> Result<Chess, String> {
-    fen.parse::<Fen>()
-        .map_err(|e| format!("FEN {fen:?}: {e}"))?
-        .into_position(CastlingMode::Standard)
-        .map_err(|e| format!("FEN {fen:?}: {e}"))
+    lakefish_engine::rules::parse_any_position(fen).map_err(|e| e.to_string())
 }
 
 /// A row moved to its quiescence leaf; `true` when the leaf is another position.
@@ -262,7 +282,7 @@ fn leaf_row(
         ),
     };
     if leaf.plies == 0 {
-        return Ok((PositionRow { score, ..r.clone() }, false));
+        return Ok((PositionRow { score, ..r.clone() }, score != r.score));
     }
     Ok((
         PositionRow {
@@ -288,6 +308,7 @@ const STALL: Duration = Duration::from_secs(120);
 /// position; failing again, the job fails naming the position and what the engine did.
 fn rescore(
     ctx: &JobContext,
+    key: &str,
     rows: Vec<PositionRow>,
     command: &UciCommand,
     go: &str,
@@ -316,7 +337,11 @@ fn rescore(
                             ctx.check_cancelled()?;
                             let last = (first + BLOCK).min(rows.len());
                             for i in first..last {
-                                let pos = parse(&rows[i].fen).map_err(JobError::Payload)?;
+                                let pos = parse(&rows[i].fen).map_err(|why| JobError::Corrupt {
+                                    what: "positions part",
+                                    key: key.to_string(),
+                                    reason: format!("row {i}: {why}"),
+                                })?;
                                 let score =
                                     score_with_retry(&mut engine, command, &rows[i].fen, go)
                                         .map(|s| uci_score(&pos, s))

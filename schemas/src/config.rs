@@ -294,23 +294,33 @@ fn step_spec<T: serde::de::DeserializeOwned>(
 }
 
 impl PipelineConfig {
-    /// The mask definition each dataset of a run gets.
-    pub fn mask_definition(&self) -> Result<crate::MaskDefinition, String> {
+    /// The mask definition each dataset of a run gets; an error names its key (`mask` or
+    /// `mask_rules`).
+    pub fn mask_definition(&self) -> Result<crate::MaskDefinition, (&'static str, String)> {
         let rules = match self.mask_rules.is_empty() {
             true => vec![crate::MaskRule::Quiet],
             false => self
                 .mask_rules
                 .iter()
                 .map(|r| crate::MaskRule::parse(r))
-                .collect::<Result<_, _>>()?,
+                .collect::<Result<_, _>>()
+                .map_err(|e| ("mask_rules", e))?,
         };
+        if self.mask.as_str() == "quiet" && rules != [crate::MaskRule::Quiet] {
+            // The datasets' quiet masks are the quiet rule's: another definition needs its
+            // own name beside them.
+            return Err((
+                "mask",
+                "name the mask these rules make; \"quiet\" is the quiet rule's".into(),
+            ));
+        }
         let d = crate::MaskDefinition {
             name: self.mask.clone(),
             rules,
             seed: self.mask_seed,
             ..crate::MaskDefinition::quiet()
         };
-        d.validate()?;
+        d.validate().map_err(|e| ("mask_rules", e))?;
         Ok(d)
     }
 
@@ -491,7 +501,9 @@ impl Config {
             if let Some(r) = p.datagen_spec(&ds) {
                 step("datagen", r.map(drop))?;
             }
-            step("mask_rules", p.mask_definition().map(drop))?;
+            if let Err((field, m)) = p.mask_definition() {
+                return Err(invalid(format!("{key}.{field}"), m));
+            }
             step("train", p.train_spec("sh-000000000000", None).map(drop))?;
             step("train", p.warm_train_spec("sh-000000000000").map(drop))?;
             step("quantize", p.quantize_spec("run-000000000000").map(drop))?;
@@ -620,26 +632,34 @@ mod tests {
     /// when the config loads, naming the key.
     #[test]
     fn a_pipeline_mask_takes_rules() {
-        let with = |rules: &str| {
+        let with = |mask: &str| {
             let text = format!(
-                "version = 1\n[pipelines.p]\nmask = \"thin\"\n{rules}\n[[pipelines.p.inputs]]\n\
+                "version = 1\n[pipelines.p]\n{mask}\n[[pipelines.p.inputs]]\n\
                  source = \"binpack\"\nprefix = \"raw/binpack/\"\n[pipelines.p.shuffle]\nchunks = 2\n\
                  [pipelines.p.train]\n[pipelines.p.sprt]\nbook = \"lake:raw/books/b.epd\""
             );
             Config::parse("test.toml", &text, []).map(|c| c.pipelines["p"].mask_definition())
         };
-        let d = with("mask_rules = [\"quiet\", \"random-skip=3\"]\nmask_seed = 4")
+        let d = with("mask = \"thin\"\nmask_rules = [\"quiet\", \"random-skip=3\"]\nmask_seed = 4")
             .unwrap()
             .unwrap();
         assert_eq!((d.name.as_str(), d.rules.len(), d.seed), ("thin", 2, 4));
         assert_eq!(with("").unwrap().unwrap().rules, [crate::MaskRule::Quiet]);
-        let e = with("mask_rules = [\"early-skip\"]")
-            .unwrap_err()
-            .to_string();
-        assert!(
-            e.contains("pipelines.p.mask_rules") && e.contains("needs a value"),
-            "{e}"
-        );
+        for (mask, key, says) in [
+            (
+                "mask = \"t\"\nmask_rules = [\"early-skip\"]",
+                "pipelines.p.mask_rules",
+                "needs a value",
+            ),
+            (
+                "mask_rules = [\"wld\"]",
+                "pipelines.p.mask",
+                "name the mask",
+            ),
+        ] {
+            let e = with(mask).unwrap_err().to_string();
+            assert!(e.contains(key) && e.contains(says), "{e}");
+        }
     }
 
     /// `train.warm` replaces the keys it names in a round that warm-starts; a bad one is

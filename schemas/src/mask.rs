@@ -116,6 +116,19 @@ impl MaskRule {
         }
     }
 
+    /// The rule's name as `--rule` takes it.
+    pub fn name(&self) -> &'static str {
+        match self {
+            MaskRule::Quiet => "quiet",
+            MaskRule::All => "all",
+            MaskRule::Wld => "wld",
+            MaskRule::RandomSkip { .. } => "random-skip",
+            MaskRule::EarlySkip { .. } => "early-skip",
+            MaskRule::SimpleEvalSkip { .. } => "simple-eval-skip",
+            MaskRule::PieceCount { .. } => "piece-count",
+        }
+    }
+
     /// Rules that need the whole dataset (a histogram) or a row's place in it.
     pub fn needs_dataset(&self) -> bool {
         self.salt().is_some()
@@ -227,18 +240,25 @@ impl MaskDefinition {
         if self.rules.is_empty() {
             return Err("rules: empty (give at least one rule, e.g. all or quiet)".into());
         }
-        if self.rules.contains(&MaskRule::All)
-            && (self.rules.len() > 1 || self.min_ply.is_some() || self.max_abs_score.is_some())
-        {
-            return Err("rules: `all` keeps every row and stands alone".into());
+        if self.rules.contains(&MaskRule::All) {
+            if self.rules.len() > 1 {
+                return Err("rules: `all` keeps every row and stands alone".into());
+            }
+            if self.min_ply.is_some() || self.max_abs_score.is_some() {
+                return Err(
+                    "min_ply, max_abs_score: `all` keeps every row; use early-skip and \
+                     max_abs_score with another rule"
+                        .into(),
+                );
+            }
         }
-        let counts = self
-            .rules
-            .iter()
-            .filter(|r| matches!(r, MaskRule::PieceCount { .. }))
-            .count();
-        if counts > 1 {
-            return Err("rules: at most one piece-count rule".into());
+        for (i, r) in self.rules.iter().enumerate() {
+            if self.rules[..i]
+                .iter()
+                .any(|q| std::mem::discriminant(q) == std::mem::discriminant(r))
+            {
+                return Err(format!("rules[{i}]: a second {} rule", r.name()));
+            }
         }
         for (i, r) in self.rules.iter().enumerate() {
             r.validate().map_err(|e| format!("rules[{i}]: {e}"))?;
@@ -348,6 +368,16 @@ mod tests {
         assert!(d.validate().unwrap_err().starts_with("rules: empty"));
         d.rules = vec![MaskRule::All, MaskRule::Quiet];
         assert!(d.validate().unwrap_err().contains("stands alone"));
+        d.rules = vec![MaskRule::Quiet, MaskRule::Quiet];
+        assert_eq!(d.validate().unwrap_err(), "rules[1]: a second quiet rule");
+        d.rules = vec![MaskRule::All];
+        d.min_ply = Some(3);
+        assert!(
+            d.validate()
+                .unwrap_err()
+                .starts_with("min_ply, max_abs_score")
+        );
+        d.min_ply = None;
         d.rules = vec![MaskRule::Quiet, MaskRule::EarlySkip { plies: 8 }];
         assert!(d.validate().is_ok() && d.applies_per_row());
         d.rules.push(MaskRule::Wld);

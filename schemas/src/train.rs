@@ -561,9 +561,9 @@ pub struct RunRecord {
 
 /// A spec's optimizer: `{"kind": "adam"}` (as unset) or `{"kind": "ranger", ...}`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(tag = "kind", rename_all = "snake_case")]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
 pub enum Optimizer {
-    Adam,
+    Adam {},
     Ranger(Ranger),
 }
 

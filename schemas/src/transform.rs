@@ -125,4 +125,10 @@ pub struct Derivation {
     pub dataset: DatasetName,
     /// The job that committed the dataset read.
     pub dataset_job_id: JobId,
+    /// What ran it, when not lakefish itself: the rescoring engine's program, arguments and
+    /// options as resolved from its registration.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine: Option<String>,
+    /// Rows the transform changed (moved to a leaf, scored differently).
+    pub changed: u64,
 }

@@ -913,6 +913,10 @@ async fn train_specs_are_checked_at_the_door() {
         ),
         (r#""superbatch":0"#, "invalid spec for train: superbatch"),
         (
+            r#""optimizer":{"kind":"adam","eps":1}"#,
+            "invalid spec for train: optimizer: unknown field `eps`",
+        ),
+        (
             r#""filter":{"name":"f","rules":[{"rule":"wld"}]}"#,
             "invalid spec for train: filter.rules: random-skip, wld",
         ),

@@ -858,7 +858,13 @@ fn qsearch_leaf_transform_writes_quiet_leaves_with_lineage() {
     assert_eq!(dq["derived_from"]["dataset_job_id"], d["job_id"]);
     assert_eq!(dq["derived_from"]["transform"]["kind"], "qsearch-leaf");
     // Again: nothing written; other settings under the same name: refused, nothing changed.
-    assert_eq!(json(lf(&leaf))["already_present"], true);
+    let again = json(lf(&leaf));
+    assert_eq!(again["already_present"], true);
+    assert_eq!(
+        again["changed"], done["changed"],
+        "a second delivery says the same"
+    );
+    assert_eq!(dq["derived_from"]["changed"], done["changed"]);
     let other = lf(&[&leaf[..], &["--score", "classical"]].concat());
     let err = String::from_utf8_lossy(&other.stderr);
     assert!(!other.status.success() && err.contains("dq"), "{err}");

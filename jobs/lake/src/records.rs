@@ -185,10 +185,8 @@ impl JobStore {
     pub async fn put_unless_succeeded(&self, rec: &JobRecord) -> Result<JobRecord, JobError> {
         let stored = self
             .update(&rec.id, |stored| match stored {
-                Some(s) if s.state == JobState::Succeeded => match rec.state {
-                    JobState::Succeeded if s.attempts <= rec.attempts => Some(rec.clone()),
-                    _ => None,
-                },
+                // A success is final: the first one to be recorded stands.
+                Some(s) if s.state == JobState::Succeeded => None,
                 Some(s) if s.attempts > rec.attempts && rec.state == JobState::Succeeded => {
                     Some(JobRecord {
                         attempts: s.attempts,

@@ -191,6 +191,14 @@ impl Adam {
         self.step += 1;
         let t = self.step;
         let (r, slow) = self.ranger.as_ref().expect("a Ranger optimizer");
+        if t == 1 {
+            // Every weight's slow copy starts from it, gradient or not this step.
+            tch::no_grad(|| {
+                for ((_, p), s) in model.params.iter().zip(slow) {
+                    s.shallow_clone().copy_(p);
+                }
+            });
+        }
         tch::no_grad(|| {
             for (i, (_, p)) in model.params.iter().enumerate() {
                 let g = p.grad();

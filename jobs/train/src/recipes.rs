@@ -168,6 +168,13 @@ impl<'a> DataCursor<'a> {
         }
     }
 
+    /// Goes to batch `batch` of pass `pass` (an epoch's start, or a resume's place).
+    pub(crate) fn seek(&mut self, pass: u32, batch: u64) {
+        if (self.pass, self.batch) != (pass, batch) || self.stream.is_none() {
+            (self.pass, self.batch, self.stream) = (pass, batch, None);
+        }
+    }
+
     fn open(&self) -> crate::loader::BatchStream {
         let order = crate::train::epoch_order(&self.setup.train, self.spec.seed, self.pass);
         crate::loader::stream_batches(

@@ -789,13 +789,18 @@ fn train_run(
         )?;
         ctx.block_on(put_run_record(&ctx.lake, &prefix, record))
     };
+    // One cursor for the whole run: superbatches go on where the last one stopped, without
+    // reading their pass again up to there.
+    let mut batches =
+        crate::recipes::DataCursor::new(&setup, spec, threads, (at.pass, at.pass_batch));
     while at.epoch < spec.epochs && at.step < max_steps {
         let epoch_lr = spec.lr * spec.lr_decay.powi(at.epoch as i32);
         // The plateau rule's cuts so far scale whatever the rate would be.
         let cut = record.plateau.as_ref().map_or(1.0, |p| p.lr_factor);
         let epoch_lambda = lambda_at(spec, at.epoch);
-        let mut batches =
-            crate::recipes::DataCursor::new(&setup, spec, threads, (at.pass, at.pass_batch));
+        if spec.superbatch.is_none() {
+            batches.seek(at.pass, at.pass_batch);
+        }
         let mut epoch_done = true;
         // The fused step runs on rayon's threads. libtorch's OpenMP threads, woken by any
         // small parallel op, would spin between steps on the same cores (a quarter of the
@@ -806,15 +811,16 @@ fn train_run(
             if spec.superbatch.is_some_and(|n| at.batch >= n) {
                 break;
             }
-            if at.step >= max_steps {
-                epoch_done = false;
-                break;
-            }
             let waited = Instant::now();
             let Some(b) = batches.next_batch() else {
                 break;
             };
             spent.loader += waited.elapsed();
+            // After the end of a pass is seen: a budget that ends with an epoch closes it.
+            if at.step >= max_steps {
+                epoch_done = false;
+                break;
+            }
             let mut b = b?;
             setup.remap(&mut b)?;
             let uploaded = Instant::now();
