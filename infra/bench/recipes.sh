@@ -1,8 +1,9 @@
 #!/bin/bash
 # Issue 42's measurements: each training recipe against today's per-epoch decay, trained on the
 # same self-play shuffle, quantized, registered and played on the clock (8+0.08, SPRT [0, 30],
-# at most 300 games). Every step is idempotent: run it again and it continues where it
-# stopped (a test resumes from its stored batches).
+# at most 300 games). Run it again and it continues: training is deterministic on the CPU
+# (seconds; the same nets, so the same content-addressed names) and a test resumes from its
+# stored batches.
 #
 #   LF=target/release/lakefish LAKE=/work/m42/lake SP=demo-run/lake/raw/selfplay/X.binpack \
 #     bash infra/bench/recipes.sh [cosine|newbob|ranger|lambda|leaves|rescore ...]
