@@ -1,0 +1,120 @@
+"""Threat features (nnue-pytorch's Full_Threats, docs/THREATS.md) enumerated with python-chess.
+
+Usage: threats_reference.py PGN N SEED
+Prints JSON lines {"fen", "white": [...], "black": [...]} for N positions: every few plies
+of the PGN's games (when the file is there), and random legal games (captures, promotions, castling and en
+passant come up in both).
+"""
+
+import json
+import os
+import random
+import sys
+
+import chess
+import chess.pgn
+
+TYPES = [chess.PAWN, chess.KNIGHT, chess.BISHOP, chess.ROOK, chess.QUEEN]
+SLOT = {
+    chess.PAWN: {chess.KNIGHT: 0, chess.ROOK: 1},
+    chess.KNIGHT: {chess.PAWN: 0, chess.KNIGHT: 1, chess.BISHOP: 2, chess.ROOK: 3, chess.QUEEN: 4},
+    chess.BISHOP: {chess.PAWN: 0, chess.KNIGHT: 1, chess.BISHOP: 2, chess.ROOK: 3},
+    chess.ROOK: {chess.PAWN: 0, chess.KNIGHT: 1, chess.BISHOP: 2, chess.ROOK: 3},
+    chess.QUEEN: {chess.PAWN: 0, chess.KNIGHT: 1, chess.BISHOP: 2, chess.ROOK: 3, chess.QUEEN: 4},
+}
+TARGETS = {t: 2 * len(SLOT[t]) for t in TYPES}
+
+
+def empty_attacks(colour, ptype, sq):
+    """Attacks on an empty board; `colour` 0 pawns capture upwards, from ranks 2-7 only."""
+    if ptype == chess.PAWN:
+        if not 8 <= sq < 56:
+            return 0
+        return chess.BB_PAWN_ATTACKS[chess.WHITE if colour == 0 else chess.BLACK][sq]
+    if ptype == chess.KNIGHT:
+        return chess.BB_KNIGHT_ATTACKS[sq]
+    diag = chess.BB_DIAG_ATTACKS[sq][0]
+    line = chess.BB_FILE_ATTACKS[sq][0] | chess.BB_RANK_ATTACKS[sq][0]
+    return {chess.BISHOP: diag, chess.ROOK: line, chess.QUEEN: diag | line}[ptype]
+
+
+BASE, PAIRS, BEFORE = {}, {}, {}
+total = 0
+for colour in (0, 1):
+    for ptype in TYPES:
+        BASE[colour, ptype] = total
+        run = 0
+        for sq in chess.SQUARES:
+            BEFORE[colour, ptype, sq] = run
+            run += chess.popcount(empty_attacks(colour, ptype, sq))
+        PAIRS[colour, ptype] = run
+        total += TARGETS[ptype] * run
+assert total == 59808, total
+
+
+def features(board, perspective):
+    ksq = board.king(perspective)
+    o = (7 if chess.square_file(ksq) >= 4 else 0) ^ (56 if perspective == chess.BLACK else 0)
+    kings = board.kings
+    targets = board.occupied & ~kings
+    out = []
+    for sq in chess.scan_forward(board.occupied & ~kings):
+        piece = board.piece_at(sq)
+        if piece.piece_type == chess.PAWN:
+            seen = chess.BB_PAWN_ATTACKS[piece.color][sq]
+        else:
+            seen = board.attacks_mask(sq)
+        colour = 0 if piece.color == perspective else 1
+        for to in chess.scan_forward(seen & targets):
+            target = board.piece_at(to)
+            slot = SLOT[piece.piece_type].get(target.piece_type)
+            if slot is None:
+                continue
+            f, t = sq ^ o, to ^ o
+            if piece.piece_type == target.piece_type and f < t:
+                continue
+            tcol = 0 if target.color == perspective else 1
+            rank = chess.popcount(empty_attacks(colour, piece.piece_type, f) & ((1 << t) - 1))
+            out.append(
+                BASE[colour, piece.piece_type]
+                + (tcol * TARGETS[piece.piece_type] // 2 + slot) * PAIRS[colour, piece.piece_type]
+                + BEFORE[colour, piece.piece_type, f]
+                + rank
+            )
+    return sorted(out)
+
+
+def positions(pgn_path, n, seed):
+    boards = []
+    with open(pgn_path if os.path.exists(pgn_path) else os.devnull) as f:
+        while len(boards) < n // 2:
+            game = chess.pgn.read_game(f)
+            if game is None:
+                break
+            board = game.board()
+            for i, move in enumerate(game.mainline_moves()):
+                board.push(move)
+                if i % 7 == 3:
+                    boards.append(board.copy())
+    rng = random.Random(seed)
+    while len(boards) < n:
+        board = chess.Board()
+        for _ in range(rng.randrange(10, 120)):
+            moves = list(board.legal_moves)
+            if not moves:
+                break
+            # Captures, promotions and castling more often than by chance.
+            special = [m for m in moves if board.is_capture(m) or m.promotion or board.is_castling(m)]
+            board.push(rng.choice(special if special and rng.random() < 0.4 else moves))
+            if rng.random() < 0.05:
+                boards.append(board.copy())
+    return boards[:n]
+
+
+def main():
+    pgn, n, seed = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    for b in positions(pgn, n, seed):
+        print(json.dumps({"fen": b.fen(), "white": features(b, chess.WHITE), "black": features(b, chess.BLACK)}))
+
+
+main()
