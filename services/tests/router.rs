@@ -940,6 +940,28 @@ async fn train_specs_are_checked_at_the_door() {
         err["error"].as_str().unwrap().contains("missing.epd"),
         "{err}"
     );
+    // Transforms too, naming the field.
+    for (transform, says) in [
+        (
+            r#""output":"d","transform":{"kind":"qsearch-leaf"}"#,
+            "output: d is the dataset read",
+        ),
+        (
+            r#""output":"e","transform":{"kind":"rescore","engine":"stockfish"}"#,
+            "one of depth and nodes",
+        ),
+        (
+            r#""output":"e","transform":{"kind":"qsearch-leaf","max_nodes":0}"#,
+            "transform.max_nodes",
+        ),
+        (r#""output":"e","transform":{"kind":"shuffle"}"#, "shuffle"),
+    ] {
+        let body = format!(r#"{{"kind":"transform","spec":{{"dataset":"d",{transform}}}}}"#);
+        let (status, _, err) = send(&app, "POST", "/v1/jobs", &body, None).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{transform}: {err}");
+        let msg = err["error"].as_str().unwrap();
+        assert!(msg.contains(says), "{transform}: {msg}");
+    }
     // Mask definitions too, naming the rule.
     for (definition, says) in [
         (r#"{"name":"m","rules":[]}"#, "definition.rules: empty"),
