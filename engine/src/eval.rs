@@ -36,6 +36,8 @@ pub enum Evaluator {
 enum Family<'a> {
     Fixed(FeatureSetKind),
     Buckets(&'a KingBuckets),
+    /// Followed by the difference of feature lists (threats, combinations).
+    Listed(&'a InputFamily),
 }
 
 impl Family<'_> {
@@ -43,6 +45,7 @@ impl Family<'_> {
         match self {
             Family::Fixed(k) => k.active_features(board, color, out),
             Family::Buckets(b) => b.active(board, color, out),
+            Family::Listed(f) => f.active(board, color, out),
         }
         .expect("legal positions have both kings");
     }
@@ -62,6 +65,7 @@ fn transformer(e: &Evaluator) -> Option<(Family<'_>, &[i16], &[i16])> {
             let family = match &net.family {
                 InputFamily::Preset(k) => Family::Fixed(*k),
                 InputFamily::KingBuckets(b) => Family::Buckets(b),
+                f @ (InputFamily::Threats | InputFamily::Combined(_)) => Family::Listed(f),
             };
             Some((family, &net.ft_bias, &net.ft_weights))
         }
@@ -124,6 +128,12 @@ pub struct EvalStack {
     /// Stockfish nets: `[ply][perspective][bucket]` PSQT sums (empty otherwise).
     psqt: Vec<i32>,
     scratch: Vec<u32>,
+    /// Families followed by difference: `[ply][perspective]` active features, sorted
+    /// (empty for the others).
+    lists: Vec<Vec<u32>>,
+    /// The features a move switches off and on, for those families.
+    removed: Vec<u32>,
+    added: Vec<u32>,
 }
 
 impl EvalStack {
@@ -135,6 +145,10 @@ impl EvalStack {
             Evaluator::Stockfish(_) => (stockfish_net::HALF, stockfish_net::BUCKETS),
             Evaluator::Spec(net) => (net.width, 0),
         };
+        let listed = match &evaluator {
+            Evaluator::Spec(net) => net.family.by_difference().then(|| net.family.max_active()),
+            _ => None,
+        };
         EvalStack {
             kernel: Kernel::detect(width),
             evaluator,
@@ -142,6 +156,13 @@ impl EvalStack {
             acc: AlignedI16::zeroed((plies + 1) * 2 * width),
             psqt: vec![0; (plies + 1) * 2 * psqt],
             scratch: Vec::with_capacity(64),
+            lists: listed.map_or_else(Vec::new, |n| {
+                (0..(plies + 1) * 2)
+                    .map(|_| Vec::with_capacity(n))
+                    .collect()
+            }),
+            removed: Vec::new(),
+            added: Vec::new(),
         }
     }
 
@@ -192,6 +213,10 @@ impl EvalStack {
             color,
             &mut self.scratch,
         );
+        if let Some(list) = self.lists.get_mut(ply * 2 + color as usize) {
+            list.clone_from(&self.scratch);
+            list.sort_unstable();
+        }
     }
 
     /// Derives ply `ply + 1` from ply `ply` for `mv`, played by `turn`, which led to `child`.
@@ -222,6 +247,40 @@ impl EvalStack {
                 };
                 self.push_with(&**buckets, ply, turn, mv, child)
             }
+            Family::Listed(_) => self.push_by_difference(ply, child),
+        }
+    }
+
+    /// Derives ply `ply + 1` for families whose features a move changes far from its
+    /// squares (threats): the child's features, sorted, against the parent's; the rows that
+    /// differ update the parent's accumulator, or all of the child's refresh it when that
+    /// is fewer (a king crossing the d/e line turns most of them over).
+    fn push_by_difference(&mut self, ply: usize, child: &Chess) {
+        let Evaluator::Spec(net) = &self.evaluator else {
+            unreachable!("listed families come from a described net")
+        };
+        let net = Arc::clone(net);
+        let w = self.width;
+        for color in Color::ALL {
+            let (from, to) = (ply * 2 + color as usize, (ply + 1) * 2 + color as usize);
+            let mut now = std::mem::take(&mut self.lists[to]);
+            now.clear();
+            net.family
+                .active(child.board(), color, &mut now)
+                .expect("legal positions have both kings");
+            now.sort_unstable();
+            sorted_difference(&self.lists[from], &now, &mut self.removed, &mut self.added);
+            let (parent, child_acc) = self.acc.split_at_mut((ply + 1) * 2 * w);
+            let dst = &mut child_acc[color as usize * w..][..w];
+            if self.removed.len() + self.added.len() < now.len() {
+                let src = &parent[(ply * 2 + color as usize) * w..][..w];
+                self.kernel
+                    .update(dst, src, &net.ft_weights, &self.removed, &self.added);
+            } else {
+                self.kernel
+                    .update(dst, &net.ft_bias, &net.ft_weights, &[], &now);
+            }
+            self.lists[to] = now;
         }
     }
 
@@ -279,6 +338,12 @@ impl EvalStack {
 
     /// A null move changes no piece: ply `ply + 1` copies ply `ply`.
     pub fn push_null(&mut self, ply: usize) {
+        if !self.lists.is_empty() {
+            for color in 0..2 {
+                let (from, to) = self.lists.split_at_mut((ply + 1) * 2);
+                to[color].clone_from(&from[ply * 2 + color]);
+            }
+        }
         if self.width > 0 {
             let from = self.slot(ply, Color::Black).start;
             self.acc
@@ -361,6 +426,32 @@ impl EvalStack {
         }
         v.clamp(-MAX_EVAL, MAX_EVAL)
     }
+}
+
+/// What turns sorted list `old` into sorted list `new`: `removed` holds what only `old`
+/// has, `added` what only `new` has.
+fn sorted_difference(old: &[u32], new: &[u32], removed: &mut Vec<u32>, added: &mut Vec<u32>) {
+    removed.clear();
+    added.clear();
+    let (mut i, mut j) = (0, 0);
+    while i < old.len() && j < new.len() {
+        match old[i].cmp(&new[j]) {
+            std::cmp::Ordering::Less => {
+                removed.push(old[i]);
+                i += 1;
+            }
+            std::cmp::Ordering::Greater => {
+                added.push(new[j]);
+                j += 1;
+            }
+            std::cmp::Ordering::Equal => {
+                i += 1;
+                j += 1;
+            }
+        }
+    }
+    removed.extend_from_slice(&old[i..]);
+    added.extend_from_slice(&new[j..]);
 }
 
 /// Tests set this to check every evaluation in a search against a full refresh.

@@ -50,6 +50,11 @@ pub enum InputFamily {
     Preset(FeatureSetKind),
     /// Piece-square inputs per king bucket, with the layout the description gives.
     KingBuckets(Box<KingBuckets>),
+    /// Threat inputs (`features::threats`): followed move by move through the difference of
+    /// the parent's and the child's lists ([`InputFamily::by_difference`]).
+    Threats,
+    /// Families side by side: each part's indices start where the one before ends.
+    Combined(Vec<(u32, InputFamily)>),
 }
 
 impl InputFamily {
@@ -62,6 +67,14 @@ impl InputFamily {
                 KingBuckets::new(layout, *mirror)
                     .map_err(|e| NnueError::Header(format!("inputs.layout: {e}")))?,
             )),
+            Inputs::Threats {} => InputFamily::Threats,
+            Inputs::Combined { .. } => InputFamily::Combined(
+                inputs
+                    .parts()
+                    .into_iter()
+                    .map(|(at, p)| Ok((at as u32, InputFamily::of(p)?)))
+                    .collect::<Result<_, NnueError>>()?,
+            ),
         })
     }
 
@@ -69,6 +82,8 @@ impl InputFamily {
         match self {
             InputFamily::Preset(k) => k.inputs(),
             InputFamily::KingBuckets(b) => b.inputs(),
+            InputFamily::Threats => lakefish_schemas::netspec::THREAT_INPUTS,
+            InputFamily::Combined(parts) => parts.iter().map(|(_, p)| p.inputs()).sum(),
         }
     }
 
@@ -76,7 +91,16 @@ impl InputFamily {
         match self {
             InputFamily::Preset(k) => k.max_active(),
             InputFamily::KingBuckets(b) => b.max_active(),
+            InputFamily::Threats => lakefish_schemas::netspec::MAX_THREATS,
+            InputFamily::Combined(parts) => parts.iter().map(|(_, p)| p.max_active()).sum(),
         }
+    }
+
+    /// Whether the engine follows moves by the difference of two feature lists: families
+    /// whose features change when men elsewhere move (threats), and combinations holding
+    /// one. The others update from the move alone ([`Incremental`]).
+    pub fn by_difference(&self) -> bool {
+        matches!(self, InputFamily::Threats | InputFamily::Combined(_))
     }
 
     /// Appends the features of `board` seen from `perspective` to `out`.
@@ -89,6 +113,40 @@ impl InputFamily {
         match self {
             InputFamily::Preset(k) => k.active_features(board, perspective, out),
             InputFamily::KingBuckets(b) => b.active(board, perspective, out),
+            InputFamily::Threats => {
+                crate::features::threats::threat_features_into(board, perspective, out)
+            }
+            InputFamily::Combined(parts) => {
+                for (at, p) in parts {
+                    let start = out.len();
+                    p.active(board, perspective, out)?;
+                    out[start..].iter_mut().for_each(|f| *f += at);
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// How the family reads in `describe`.
+    fn describe(&self, inputs: &Inputs) -> String {
+        match (self, inputs) {
+            (InputFamily::Preset(k), _) => k.name().to_string(),
+            (InputFamily::KingBuckets(b), _) => format!(
+                "768x{} king buckets{}",
+                b.inputs() / 768,
+                match inputs {
+                    Inputs::KingBuckets { mirror: true, .. } => " (mirrored)",
+                    _ => "",
+                }
+            ),
+            (InputFamily::Threats, _) => "threats".to_string(),
+            (InputFamily::Combined(parts), Inputs::Combined { parts: described }) => parts
+                .iter()
+                .zip(described)
+                .map(|((_, p), d)| p.describe(d))
+                .collect::<Vec<_>>()
+                .join(" + "),
+            (InputFamily::Combined(_), _) => unreachable!("built from its description"),
         }
     }
 }
@@ -666,17 +724,7 @@ impl SpecNet {
     /// What the engine prints for this net.
     pub fn describe(&self) -> String {
         let s = &self.spec;
-        let inputs = match &self.family {
-            InputFamily::Preset(k) => k.name().to_string(),
-            InputFamily::KingBuckets(b) => format!(
-                "768x{} king buckets{}",
-                b.inputs() / 768,
-                match &s.inputs {
-                    Inputs::KingBuckets { mirror: true, .. } => " (mirrored)",
-                    _ => "",
-                }
-            ),
-        };
+        let inputs = self.family.describe(&s.inputs);
         let act = match s.transformer.activation {
             TransformerActivation::Crelu => "crelu",
             TransformerActivation::Screlu => "screlu",
@@ -772,6 +820,26 @@ mod tests {
         .collect()
     }
 
+    /// Checks that ply `ply`'s accumulators equal a refresh of `pos` and its evaluation the
+    /// full one; that evaluation.
+    fn same_as_refresh(net: &SpecNet, stack: &EvalStack, ply: usize, pos: &Chess, n: usize) -> i32 {
+        let fresh = net.refresh(pos.board()).unwrap();
+        for c in Color::ALL {
+            assert_eq!(
+                stack.accumulator(ply, c),
+                &fresh[c as usize][..],
+                "net {n}, {c:?} at {}",
+                shakmaty::fen::Fen::from_position(pos, shakmaty::EnPassantMode::Legal)
+            );
+        }
+        let full = net.evaluate_board(pos.board(), pos.turn()).unwrap();
+        assert_eq!(
+            stack.evaluate(ply, pos),
+            full.clamp(-crate::scores::MAX_EVAL, crate::scores::MAX_EVAL)
+        );
+        full
+    }
+
     /// Along random games, every ply's accumulators equal a refresh and every evaluation
     /// equals the full one, for each bullet net; the king-bucketed ones see king moves into
     /// other buckets and across the mirror line, and the output-bucketed ones more than one
@@ -803,21 +871,7 @@ mod tests {
                     }
                     pos.play_unchecked(mv);
                     stack.push(ply, turn, mv, &pos);
-                    let fresh = net.refresh(pos.board()).unwrap();
-                    for c in Color::ALL {
-                        assert_eq!(
-                            stack.accumulator(ply + 1, c),
-                            &fresh[c as usize][..],
-                            "net {n}, {c:?} after {mv:?}"
-                        );
-                    }
-                    let v = stack.evaluate(ply + 1, &pos);
-                    let full = net.evaluate_board(pos.board(), pos.turn()).unwrap();
-                    assert_eq!(
-                        v,
-                        full.clamp(-crate::scores::MAX_EVAL, crate::scores::MAX_EVAL)
-                    );
-                    distinct.insert(full);
+                    distinct.insert(same_as_refresh(&net, &stack, ply + 1, &pos, n));
                     buckets.insert(
                         net.spec
                             .output_buckets
@@ -833,6 +887,78 @@ mod tests {
                 assert!(buckets.len() > 2, "net {n}: buckets {buckets:?}");
             }
         }
+    }
+
+    /// Nets with threat inputs, alone and beside piece-square families: along random games
+    /// every ply's accumulators (followed by list difference) equal a refresh and every
+    /// evaluation the full one; the games hold captures, promotions, castling, en passant
+    /// and kings crossing the d/e line.
+    #[test]
+    fn threat_nets_follow_moves_exactly() {
+        let specs = [
+            "[inputs]\nfamily = \"combined\"\n[[inputs.parts]]\nfamily = \"threats\"\n\
+             [[inputs.parts]]\nfamily = \"halfka_v2_hm\"\n[transformer]\nwidth = 32\n\
+             activation = \"screlu\"\n",
+            "[inputs]\nfamily = \"combined\"\n[[inputs.parts]]\nfamily = \"piece_square\"\n\
+             [[inputs.parts]]\nfamily = \"threats\"\n[transformer]\nwidth = 32\n\
+             [[layers]]\nwidth = 8\nactivation = \"crelu\"\nper_bucket = true\n\
+             [output_buckets]\nrule = \"material_count\"\ncount = 8\n",
+            "[inputs]\nfamily = \"threats\"\n[transformer]\nwidth = 16\nactivation = \"screlu\"\n",
+        ];
+        let mut seen = [0usize; 5];
+        for (n, text) in specs.into_iter().enumerate() {
+            let spec = NetSpec::parse(&format!(
+                "version = 1\n{text}[quantization]\neval_scale = 400.0\n"
+            ))
+            .unwrap();
+            let net = Arc::new(random_spec_net(spec, 11 + n as u64).unwrap());
+            assert!(net.family.by_difference());
+            let mut stack = EvalStack::new(Evaluator::Spec(Arc::clone(&net)), 400);
+            let mut rng = crate::random_games::SplitMix(0xBEEF + n as u64);
+            let mut distinct = std::collections::BTreeSet::new();
+            for _game in 0..8 {
+                let mut pos = Chess::default();
+                stack.reset(&pos);
+                for ply in 0..300 {
+                    let moves = pos.legal_moves();
+                    if moves.is_empty() {
+                        break;
+                    }
+                    // Castling and en passant are rare in random games: take them when
+                    // they come up, half the time.
+                    let rare: Vec<_> = moves
+                        .iter()
+                        .filter(|m| m.is_castle() || m.is_en_passant())
+                        .collect();
+                    let mv = match rare.first() {
+                        Some(&&m) if rng.below(2) == 0 => m,
+                        _ => moves[rng.below(moves.len() as u64) as usize],
+                    };
+                    let kings = |p: &Chess| {
+                        Color::ALL.map(|c| p.board().king_of(c).map(|k| k.file() as u32 >= 4))
+                    };
+                    let before = kings(&pos);
+                    seen[0] += usize::from(mv.is_capture());
+                    seen[1] += usize::from(mv.is_promotion());
+                    seen[2] += usize::from(mv.is_castle());
+                    seen[3] += usize::from(mv.is_en_passant());
+                    pos.play_unchecked(mv);
+                    seen[4] += usize::from(kings(&pos) != before);
+                    if ply % 7 == 3 {
+                        // A null move in between, as the search plays them.
+                        stack.push_null(ply);
+                        stack.push(ply + 1, pos.turn().other(), mv, &pos);
+                    }
+                    stack.push(ply, pos.turn().other(), mv, &pos);
+                    distinct.insert(same_as_refresh(&net, &stack, ply + 1, &pos, n));
+                }
+            }
+            assert!(distinct.len() > 100, "net {n}: {} distinct", distinct.len());
+        }
+        assert!(
+            seen.iter().all(|&k| k > 3),
+            "captures, promotions, castles, en passant, king crossings: {seen:?}"
+        );
     }
 
     /// The SCReLU kernel path and the general path give the same scores.

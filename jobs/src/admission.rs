@@ -33,18 +33,15 @@ pub fn check_train(spec: &TrainSpec) -> Result<(), JobError> {
         .map_err(|e| JobError::Invalid(format!("spec.{e}")))?
     {
         TrainedNet::Preset(features, arch) => (features, arch),
-        TrainedNet::Described(net) => {
-            if spec.ft_update == FtUpdate::Sparse {
-                net.sparse_update().map_err(|e| {
-                    JobError::Invalid(format!("spec.ft_update: {e} (use auto or dense)"))
-                })?;
-                if spec.device == DeviceChoice::Cuda {
-                    return Err(JobError::Invalid(
-                        "spec.ft_update: sparse runs on the CPU only; this run asks for cuda \
-                         (use auto or dense)"
-                            .into(),
-                    ));
-                }
+        TrainedNet::Described(_) => {
+            // Sparse trains any described net on the CPU: in the fused step where its shape
+            // allows (`NetSpec::sparse_update`), else in the general one.
+            if spec.ft_update == FtUpdate::Sparse && spec.device == DeviceChoice::Cuda {
+                return Err(JobError::Invalid(
+                    "spec.ft_update: sparse runs on the CPU only; this run asks for cuda \
+                     (use auto or dense)"
+                        .into(),
+                ));
             }
             return Ok(());
         }

@@ -89,7 +89,23 @@ pub enum Inputs {
     Halfkp {},
     /// Stockfish's HalfKAv2_hm (32 mirrored king buckets × 11 × 64).
     HalfkaV2Hm {},
+    /// Threats as nnue-pytorch's `Full_Threats` and Stockfish since 2026-02 lay them out:
+    /// for every man that attacks another, the attacker, its square, the target and its
+    /// square ([`THREAT_INPUTS`] per perspective; docs/THREATS.md). No feature says where a
+    /// man stands unattacked: combine them with a piece-square family.
+    Threats {},
+    /// Families side by side under one transformer: the indices of `parts[0]` first, then
+    /// those of `parts[1]` after its last, and so on. nnue-pytorch's
+    /// `Full_Threats+HalfKAv2_hm` is `parts = [threats, halfka_v2_hm]`.
+    Combined { parts: Vec<Inputs> },
 }
+
+/// Threat inputs per perspective (nnue-pytorch's `Full_Threats`).
+pub const THREAT_INPUTS: usize = 59_808;
+
+/// The most threats one perspective can see: 30 men other than the kings, each attacking
+/// at most 8 others (a queen or a knight; rooks and bishops 4, pawns 2).
+pub const MAX_THREATS: usize = 240;
 
 /// How the transformer's output is activated, per perspective.
 #[derive(
@@ -290,6 +306,8 @@ impl Inputs {
             Inputs::KingBuckets { layout, .. } => 768 * bucket_count(layout) as usize,
             Inputs::Halfkp {} => 64 * (10 * 64 + 1),
             Inputs::HalfkaV2Hm {} => 32 * 11 * 64,
+            Inputs::Threats {} => THREAT_INPUTS,
+            Inputs::Combined { parts } => parts.iter().map(Inputs::count).sum(),
         }
     }
 
@@ -297,8 +315,52 @@ impl Inputs {
     pub fn max_active(&self) -> usize {
         match self {
             Inputs::Halfkp {} => 30,
+            Inputs::Threats {} => MAX_THREATS,
+            Inputs::Combined { parts } => parts.iter().map(Inputs::max_active).sum(),
             _ => 32,
         }
+    }
+
+    /// The family's name as documents write it (`family = "..."`).
+    pub fn family_name(&self) -> &'static str {
+        match self {
+            Inputs::PieceSquare {} => "piece_square",
+            Inputs::KingBuckets { .. } => "king_buckets",
+            Inputs::Halfkp {} => "halfkp",
+            Inputs::HalfkaV2Hm {} => "halfka_v2_hm",
+            Inputs::Threats {} => "threats",
+            Inputs::Combined { .. } => "combined",
+        }
+    }
+
+    /// The families in index order with the first index of each: one entry `(0, self)`
+    /// unless combined.
+    pub fn parts(&self) -> Vec<(usize, &Inputs)> {
+        match self {
+            Inputs::Combined { parts } => {
+                let mut start = 0;
+                parts
+                    .iter()
+                    .map(|p| {
+                        let at = start;
+                        start += p.count();
+                        (at, p)
+                    })
+                    .collect()
+            }
+            single => vec![(0, single)],
+        }
+    }
+
+    /// How the number of men on the board follows from a perspective's active features:
+    /// `(first index, end, men beyond those features)` of the first family with one feature
+    /// per man (HalfKP has none for the two kings); `None` when no family has (threats).
+    pub fn men_counted_by(&self) -> Option<(usize, usize, usize)> {
+        self.parts().into_iter().find_map(|(at, p)| match p {
+            Inputs::Threats {} | Inputs::Combined { .. } => None,
+            Inputs::Halfkp {} => Some((at, at + p.count(), 2)),
+            _ => Some((at, at + p.count(), 0)),
+        })
     }
 
     /// The name today's trainer and engine know the family by, where they have one.
@@ -307,18 +369,62 @@ impl Inputs {
             Inputs::PieceSquare {} => Some("all768"),
             Inputs::Halfkp {} => Some("halfkp"),
             Inputs::HalfkaV2Hm {} => Some("halfka_v2_hm"),
-            Inputs::KingBuckets { .. } => None,
+            Inputs::KingBuckets { .. } | Inputs::Threats {} | Inputs::Combined { .. } => None,
         }
     }
 
-    fn validate(&self) -> Result<(), NetSpecError> {
+    /// Checks the family; `field` is where it stands in the document (`inputs`,
+    /// `inputs.parts[1]`).
+    fn validate(&self, field: &str) -> Result<(), NetSpecError> {
+        if let Inputs::Combined { parts } = self {
+            if parts.len() < 2 {
+                return Err(bad(
+                    format!("{field}.parts"),
+                    format!(
+                        "{} famil{}: a combination lists two or more (one family is written on its own)",
+                        parts.len(),
+                        if parts.len() == 1 { "y" } else { "ies" }
+                    ),
+                ));
+            }
+            for (i, p) in parts.iter().enumerate() {
+                let here = format!("{field}.parts[{i}]");
+                if let Inputs::Combined { .. } = p {
+                    return Err(bad(
+                        format!("{here}.family"),
+                        "combined inside combined: list every family in one `parts`",
+                    ));
+                }
+                if let Some(j) = parts[..i].iter().position(|q| q == p) {
+                    return Err(bad(
+                        here,
+                        format!(
+                            "{} is listed twice (parts[{j}] too): its features would be counted twice",
+                            p.family_name()
+                        ),
+                    ));
+                }
+                if let Inputs::KingBuckets {
+                    factoriser: true, ..
+                } = p
+                {
+                    return Err(bad(
+                        format!("{here}.factoriser"),
+                        "a factoriser is trained for king_buckets on their own so far",
+                    ));
+                }
+                p.validate(&here)?;
+            }
+            return Ok(());
+        }
         let Inputs::KingBuckets { layout, mirror, .. } = self else {
             return Ok(());
         };
+        let layout_field = format!("{field}.layout");
         let want = if *mirror { 32 } else { 64 };
         if layout.len() != want {
             return Err(bad(
-                "inputs.layout",
+                &layout_field,
                 format!(
                     "{} entries; a layout has {want} ({}), one per king square{}",
                     layout.len(),
@@ -337,7 +443,7 @@ impl Inputs {
         }
         if let Some(&big) = layout.iter().find(|&&b| b >= MAX_BUCKETS) {
             return Err(bad(
-                "inputs.layout",
+                &layout_field,
                 format!(
                     "bucket {big} is beyond the limit of {MAX_BUCKETS} buckets (0 to {})",
                     MAX_BUCKETS - 1
@@ -347,7 +453,7 @@ impl Inputs {
         let n = bucket_count(layout);
         if let Some(empty) = (0..n).find(|b| !layout.contains(b)) {
             return Err(bad(
-                "inputs.layout",
+                &layout_field,
                 format!(
                     "bucket {empty} is empty: no king square maps to it (buckets are numbered 0 to {} without gaps)",
                     n - 1
@@ -383,7 +489,13 @@ impl NetSpec {
                 ),
             ));
         }
-        self.inputs.validate()?;
+        self.inputs.validate("inputs")?;
+        if self.output_buckets.count() > 1 && self.inputs.men_counted_by().is_none() {
+            return Err(bad(
+                "output_buckets",
+                "buckets are picked by the number of men, and threats alone do not show it: combine them with a piece-square family",
+            ));
+        }
         let t = &self.transformer;
         if !(1..=MAX_TRANSFORMER_WIDTH).contains(&t.width) {
             return Err(bad(
@@ -940,6 +1052,122 @@ mod tests {
 
     fn field_of(text: &str) -> String {
         NetSpec::parse(text).unwrap_err().field
+    }
+
+    /// Threats and combinations: sizes and bounds add up, the parts' indices follow each
+    /// other, and every bad combination is refused naming the field.
+    #[test]
+    fn combined_inputs_add_up_and_bad_ones_name_the_field() {
+        let doc = |inputs: &str, rest: &str| {
+            format!(
+                "version = 1\n[inputs]\n{inputs}\n[transformer]\nwidth = 64\nactivation = \"screlu\"\n\
+                 {rest}[quantization]\neval_scale = 400.0\n"
+            )
+        };
+        let sf = NetSpec::parse(&doc(
+            "family = \"combined\"\n[[inputs.parts]]\nfamily = \"threats\"\n\
+             [[inputs.parts]]\nfamily = \"halfka_v2_hm\"",
+            "",
+        ))
+        .unwrap();
+        assert_eq!(sf.inputs.count(), 59_808 + 22_528);
+        assert_eq!(sf.inputs.max_active(), MAX_THREATS + 32);
+        let parts: Vec<usize> = sf.inputs.parts().iter().map(|(at, _)| *at).collect();
+        assert_eq!(parts, [0, 59_808]);
+        assert_eq!(sf.inputs.men_counted_by(), Some((59_808, 82_336, 0)));
+        assert_eq!(sf.inputs.preset_name(), None);
+        assert_eq!(
+            NetSpec::parse(&serde_json::to_string(&sf).unwrap()).unwrap(),
+            sf
+        );
+        // Threats alone count no men.
+        let alone = NetSpec::parse(&doc("family = \"threats\"", "")).unwrap();
+        assert_eq!(alone.inputs.men_counted_by(), None);
+
+        let part = |family: &str| format!("[[inputs.parts]]\nfamily = \"{family}\"\n");
+        let cases = [
+            (
+                doc(&format!("family = \"combined\"\n{}", part("threats")), ""),
+                "inputs.parts",
+                "two or more",
+            ),
+            (
+                doc("family = \"combined\"\nparts = []", ""),
+                "inputs.parts",
+                "two or more",
+            ),
+            (
+                doc(
+                    &format!(
+                        "family = \"combined\"\n{}{}",
+                        part("threats"),
+                        part("threats")
+                    ),
+                    "",
+                ),
+                "inputs.parts[1]",
+                "listed twice",
+            ),
+            (
+                doc(
+                    &format!(
+                        "family = \"combined\"\n{}[[inputs.parts]]\nfamily = \"combined\"\nparts = []\n",
+                        part("threats")
+                    ),
+                    "",
+                ),
+                "inputs.parts[1].family",
+                "combined inside combined",
+            ),
+            (
+                doc(
+                    &format!(
+                        "family = \"combined\"\n{}[[inputs.parts]]\nfamily = \"king_buckets\"\n\
+                         layout = [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]\n\
+                         mirror = true\nfactoriser = true\n",
+                        part("threats")
+                    ),
+                    "",
+                ),
+                "inputs.parts[1].factoriser",
+                "on their own",
+            ),
+            (
+                doc(
+                    &format!(
+                        "family = \"combined\"\n{}[[inputs.parts]]\nfamily = \"king_buckets\"\nlayout = [0, 1]\n",
+                        part("threats")
+                    ),
+                    "",
+                ),
+                "inputs.parts[1].layout",
+                "2 entries",
+            ),
+            (
+                doc(
+                    "family = \"threats\"",
+                    "[output_buckets]\nrule = \"material_count\"\ncount = 8\n",
+                ),
+                "output_buckets",
+                "threats alone",
+            ),
+            (
+                doc(
+                    &format!("family = \"combined\"\n{}{}", part("threats"), part("axes")),
+                    "",
+                ),
+                // serde reads a tagged family whole: the path ends at `inputs`.
+                "inputs",
+                "unknown variant `axes`",
+            ),
+        ];
+        for (text, field, why) in cases {
+            let e = NetSpec::parse(&text).unwrap_err();
+            assert!(
+                e.field.starts_with(field) && e.to_string().contains(why),
+                "{field}: {e}"
+            );
+        }
     }
 
     #[test]

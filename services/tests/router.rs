@@ -1054,12 +1054,18 @@ async fn net_descriptions_are_checked_at_the_door() {
         r#"{{"kind":"train","spec":{{"shuffle":"sh-000000000001","ft_update":"sparse","net":{}}}}}"#,
         net(&bucketed(layout), 64).replace("screlu", "crelu")
     );
+    // Outside the fused step's shapes, sparse trains in the general step; not on CUDA.
     let (status, _, err) = send(&app, "POST", "/v1/jobs", &crelu, None).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{err}");
+    let cuda = crelu.replace(
+        r#""ft_update":"sparse""#,
+        r#""ft_update":"sparse","device":"cuda""#,
+    );
+    let (status, _, err) = send(&app, "POST", "/v1/jobs", &cuda, None).await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{err}");
     let msg = err["error"].as_str().unwrap();
     assert!(
-        msg.contains("spec.ft_update: the sparse update trains a described net whose SCReLU")
-            && msg.contains("its transformer is not SCReLU"),
+        msg.contains("spec.ft_update: sparse runs on the CPU only"),
         "{msg}"
     );
     let (status, _, err) = send(&app, "POST", "/v1/jobs", &body(""), None).await;

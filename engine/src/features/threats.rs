@@ -21,7 +21,7 @@ use shakmaty::{Bitboard, Board, Color, Role, Square, attacks};
 use super::FeatureError;
 
 /// The number of threat inputs per perspective.
-pub const THREAT_INPUTS: u32 = 59_808;
+pub const THREAT_INPUTS: u32 = lakefish_schemas::netspec::THREAT_INPUTS as u32;
 
 /// The target slot of (attacker type, target type), pawn 0 … queen 4; `None`: no feature.
 const SLOT: [[Option<u8>; 5]; 5] = [
@@ -93,6 +93,17 @@ fn tables() -> &'static Tables {
 
 /// The threat features active for `perspective`, in no particular order.
 pub fn threat_features(board: &Board, perspective: Color) -> Result<Vec<u32>, FeatureError> {
+    let mut out = Vec::new();
+    threat_features_into(board, perspective, &mut out)?;
+    Ok(out)
+}
+
+/// Appends the threat features active for `perspective` to `out`, in no particular order.
+pub fn threat_features_into(
+    board: &Board,
+    perspective: Color,
+    out: &mut Vec<u32>,
+) -> Result<(), FeatureError> {
     let ksq = board
         .king_of(perspective)
         .ok_or(FeatureError::NoKing(perspective))?;
@@ -101,7 +112,6 @@ pub fn threat_features(board: &Board, perspective: Color) -> Result<Vec<u32>, Fe
     let t = tables();
     let kings = board.kings();
     let targets = board.occupied() & !kings;
-    let mut out = Vec::new();
     for from in board.occupied() & !kings {
         let Some(piece) = board.piece_at(from) else {
             continue;
@@ -136,7 +146,7 @@ pub fn threat_features(board: &Board, perspective: Color) -> Result<Vec<u32>, Fe
             );
         }
     }
-    Ok(out)
+    Ok(())
 }
 
 #[cfg(test)]

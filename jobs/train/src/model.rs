@@ -180,8 +180,7 @@ impl Model {
         match &self.arch {
             ModelArch::Stockfish => return crate::stockfish_model::forward(self, b, sparse),
             ModelArch::Spec(spec) => {
-                debug_assert!(sparse.is_none(), "described nets train dense");
-                return crate::spec_model::forward(spec, &self.params, b);
+                return crate::spec_model::forward(spec, &self.params, b, sparse);
             }
             ModelArch::Lakefish(_) => {}
         }

@@ -20,7 +20,6 @@ use lakefish_engine::spec_net::SpecNet;
 use lakefish_engine::stockfish_net::StockfishNet;
 use lakefish_jobs::JobContext;
 use lakefish_schemas::nets::quantized_keys;
-use lakefish_schemas::netspec::Inputs;
 use lakefish_schemas::{Progress, QuantizationError, QuantizeReport, QuantizeSpec};
 use tch::Device;
 
@@ -548,11 +547,13 @@ pub fn quantize(ctx: &JobContext, spec: &QuantizeSpec) -> Result<QuantizeReport,
                     "the .nnue file does not read back as the described net written".into(),
                 ));
             }
-            // Men on the board from a feature list: one feature per man but in HalfKP,
-            // which has none for the kings.
-            let kings = u32::from(matches!(spec.inputs, Inputs::Halfkp {}));
+            // Men on the board from a feature list: those of the first family with one
+            // feature per man (HalfKP has none for the two kings). Threats alone count none:
+            // such a net has no output buckets (validated), so any count picks the same.
+            let (lo, hi, extra) = spec.inputs.men_counted_by().unwrap_or((0, 0, 2));
             let eval = move |stm: &[u32], nstm: &[u32]| {
-                let men = stm.len() as u32 + 2 * kings;
+                let range = lo as u32..hi as u32;
+                let men = stm.iter().filter(|f| range.contains(f)).count() as u32 + extra as u32;
                 net.evaluate(
                     Kernel::Scalar,
                     &net.accumulate(stm),

@@ -7,6 +7,7 @@
 //! [`crate::model::OUTPUT_SCALE`] is for the fixed shapes.
 
 use lakefish_engine::features::king_buckets::KingBuckets;
+use lakefish_engine::spec_net::InputFamily;
 use lakefish_schemas::netspec::{
     Dtype, Inputs, LayerActivation, NetSpec, OutputBuckets, TransformerActivation,
 };
@@ -46,17 +47,31 @@ pub fn new_params(spec: &NetSpec, max_active: i64, device: Device) -> Vec<(Strin
         .collect()
 }
 
-/// Men on the board of each row, from the stm perspective's feature count: every family but
-/// HalfKP has one feature per man, kings included; HalfKP has none for the kings.
+/// Men on the board of each row, from the stm perspective's features: those of the first
+/// family with one feature per man (HalfKP has none for the kings, so two more).
 fn men(spec: &NetSpec, b: &BatchTensors) -> Tensor {
     let offsets = b.stm_offsets.to_kind(Kind::Int64);
-    let total = Tensor::from_slice(&[b.stm_indices.size()[0]]).to_device(offsets.device());
+    let device = offsets.device();
+    let total = Tensor::from_slice(&[b.stm_indices.size()[0]]).to_device(device);
     let ends = Tensor::cat(&[offsets.narrow(0, 1, offsets.size()[0] - 1), total], 0);
-    let count = ends - &offsets;
-    match spec.inputs {
-        Inputs::Halfkp {} => count + 2,
-        _ => count,
+    let (lo, hi, extra) = spec
+        .inputs
+        .men_counted_by()
+        .expect("validated: output buckets need a family that counts men");
+    if spec.inputs.parts().len() == 1 {
+        return ends - &offsets + extra as i64;
     }
+    // Among combined families: a running count of the indices in that family's range.
+    let idx = b.stm_indices.to_kind(Kind::Int64);
+    let inside = idx.ge(lo as i64).logical_and(&idx.lt(hi as i64));
+    let running = Tensor::cat(
+        &[
+            Tensor::zeros([1], (Kind::Int64, device)),
+            inside.to_kind(Kind::Int64).cumsum(0, Kind::Int64),
+        ],
+        0,
+    );
+    running.index_select(0, &ends) - running.index_select(0, &offsets) + extra as i64
 }
 
 /// Each row's output bucket (`[batch]`, int64), by the description's rule.
@@ -79,34 +94,39 @@ fn param<'a>(params: &'a [(String, Tensor)], name: &str) -> &'a Tensor {
         .1
 }
 
-/// The net's output (`[batch, 1]`); times `eval_scale` a score in internal units.
-pub fn forward(spec: &NetSpec, params: &[(String, Tensor)], b: &BatchTensors) -> Tensor {
+/// The net's output (`[batch, 1]`); times `eval_scale` a score in internal units. With
+/// `sparse`, the transformer's bags are recorded there for the trainer's own sparse update
+/// ([`crate::sparse`]) instead of taking libtorch's dense backward.
+pub fn forward(
+    spec: &NetSpec,
+    params: &[(String, Tensor)],
+    b: &BatchTensors,
+    mut sparse: Option<&mut crate::sparse::SparseBags>,
+) -> Tensor {
     let w = param(params, "ft.weight");
     let bias = param(params, "ft.bias");
     let factoriser = spec.factoriser().then(|| param(params, "ft.factoriser"));
-    let transformer = |idx: &Tensor, off: &Tensor| {
-        let mut acc = crate::sparse::bag(None, "ft.weight", w, idx, off) + bias;
+    let mut halves = Vec::with_capacity(2);
+    for (idx, off) in [
+        (&b.stm_indices, &b.stm_offsets),
+        (&b.nstm_indices, &b.nstm_offsets),
+    ] {
+        let mut acc = crate::sparse::bag(sparse.as_deref_mut(), "ft.weight", w, idx, off) + bias;
         if let Some(f) = factoriser {
             // The shared piece-square weight: every bucket's input `i` is `i mod 768` there.
             let plain = idx.remainder(768);
-            acc += crate::sparse::bag(None, "ft.factoriser", f, &plain, off);
+            acc += crate::sparse::bag(sparse.as_deref_mut(), "ft.factoriser", f, &plain, off);
         }
-        match spec.transformer.activation {
+        halves.push(match spec.transformer.activation {
             TransformerActivation::Crelu => acc.clamp(0.0, 1.0),
             TransformerActivation::Screlu => acc.clamp(0.0, 1.0).square(),
             TransformerActivation::PairwiseCrelu => {
                 let h = spec.transformer.width as i64 / 2;
                 acc.narrow(1, 0, h).clamp(0.0, 1.0) * acc.narrow(1, h, h).clamp(0.0, 1.0)
             }
-        }
-    };
-    let mut x = Tensor::cat(
-        &[
-            transformer(&b.stm_indices, &b.stm_offsets),
-            transformer(&b.nstm_indices, &b.nstm_offsets),
-        ],
-        1,
-    );
+        });
+    }
+    let mut x = Tensor::cat(&halves, 1);
     let count = spec.output_buckets.count() as i64;
     let bucket = (count > 1).then(|| buckets(spec, b));
     // Rows `bucket · width ..` of a per-bucket layer's output: the chosen bucket's.
@@ -177,20 +197,54 @@ fn screlu_kernel(spec: &NetSpec) -> bool {
         && spec.default_quant("ft.weight").map(|q| q.factor) == Some(255.0)
 }
 
-/// The king-bucket layout a description's inputs use, when they are king-bucketed: the
-/// loader makes `all768` indices, which [`remap_batch`] turns into the layout's.
-pub fn king_buckets(spec: &NetSpec) -> Result<Option<KingBuckets>, String> {
+/// How the loader's `all768` indices become a description's inputs: the loader takes
+/// `all768` for every family but HalfKP and HalfKAv2_hm on their own (their own sets).
+pub enum InputRemap {
+    /// A king-bucket layout: each row's own king picks the bucket and the mirror.
+    KingBuckets(Box<KingBuckets>),
+    /// Threats and combinations: each perspective's board is rebuilt from its indices and
+    /// the family's features taken from it, as the engine takes them.
+    Relisted(InputFamily),
+}
+
+/// The remap a description's inputs need (`None`: the loader's indices are its inputs).
+pub fn input_remap(spec: &NetSpec) -> Result<Option<InputRemap>, String> {
     match &spec.inputs {
         Inputs::KingBuckets { layout, mirror, .. } => KingBuckets::new(layout, *mirror)
-            .map(Some)
+            .map(|kb| Some(InputRemap::KingBuckets(Box::new(kb))))
             .map_err(|e| format!("inputs.layout: {e}")),
+        Inputs::Threats {} | Inputs::Combined { .. } => {
+            // An `all768` list is the board seen from its perspective: ranks flipped for
+            // Black, colours relative. Every family but HalfKP reads Black's view that way;
+            // HalfKP turns the board round (a flip and a mirror), which that list hides.
+            if let Some(i) = spec
+                .inputs
+                .parts()
+                .iter()
+                .position(|(_, p)| matches!(p, Inputs::Halfkp {}))
+            {
+                return Err(format!(
+                    "inputs.parts[{i}]: halfkp is not trained in a combination (its Black view \
+                     is the board turned round; combine piece_square, king_buckets or halfka_v2_hm)"
+                ));
+            }
+            InputFamily::of(&spec.inputs)
+                .map(|f| Some(InputRemap::Relisted(f)))
+                .map_err(|e| e.to_string())
+        }
         _ => Ok(None),
     }
 }
 
-/// A batch of `all768` indices in a king-bucket layout's: each row's own king picks the
-/// bucket and the mirror of its perspective.
-pub fn remap_batch(kb: &KingBuckets, b: &mut Batch) -> Result<(), String> {
+/// A batch of `all768` indices in the description's inputs.
+pub fn remap_batch(remap: &InputRemap, b: &mut Batch) -> Result<(), String> {
+    match remap {
+        InputRemap::KingBuckets(kb) => remap_king_buckets(kb, b),
+        InputRemap::Relisted(family) => relist(family, b),
+    }
+}
+
+fn remap_king_buckets(kb: &KingBuckets, b: &mut Batch) -> Result<(), String> {
     let rows = b.len();
     for (indices, offsets, perspective) in [
         (&mut b.stm_indices, &b.stm_offsets, "side to move"),
@@ -202,6 +256,75 @@ pub fn remap_batch(kb: &KingBuckets, b: &mut Batch) -> Result<(), String> {
             // The colour only names the error: the indices are already relative.
             kb.remap_all768(shakmaty::Color::White, &mut indices[start..end])
                 .map_err(|_| format!("row {r}: no king of the {perspective} among its inputs"))?;
+        }
+    }
+    Ok(())
+}
+
+/// The board an `all768` list describes, seen from its perspective as White.
+fn board_of_all768(indices: &[i32]) -> Result<shakmaty::Board, String> {
+    let mut board = shakmaty::Board::empty();
+    for &i in indices {
+        if !(0..768).contains(&i) {
+            return Err(format!("all768 index {i} is beyond 767"));
+        }
+        let colour = if i < 384 {
+            shakmaty::Color::White
+        } else {
+            shakmaty::Color::Black
+        };
+        let role = shakmaty::Role::ALL[(i as usize % 384) / 64];
+        board.set_piece_at(shakmaty::Square::new(i as u32 % 64), role.of(colour));
+    }
+    Ok(board)
+}
+
+/// Replaces each perspective's `all768` list by `family`'s features of the same board.
+fn relist(family: &InputFamily, b: &mut Batch) -> Result<(), String> {
+    use rayon::prelude::*;
+    let rows = b.len();
+    for (indices, offsets, perspective) in [
+        (&mut b.stm_indices, &mut b.stm_offsets, "side to move"),
+        (&mut b.nstm_indices, &mut b.nstm_offsets, "other side"),
+    ] {
+        // Rows in pieces over the cores, each piece's lists stitched in order after.
+        let piece = rows
+            .div_ceil(rayon::current_num_threads().max(1) * 4)
+            .max(64);
+        // Per piece of rows: their features, one after the other, and each row's count.
+        type Lists = Result<(Vec<i32>, Vec<i32>), String>;
+        let lists: Vec<Lists> = (0..rows)
+            .step_by(piece)
+            .collect::<Vec<_>>()
+            .into_par_iter()
+            .map(|first| {
+                let (mut out, mut lens) = (Vec::new(), Vec::new());
+                let mut scratch = Vec::with_capacity(family.max_active());
+                for r in first..(first + piece).min(rows) {
+                    let start = offsets[r] as usize;
+                    let end = offsets.get(r + 1).map_or(indices.len(), |&e| e as usize);
+                    let board = board_of_all768(&indices[start..end])
+                        .map_err(|e| format!("row {r}, {perspective}: {e}"))?;
+                    scratch.clear();
+                    family
+                        .active(&board, shakmaty::Color::White, &mut scratch)
+                        .map_err(|e| format!("row {r}, {perspective}: {e}"))?;
+                    lens.push(scratch.len() as i32);
+                    out.extend(scratch.iter().map(|&f| f as i32));
+                }
+                Ok((out, lens))
+            })
+            .collect();
+        indices.clear();
+        offsets.clear();
+        for piece in lists {
+            let (out, lens) = piece?;
+            let mut at = indices.len() as i32;
+            for len in lens {
+                offsets.push(at);
+                at += len;
+            }
+            indices.extend(out);
         }
     }
     Ok(())
@@ -305,6 +428,85 @@ pub fn quantize(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The loader's `all768` lists, relisted, are the family's own features of the same
+    /// board from the same side (what the engine evaluates), for both perspectives, along
+    /// random games, with Black to move as often as White.
+    #[test]
+    fn relisted_inputs_are_the_engine_s_features() {
+        use lakefish_engine::features::FeatureSetKind;
+        use shakmaty::{Chess, Color, Position};
+        let families = [
+            "family = \"threats\"",
+            "family = \"combined\"\n[[inputs.parts]]\nfamily = \"threats\"\n[[inputs.parts]]\nfamily = \"halfka_v2_hm\"",
+            "family = \"combined\"\n[[inputs.parts]]\nfamily = \"piece_square\"\n[[inputs.parts]]\nfamily = \"threats\"",
+            "family = \"combined\"\n[[inputs.parts]]\nfamily = \"king_buckets\"\nmirror = true\n\
+             layout = [0, 1, 2, 3, 4, 4, 5, 5, 6, 6, 6, 6, 7, 7, 7, 7, 8, 8, 8, 8, 8, 8, 8, 8, 9, 9, 9, 9, 9, 9, 9, 9]\n\
+             [[inputs.parts]]\nfamily = \"threats\"",
+        ];
+        for text in families {
+            let spec = NetSpec::parse(&format!(
+                "version = 1\n[inputs]\n{text}\n[transformer]\nwidth = 8\n[quantization]\neval_scale = 400.0\n"
+            ))
+            .unwrap();
+            let Some(remap) = input_remap(&spec).unwrap() else {
+                panic!("{text}: relisted")
+            };
+            let family = InputFamily::of(&spec.inputs).unwrap();
+            let mut rng = lakefish_engine::random_games::SplitMix(17);
+            let (mut batch, mut want) = (Batch::default(), Vec::new());
+            let mut pos = Chess::default();
+            for _ in 0..600 {
+                let moves = pos.legal_moves();
+                if moves.is_empty() {
+                    pos = Chess::default();
+                    continue;
+                }
+                pos.play_unchecked(moves[rng.below(moves.len() as u64) as usize]);
+                let turn = pos.turn();
+                let (mut stm, mut nstm) = (Vec::new(), Vec::new());
+                FeatureSetKind::All768
+                    .active_features(pos.board(), turn, &mut stm)
+                    .unwrap();
+                FeatureSetKind::All768
+                    .active_features(pos.board(), turn.other(), &mut nstm)
+                    .unwrap();
+                batch.push_features(&stm, &nstm);
+                let of = |c: Color| {
+                    let mut f = Vec::new();
+                    family.active(pos.board(), c, &mut f).unwrap();
+                    f.sort_unstable();
+                    f
+                };
+                want.push((of(turn), of(turn.other())));
+            }
+            remap_batch(&remap, &mut batch).unwrap();
+            let row = |idx: &[i32], off: &[i32], r: usize| {
+                let end = off.get(r + 1).map_or(idx.len(), |&e| e as usize);
+                let mut f: Vec<u32> = idx[off[r] as usize..end]
+                    .iter()
+                    .map(|&i| i as u32)
+                    .collect();
+                f.sort_unstable();
+                f
+            };
+            let mut threats = 0;
+            for (r, (stm, nstm)) in want.iter().enumerate() {
+                assert_eq!(
+                    &row(&batch.stm_indices, &batch.stm_offsets, r),
+                    stm,
+                    "{text}: row {r}"
+                );
+                assert_eq!(
+                    &row(&batch.nstm_indices, &batch.nstm_offsets, r),
+                    nstm,
+                    "{text}: row {r}"
+                );
+                threats += stm.len();
+            }
+            assert!(threats > 600 * 5, "{text}: {threats} features");
+        }
+    }
 
     /// A transformer column whose 32 largest weights would overflow an i16 accumulator is
     /// refused when quantized, naming the tensor, though every weight alone fits i16.

@@ -63,8 +63,9 @@ impl ChunkSource for LakeChunks {
 /// The resolved settings of a run.
 pub(crate) struct Setup {
     pub(crate) features: FeatureSetKind,
-    /// A king-bucketed description's layout: the loader's `all768` indices become its.
-    pub(crate) buckets: Option<lakefish_engine::features::king_buckets::KingBuckets>,
+    /// A description's inputs where the loader's `all768` indices are not them (king
+    /// buckets, threats, combinations).
+    pub(crate) remap: Option<crate::spec_model::InputRemap>,
     pub(crate) arch: ModelArch,
     loss: Loss,
     device: Device,
@@ -76,10 +77,10 @@ pub(crate) struct Setup {
 }
 
 impl Setup {
-    /// The model's inputs from the loader's: a king-bucketed net's layout applied.
+    /// The model's inputs from the loader's: a described net's family applied.
     pub(crate) fn remap(&self, b: &mut Batch) -> Result<(), TrainError> {
-        match &self.buckets {
-            Some(kb) => crate::spec_model::remap_batch(kb, b).map_err(TrainError::Internal),
+        match &self.remap {
+            Some(r) => crate::spec_model::remap_batch(r, b).map_err(TrainError::Internal),
             None => Ok(()),
         }
     }
@@ -88,6 +89,10 @@ impl Setup {
 /// `--ft-update auto` updates the transformer sparsely on the CPU for feature sets wider
 /// than this (halfkp, halfka_v2_hm), densely for all768.
 pub const SPARSE_MIN_INPUTS: usize = 768;
+
+/// `--ft-update auto` on the CPU trains a described net outside the fused step sparsely when
+/// its inputs are wider than this (threats: 59,808 and more); narrower ones stay dense.
+pub const SPARSE_MIN_SPEC_INPUTS: usize = 1 << 16;
 
 /// The device a run trains on: `cpu`; `cuda` (an error saying why when CUDA cannot be used
 /// here); `auto`, CUDA when it can be used and the CPU otherwise.
@@ -156,10 +161,15 @@ fn sparse_ft(
     Ok(match (update, device) {
         // Generation 2: sparse on the CPU wherever it runs (faster on every preset, 2-4x with
         // the fused step; docs/BENCHMARKS.md, issue 39).
+        // Described nets: the fused step where their shape allows; else sparse only for
+        // inputs wider than SPARSE_MIN_SPEC_INPUTS (threats), where libtorch's dense backward
+        // costs ~80 ns per transformer weight each step (docs/BENCHMARKS.md, issue 43).
         (FtUpdate::Auto, d) if defaults >= 2 => {
             d == Device::Cpu
                 && match &arch {
-                    ModelArch::Spec(net) => net.sparse_update().is_ok(),
+                    ModelArch::Spec(net) => {
+                        net.sparse_update().is_ok() || net.inputs.count() > SPARSE_MIN_SPEC_INPUTS
+                    }
                     _ => true,
                 }
         }
@@ -169,15 +179,9 @@ fn sparse_ft(
         // "Sparse on the CPU").
         (FtUpdate::Auto, _) if matches!(arch, ModelArch::Spec(_)) => false,
         (FtUpdate::Auto, d) => d == Device::Cpu && features.inputs() > SPARSE_MIN_INPUTS,
-        (FtUpdate::Sparse, Device::Cpu) => match &arch {
-            // A described net trains sparsely only in the fused step.
-            ModelArch::Spec(net) => {
-                net.sparse_update()
-                    .map_err(|e| TrainError::Spec(format!("ft_update: {e} (use auto or dense)")))?;
-                true
-            }
-            _ => true,
-        },
+        // A described net trains sparsely in the fused step where its shape allows, else in
+        // the general one (the transformer's rows sparse, every other tensor dense).
+        (FtUpdate::Sparse, Device::Cpu) => true,
         (FtUpdate::Sparse, d) => {
             return Err(TrainError::Spec(format!(
                 "--ft-update sparse runs on the CPU only; this run trains on {d:?} (use auto or dense)"
@@ -193,19 +197,23 @@ pub(crate) fn resolve(
 ) -> Result<(Setup, ShuffleManifest), TrainError> {
     // The checks the API made at the door, made again: a queue can be written by others.
     lakefish_jobs::admission::check_train(spec)?;
-    let (features, arch, buckets) = match spec.trained_net().map_err(TrainError::Spec)? {
+    let (features, arch, remap) = match spec.trained_net().map_err(TrainError::Spec)? {
         TrainedNet::Preset(features, arch) => {
             (feature_set(features), ModelArch::parse(&arch)?, None)
         }
         TrainedNet::Described(net) => {
-            let buckets = crate::spec_model::king_buckets(&net).map_err(TrainError::Spec)?;
+            let remap = crate::spec_model::input_remap(&net)
+                .map_err(|e| TrainError::Spec(format!("net.{e}")))?;
             let features = match net.inputs {
                 Inputs::Halfkp {} => FeatureSetKind::HalfKp,
                 Inputs::HalfkaV2Hm {} => FeatureSetKind::HalfKaV2Hm,
-                // King buckets: all768 from the loader, remapped per batch.
-                Inputs::PieceSquare {} | Inputs::KingBuckets { .. } => FeatureSetKind::All768,
+                // The others: all768 from the loader, remapped per batch.
+                Inputs::PieceSquare {}
+                | Inputs::KingBuckets { .. }
+                | Inputs::Threats {}
+                | Inputs::Combined { .. } => FeatureSetKind::All768,
             };
-            (features, ModelArch::Spec(Box::new(net)), buckets)
+            (features, ModelArch::Spec(Box::new(net)), remap)
         }
     };
     let loss = match spec.loss {
@@ -255,7 +263,7 @@ pub(crate) fn resolve(
     Ok((
         Setup {
             features,
-            buckets,
+            remap,
             arch,
             loss,
             device,
@@ -1029,10 +1037,8 @@ mod tests {
         assert!(auto(1, &hidden, FeatureSetKind::HalfKp, Device::Cpu));
         assert!(!auto(1, &hidden, FeatureSetKind::HalfKp, cuda));
         assert!(!sparse_ft(FtUpdate::Dense, 2, &screlu, all768, Device::Cpu).unwrap());
-        let e = sparse_ft(FtUpdate::Sparse, 2, &layered, all768, Device::Cpu)
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("ft_update: "), "{e}");
+        // Asked for, sparse trains it in the general step.
+        assert!(sparse_ft(FtUpdate::Sparse, 2, &layered, all768, Device::Cpu).unwrap());
         let e = sparse_ft(FtUpdate::Sparse, 2, &screlu, all768, cuda)
             .unwrap_err()
             .to_string();

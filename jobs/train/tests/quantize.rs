@@ -320,28 +320,7 @@ fn bullet_progression_nets_train_quantize_and_register() {
         in_bullets_layout(&fx, name, &m, &bytes);
 
         // It plays: a short node-limited SPRT in lakefish's engine against material only.
-        let book = "rnbqkbnr/pppppppp/8/8/4P3/8/PPPP1PPP/RNBQKBNR b KQkq -\n\
-                    rnbqkbnr/pppppppp/8/8/3P4/8/PPP1PPPP/RNBQKBNR b KQkq -\n";
-        fx.rt
-            .block_on(
-                fx.ctx
-                    .lake
-                    .put("raw/books/bullet.epd", book.as_bytes().to_vec()),
-            )
-            .unwrap();
-        let sprt: lakefish_schemas::SprtSpec = serde_json::from_value(serde_json::json!({
-            "new": m.name, "base": "material", "book": "lake:raw/books/bullet.epd",
-            "nodes": 300, "batch_pairs": 2, "max_pairs": 2, "elo0": 0.0, "elo1": 50.0
-        }))
-        .unwrap();
-        let played = lakefish_jobs::sprt::run_here(&fx.ctx, &sprt).unwrap();
-        assert_eq!(played.games, 4, "{name}: {played:?}");
-        assert_eq!(played.wins + played.draws + played.losses, 4);
-        assert_eq!(
-            played.new_incidents,
-            Default::default(),
-            "{name}: {played:?}"
-        );
+        plays_against_material(&fx, name, &m.name);
 
         if name == "bullet-3-input-buckets" {
             let straight = {
@@ -386,6 +365,107 @@ fn bullet_progression_nets_train_quantize_and_register() {
             }
         }
     }
+}
+
+/// Nets with threat inputs (issue 43): threats beside piece-square inputs on the fused
+/// sparse step, and threats beside HalfKAv2_hm with a hidden layer on the general sparse
+/// one (`auto` picks it for inputs this wide), each
+/// train below the material baseline, quantize within the usual float-vs-integer limits,
+/// register with their description and play in lakefish's engine.
+#[test]
+fn threat_nets_train_quantize_register_and_play() {
+    use lakefish_engine::spec_net::{InputFamily, SpecNet};
+    use lakefish_schemas::netspec::NetSpec;
+    let fx = fixture(6);
+    for (name, inputs, rest) in [
+        (
+            "threats+all768",
+            "[[inputs.parts]]\nfamily = \"threats\"\n[[inputs.parts]]\nfamily = \"piece_square\"",
+            "[transformer]\nwidth = 32\nactivation = \"screlu\"\n",
+        ),
+        (
+            "threats+halfka",
+            "[[inputs.parts]]\nfamily = \"threats\"\n[[inputs.parts]]\nfamily = \"halfka_v2_hm\"",
+            "[transformer]\nwidth = 32\n[[layers]]\nwidth = 8\nactivation = \"crelu\"\n",
+        ),
+    ] {
+        let net = NetSpec::parse(&format!(
+            "version = 1\nname = \"{name}\"\n[inputs]\nfamily = \"combined\"\n{inputs}\n{rest}\
+             [quantization]\neval_scale = 600.0\n"
+        ))
+        .unwrap();
+        let mut s = spec(&fx.shuffle);
+        s.net = Some(net.clone());
+        s.epochs = 2;
+        s.lr = 3e-3;
+        if name == "threats+halfka" {
+            // The general sparse step (a hidden layer): one epoch keeps the test short.
+            s.epochs = 1;
+        }
+        let run = train(&fx.ctx, &JobId::new(), &s).unwrap();
+        let (val, material) = (
+            run.val_loss.last().copied().unwrap(),
+            run.material_val_loss.unwrap(),
+        );
+        assert!(
+            val < material,
+            "{name}: val {val} against material {material}"
+        );
+
+        let report = quantize(&fx.ctx, &QuantizeSpec::new(&run.id)).unwrap();
+        let e = &report.error;
+        eprintln!("{name}: val {val:.5} (material {material:.5}), quantized: {e:?}");
+        assert!(
+            e.mean_abs_cp <= 3.0 && e.p99_abs_cp <= 15.0,
+            "{name}: {e:?}"
+        );
+        assert!(e.max_abs_cp > 0.0, "{name}: the check compared something");
+        let (nnue_key, _) = quantized_keys(&run.id, run.step);
+        let bytes = fx.rt.block_on(fx.ctx.lake.get(&nnue_key)).unwrap().unwrap();
+        let int = SpecNet::from_bytes(&bytes).unwrap();
+        assert_eq!(int.spec, net, "{name}: the file carries its description");
+        assert!(matches!(int.family, InputFamily::Combined(_)));
+
+        let m = register(
+            &fx.ctx,
+            &RegisterSpec {
+                run: run.id.clone(),
+                checkpoint: None,
+                parent: None,
+            },
+        )
+        .unwrap();
+        assert_eq!(m.net.as_ref(), Some(&net), "{name}");
+
+        plays_against_material(&fx, name, &m.name);
+    }
+}
+
+/// A short node-limited SPRT of registered net `net` against material only in lakefish's
+/// engine: four games, no incident.
+fn plays_against_material(fx: &common::Fixture, name: &str, net: &str) {
+    let book = "rnbqkbnr/pppppppp/8/8/4P3/8/PPPP1PPP/RNBQKBNR b KQkq -\n\
+                rnbqkbnr/pppppppp/8/8/3P4/8/PPP1PPPP/RNBQKBNR b KQkq -\n";
+    fx.rt
+        .block_on(
+            fx.ctx
+                .lake
+                .put("raw/books/two.epd", book.as_bytes().to_vec()),
+        )
+        .unwrap();
+    let sprt: lakefish_schemas::SprtSpec = serde_json::from_value(serde_json::json!({
+        "new": net, "base": "material", "book": "lake:raw/books/two.epd",
+        "nodes": 300, "batch_pairs": 2, "max_pairs": 2, "elo0": 0.0, "elo1": 50.0
+    }))
+    .unwrap();
+    let played = lakefish_jobs::sprt::run_here(&fx.ctx, &sprt).unwrap();
+    assert_eq!(played.games, 4, "{name}: {played:?}");
+    assert_eq!(played.wins + played.draws + played.losses, 4);
+    assert_eq!(
+        played.new_incidents,
+        Default::default(),
+        "{name}: {played:?}"
+    );
 }
 
 /// A registered net in bullet's layout (`infra/layouts/NAME.toml`): lakefish's engine and an
