@@ -1080,6 +1080,16 @@ mod tests {
             NetSpec::parse(&serde_json::to_string(&sf).unwrap()).unwrap(),
             sf
         );
+        // The shipped examples: the same as written here, and without threats.
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../infra/nets");
+        let shipped = |f: &str| NetSpec::parse(&std::fs::read_to_string(dir.join(f)).unwrap());
+        let with = shipped("threats-halfka-256.toml").unwrap();
+        assert_eq!(
+            (with.inputs, with.transformer.width),
+            (sf.inputs.clone(), 256)
+        );
+        let without = shipped("halfka-256.toml").unwrap();
+        assert_eq!(without.inputs, Inputs::HalfkaV2Hm {});
         // Threats alone count no men.
         let alone = NetSpec::parse(&doc("family = \"threats\"", "")).unwrap();
         assert_eq!(alone.inputs.men_counted_by(), None);
