@@ -128,10 +128,13 @@ pub struct EvalStack {
     /// Stockfish nets: `[ply][perspective][bucket]` PSQT sums (empty otherwise).
     psqt: Vec<i32>,
     scratch: Vec<u32>,
-    /// Families followed by difference: `[ply][perspective]` active features, sorted
-    /// (empty for the others).
-    lists: Vec<Vec<u32>>,
-    /// The features a move switches off and on, for those families.
+    /// Families that need both boards to follow a move: the board at each ply (empty for
+    /// the others).
+    boards: Vec<Board>,
+    /// The features a move switches off and on, for those families, before identical
+    /// pairs cancel (`off`, `on`) and after (`removed`, `added`).
+    off: Vec<u32>,
+    on: Vec<u32>,
     removed: Vec<u32>,
     added: Vec<u32>,
 }
@@ -145,9 +148,9 @@ impl EvalStack {
             Evaluator::Stockfish(_) => (stockfish_net::HALF, stockfish_net::BUCKETS),
             Evaluator::Spec(net) => (net.width, 0),
         };
-        let listed = match &evaluator {
-            Evaluator::Spec(net) => net.family.by_difference().then(|| net.family.max_active()),
-            _ => None,
+        let boards = match &evaluator {
+            Evaluator::Spec(net) if net.family.needs_boards() => plies + 1,
+            _ => 0,
         };
         EvalStack {
             kernel: Kernel::detect(width),
@@ -156,11 +159,9 @@ impl EvalStack {
             acc: AlignedI16::zeroed((plies + 1) * 2 * width),
             psqt: vec![0; (plies + 1) * 2 * psqt],
             scratch: Vec::with_capacity(64),
-            lists: listed.map_or_else(Vec::new, |n| {
-                (0..(plies + 1) * 2)
-                    .map(|_| Vec::with_capacity(n))
-                    .collect()
-            }),
+            boards: vec![Board::empty(); boards],
+            off: Vec::new(),
+            on: Vec::new(),
             removed: Vec::new(),
             added: Vec::new(),
         }
@@ -213,9 +214,8 @@ impl EvalStack {
             color,
             &mut self.scratch,
         );
-        if let Some(list) = self.lists.get_mut(ply * 2 + color as usize) {
-            list.clone_from(&self.scratch);
-            list.sort_unstable();
+        if let Some(b) = self.boards.get_mut(ply) {
+            b.clone_from(board);
         }
     }
 
@@ -247,40 +247,61 @@ impl EvalStack {
                 };
                 self.push_with(&**buckets, ply, turn, mv, child)
             }
-            Family::Listed(_) => self.push_by_difference(ply, child),
+            Family::Listed(_) => self.push_following(ply, turn, mv, child),
         }
     }
 
-    /// Derives ply `ply + 1` for families whose features a move changes far from its
-    /// squares (threats): the child's features, sorted, against the parent's; the rows that
-    /// differ update the parent's accumulator, or all of the child's refresh it when that
-    /// is fewer (a king crossing the d/e line turns most of them over).
-    fn push_by_difference(&mut self, ply: usize, child: &Chess) {
+    /// Derives ply `ply + 1` for families that need both boards (threats, combinations):
+    /// each part's changes from the move ([`InputFamily::follow`]), identical pairs
+    /// cancelled, applied to the parent's accumulator; a refresh where a part asks for one.
+    fn push_following(&mut self, ply: usize, turn: Color, mv: Move, child: &Chess) {
         let Evaluator::Spec(net) = &self.evaluator else {
-            unreachable!("listed families come from a described net")
+            unreachable!("such families come from a described net")
         };
         let net = Arc::clone(net);
+        let delta = BoardDelta::from_move(turn, mv);
+        let changed = delta
+            .removed()
+            .iter()
+            .chain(delta.added())
+            .fold(Bitboard::EMPTY, |b, &(_, sq)| b | Bitboard::from(sq));
+        let (parents, children) = self.boards.split_at_mut(ply + 1);
+        let parent = &parents[ply];
+        children[0].clone_from(child.board());
+        // The same men for both perspectives.
+        let affected = crate::features::threats::affected_attackers(parent, child.board(), changed);
         let w = self.width;
         for color in Color::ALL {
-            let (from, to) = (ply * 2 + color as usize, (ply + 1) * 2 + color as usize);
-            let mut now = std::mem::take(&mut self.lists[to]);
-            now.clear();
-            net.family
-                .active(child.board(), color, &mut now)
-                .expect("legal positions have both kings");
-            now.sort_unstable();
-            sorted_difference(&self.lists[from], &now, &mut self.removed, &mut self.added);
-            let (parent, child_acc) = self.acc.split_at_mut((ply + 1) * 2 * w);
-            let dst = &mut child_acc[color as usize * w..][..w];
-            if self.removed.len() + self.added.len() < now.len() {
-                let src = &parent[(ply * 2 + color as usize) * w..][..w];
+            self.off.clear();
+            self.on.clear();
+            let followed = net.family.follow(
+                color,
+                parent,
+                child.board(),
+                &delta,
+                affected,
+                0,
+                &mut self.off,
+                &mut self.on,
+            );
+            let (before, after) = self.acc.split_at_mut((ply + 1) * 2 * w);
+            let dst = &mut after[color as usize * w..][..w];
+            if followed {
+                // A pair the move left alone is in both lists: neither row is touched.
+                self.off.sort_unstable();
+                self.on.sort_unstable();
+                sorted_difference(&self.off, &self.on, &mut self.removed, &mut self.added);
+                let src = &before[(ply * 2 + color as usize) * w..][..w];
                 self.kernel
                     .update(dst, src, &net.ft_weights, &self.removed, &self.added);
             } else {
+                self.scratch.clear();
+                net.family
+                    .active(child.board(), color, &mut self.scratch)
+                    .expect("legal positions have both kings");
                 self.kernel
-                    .update(dst, &net.ft_bias, &net.ft_weights, &[], &now);
+                    .update(dst, &net.ft_bias, &net.ft_weights, &[], &self.scratch);
             }
-            self.lists[to] = now;
         }
     }
 
@@ -338,11 +359,9 @@ impl EvalStack {
 
     /// A null move changes no piece: ply `ply + 1` copies ply `ply`.
     pub fn push_null(&mut self, ply: usize) {
-        if !self.lists.is_empty() {
-            for color in 0..2 {
-                let (from, to) = self.lists.split_at_mut((ply + 1) * 2);
-                to[color].clone_from(&from[ply * 2 + color]);
-            }
+        if !self.boards.is_empty() {
+            let (from, to) = self.boards.split_at_mut(ply + 1);
+            to[0].clone_from(&from[ply]);
         }
         if self.width > 0 {
             let from = self.slot(ply, Color::Black).start;

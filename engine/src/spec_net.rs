@@ -50,8 +50,8 @@ pub enum InputFamily {
     Preset(FeatureSetKind),
     /// Piece-square inputs per king bucket, with the layout the description gives.
     KingBuckets(Box<KingBuckets>),
-    /// Threat inputs (`features::threats`): followed move by move through the difference of
-    /// the parent's and the child's lists ([`InputFamily::by_difference`]).
+    /// Threat inputs (`features::threats`): followed move by move with both boards at hand
+    /// ([`InputFamily::follow`]).
     Threats,
     /// Families side by side: each part's indices start where the one before ends.
     Combined(Vec<(u32, InputFamily)>),
@@ -96,11 +96,82 @@ impl InputFamily {
         }
     }
 
-    /// Whether the engine follows moves by the difference of two feature lists: families
-    /// whose features change when men elsewhere move (threats), and combinations holding
-    /// one. The others update from the move alone ([`Incremental`]).
-    pub fn by_difference(&self) -> bool {
+    /// Whether the engine follows moves with both boards at hand ([`InputFamily::follow`]):
+    /// families whose features change when men elsewhere move (threats), and combinations.
+    /// The others update from the move alone ([`Incremental`]).
+    pub fn needs_boards(&self) -> bool {
         matches!(self, InputFamily::Threats | InputFamily::Combined(_))
+    }
+
+    /// Appends the features `delta` (which turned `parent` into `child`) switches off and on
+    /// for `perspective`, each plus `offset`; `false` when the perspective needs a refresh
+    /// instead (its king changed bucket, or crossed the d/e line under threats). Threats:
+    /// the threats of the men on `affected` (`threats::affected_attackers`) in the parent
+    /// off, in the child on; a pair in both is in both lists.
+    #[allow(clippy::too_many_arguments)]
+    pub fn follow(
+        &self,
+        perspective: Color,
+        parent: &Board,
+        child: &Board,
+        delta: &BoardDelta,
+        affected: shakmaty::Bitboard,
+        offset: u32,
+        removed: &mut Vec<u32>,
+        added: &mut Vec<u32>,
+    ) -> bool {
+        let king = || child.king_of(perspective).unwrap_or(Square::A1);
+        let from_delta = |d: FeatureDelta, removed: &mut Vec<u32>, added: &mut Vec<u32>| {
+            removed.extend(d.removed().iter().map(|f| f + offset));
+            added.extend(d.added().iter().map(|f| f + offset));
+        };
+        match self {
+            InputFamily::Preset(k) => {
+                if k.needs_refresh_for(perspective, delta) {
+                    return false;
+                }
+                from_delta(k.changed(perspective, king(), delta), removed, added);
+            }
+            InputFamily::KingBuckets(b) => {
+                if b.needs_refresh_for(perspective, delta) {
+                    return false;
+                }
+                from_delta(b.changed(perspective, king(), delta), removed, added);
+            }
+            InputFamily::Threats => {
+                use crate::features::threats;
+                if delta
+                    .king_move(perspective)
+                    .is_some_and(|(from, to)| threats::orientation_changes(from, to))
+                {
+                    return false;
+                }
+                for (board, out) in [(parent, &mut *removed), (child, &mut *added)] {
+                    let start = out.len();
+                    threats::threats_of(board, perspective, affected, out)
+                        .expect("legal positions have both kings");
+                    out[start..].iter_mut().for_each(|f| *f += offset);
+                }
+            }
+            InputFamily::Combined(parts) => {
+                for (at, p) in parts {
+                    let followed = p.follow(
+                        perspective,
+                        parent,
+                        child,
+                        delta,
+                        affected,
+                        offset + at,
+                        removed,
+                        added,
+                    );
+                    if !followed {
+                        return false;
+                    }
+                }
+            }
+        }
+        true
     }
 
     /// Appends the features of `board` seen from `perspective` to `out`.
@@ -349,13 +420,23 @@ pub struct SpecNet {
     output16: Vec<i16>,
 }
 
-/// The tensors of the quantized file, in order: the float model's without the factoriser.
+/// The tensors of the quantized file, in order ([`NetSpec::file_tensors`]).
 pub(crate) fn file_tensors(spec: &NetSpec) -> Vec<(String, Vec<usize>)> {
-    spec.tensors()
+    spec.file_tensors()
         .into_iter()
-        .filter(|t| t.name != "ft.factoriser")
         .map(|t| (t.name, t.shape))
         .collect()
+}
+
+/// The transformer's rows in feature order from the file's `ft.weight` (every row but the
+/// threats') and `ft.threats` (`threats`: their first row, count and values).
+fn merge_threat_rows(other: Vec<i16>, threats: (usize, usize, &Values), width: usize) -> Vec<i16> {
+    let (at, rows, values) = threats;
+    let mut out = Vec::with_capacity(other.len() + rows * width);
+    out.extend_from_slice(&other[..at * width]);
+    out.extend((0..rows * width).map(|i| values.int(i) as i16));
+    out.extend_from_slice(&other[at * width..]);
+    out
 }
 
 /// Checks that `tensors` are exactly `spec`'s file tensors, in order, each of the type and
@@ -412,7 +493,15 @@ impl SpecNet {
         let (family, qa) = Self::check_spec(&spec)?;
         check_tensors(&spec, tensors.iter().map(|(n, v)| (n.as_str(), v)))?;
         let mut take = || tensors.remove(0).1;
-        let (Values::I16(ft_weights), Values::I16(ft_bias)) = (take(), take()) else {
+        let Values::I16(mut ft_weights) = take() else {
+            unreachable!("checked above: the transformer is i16");
+        };
+        if let Some((at, rows)) = spec.inputs.threat_rows() {
+            let threats = take();
+            let width = spec.transformer.width as usize;
+            ft_weights = merge_threat_rows(ft_weights, (at, rows, &threats), width);
+        }
+        let Values::I16(ft_bias) = take() else {
             unreachable!("checked above: the transformer is i16");
         };
         let buckets = spec.output_buckets.count() as usize;
@@ -495,9 +584,8 @@ impl SpecNet {
             out.extend_from_slice(&(text.len() as u32).to_le_bytes());
             out.extend_from_slice(text.as_bytes());
         }
-        let ft_w = Values::I16(self.ft_weights.to_vec());
-        let ft_b = Values::I16(self.ft_bias.clone());
-        let mut values: Vec<&Values> = vec![&ft_w, &ft_b];
+        let transformer = self.transformer_values();
+        let mut values: Vec<&Values> = transformer.iter().collect();
         for l in &self.layers {
             values.push(&l.weight);
             values.push(&l.bias);
@@ -585,12 +673,38 @@ impl SpecNet {
         SpecNet::new(spec, comment, tensors)
     }
 
+    /// The transformer's tensors as in the file: `ft.weight`, (`ft.threats`,) `ft.bias`.
+    fn transformer_values(&self) -> Vec<Values> {
+        let w = self.width;
+        let all = &self.ft_weights[..];
+        let mut out = match self.spec.inputs.threat_rows() {
+            None => vec![Values::I16(all.to_vec())],
+            Some((at, rows)) => {
+                let (start, end) = (at * w, (at + rows) * w);
+                let other = [&all[..start], &all[end..]].concat();
+                let threats = &all[start..end];
+                let dtype = self
+                    .spec
+                    .default_quant(lakefish_schemas::netspec::THREAT_TENSOR)
+                    .expect("a net with threats")
+                    .dtype;
+                vec![
+                    Values::I16(other),
+                    match dtype {
+                        // Read from i8 (or checked to fit when assembled): no value is cut.
+                        Dtype::I8 => Values::I8(threats.iter().map(|&x| x as i8).collect()),
+                        _ => Values::I16(threats.to_vec()),
+                    },
+                ]
+            }
+        };
+        out.push(Values::I16(self.ft_bias.clone()));
+        out
+    }
+
     /// The net's tensors as in its file: name, shape and values, in order.
     pub fn tensors(&self) -> Vec<(String, Vec<usize>, Values)> {
-        let mut values = vec![
-            Values::I16(self.ft_weights.to_vec()),
-            Values::I16(self.ft_bias.clone()),
-        ];
+        let mut values = self.transformer_values();
         for l in &self.layers {
             values.push(l.weight.clone());
             values.push(l.bias.clone());
@@ -774,7 +888,7 @@ pub fn random_spec_net(spec: NetSpec, seed: u64) -> Result<SpecNet, NnueError> {
             // Transformer weights up to QA/16 (32 features stay below 2·QA); layer weights
             // within about ±1 at their factor; biases small.
             let span = match name.as_str() {
-                "ft.weight" => (qa / 16).max(1),
+                "ft.weight" | lakefish_schemas::netspec::THREAT_TENSOR => (qa / 16).max(1),
                 "ft.bias" => (qa / 4).max(1),
                 n if n.ends_with(".bias") => (q.factor.min(1e6) as i64 / 8).max(1),
                 _ => (q.factor.min(127.0) as i64).max(1),
@@ -912,7 +1026,15 @@ mod tests {
             ))
             .unwrap();
             let net = Arc::new(random_spec_net(spec, 11 + n as u64).unwrap());
-            assert!(net.family.by_difference());
+            assert!(net.family.needs_boards());
+            // The threat rows are a file tensor of their own, i8, and read back in place.
+            let names: Vec<(String, Dtype)> = net
+                .tensors()
+                .into_iter()
+                .map(|(name, _, v)| (name, v.dtype()))
+                .collect();
+            assert_eq!(names[1], ("ft.threats".to_string(), Dtype::I8), "{names:?}");
+            assert_eq!(SpecNet::from_bytes(&net.to_bytes()).unwrap(), *net);
             let mut stack = EvalStack::new(Evaluator::Spec(Arc::clone(&net)), 400);
             let mut rng = crate::random_games::SplitMix(0xBEEF + n as u64);
             let mut distinct = std::collections::BTreeSet::new();

@@ -100,6 +100,9 @@ pub enum Inputs {
     Combined { parts: Vec<Inputs> },
 }
 
+/// The file tensor holding the threat inputs' transformer rows ([`NetSpec::file_tensors`]).
+pub const THREAT_TENSOR: &str = "ft.threats";
+
 /// Threat inputs per perspective (nnue-pytorch's `Full_Threats`).
 pub const THREAT_INPUTS: usize = 59_808;
 
@@ -352,6 +355,14 @@ impl Inputs {
         }
     }
 
+    /// The transformer rows of the threat inputs, `(first, count)`, if the net has them.
+    pub fn threat_rows(&self) -> Option<(usize, usize)> {
+        self.parts()
+            .into_iter()
+            .find(|(_, p)| matches!(p, Inputs::Threats {}))
+            .map(|(at, p)| (at, p.count()))
+    }
+
     /// How the number of men on the board follows from a perspective's active features:
     /// `(first index, end, men beyond those features)` of the first family with one feature
     /// per man (HalfKP has none for the two kings); `None` when no family has (threats).
@@ -571,7 +582,10 @@ impl NetSpec {
                 format!("{} is not a positive number", q.eval_scale),
             ));
         }
-        let names: Vec<String> = self.tensors().into_iter().map(|t| t.name).collect();
+        let mut names: Vec<String> = self.tensors().into_iter().map(|t| t.name).collect();
+        if self.inputs.threat_rows().is_some() {
+            names.insert(1, THREAT_TENSOR.into());
+        }
         for (name, tq) in &q.tensors {
             let field = format!("quantization.tensors.{name:?}");
             if !names.contains(name) {
@@ -623,6 +637,18 @@ impl NetSpec {
                     ),
                 ));
             }
+        }
+        if let Some(t) = self.default_quant(THREAT_TENSOR)
+            && (!matches!(t.dtype, Dtype::I8 | Dtype::I16) || t.factor != w.factor)
+        {
+            return Err(bad(
+                format!("quantization.tensors.{THREAT_TENSOR:?}"),
+                format!(
+                    "{:?} at factor {}: threat rows add into the transformer's accumulators, so \
+                     they are i8 or i16 at ft.weight's factor ({})",
+                    t.dtype, t.factor, w.factor
+                ),
+            ));
         }
         if w.factor != b.factor
             || w.factor.fract() != 0.0
@@ -725,6 +751,29 @@ impl NetSpec {
         out
     }
 
+    /// The tensors of a quantized file, in order: the float model's without the factoriser
+    /// (merged into `ft.weight`), and with threat inputs their rows of `ft.weight` apart as
+    /// [`THREAT_TENSOR`] right after it (stored as i8 by default), `ft.weight` keeping the
+    /// other rows in order.
+    pub fn file_tensors(&self) -> Vec<TensorShape> {
+        let mut out: Vec<TensorShape> = self
+            .tensors()
+            .into_iter()
+            .filter(|t| t.name != "ft.factoriser")
+            .collect();
+        if let Some((_, rows)) = self.inputs.threat_rows() {
+            out[0].shape[0] -= rows;
+            out.insert(
+                1,
+                TensorShape {
+                    name: THREAT_TENSOR.into(),
+                    shape: vec![rows, self.transformer.width as usize],
+                },
+            );
+        }
+        out
+    }
+
     /// Whether tensor `name` (a layer's weights or biases) has a set of rows per output
     /// bucket: rows `bucket · width ..`.
     pub fn tensor_per_bucket(&self, name: &str) -> bool {
@@ -761,6 +810,16 @@ impl NetSpec {
         };
         if let Some(t) = self.quantization.tensors.get(tensor) {
             return Some(t.clone());
+        }
+        if tensor == THREAT_TENSOR {
+            // Threat rows add into the same accumulators: ft.weight's factor, stored as i8
+            // (Stockfish's and nnue-pytorch's).
+            self.inputs.threat_rows()?;
+            let ft = self.default_quant("ft.weight")?;
+            return Some(TensorQuant {
+                dtype: Dtype::I8,
+                ..ft
+            });
         }
         if !self.tensors().iter().any(|t| t.name == tensor) {
             return None;
@@ -1080,6 +1139,55 @@ mod tests {
             NetSpec::parse(&serde_json::to_string(&sf).unwrap()).unwrap(),
             sf
         );
+        // The file keeps the threat rows apart, as i8 at the transformer's factor.
+        let files: Vec<(String, Vec<usize>)> = sf
+            .file_tensors()
+            .into_iter()
+            .take(3)
+            .map(|t| (t.name, t.shape))
+            .collect();
+        assert_eq!(
+            files,
+            [
+                ("ft.weight", vec![22_528, 64]),
+                ("ft.threats", vec![59_808, 64]),
+                ("ft.bias", vec![64])
+            ]
+            .map(|(n, s)| (n.to_string(), s))
+        );
+        let tq = sf.default_quant(THREAT_TENSOR).unwrap();
+        assert_eq!((tq.dtype, tq.factor), (Dtype::I8, 255.0));
+        sf.engine_limits().unwrap();
+        let with_quant = |q: &str| {
+            NetSpec::parse(
+                &doc(
+                    "family = \"combined\"\n[[inputs.parts]]\nfamily = \"threats\"\n\
+                 [[inputs.parts]]\nfamily = \"halfka_v2_hm\"",
+                    "",
+                )
+                .replace("eval_scale = 400.0", &format!("eval_scale = 400.0\n{q}")),
+            )
+        };
+        let wide =
+            with_quant("tensors.\"ft.threats\" = { dtype = \"i16\", factor = 255.0 }").unwrap();
+        wide.engine_limits().unwrap();
+        let e = with_quant("tensors.\"ft.threats\" = { dtype = \"i32\", factor = 255.0 }")
+            .unwrap()
+            .engine_limits()
+            .unwrap_err();
+        assert_eq!(e.field, "quantization.tensors.\"ft.threats\"", "{e}");
+        let e = with_quant("tensors.\"ft.threats\" = { dtype = \"i8\", factor = 64.0 }")
+            .unwrap()
+            .engine_limits()
+            .unwrap_err();
+        assert!(e.reason.contains("ft.weight's factor"), "{e}");
+        // A net without threats has no such tensor.
+        let e = NetSpec::parse(&doc("family = \"halfka_v2_hm\"", "").replace(
+            "eval_scale = 400.0",
+            "eval_scale = 400.0\ntensors.\"ft.threats\" = { dtype = \"i8\", factor = 255.0 }",
+        ))
+        .unwrap_err();
+        assert!(e.field.starts_with("quantization.tensors"), "{e}");
         // The shipped examples: the same as written here, and without threats.
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../infra/nets");
         let shipped = |f: &str| NetSpec::parse(&std::fs::read_to_string(dir.join(f)).unwrap());

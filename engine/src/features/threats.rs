@@ -65,6 +65,8 @@ struct Tables {
     base: [u32; 10],
     pairs: [u32; 10],
     before: [[u32; 64]; 10],
+    /// [`empty_attacks`] of each oriented attacker and square.
+    empty: [[Bitboard; 64]; 10],
 }
 
 fn tables() -> &'static Tables {
@@ -74,6 +76,7 @@ fn tables() -> &'static Tables {
             base: [0; 10],
             pairs: [0; 10],
             before: [[0; 64]; 10],
+            empty: [[Bitboard::EMPTY; 64]; 10],
         };
         let mut base = 0;
         for a in 0..10 {
@@ -81,7 +84,8 @@ fn tables() -> &'static Tables {
             let mut sum = 0;
             for sq in Square::ALL {
                 t.before[a][sq as usize] = sum;
-                sum += empty_attacks(a, sq).count() as u32;
+                t.empty[a][sq as usize] = empty_attacks(a, sq);
+                sum += t.empty[a][sq as usize].count() as u32;
             }
             t.pairs[a] = sum;
             base += TARGETS[a % 5] * sum;
@@ -89,6 +93,12 @@ fn tables() -> &'static Tables {
         debug_assert_eq!(base, THREAT_INPUTS);
         t
     })
+}
+
+/// Whether `perspective`'s threats are oriented differently after its king went from
+/// `from` to `to` (across the d/e line): every index changes, a refresh is due.
+pub fn orientation_changes(from: Square, to: Square) -> bool {
+    (from.file() as u32 >= 4) != (to.file() as u32 >= 4)
 }
 
 /// The threat features active for `perspective`, in no particular order.
@@ -104,6 +114,31 @@ pub fn threat_features_into(
     perspective: Color,
     out: &mut Vec<u32>,
 ) -> Result<(), FeatureError> {
+    threats_of(board, perspective, Bitboard::FULL, out)
+}
+
+/// The men whose threats a move can change: those on the squares it changed (`changed`,
+/// in the board before or after) and every man attacking one of those squares before or
+/// after (a slider whose ray opened or closed there, anything whose target came or went).
+/// Every other man attacks the same squares, holding the same men, in both boards.
+pub fn affected_attackers(parent: &Board, child: &Board, changed: Bitboard) -> Bitboard {
+    let mut out = changed;
+    for sq in changed {
+        for b in [parent, child] {
+            out |= b.attacks_to(sq, Color::White, b.occupied())
+                | b.attacks_to(sq, Color::Black, b.occupied());
+        }
+    }
+    out
+}
+
+/// Appends the threat features of the attackers standing on `attackers` only.
+pub fn threats_of(
+    board: &Board,
+    perspective: Color,
+    attackers: Bitboard,
+    out: &mut Vec<u32>,
+) -> Result<(), FeatureError> {
     let ksq = board
         .king_of(perspective)
         .ok_or(FeatureError::NoKing(perspective))?;
@@ -112,7 +147,7 @@ pub fn threat_features_into(
     let t = tables();
     let kings = board.kings();
     let targets = board.occupied() & !kings;
-    for from in board.occupied() & !kings {
+    for from in board.occupied() & !kings & attackers {
         let Some(piece) = board.piece_at(from) else {
             continue;
         };
@@ -137,7 +172,7 @@ pub fn threat_features_into(
                 continue;
             }
             let below = Bitboard((1u64 << to_o) - 1);
-            let rank = (empty_attacks(a, Square::new(from_o)) & below).count() as u32;
+            let rank = (t.empty[a][from_o as usize] & below).count() as u32;
             out.push(
                 t.base[a]
                     + (own(target.color) as u32 * TARGETS[ty] / 2 + slot as u32) * t.pairs[a]

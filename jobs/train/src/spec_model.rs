@@ -9,7 +9,7 @@
 use lakefish_engine::features::king_buckets::KingBuckets;
 use lakefish_engine::spec_net::InputFamily;
 use lakefish_schemas::netspec::{
-    Dtype, Inputs, LayerActivation, NetSpec, OutputBuckets, TransformerActivation,
+    Dtype, Inputs, LayerActivation, NetSpec, OutputBuckets, THREAT_TENSOR, TransformerActivation,
 };
 use tch::{Device, Kind, Tensor};
 
@@ -184,6 +184,14 @@ pub fn clip(spec: &NetSpec, params: &[(String, Tensor)]) {
                 max = max.min(127.0 / q.factor);
             }
             let _ = t.shallow_clone().clamp_(-max, max);
+            // Threat rows are stored as their own type (i8 by default): kept where it holds.
+            if name == "ft.weight"
+                && let (Some((at, rows)), Some(tq)) =
+                    (spec.inputs.threat_rows(), spec.default_quant(THREAT_TENSOR))
+            {
+                let max = max.min(tq.dtype.max() / tq.factor);
+                let _ = t.narrow(0, at as i64, rows as i64).clamp_(-max, max);
+            }
         }
     });
 }
@@ -348,12 +356,21 @@ pub fn quantize(
         Ok(Vec::<f32>::try_from(t)?)
     };
     let width = spec.transformer.width as usize;
+    let threats = spec.inputs.threat_rows();
     let mut tensors = Vec::new();
-    for t in spec.tensors() {
-        if t.name == "ft.factoriser" {
-            continue;
-        }
-        let mut v = values(&t.name)?;
+    for t in spec.file_tensors() {
+        let mut v = match (t.name.as_str(), threats) {
+            // Threat rows are a file tensor of their own; ft.weight keeps the others.
+            (THREAT_TENSOR, Some((at, rows))) => {
+                values("ft.weight")?[at * width..(at + rows) * width].to_vec()
+            }
+            ("ft.weight", Some((at, rows))) => {
+                let mut all = values("ft.weight")?;
+                all.drain(at * width..(at + rows) * width);
+                all
+            }
+            (name, _) => values(name)?,
+        };
         if t.name == "ft.weight" && spec.factoriser() {
             let f = values("ft.factoriser")?;
             for (row, chunk) in v.chunks_mut(width).enumerate() {
@@ -402,27 +419,21 @@ pub fn quantize(
         };
         tensors.push((t.name, stored));
     }
+    let net = SpecNet::new(spec.clone(), comment, tensors)
+        .map_err(|e| crate::TrainError::Internal(format!("the quantized net: {e}")))?;
     // No position may overflow an i16 accumulator: all of a perspective's features come
     // from one king bucket's block of 768 rows (else from the whole set), at most
     // `max_active` of them.
-    if let (Values::I16(w), Values::I16(b)) = (&tensors[0].1, &tensors[1].1) {
-        let block = match spec.inputs {
-            Inputs::KingBuckets { .. } => 768 * width,
-            _ => w.len(),
-        };
-        let bias: Vec<i64> = b.iter().map(|&x| x as i64).collect();
-        for rows in w.chunks(block) {
-            let rows: Vec<i64> = rows.iter().map(|&x| x as i64).collect();
-            crate::quantize::check_accumulator_range(
-                &bias,
-                &rows,
-                width,
-                spec.inputs.max_active(),
-            )?;
-        }
+    let block = match spec.inputs {
+        Inputs::KingBuckets { .. } => 768 * width,
+        _ => net.ft_weights.len(),
+    };
+    let bias: Vec<i64> = net.ft_bias.iter().map(|&x| x as i64).collect();
+    for rows in net.ft_weights.chunks(block) {
+        let rows: Vec<i64> = rows.iter().map(|&x| x as i64).collect();
+        crate::quantize::check_accumulator_range(&bias, &rows, width, spec.inputs.max_active())?;
     }
-    SpecNet::new(spec.clone(), comment, tensors)
-        .map_err(|e| crate::TrainError::Internal(format!("the quantized net: {e}")))
+    Ok(net)
 }
 
 #[cfg(test)]

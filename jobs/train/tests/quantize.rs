@@ -425,6 +425,23 @@ fn threat_nets_train_quantize_register_and_play() {
         let int = SpecNet::from_bytes(&bytes).unwrap();
         assert_eq!(int.spec, net, "{name}: the file carries its description");
         assert!(matches!(int.family, InputFamily::Combined(_)));
+        // Threat rows stored apart as i8 (Stockfish's type), the other rows as i16.
+        let stored: Vec<(String, Vec<usize>, lakefish_schemas::netspec::Dtype)> = int
+            .tensors()
+            .into_iter()
+            .map(|(n, shape, v)| (n, shape, v.dtype()))
+            .take(2)
+            .collect();
+        use lakefish_schemas::netspec::Dtype;
+        let other = net.inputs.count() - 59_808;
+        assert_eq!(
+            stored,
+            [
+                ("ft.weight".to_string(), vec![other, 32], Dtype::I16),
+                ("ft.threats".to_string(), vec![59_808, 32], Dtype::I8)
+            ],
+            "{name}"
+        );
 
         let m = register(
             &fx.ctx,
