@@ -65,7 +65,7 @@ fn transformer(e: &Evaluator) -> Option<(Family<'_>, &[i16], &[i16])> {
             let family = match &net.family {
                 InputFamily::Preset(k) => Family::Fixed(*k),
                 InputFamily::KingBuckets(b) => Family::Buckets(b),
-                f @ (InputFamily::Threats | InputFamily::Combined(_)) => Family::Listed(f),
+                f => Family::Listed(f),
             };
             Some((family, &net.ft_bias, &net.ft_weights))
         }

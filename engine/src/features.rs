@@ -29,6 +29,7 @@ use shakmaty::{Board, CastlingSide, Color, Move, Piece, Role, Square};
 #[cfg(target_arch = "x86_64")]
 mod avx2;
 pub mod king_buckets;
+pub mod thesis;
 pub mod threats;
 
 /// Why a board has no feature list.

@@ -53,6 +53,9 @@ pub enum InputFamily {
     /// Threat inputs (`features::threats`): followed move by move with both boards at hand
     /// ([`InputFamily::follow`]).
     Threats,
+    /// The thesis's axis and mobility inputs (`features::thesis`), followed like threats.
+    Axes,
+    Mobility,
     /// Families side by side: each part's indices start where the one before ends.
     Combined(Vec<(u32, InputFamily)>),
 }
@@ -68,6 +71,8 @@ impl InputFamily {
                     .map_err(|e| NnueError::Header(format!("inputs.layout: {e}")))?,
             )),
             Inputs::Threats {} => InputFamily::Threats,
+            Inputs::Axes {} => InputFamily::Axes,
+            Inputs::Mobility {} => InputFamily::Mobility,
             Inputs::Combined { .. } => InputFamily::Combined(
                 inputs
                     .parts()
@@ -83,6 +88,8 @@ impl InputFamily {
             InputFamily::Preset(k) => k.inputs(),
             InputFamily::KingBuckets(b) => b.inputs(),
             InputFamily::Threats => lakefish_schemas::netspec::THREAT_INPUTS,
+            InputFamily::Axes => lakefish_schemas::netspec::AXES_INPUTS,
+            InputFamily::Mobility => lakefish_schemas::netspec::MOBILITY_INPUTS,
             InputFamily::Combined(parts) => parts.iter().map(|(_, p)| p.inputs()).sum(),
         }
     }
@@ -92,6 +99,8 @@ impl InputFamily {
             InputFamily::Preset(k) => k.max_active(),
             InputFamily::KingBuckets(b) => b.max_active(),
             InputFamily::Threats => lakefish_schemas::netspec::MAX_THREATS,
+            InputFamily::Axes => 4 * 32,
+            InputFamily::Mobility => 32,
             InputFamily::Combined(parts) => parts.iter().map(|(_, p)| p.max_active()).sum(),
         }
     }
@@ -100,7 +109,13 @@ impl InputFamily {
     /// families whose features change when men elsewhere move (threats), and combinations.
     /// The others update from the move alone ([`Incremental`]).
     pub fn needs_boards(&self) -> bool {
-        matches!(self, InputFamily::Threats | InputFamily::Combined(_))
+        matches!(
+            self,
+            InputFamily::Threats
+                | InputFamily::Axes
+                | InputFamily::Mobility
+                | InputFamily::Combined(_)
+        )
     }
 
     /// Appends the features `delta` (which turned `parent` into `child`) switches off and on
@@ -153,6 +168,26 @@ impl InputFamily {
                     out[start..].iter_mut().for_each(|f| *f += offset);
                 }
             }
+            InputFamily::Axes => {
+                // Local: only the men the move took away or put down change lines.
+                for (list, men) in [
+                    (&mut *removed, delta.removed()),
+                    (&mut *added, delta.added()),
+                ] {
+                    for &(piece, sq) in men {
+                        let f = crate::features::thesis::axes_of_man(perspective, piece, sq);
+                        list.extend(f.iter().map(|x| x + offset));
+                    }
+                }
+            }
+            InputFamily::Mobility => {
+                // A man's count changes only if it attacks a changed square before or after.
+                for (board, out) in [(parent, &mut *removed), (child, &mut *added)] {
+                    let start = out.len();
+                    crate::features::thesis::mobility_of(board, perspective, affected, out);
+                    out[start..].iter_mut().for_each(|f| *f += offset);
+                }
+            }
             InputFamily::Combined(parts) => {
                 for (at, p) in parts {
                     let followed = p.follow(
@@ -187,6 +222,10 @@ impl InputFamily {
             InputFamily::Threats => {
                 crate::features::threats::threat_features_into(board, perspective, out)
             }
+            InputFamily::Axes => crate::features::thesis::axes_into(board, perspective, out),
+            InputFamily::Mobility => {
+                crate::features::thesis::mobility_into(board, perspective, out)
+            }
             InputFamily::Combined(parts) => {
                 for (at, p) in parts {
                     let start = out.len();
@@ -211,6 +250,8 @@ impl InputFamily {
                 }
             ),
             (InputFamily::Threats, _) => "threats".to_string(),
+            (InputFamily::Axes, _) => "axes".to_string(),
+            (InputFamily::Mobility, _) => "mobility".to_string(),
             (InputFamily::Combined(parts), Inputs::Combined { parts: described }) => parts
                 .iter()
                 .zip(described)
@@ -1003,7 +1044,8 @@ mod tests {
         }
     }
 
-    /// Nets with threat inputs, alone and beside piece-square families: along random games
+    /// Nets with threat, axis and mobility inputs, alone and beside piece-square families:
+    /// along random games
     /// every ply's accumulators (followed by list difference) equal a refresh and every
     /// evaluation the full one; the games hold captures, promotions, castling, en passant
     /// and kings crossing the d/e line.
@@ -1018,6 +1060,13 @@ mod tests {
              [[layers]]\nwidth = 8\nactivation = \"crelu\"\nper_bucket = true\n\
              [output_buckets]\nrule = \"material_count\"\ncount = 8\n",
             "[inputs]\nfamily = \"threats\"\n[transformer]\nwidth = 16\nactivation = \"screlu\"\n",
+            // The thesis's families: All ⊕ axes, and mobility beside HalfKA and threats.
+            "[inputs]\nfamily = \"combined\"\n[[inputs.parts]]\nfamily = \"piece_square\"\n\
+             [[inputs.parts]]\nfamily = \"axes\"\n[transformer]\nwidth = 16\n\
+             activation = \"screlu\"\n",
+            "[inputs]\nfamily = \"combined\"\n[[inputs.parts]]\nfamily = \"halfka_v2_hm\"\n\
+             [[inputs.parts]]\nfamily = \"mobility\"\n[[inputs.parts]]\nfamily = \"threats\"\n\
+             [transformer]\nwidth = 16\nactivation = \"screlu\"\n",
         ];
         let mut seen = [0usize; 5];
         for (n, text) in specs.into_iter().enumerate() {
@@ -1033,7 +1082,9 @@ mod tests {
                 .into_iter()
                 .map(|(name, _, v)| (name, v.dtype()))
                 .collect();
-            assert_eq!(names[1], ("ft.threats".to_string(), Dtype::I8), "{names:?}");
+            if net.spec.inputs.threat_rows().is_some() {
+                assert_eq!(names[1], ("ft.threats".to_string(), Dtype::I8), "{names:?}");
+            }
             assert_eq!(SpecNet::from_bytes(&net.to_bytes()).unwrap(), *net);
             let mut stack = EvalStack::new(Evaluator::Spec(Arc::clone(&net)), 400);
             let mut rng = crate::random_games::SplitMix(0xBEEF + n as u64);

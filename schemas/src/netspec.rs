@@ -94,11 +94,23 @@ pub enum Inputs {
     /// square ([`THREAT_INPUTS`] per perspective; docs/THREATS.md). No feature says where a
     /// man stands unattacked: combine them with a piece-square family.
     Threats {},
+    /// The seed thesis's axis encoding (lakefish's reading): each man on its file, rank,
+    /// diagonal and anti-diagonal, 12 kinds × 46 lines = [`AXES_INPUTS`], 4 per man.
+    Axes {},
+    /// Mobility: each man's kind with the number of squares it attacks that its own side
+    /// does not hold (0-27), 12 × 28 = [`MOBILITY_INPUTS`], 1 per man.
+    Mobility {},
     /// Families side by side under one transformer: the indices of `parts[0]` first, then
     /// those of `parts[1]` after its last, and so on. nnue-pytorch's
     /// `Full_Threats+HalfKAv2_hm` is `parts = [threats, halfka_v2_hm]`.
     Combined { parts: Vec<Inputs> },
 }
+
+/// Axis inputs per perspective ([`Inputs::Axes`]).
+pub const AXES_INPUTS: usize = 12 * 46;
+
+/// Mobility inputs per perspective ([`Inputs::Mobility`]).
+pub const MOBILITY_INPUTS: usize = 12 * 28;
 
 /// The file tensor holding the threat inputs' transformer rows ([`NetSpec::file_tensors`]).
 pub const THREAT_TENSOR: &str = "ft.threats";
@@ -310,6 +322,8 @@ impl Inputs {
             Inputs::Halfkp {} => 64 * (10 * 64 + 1),
             Inputs::HalfkaV2Hm {} => 32 * 11 * 64,
             Inputs::Threats {} => THREAT_INPUTS,
+            Inputs::Axes {} => AXES_INPUTS,
+            Inputs::Mobility {} => MOBILITY_INPUTS,
             Inputs::Combined { parts } => parts.iter().map(Inputs::count).sum(),
         }
     }
@@ -319,6 +333,7 @@ impl Inputs {
         match self {
             Inputs::Halfkp {} => 30,
             Inputs::Threats {} => MAX_THREATS,
+            Inputs::Axes {} => 4 * 32,
             Inputs::Combined { parts } => parts.iter().map(Inputs::max_active).sum(),
             _ => 32,
         }
@@ -332,6 +347,8 @@ impl Inputs {
             Inputs::Halfkp {} => "halfkp",
             Inputs::HalfkaV2Hm {} => "halfka_v2_hm",
             Inputs::Threats {} => "threats",
+            Inputs::Axes {} => "axes",
+            Inputs::Mobility {} => "mobility",
             Inputs::Combined { .. } => "combined",
         }
     }
@@ -368,7 +385,7 @@ impl Inputs {
     /// per man (HalfKP has none for the two kings); `None` when no family has (threats).
     pub fn men_counted_by(&self) -> Option<(usize, usize, usize)> {
         self.parts().into_iter().find_map(|(at, p)| match p {
-            Inputs::Threats {} | Inputs::Combined { .. } => None,
+            Inputs::Threats {} | Inputs::Axes {} | Inputs::Combined { .. } => None,
             Inputs::Halfkp {} => Some((at, at + p.count(), 2)),
             _ => Some((at, at + p.count(), 0)),
         })
@@ -380,7 +397,11 @@ impl Inputs {
             Inputs::PieceSquare {} => Some("all768"),
             Inputs::Halfkp {} => Some("halfkp"),
             Inputs::HalfkaV2Hm {} => Some("halfka_v2_hm"),
-            Inputs::KingBuckets { .. } | Inputs::Threats {} | Inputs::Combined { .. } => None,
+            Inputs::KingBuckets { .. }
+            | Inputs::Threats {}
+            | Inputs::Axes {}
+            | Inputs::Mobility {}
+            | Inputs::Combined { .. } => None,
         }
     }
 
@@ -1271,12 +1292,16 @@ mod tests {
             ),
             (
                 doc(
-                    &format!("family = \"combined\"\n{}{}", part("threats"), part("axes")),
+                    &format!(
+                        "family = \"combined\"\n{}{}",
+                        part("threats"),
+                        part("pairwise_axes")
+                    ),
                     "",
                 ),
                 // serde reads a tagged family whole: the path ends at `inputs`.
                 "inputs",
-                "unknown variant `axes`",
+                "unknown variant `pairwise_axes`",
             ),
         ];
         for (text, field, why) in cases {

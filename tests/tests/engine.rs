@@ -317,41 +317,56 @@ fn eval_bench_replays_pgn_games() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("no games from the standard position"));
 }
 
-/// Threat features (nnue-pytorch's Full_Threats) on 1,000 positions, real games from the
-/// samples and random games with captures, promotions, castling and en passant, equal an
-/// enumeration written with python-chess's attack tables (tests/py/threats_reference.py).
+/// Threat features (nnue-pytorch's Full_Threats) and the thesis's axes and mobility on 1,000
+/// positions, real games from the samples and random games with captures, promotions,
+/// castling and en passant, equal an enumeration written with python-chess's attack tables
+/// (tests/py/families_reference.py).
 #[test]
-fn threat_features_equal_python_chess_s_enumeration() {
-    use lakefish_engine::features::threats::{THREAT_INPUTS, threat_features};
+fn input_families_equal_python_chess_s_enumeration() {
+    use lakefish_engine::spec_net::InputFamily;
+    use lakefish_schemas::netspec::Inputs;
     let pgn = shared_data("pgn/lichess_db_1000k.pgn")
         .map(|p| p.display().to_string())
         .unwrap_or_else(|| "none".into());
     let out = Command::new(lakefish_tests::venv_bin("python"))
-        .arg(lakefish_tests::workspace_root().join("tests/py/threats_reference.py"))
+        .arg(lakefish_tests::workspace_root().join("tests/py/families_reference.py"))
         .args([pgn.as_str(), "1000", "5"])
         .output()
         .unwrap();
     assert_success(&out);
-    let mut most = 0;
+    let families = [
+        ("threats", Inputs::Threats {}),
+        ("axes", Inputs::Axes {}),
+        ("mobility", Inputs::Mobility {}),
+    ]
+    .map(|(name, inputs)| (name, InputFamily::of(&inputs).unwrap()));
+    let mut most = [0; 3];
     let mut checked = 0;
     for line in String::from_utf8(out.stdout).unwrap().lines() {
         let v: serde_json::Value = serde_json::from_str(line).unwrap();
         let fen = v["fen"].as_str().unwrap();
         let pos = lakefish_engine::rules::parse_position(fen).unwrap();
         let board = shakmaty::Position::board(&pos);
-        for (colour, key) in [
-            (shakmaty::Color::White, "white"),
-            (shakmaty::Color::Black, "black"),
-        ] {
-            let mut got = threat_features(board, colour).unwrap();
-            got.sort_unstable();
-            let want: Vec<u32> = serde_json::from_value(v[key].clone()).unwrap();
-            assert_eq!(got, want, "{fen} for {key}");
-            assert!(got.iter().all(|&i| i < THREAT_INPUTS));
-            most = most.max(got.len());
+        for (i, (name, family)) in families.iter().enumerate() {
+            for (colour, key) in [
+                (shakmaty::Color::White, "white"),
+                (shakmaty::Color::Black, "black"),
+            ] {
+                let mut got = Vec::new();
+                family.active(board, colour, &mut got).unwrap();
+                got.sort_unstable();
+                let want: Vec<u32> = serde_json::from_value(v[name][key].clone()).unwrap();
+                assert_eq!(got, want, "{name} of {fen} for {key}");
+                assert!(got.iter().all(|&f| (f as usize) < family.inputs()));
+                assert!(got.len() <= family.max_active(), "{name} of {fen}");
+                most[i] = most[i].max(got.len());
+            }
         }
         checked += 1;
     }
     assert_eq!(checked, 1000);
-    assert!(most > 10, "positions with many threats came up: {most}");
+    assert!(
+        most[0] > 10,
+        "positions with many threats came up: {most:?}"
+    );
 }

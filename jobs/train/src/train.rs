@@ -211,6 +211,8 @@ pub(crate) fn resolve(
                 Inputs::PieceSquare {}
                 | Inputs::KingBuckets { .. }
                 | Inputs::Threats {}
+                | Inputs::Axes {}
+                | Inputs::Mobility {}
                 | Inputs::Combined { .. } => FeatureSetKind::All768,
             };
             (features, ModelArch::Spec(Box::new(net)), remap)

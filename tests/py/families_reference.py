@@ -1,9 +1,11 @@
-"""Threat features (nnue-pytorch's Full_Threats, docs/THREATS.md) enumerated with python-chess.
+"""Input families enumerated with python-chess, independently of lakefish's code: threats
+(nnue-pytorch's Full_Threats, docs/THREATS.md), and the thesis's axes and mobility as
+docs/NETSPEC.md defines them.
 
-Usage: threats_reference.py PGN N SEED
-Prints JSON lines {"fen", "white": [...], "black": [...]} for N positions: every few plies
-of the PGN's games (when the file is there), and random legal games (captures, promotions, castling and en
-passant come up in both).
+Usage: families_reference.py PGN N SEED
+Prints JSON lines {"fen", FAMILY: {"white": [...], "black": [...]}, ...} (each list sorted)
+for N positions: every few plies of the PGN's games (when the file is there), and random
+legal games (captures, promotions, castling and en passant come up in both).
 """
 
 import json
@@ -84,6 +86,38 @@ def features(board, perspective):
     return sorted(out)
 
 
+def kind_and_square(piece, sq, perspective):
+    """Kind 6·colour + type (colour 0 the perspective's own, pawn 0 … king 5) and the square
+    rank-flipped for Black."""
+    colour = 0 if piece.color == perspective else 1
+    return 6 * colour + piece.piece_type - 1, sq ^ (56 if perspective == chess.BLACK else 0)
+
+
+def axes(board, perspective):
+    out = []
+    for sq, piece in board.piece_map().items():
+        k, s = kind_and_square(piece, sq, perspective)
+        f, r = chess.square_file(s), chess.square_rank(s)
+        out += [46 * k + f, 46 * k + 8 + r, 46 * k + 16 + (r - f + 7), 46 * k + 31 + (r + f)]
+    return sorted(out)
+
+
+def mobility(board, perspective):
+    out = []
+    for sq, piece in board.piece_map().items():
+        if piece.piece_type == chess.PAWN:
+            seen = chess.BB_PAWN_ATTACKS[piece.color][sq]
+        else:
+            seen = board.attacks_mask(sq)
+        n = min(chess.popcount(seen & ~board.occupied_co[piece.color]), 27)
+        k, _ = kind_and_square(piece, sq, perspective)
+        out.append(28 * k + n)
+    return sorted(out)
+
+
+FAMILIES = {"threats": features, "axes": axes, "mobility": mobility}
+
+
 def positions(pgn_path, n, seed):
     boards = []
     with open(pgn_path if os.path.exists(pgn_path) else os.devnull) as f:
@@ -114,7 +148,10 @@ def positions(pgn_path, n, seed):
 def main():
     pgn, n, seed = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
     for b in positions(pgn, n, seed):
-        print(json.dumps({"fen": b.fen(), "white": features(b, chess.WHITE), "black": features(b, chess.BLACK)}))
+        line = {"fen": b.fen()}
+        for name, f in FAMILIES.items():
+            line[name] = {"white": f(b, chess.WHITE), "black": f(b, chess.BLACK)}
+        print(json.dumps(line))
 
 
 main()
