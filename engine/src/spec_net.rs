@@ -56,6 +56,7 @@ pub enum InputFamily {
     /// The thesis's axis and mobility inputs (`features::thesis`), followed like threats.
     Axes,
     Mobility,
+    PairwiseAxes,
     /// Families side by side: each part's indices start where the one before ends.
     Combined(Vec<(u32, InputFamily)>),
 }
@@ -73,6 +74,7 @@ impl InputFamily {
             Inputs::Threats {} => InputFamily::Threats,
             Inputs::Axes {} => InputFamily::Axes,
             Inputs::Mobility {} => InputFamily::Mobility,
+            Inputs::PairwiseAxes {} => InputFamily::PairwiseAxes,
             Inputs::Combined { .. } => InputFamily::Combined(
                 inputs
                     .parts()
@@ -90,6 +92,7 @@ impl InputFamily {
             InputFamily::Threats => lakefish_schemas::netspec::THREAT_INPUTS,
             InputFamily::Axes => lakefish_schemas::netspec::AXES_INPUTS,
             InputFamily::Mobility => lakefish_schemas::netspec::MOBILITY_INPUTS,
+            InputFamily::PairwiseAxes => lakefish_schemas::netspec::PAIRWISE_AXES_INPUTS,
             InputFamily::Combined(parts) => parts.iter().map(|(_, p)| p.inputs()).sum(),
         }
     }
@@ -99,7 +102,7 @@ impl InputFamily {
             InputFamily::Preset(k) => k.max_active(),
             InputFamily::KingBuckets(b) => b.max_active(),
             InputFamily::Threats => lakefish_schemas::netspec::MAX_THREATS,
-            InputFamily::Axes => 4 * 32,
+            InputFamily::Axes | InputFamily::PairwiseAxes => 4 * 32,
             InputFamily::Mobility => 32,
             InputFamily::Combined(parts) => parts.iter().map(|(_, p)| p.max_active()).sum(),
         }
@@ -188,6 +191,22 @@ impl InputFamily {
                     out[start..].iter_mut().for_each(|f| *f += offset);
                 }
             }
+            InputFamily::PairwiseAxes => {
+                use crate::features::thesis;
+                let changed = delta
+                    .removed()
+                    .iter()
+                    .chain(delta.added())
+                    .fold(shakmaty::Bitboard::EMPTY, |b, &(_, sq)| {
+                        b | shakmaty::Bitboard::from(sq)
+                    });
+                let men = thesis::line_neighbours(parent, child, changed);
+                for (board, out) in [(parent, &mut *removed), (child, &mut *added)] {
+                    let start = out.len();
+                    thesis::pairwise_axes_of(board, perspective, men, out);
+                    out[start..].iter_mut().for_each(|f| *f += offset);
+                }
+            }
             InputFamily::Combined(parts) => {
                 for (at, p) in parts {
                     let followed = p.follow(
@@ -226,6 +245,9 @@ impl InputFamily {
             InputFamily::Mobility => {
                 crate::features::thesis::mobility_into(board, perspective, out)
             }
+            InputFamily::PairwiseAxes => {
+                crate::features::thesis::pairwise_axes_into(board, perspective, out)
+            }
             InputFamily::Combined(parts) => {
                 for (at, p) in parts {
                     let start = out.len();
@@ -252,6 +274,7 @@ impl InputFamily {
             (InputFamily::Threats, _) => "threats".to_string(),
             (InputFamily::Axes, _) => "axes".to_string(),
             (InputFamily::Mobility, _) => "mobility".to_string(),
+            (InputFamily::PairwiseAxes, _) => "pairwise axes".to_string(),
             (InputFamily::Combined(parts), Inputs::Combined { parts: described }) => parts
                 .iter()
                 .zip(described)
@@ -1062,7 +1085,8 @@ mod tests {
             "[inputs]\nfamily = \"threats\"\n[transformer]\nwidth = 16\nactivation = \"screlu\"\n",
             // The thesis's families: All ⊕ axes, and mobility beside HalfKA and threats.
             "[inputs]\nfamily = \"combined\"\n[[inputs.parts]]\nfamily = \"piece_square\"\n\
-             [[inputs.parts]]\nfamily = \"axes\"\n[transformer]\nwidth = 16\n\
+             [[inputs.parts]]\nfamily = \"axes\"\n[[inputs.parts]]\nfamily = \"pairwise_axes\"\n\
+             [transformer]\nwidth = 16\n\
              activation = \"screlu\"\n",
             "[inputs]\nfamily = \"combined\"\n[[inputs.parts]]\nfamily = \"halfka_v2_hm\"\n\
              [[inputs.parts]]\nfamily = \"mobility\"\n[[inputs.parts]]\nfamily = \"threats\"\n\

@@ -100,6 +100,10 @@ pub enum Inputs {
     /// Mobility: each man's kind with the number of squares it attacks that its own side
     /// does not hold (0-27), 12 × 28 = [`MOBILITY_INPUTS`], 1 per man.
     Mobility {},
+    /// Pairwise axes (lakefish's reading of the thesis): every two men that see each other
+    /// along a line, by their kinds, the line's direction and their distance,
+    /// 12 × 12 × 4 × 7 = [`PAIRWISE_AXES_INPUTS`], at most 128.
+    PairwiseAxes {},
     /// Families side by side under one transformer: the indices of `parts[0]` first, then
     /// those of `parts[1]` after its last, and so on. nnue-pytorch's
     /// `Full_Threats+HalfKAv2_hm` is `parts = [threats, halfka_v2_hm]`.
@@ -111,6 +115,9 @@ pub const AXES_INPUTS: usize = 12 * 46;
 
 /// Mobility inputs per perspective ([`Inputs::Mobility`]).
 pub const MOBILITY_INPUTS: usize = 12 * 28;
+
+/// Pairwise-axis inputs per perspective ([`Inputs::PairwiseAxes`]).
+pub const PAIRWISE_AXES_INPUTS: usize = 12 * 12 * 4 * 7;
 
 /// The file tensor holding the threat inputs' transformer rows ([`NetSpec::file_tensors`]).
 pub const THREAT_TENSOR: &str = "ft.threats";
@@ -324,6 +331,7 @@ impl Inputs {
             Inputs::Threats {} => THREAT_INPUTS,
             Inputs::Axes {} => AXES_INPUTS,
             Inputs::Mobility {} => MOBILITY_INPUTS,
+            Inputs::PairwiseAxes {} => PAIRWISE_AXES_INPUTS,
             Inputs::Combined { parts } => parts.iter().map(Inputs::count).sum(),
         }
     }
@@ -333,7 +341,7 @@ impl Inputs {
         match self {
             Inputs::Halfkp {} => 30,
             Inputs::Threats {} => MAX_THREATS,
-            Inputs::Axes {} => 4 * 32,
+            Inputs::Axes {} | Inputs::PairwiseAxes {} => 4 * 32,
             Inputs::Combined { parts } => parts.iter().map(Inputs::max_active).sum(),
             _ => 32,
         }
@@ -349,6 +357,7 @@ impl Inputs {
             Inputs::Threats {} => "threats",
             Inputs::Axes {} => "axes",
             Inputs::Mobility {} => "mobility",
+            Inputs::PairwiseAxes {} => "pairwise_axes",
             Inputs::Combined { .. } => "combined",
         }
     }
@@ -385,7 +394,10 @@ impl Inputs {
     /// per man (HalfKP has none for the two kings); `None` when no family has (threats).
     pub fn men_counted_by(&self) -> Option<(usize, usize, usize)> {
         self.parts().into_iter().find_map(|(at, p)| match p {
-            Inputs::Threats {} | Inputs::Axes {} | Inputs::Combined { .. } => None,
+            Inputs::Threats {}
+            | Inputs::Axes {}
+            | Inputs::PairwiseAxes {}
+            | Inputs::Combined { .. } => None,
             Inputs::Halfkp {} => Some((at, at + p.count(), 2)),
             _ => Some((at, at + p.count(), 0)),
         })
@@ -401,6 +413,7 @@ impl Inputs {
             | Inputs::Threats {}
             | Inputs::Axes {}
             | Inputs::Mobility {}
+            | Inputs::PairwiseAxes {}
             | Inputs::Combined { .. } => None,
         }
     }
@@ -1295,13 +1308,13 @@ mod tests {
                     &format!(
                         "family = \"combined\"\n{}{}",
                         part("threats"),
-                        part("pairwise_axes")
+                        part("ray_pairs")
                     ),
                     "",
                 ),
                 // serde reads a tagged family whole: the path ends at `inputs`.
                 "inputs",
-                "unknown variant `pairwise_axes`",
+                "unknown variant `ray_pairs`",
             ),
         ];
         for (text, field, why) in cases {

@@ -115,7 +115,32 @@ def mobility(board, perspective):
     return sorted(out)
 
 
-FAMILIES = {"threats": features, "axes": axes, "mobility": mobility}
+def pairwise_axes(board, perspective):
+    """Every two men on one line with no man between them, once per pair."""
+    out = []
+    men = sorted(board.piece_map().items())
+    for i, (a, pa) in enumerate(men):
+        for b, pb in men[i + 1:]:
+            if not (chess.BB_RAYS[a][b] and chess.between(a, b) & board.occupied == 0):
+                continue
+            ka, oa = kind_and_square(pa, a, perspective)
+            kb, ob = kind_and_square(pb, b, perspective)
+            if ob < oa:
+                (ka, oa), (kb, ob) = (kb, ob), (ka, oa)
+            fa, ra, fb, rb = oa % 8, oa // 8, ob % 8, ob // 8
+            if fa == fb:
+                d, dist = 0, rb - ra
+            elif ra == rb:
+                d, dist = 1, fb - fa
+            elif rb - fb == ra - fa:
+                d, dist = 2, rb - ra
+            else:
+                d, dist = 3, rb - ra
+            out.append(((12 * ka + kb) * 4 + d) * 7 + abs(dist) - 1)
+    return sorted(out)
+
+
+FAMILIES = {"threats": features, "axes": axes, "mobility": mobility, "pairwise_axes": pairwise_axes}
 
 
 def positions(pgn_path, n, seed):

@@ -221,7 +221,11 @@ pub fn input_remap(spec: &NetSpec) -> Result<Option<InputRemap>, String> {
         Inputs::KingBuckets { layout, mirror, .. } => KingBuckets::new(layout, *mirror)
             .map(|kb| Some(InputRemap::KingBuckets(Box::new(kb))))
             .map_err(|e| format!("inputs.layout: {e}")),
-        Inputs::Threats {} | Inputs::Axes {} | Inputs::Mobility {} | Inputs::Combined { .. } => {
+        Inputs::Threats {}
+        | Inputs::Axes {}
+        | Inputs::Mobility {}
+        | Inputs::PairwiseAxes {}
+        | Inputs::Combined { .. } => {
             // An `all768` list is the board seen from its perspective: ranks flipped for
             // Black, colours relative. Every family but HalfKP reads Black's view that way;
             // HalfKP turns the board round (a flip and a mirror), which that list hides.
@@ -451,7 +455,7 @@ mod tests {
             "family = \"threats\"",
             "family = \"combined\"\n[[inputs.parts]]\nfamily = \"threats\"\n[[inputs.parts]]\nfamily = \"halfka_v2_hm\"",
             "family = \"combined\"\n[[inputs.parts]]\nfamily = \"piece_square\"\n[[inputs.parts]]\nfamily = \"threats\"",
-            "family = \"combined\"\n[[inputs.parts]]\nfamily = \"axes\"\n[[inputs.parts]]\nfamily = \"mobility\"",
+            "family = \"combined\"\n[[inputs.parts]]\nfamily = \"axes\"\n[[inputs.parts]]\nfamily = \"mobility\"\n[[inputs.parts]]\nfamily = \"pairwise_axes\"",
             "family = \"combined\"\n[[inputs.parts]]\nfamily = \"king_buckets\"\nmirror = true\n\
              layout = [0, 1, 2, 3, 4, 4, 5, 5, 6, 6, 6, 6, 7, 7, 7, 7, 8, 8, 8, 8, 8, 8, 8, 8, 9, 9, 9, 9, 9, 9, 9, 9]\n\
              [[inputs.parts]]\nfamily = \"threats\"",

@@ -213,6 +213,7 @@ pub(crate) fn resolve(
                 | Inputs::Threats {}
                 | Inputs::Axes {}
                 | Inputs::Mobility {}
+                | Inputs::PairwiseAxes {}
                 | Inputs::Combined { .. } => FeatureSetKind::All768,
             };
             (features, ModelArch::Spec(Box::new(net)), remap)
