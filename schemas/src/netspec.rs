@@ -699,6 +699,23 @@ impl NetSpec {
         Ok(())
     }
 
+    /// What the trainer takes beyond [`NetSpec::engine_limits`]: it rebuilds each
+    /// perspective's board from the loader's `all768` list for combinations, which shows
+    /// Black's view as a flip with colours swapped; HalfKP turns Black's board round (a flip
+    /// and a mirror), so it is not trained inside a combination.
+    pub fn trainer_limits(&self) -> Result<(), NetSpecError> {
+        if let Inputs::Combined { parts } = &self.inputs
+            && let Some(i) = parts.iter().position(|p| matches!(p, Inputs::Halfkp {}))
+        {
+            return Err(bad(
+                format!("inputs.parts[{i}].family"),
+                "halfkp is not trained in a combination (its Black view is the board turned \
+                 round); combine piece_square, king_buckets or halfka_v2_hm",
+            ));
+        }
+        Ok(())
+    }
+
     /// Whether training keeps a factoriser to merge at quantization.
     /// Whether the CPU trainer's sparse update (its fused step) trains this net, or why not:
     /// a SCReLU transformer straight into the output (no hidden layers, no PSQT), output

@@ -76,8 +76,8 @@ pub struct TrainSpec {
     /// How the feature transformer's weights are updated: `auto` (with `defaults` 2: sparse on
     /// the CPU wherever it can run, else dense; with 1: sparse on the CPU for halfkp and
     /// halfka_v2_hm, else dense), `sparse` (only the rows a batch uses, lazy Adam; CPU only; a
-    /// described net only when `NetSpec::sparse_update` takes it) or `dense` (Adam over every
-    /// weight, libtorch's backward).
+    /// described net in the fused step when `NetSpec::sparse_update` takes it, else in the
+    /// general one) or `dense` (Adam over every weight, libtorch's backward).
     #[serde(default, skip_serializing_if = "FtUpdate::is_auto")]
     pub ft_update: FtUpdate,
     /// The optimizer: Adam (unset) or Ranger (RAdam + Lookahead, as nnue-pytorch trained with
@@ -323,6 +323,7 @@ impl TrainSpec {
             Some(net) if net.as_preset().is_none() => {
                 net.validate()
                     .and_then(|()| net.engine_limits())
+                    .and_then(|()| net.trainer_limits())
                     .map_err(|e| format!("net.{e}"))?;
                 Ok(TrainedNet::Described(net.clone()))
             }

@@ -904,6 +904,22 @@ async fn train_specs_are_checked_at_the_door() {
             "invalid spec for train: optimizer.alpha",
         ),
         (
+            r#""net":{"version":1,"inputs":{"family":"combined","parts":[{"family":"threats"},{"family":"halfkp"}]},"transformer":{"width":64},"quantization":{"eval_scale":400}}"#,
+            "spec.net.inputs.parts[1].family: halfkp is not trained in a combination",
+        ),
+        (
+            r#""net":{"version":1,"inputs":{"family":"combined","parts":[{"family":"threats"}]},"transformer":{"width":64},"quantization":{"eval_scale":400}}"#,
+            "invalid spec for train: net.inputs.parts: 1 family",
+        ),
+        (
+            r#""net":{"version":1,"inputs":{"family":"threats"},"transformer":{"width":64},"output_buckets":{"rule":"material_count","count":8},"quantization":{"eval_scale":400}}"#,
+            "invalid spec for train: net.output_buckets: ",
+        ),
+        (
+            r#""net":{"version":1,"inputs":{"family":"threats"},"transformer":{"width":64},"quantization":{"eval_scale":400,"tensors":{"ft.threats":{"dtype":"i32","factor":127}}}}"#,
+            "spec.net.quantization.tensors.\"ft.threats\"",
+        ),
+        (
             r#""optimizer":{"kind":"ranger"},"ft_update":"sparse""#,
             "invalid spec for train: ft_update sparse: Ranger",
         ),
@@ -983,6 +999,10 @@ async fn train_specs_are_checked_at_the_door() {
     // A good one still goes through.
     let body = r#"{"kind":"train","spec":{"shuffle":"sh-000000000001","arch":"stockfish-15.1","features":"halfka_v2_hm"}}"#;
     let (status, _, err) = send(&app, "POST", "/v1/jobs", body, None).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{err}");
+    // nnue-pytorch's default input set is taken as it is written.
+    let threats = r#"{"kind":"train","spec":{"shuffle":"sh-000000000001","net":{"version":1,"inputs":{"family":"combined","parts":[{"family":"threats"},{"family":"halfka_v2_hm"}]},"transformer":{"width":64},"quantization":{"eval_scale":400}}}}"#;
+    let (status, _, err) = send(&app, "POST", "/v1/jobs", threats, None).await;
     assert_eq!(status, StatusCode::ACCEPTED, "{err}");
 }
 

@@ -227,19 +227,8 @@ pub fn input_remap(spec: &NetSpec) -> Result<Option<InputRemap>, String> {
         | Inputs::PairwiseAxes {}
         | Inputs::Combined { .. } => {
             // An `all768` list is the board seen from its perspective: ranks flipped for
-            // Black, colours relative. Every family but HalfKP reads Black's view that way;
-            // HalfKP turns the board round (a flip and a mirror), which that list hides.
-            if let Some(i) = spec
-                .inputs
-                .parts()
-                .iter()
-                .position(|(_, p)| matches!(p, Inputs::Halfkp {}))
-            {
-                return Err(format!(
-                    "inputs.parts[{i}]: halfkp is not trained in a combination (its Black view \
-                     is the board turned round; combine piece_square, king_buckets or halfka_v2_hm)"
-                ));
-            }
+            // Black, colours relative (HalfKP, which reads Black's view otherwise, is refused
+            // in a combination: `NetSpec::trainer_limits`).
             InputFamily::of(&spec.inputs)
                 .map(|f| Some(InputRemap::Relisted(f)))
                 .map_err(|e| e.to_string())
