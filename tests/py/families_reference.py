@@ -1,6 +1,6 @@
 """Input families enumerated with python-chess, independently of lakefish's code: threats
 (nnue-pytorch's Full_Threats, docs/THREATS.md), and the thesis's axes and mobility as
-docs/NETSPEC.md defines them.
+docs/NETSPEC.md defines them, and King-All (64 × 768).
 
 Usage: families_reference.py PGN N SEED
 Prints JSON lines {"fen", FAMILY: {"white": [...], "black": [...]}, ...} (each list sorted)
@@ -140,7 +140,18 @@ def pairwise_axes(board, perspective):
     return sorted(out)
 
 
-FAMILIES = {"threats": features, "axes": axes, "mobility": mobility, "pairwise_axes": pairwise_axes}
+def king_all(board, perspective):
+    """The thesis's King-All: the 768 piece-square inputs once per own king square."""
+    flip = 56 if perspective == chess.BLACK else 0
+    king = board.king(perspective) ^ flip
+    out = []
+    for sq, piece in board.piece_map().items():
+        colour = 0 if piece.color == perspective else 1
+        out.append(768 * king + 384 * colour + 64 * (piece.piece_type - 1) + (sq ^ flip))
+    return sorted(out)
+
+
+FAMILIES = {"king_all": king_all, "threats": features, "axes": axes, "mobility": mobility, "pairwise_axes": pairwise_axes}
 
 
 def positions(pgn_path, n, seed):

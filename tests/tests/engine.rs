@@ -317,8 +317,8 @@ fn eval_bench_replays_pgn_games() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("no games from the standard position"));
 }
 
-/// Threat features (nnue-pytorch's Full_Threats) and the thesis's axes, mobility and pairwise
-/// axes on 1,000
+/// Threat features (nnue-pytorch's Full_Threats) and the thesis's King-All (king buckets, one
+/// per square), axes, mobility and pairwise axes on 1,000
 /// positions, real games from the samples and random games with captures, promotions,
 /// castling and en passant, equal an enumeration written with python-chess's attack tables
 /// (tests/py/families_reference.py).
@@ -336,13 +336,21 @@ fn input_families_equal_python_chess_s_enumeration() {
         .unwrap();
     assert_success(&out);
     let families = [
+        (
+            "king_all",
+            Inputs::KingBuckets {
+                layout: (0..64).collect(),
+                mirror: false,
+                factoriser: false,
+            },
+        ),
         ("threats", Inputs::Threats {}),
         ("axes", Inputs::Axes {}),
         ("mobility", Inputs::Mobility {}),
         ("pairwise_axes", Inputs::PairwiseAxes {}),
     ]
     .map(|(name, inputs)| (name, InputFamily::of(&inputs).unwrap()));
-    let mut most = [0; 4];
+    let mut most = [0; 5];
     let mut checked = 0;
     for line in String::from_utf8(out.stdout).unwrap().lines() {
         let v: serde_json::Value = serde_json::from_str(line).unwrap();
