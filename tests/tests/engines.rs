@@ -798,3 +798,88 @@ fn rescored_scores_equal_stockfish_s_own() {
         );
     }
 }
+
+/// Rescoring with an engine that fails (it exits at its first search, or answers junk with
+/// no score): the engine is started again once, then the job fails naming the position and
+/// what the engine did; no output dataset is committed, and the source is untouched.
+#[test]
+fn rescoring_with_a_failing_engine_fails_clearly_and_commits_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let lake = dir.path().join("lake");
+    let input = dir.path().join("games.binpack");
+    std::fs::write(&input, lakefish_ingest::binpack::synthetic_binpack(2, 6)).unwrap();
+    let out = run(
+        &lake,
+        &[
+            "ingest",
+            "binpack",
+            input.to_str().unwrap(),
+            "--dataset",
+            "d",
+        ],
+    );
+    assert_success(&out);
+    let source = lake.join("positions/source=binpack/dataset=d/_manifest.json");
+    let before = std::fs::read(&source).unwrap();
+    let script = workspace_root().join("tests/engines/faulty_uci.py");
+    let python = ["/usr/bin/python3", "/bin/python3"]
+        .into_iter()
+        .find(|p| Path::new(p).exists())
+        .expect("python3");
+    for (mode, says) in [("crash", "exited during a search"), ("garbage", "no score")] {
+        let name = format!("broken-{mode}");
+        let out = run(
+            &lake,
+            &[
+                "engines",
+                "add",
+                &name,
+                "--command",
+                python,
+                "--arg",
+                script.to_str().unwrap(),
+                "--arg",
+                mode,
+                "--arg",
+                "0",
+                "--no-check",
+            ],
+        );
+        assert_success(&out);
+        let output = format!("rescored-{mode}");
+        let out = run(
+            &lake,
+            &[
+                "transform",
+                "rescore",
+                "--dataset",
+                "d",
+                "--output",
+                &output,
+                "--engine",
+                &name,
+                "--depth",
+                "3",
+            ],
+        );
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{mode}: {err}");
+        assert!(
+            err.contains("rescoring \"") && err.contains(says) && err.contains(python),
+            "{mode}: {err}"
+        );
+        assert!(
+            !lake
+                .join(format!(
+                    "positions/source=binpack/dataset={output}/_manifest.json"
+                ))
+                .exists(),
+            "{mode}: a failed rescore committed its dataset"
+        );
+    }
+    assert_eq!(
+        std::fs::read(&source).unwrap(),
+        before,
+        "the source is untouched"
+    );
+}
