@@ -128,9 +128,10 @@ pub struct EvalStack {
     /// Stockfish nets: `[ply][perspective][bucket]` PSQT sums (empty otherwise).
     psqt: Vec<i32>,
     scratch: Vec<u32>,
-    /// Families that need both boards to follow a move: the board at each ply (empty for
-    /// the others).
+    /// Families that need both boards to follow a move: the board at each ply and
+    /// `[ply][perspective]` how many features are active there (empty for the others).
     boards: Vec<Board>,
+    active: Vec<usize>,
     /// The features a move switches off and on, for those families, before identical
     /// pairs cancel (`off`, `on`) and after (`removed`, `added`).
     off: Vec<u32>,
@@ -160,6 +161,7 @@ impl EvalStack {
             psqt: vec![0; (plies + 1) * 2 * psqt],
             scratch: Vec::with_capacity(64),
             boards: vec![Board::empty(); boards],
+            active: vec![0; 2 * boards],
             off: Vec::new(),
             on: Vec::new(),
             removed: Vec::new(),
@@ -216,6 +218,7 @@ impl EvalStack {
         );
         if let Some(b) = self.boards.get_mut(ply) {
             b.clone_from(board);
+            self.active[ply * 2 + color as usize] = self.scratch.len();
         }
     }
 
@@ -286,22 +289,30 @@ impl EvalStack {
             );
             let (before, after) = self.acc.split_at_mut((ply + 1) * 2 * w);
             let dst = &mut after[color as usize * w..][..w];
+            let (from, to) = (ply * 2 + color as usize, (ply + 1) * 2 + color as usize);
             if followed {
                 // A pair the move left alone is in both lists: neither row is touched.
                 self.off.sort_unstable();
                 self.on.sort_unstable();
                 sorted_difference(&self.off, &self.on, &mut self.removed, &mut self.added);
-                let src = &before[(ply * 2 + color as usize) * w..][..w];
-                self.kernel
-                    .update(dst, src, &net.ft_weights, &self.removed, &self.added);
-            } else {
-                self.scratch.clear();
-                net.family
-                    .active(child.board(), color, &mut self.scratch)
-                    .expect("legal positions have both kings");
-                self.kernel
-                    .update(dst, &net.ft_bias, &net.ft_weights, &[], &self.scratch);
+                let (off, on) = (self.removed.len(), self.added.len());
+                let now = self.active[from] + on - off;
+                // More rows to change than the child has: a refresh is cheaper.
+                if off + on < now {
+                    let src = &before[from * w..][..w];
+                    self.kernel
+                        .update(dst, src, &net.ft_weights, &self.removed, &self.added);
+                    self.active[to] = now;
+                    continue;
+                }
             }
+            self.scratch.clear();
+            net.family
+                .active(child.board(), color, &mut self.scratch)
+                .expect("legal positions have both kings");
+            self.kernel
+                .update(dst, &net.ft_bias, &net.ft_weights, &[], &self.scratch);
+            self.active[to] = self.scratch.len();
         }
     }
 
@@ -362,6 +373,7 @@ impl EvalStack {
         if !self.boards.is_empty() {
             let (from, to) = self.boards.split_at_mut(ply + 1);
             to[0].clone_from(&from[ply]);
+            self.active.copy_within(ply * 2..ply * 2 + 2, (ply + 1) * 2);
         }
         if self.width > 0 {
             let from = self.slot(ply, Color::Black).start;
