@@ -112,9 +112,302 @@ pub fn estimate(levels: &[LevelResult]) -> Option<RatingEstimate> {
     })
 }
 
+/// Games of one pairing of a round robin or a gauntlet, counted from player `a`'s side.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Pairing {
+    pub a: usize,
+    pub b: usize,
+    pub wins: u64,
+    pub draws: u64,
+    pub losses: u64,
+}
+
+/// The rating difference at which the stronger side expects 76 % of the points: Elo's own
+/// logistic scale (`1 / (1 + 10^(−d/400))`). Ordo's default is 202.
+pub const ELO_76: f64 = 200.240_940_227_674_14;
+
+/// A player's joint rating with half its 95 % interval, relative to the anchor.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct JointRating {
+    pub elo: f64,
+    /// Half the 95 % interval against the anchor (0 for the anchor itself).
+    pub error: f64,
+}
+
+/// Maximum-likelihood ratings of `players` from all their pairings jointly, Ordo's model: a
+/// draw is half a point, the expected score of a rating difference `d` is
+/// `1 / (1 + e^(−k·d))` with `k = ln(0.76 / 0.24) / at_76` (`at_76` = [`ELO_76`] for Elo's
+/// scale, 202 for Ordo's default), no white advantage, `anchor` fixed at 0. The intervals come
+/// from the Fisher information of the points (each game a Bernoulli trial of its expected
+/// score; draws are counted as half wins and half losses, so they widen it slightly).
+/// Errors name what cannot be rated: a player or group not connected to the anchor by games,
+/// a player (or group) that scored everything or nothing against the rest.
+pub fn fit_joint(
+    players: usize,
+    pairings: &[Pairing],
+    anchor: usize,
+    at_76: f64,
+) -> Result<Vec<JointRating>, String> {
+    if anchor >= players {
+        return Err(format!(
+            "the anchor {anchor} is not one of the {players} players"
+        ));
+    }
+    if let Some(p) = pairings
+        .iter()
+        .find(|p| p.a >= players || p.b >= players || p.a == p.b)
+    {
+        return Err(format!(
+            "pairing {p:?} does not name two of the {players} players"
+        ));
+    }
+    let k = (0.76f64 / 0.24).ln() / at_76;
+    // Points and games per ordered pair.
+    let mut points = vec![0.0; players * players];
+    let mut games = vec![0.0; players * players];
+    for p in pairings {
+        let n = (p.wins + p.draws + p.losses) as f64;
+        let s = p.wins as f64 + 0.5 * p.draws as f64;
+        points[p.a * players + p.b] += s;
+        points[p.b * players + p.a] += n - s;
+        games[p.a * players + p.b] += n;
+        games[p.b * players + p.a] += n;
+    }
+    // Every player must reach the anchor through games; ratings are only relative.
+    let mut reached = vec![false; players];
+    let mut stack = vec![anchor];
+    reached[anchor] = true;
+    while let Some(i) = stack.pop() {
+        for j in 0..players {
+            if games[i * players + j] > 0.0 && !reached[j] {
+                reached[j] = true;
+                stack.push(j);
+            }
+        }
+    }
+    if let Some(i) = reached.iter().position(|r| !r) {
+        return Err(format!(
+            "player {i} has no chain of games to the anchor {anchor}"
+        ));
+    }
+    // A player who scored all or none of its points has no finite rating.
+    for i in 0..players {
+        let n: f64 = (0..players).map(|j| games[i * players + j]).sum();
+        let s: f64 = (0..players).map(|j| points[i * players + j]).sum();
+        if s == 0.0 || s == n {
+            return Err(format!(
+                "player {i} scored {s} of {n}: no finite rating (it needs a loss and a win, or a draw)"
+            ));
+        }
+    }
+    let free: Vec<usize> = (0..players).filter(|&i| i != anchor).collect();
+    let m = free.len();
+    let mut r = vec![0.0; players];
+    let expected = |d: f64| 1.0 / (1.0 + (-k * d).exp());
+    let hessian = |r: &[f64]| -> Vec<f64> {
+        // −∂²L/∂r_i∂r_j over the free players: the games' weighted Laplacian.
+        let mut h = vec![0.0; m * m];
+        for (x, &i) in free.iter().enumerate() {
+            for j in 0..players {
+                let n = games[i * players + j];
+                if n == 0.0 {
+                    continue;
+                }
+                let e = expected(r[i] - r[j]);
+                let w = k * k * n * e * (1.0 - e);
+                h[x * m + x] += w;
+                if let Some(y) = free.iter().position(|&f| f == j) {
+                    h[x * m + y] -= w;
+                }
+            }
+        }
+        h
+    };
+    for round in 0.. {
+        // ∂L/∂r_i = k Σ_j (points_ij − games_ij · E(r_i − r_j)).
+        let g: Vec<f64> = free
+            .iter()
+            .map(|&i| {
+                (0..players)
+                    .map(|j| {
+                        k * (points[i * players + j]
+                            - games[i * players + j] * expected(r[i] - r[j]))
+                    })
+                    .sum()
+            })
+            .collect();
+        let step = solve(hessian(&r), g).ok_or("the ratings' equations are singular")?;
+        // Newton's step, at most 400 points of rating at a time (far starts stay stable).
+        let longest = step.iter().fold(0.0f64, |a, d| a.max(d.abs()));
+        let scale = if longest > 400.0 {
+            400.0 / longest
+        } else {
+            1.0
+        };
+        for (x, &i) in free.iter().enumerate() {
+            r[i] += scale * step[x];
+        }
+        if longest < 1e-10 {
+            break;
+        }
+        if round == 500 {
+            return Err("the ratings did not converge in 500 rounds".into());
+        }
+    }
+    let covariance = invert(hessian(&r)).ok_or("the ratings' information is singular")?;
+    Ok((0..players)
+        .map(|i| JointRating {
+            elo: r[i],
+            error: free
+                .iter()
+                .position(|&f| f == i)
+                .map_or(0.0, |x| 1.959_964 * covariance[x * m + x].sqrt()),
+        })
+        .collect())
+}
+
+/// `a⁻¹ · b` for a symmetric positive definite `a` (`n × n`, row-major), by Gauss–Jordan with
+/// partial pivoting; `None` when singular.
+fn solve(mut a: Vec<f64>, mut b: Vec<f64>) -> Option<Vec<f64>> {
+    let n = b.len();
+    for c in 0..n {
+        let p = (c..n).max_by(|&x, &y| a[x * n + c].abs().total_cmp(&a[y * n + c].abs()))?;
+        if a[p * n + c].abs() < 1e-300 {
+            return None;
+        }
+        if p != c {
+            for j in 0..n {
+                a.swap(p * n + j, c * n + j);
+            }
+            b.swap(p, c);
+        }
+        for row in 0..n {
+            if row == c {
+                continue;
+            }
+            let f = a[row * n + c] / a[c * n + c];
+            for j in c..n {
+                a[row * n + j] -= f * a[c * n + j];
+            }
+            b[row] -= f * b[c];
+        }
+    }
+    Some((0..n).map(|i| b[i] / a[i * n + i]).collect())
+}
+
+/// The inverse of `a` (`n × n`, row-major), column by column.
+fn invert(a: Vec<f64>) -> Option<Vec<f64>> {
+    let n = (a.len() as f64).sqrt() as usize;
+    let mut out = vec![0.0; n * n];
+    for c in 0..n {
+        let mut e = vec![0.0; n];
+        e[c] = 1.0;
+        let col = solve(a.clone(), e)?;
+        for r in 0..n {
+            out[r * n + c] = col[r];
+        }
+    }
+    Some(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The joint fit equals Ordo 1.2.6's own ratings for the same games, at Ordo's default
+    /// scale and at Elo's (tests/data/golden/ordo/README.md says how they were made).
+    #[test]
+    fn joint_ratings_equal_ordo_s() {
+        let names = ["A", "B", "C", "D", "E"];
+        let id = |n: &str| {
+            names
+                .iter()
+                .position(|&x| x == n.trim_matches('"'))
+                .unwrap()
+        };
+        let pairings: Vec<Pairing> = include_str!("../../tests/data/golden/ordo/pairings.csv")
+            .lines()
+            .skip(1)
+            .map(|l| {
+                let f: Vec<&str> = l.split(',').collect();
+                Pairing {
+                    a: id(f[0]),
+                    b: id(f[1]),
+                    wins: f[2].parse().unwrap(),
+                    draws: f[3].parse().unwrap(),
+                    losses: f[4].parse().unwrap(),
+                }
+            })
+            .collect();
+        for (golden, at_76) in [
+            (
+                include_str!("../../tests/data/golden/ordo/ratings-default-scale.csv"),
+                202.0,
+            ),
+            (
+                include_str!("../../tests/data/golden/ordo/ratings-logistic-400.csv"),
+                ELO_76,
+            ),
+        ] {
+            let fit = fit_joint(5, &pairings, 0, at_76).unwrap();
+            for l in golden.lines().skip(1) {
+                let f: Vec<&str> = l.split(',').collect();
+                let (who, want): (usize, f64) = (id(f[1]), f[2].parse().unwrap());
+                assert!(
+                    (fit[who].elo - want).abs() < 0.001,
+                    "{} at scale {at_76}: {} against Ordo's {want}",
+                    names[who],
+                    fit[who].elo
+                );
+            }
+            assert_eq!(fit[0].error, 0.0);
+            // 100-400 games a player: intervals of tens of Elo, widest for the fewest games.
+            assert!(
+                fit[1..].iter().all(|r| r.error > 10.0 && r.error < 80.0),
+                "{fit:?}"
+            );
+            assert!(fit[4].error > fit[1].error, "{fit:?}");
+        }
+        // Elo's scale: the expected score of each pairing at the fitted difference sums to
+        // each player's points (the likelihood's own condition).
+        let fit = fit_joint(5, &pairings, 0, ELO_76).unwrap();
+        for i in 0..5 {
+            let (mut got, mut want) = (0.0, 0.0);
+            for p in &pairings {
+                let n = (p.wins + p.draws + p.losses) as f64;
+                let s = p.wins as f64 + 0.5 * p.draws as f64;
+                if p.a == i {
+                    got += n * expected(fit[i].elo, fit[p.b].elo);
+                    want += s;
+                } else if p.b == i {
+                    got += n * expected(fit[i].elo, fit[p.a].elo);
+                    want += n - s;
+                }
+            }
+            assert!(
+                (got - want).abs() < 1e-6,
+                "player {i}: {got} expected, {want} scored"
+            );
+        }
+    }
+
+    /// What cannot be rated is named: an unconnected player, a perfect score, a bad anchor.
+    #[test]
+    fn joint_ratings_refuse_what_has_no_rating() {
+        let p = |a, b, wins, draws, losses| Pairing {
+            a,
+            b,
+            wins,
+            draws,
+            losses,
+        };
+        let apart = fit_joint(4, &[p(0, 1, 5, 5, 5), p(2, 3, 5, 5, 5)], 0, ELO_76).unwrap_err();
+        assert!(apart.contains("player 2 has no chain"), "{apart}");
+        let perfect = fit_joint(3, &[p(0, 1, 5, 5, 5), p(2, 0, 10, 0, 0)], 0, ELO_76).unwrap_err();
+        assert!(perfect.contains("player 2 scored 10 of 10"), "{perfect}");
+        assert!(fit_joint(2, &[p(0, 1, 1, 1, 1)], 5, ELO_76).is_err());
+        assert!(fit_joint(2, &[p(0, 0, 1, 1, 1)], 0, ELO_76).is_err());
+    }
 
     #[test]
     fn recovers_a_known_rating_from_expected_results() {
