@@ -8,6 +8,7 @@ pub mod config;
 pub mod datagen;
 pub mod dataset;
 pub mod engines;
+pub mod experiment;
 pub mod games;
 pub mod job;
 pub mod json;

@@ -1,0 +1,428 @@
+//! An experiment (issue 44): a base training recipe and axes to vary, expanded into cells
+//! that each train one net, which are then rated together. This module holds the document
+//! and its expansion; running it is `lakefish-jobs`' business.
+//!
+//! ```json
+//! {"base": {"shuffle": "sh-…", "features": "all768", "arch": "256x2-32", "epochs": 4},
+//!  "axes": [{"field": "arch", "values": ["256x2-32", "512x2-32", "1024x2-32"]},
+//!           {"field": "lambda_start", "values": [0.5, 1.0]}],
+//!  "repeats": 1,
+//!  "rating": {"book": "lake:raw/books/noob_2moves.epd", "nodes": 5000, "pairs": 50,
+//!             "anchor": "classical"}}
+//! ```
+//!
+//! A field is a train spec's field by its JSON name, dotted into objects (`net.transformer.
+//! width` when the base has a `net`). Cells are the axes' values crossed, first axis slowest;
+//! with `repeats` above 1 each cell is trained again with the seed plus 1, 2, …. Every cell is
+//! a complete train spec checked as one (`TrainSpec::validate`, `trained_net`), so a value the
+//! field refuses is named as `axes[i].values[j]`.
+
+use serde::{Deserialize, Serialize};
+
+use crate::train::TrainSpec;
+
+/// The most cells an experiment may have (each one trains a net and plays every other).
+pub const MAX_CELLS: usize = 64;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ExperimentSpec {
+    /// The recipe every cell starts from: a train spec as JSON.
+    pub base: serde_json::Value,
+    /// What to vary; none: the base alone (with repeats).
+    #[serde(default)]
+    pub axes: Vec<Axis>,
+    /// How many times each cell is trained (seeds `seed`, `seed + 1`, …).
+    #[serde(default = "one")]
+    pub repeats: u32,
+    pub rating: RatingPlan,
+}
+
+fn one() -> u32 {
+    1
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Axis {
+    /// A train spec field by its JSON name, dotted into objects.
+    pub field: String,
+    pub values: Vec<serde_json::Value>,
+}
+
+/// How the cells' nets are rated: every pair of nets (and the anchor) plays `pairs`
+/// colour-reversed game pairs from `book`, at fixed nodes or on the clock.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RatingPlan {
+    pub book: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nodes: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tc: Option<String>,
+    /// Colour-reversed pairs per pairing.
+    pub pairs: u32,
+    /// The player rated 0: `classical`, `material`, a registered net or engine; unset, the
+    /// first cell.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub anchor: Option<String>,
+    /// `round_robin` (every pair) or `gauntlet` (each net against the anchor only).
+    #[serde(default)]
+    pub schedule: Schedule,
+}
+
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum Schedule {
+    #[default]
+    RoundRobin,
+    Gauntlet,
+}
+
+/// One cell: the axes' values it takes, and its complete train spec.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Cell {
+    /// `field=value` per axis, then `seed=N` for a repeat: the table's row label.
+    pub label: String,
+    pub train: TrainSpec,
+}
+
+impl ExperimentSpec {
+    /// Reads and expands a document, naming the field at fault.
+    pub fn parse(text: &str) -> Result<(ExperimentSpec, Vec<Cell>), String> {
+        let spec: ExperimentSpec = crate::json::parse_document(text, "experiment")
+            .map_err(|(field, reason)| format!("{field}: {reason}"))?;
+        let cells = spec.cells()?;
+        Ok((spec, cells))
+    }
+
+    /// The cells, each a checked train spec; an error names `base`, `axes[i]…` or `rating…`.
+    pub fn cells(&self) -> Result<Vec<Cell>, String> {
+        self.cells_checked(&check)
+    }
+
+    /// [`ExperimentSpec::cells`] with each train spec also passing `more` (the jobs layer's
+    /// admission, which knows the engine's shapes), its refusals named the same way.
+    pub fn cells_checked(
+        &self,
+        more: &dyn Fn(&TrainSpec) -> Result<(), String>,
+    ) -> Result<Vec<Cell>, String> {
+        let check = |spec: &TrainSpec| check(spec).and_then(|()| more(spec));
+        if !self.base.is_object() {
+            return Err("base: a train spec (a JSON object)".into());
+        }
+        if self.repeats == 0 {
+            return Err("repeats: at least 1".into());
+        }
+        self.rating.validate()?;
+        let mut count = self.repeats as usize;
+        for (i, axis) in self.axes.iter().enumerate() {
+            if axis.values.is_empty() {
+                return Err(format!(
+                    "axes[{i}].values: empty (an axis has a value or more)"
+                ));
+            }
+            if let Some(j) = self.axes[..i].iter().position(|a| a.field == axis.field) {
+                return Err(format!(
+                    "axes[{i}].field: {} is varied by axes[{j}] too",
+                    axis.field
+                ));
+            }
+            if let Some((a, b)) = duplicate(&axis.values) {
+                return Err(format!("axes[{i}].values[{b}]: the same as values[{a}]"));
+            }
+            count = count.saturating_mul(axis.values.len());
+        }
+        if count > MAX_CELLS {
+            return Err(format!(
+                "axes: {count} cells (with repeats), at most {MAX_CELLS}: each trains a net and plays the others"
+            ));
+        }
+        let base: TrainSpec =
+            serde_json::from_value(self.base.clone()).map_err(|e| format!("base: {e}"))?;
+        check(&base).map_err(|e| format!("base: {e}"))?;
+        // Each axis on its own first, so an error names the value, not a combination.
+        for (i, axis) in self.axes.iter().enumerate() {
+            for (j, v) in axis.values.iter().enumerate() {
+                let mut doc = self.base.clone();
+                set(&mut doc, &axis.field, v.clone())
+                    .map_err(|e| format!("axes[{i}].field: {e}"))?;
+                let spec: TrainSpec = serde_json::from_value(doc)
+                    .map_err(|e| format!("axes[{i}].values[{j}]: {e}"))?;
+                check(&spec).map_err(|e| format!("axes[{i}].values[{j}]: {e}"))?;
+            }
+        }
+        let mut cells = Vec::with_capacity(count);
+        let combos = self.axes.iter().fold(vec![Vec::new()], |acc, axis| {
+            acc.into_iter()
+                .flat_map(|c| {
+                    axis.values.iter().map(move |v| {
+                        let mut c = c.clone();
+                        c.push(v.clone());
+                        c
+                    })
+                })
+                .collect::<Vec<Vec<serde_json::Value>>>()
+        });
+        for combo in combos {
+            let mut doc = self.base.clone();
+            let mut label = Vec::new();
+            for (axis, v) in self.axes.iter().zip(&combo) {
+                set(&mut doc, &axis.field, v.clone()).expect("checked above");
+                label.push(format!("{}={}", axis.field, short(v)));
+            }
+            let spec: TrainSpec = serde_json::from_value(doc).map_err(|e| {
+                format!("axes: the cell {} is no train spec: {e}", label.join(", "))
+            })?;
+            check(&spec).map_err(|e| format!("axes: the cell {}: {e}", label.join(", ")))?;
+            for r in 0..self.repeats as u64 {
+                let mut train = spec.clone();
+                train.seed = spec.seed + r;
+                let mut label = label.clone();
+                if self.repeats > 1 {
+                    label.push(format!("seed={}", train.seed));
+                }
+                cells.push(Cell {
+                    label: if label.is_empty() {
+                        "base".into()
+                    } else {
+                        label.join(", ")
+                    },
+                    train,
+                });
+            }
+        }
+        Ok(cells)
+    }
+}
+
+impl RatingPlan {
+    fn validate(&self) -> Result<(), String> {
+        if self.nodes.is_some() == self.tc.is_some() {
+            return Err("rating: give nodes or tc (one of them)".into());
+        }
+        if self.nodes == Some(0) {
+            return Err("rating.nodes: at least 1".into());
+        }
+        if self.pairs == 0 {
+            return Err("rating.pairs: at least 1 colour-reversed pair per pairing".into());
+        }
+        if self.book.trim().is_empty() {
+            return Err("rating.book: empty".into());
+        }
+        if self.schedule == Schedule::Gauntlet && self.anchor.is_none() {
+            return Err(
+                "rating.anchor: a gauntlet plays each net against the anchor: name it".into(),
+            );
+        }
+        Ok(())
+    }
+}
+
+/// What a train spec is checked for at submission without the lake.
+fn check(spec: &TrainSpec) -> Result<(), String> {
+    spec.validate()?;
+    spec.trained_net().map(|_| ())
+}
+
+/// Sets the dotted `field` of the JSON object `doc`; every object on the way must exist but
+/// the last key may be new (the train spec then says whether it knows it).
+fn set(doc: &mut serde_json::Value, field: &str, value: serde_json::Value) -> Result<(), String> {
+    let mut at = doc;
+    let keys: Vec<&str> = field.split('.').collect();
+    if keys.iter().any(|k| k.is_empty()) {
+        return Err(format!(
+            "{field:?} is not a field name (dotted into objects)"
+        ));
+    }
+    for (n, key) in keys.iter().enumerate() {
+        let serde_json::Value::Object(map) = at else {
+            return Err(format!(
+                "{}: not an object in the base",
+                keys[..n].join(".")
+            ));
+        };
+        if n + 1 == keys.len() {
+            map.insert(key.to_string(), value);
+            return Ok(());
+        }
+        at = map
+            .get_mut(*key)
+            .ok_or_else(|| format!("{field}: the base has no {}", keys[..=n].join(".")))?;
+    }
+    unreachable!("the loop returns at the last key")
+}
+
+/// The first two equal values, by index.
+fn duplicate(values: &[serde_json::Value]) -> Option<(usize, usize)> {
+    (0..values.len()).find_map(|b| (0..b).find(|&a| values[a] == values[b]).map(|a| (a, b)))
+}
+
+/// A value as a label shows it: strings bare, objects by their `name` or as JSON.
+fn short(v: &serde_json::Value) -> String {
+    match v {
+        serde_json::Value::String(s) => s.clone(),
+        serde_json::Value::Object(o) => match o.get("name") {
+            Some(serde_json::Value::String(n)) => n.clone(),
+            _ => v.to_string(),
+        },
+        other => other.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn doc(axes: &str) -> String {
+        format!(
+            r#"{{"base": {{"shuffle": "sh-000000000001", "features": "all768", "arch": "256x2-32", "epochs": 2, "seed": 7}},
+                "axes": {axes}, "repeats": 1,
+                "rating": {{"book": "lake:raw/books/b.epd", "nodes": 1000, "pairs": 4, "anchor": "classical"}}}}"#
+        )
+    }
+
+    /// The thesis's L1 sweep by λ: six cells, first axis slowest, each a full train spec.
+    #[test]
+    fn axes_cross_into_cells() {
+        let (_, cells) = ExperimentSpec::parse(&doc(
+            r#"[{"field": "arch", "values": ["256x2-32", "512x2-32", "1024x2-32"]},
+                {"field": "lambda_start", "values": [0.5, 1.0]}]"#,
+        ))
+        .unwrap();
+        let labels: Vec<&str> = cells.iter().map(|c| c.label.as_str()).collect();
+        assert_eq!(
+            labels,
+            [
+                "arch=256x2-32, lambda_start=0.5",
+                "arch=256x2-32, lambda_start=1.0",
+                "arch=512x2-32, lambda_start=0.5",
+                "arch=512x2-32, lambda_start=1.0",
+                "arch=1024x2-32, lambda_start=0.5",
+                "arch=1024x2-32, lambda_start=1.0"
+            ]
+        );
+        assert_eq!(cells[5].train.arch, "1024x2-32");
+        assert_eq!(cells[5].train.lambda_start, 1.0);
+        assert!(
+            cells
+                .iter()
+                .all(|c| c.train.seed == 7 && c.train.epochs == 2)
+        );
+        // Repeats: seeds 7 and 8 for each cell.
+        let two = doc(r#"[{"field": "lr", "values": [0.001, 0.002]}]"#)
+            .replace("\"repeats\": 1", "\"repeats\": 2");
+        let (_, cells) = ExperimentSpec::parse(&two).unwrap();
+        let labels: Vec<&str> = cells.iter().map(|c| c.label.as_str()).collect();
+        assert_eq!(
+            labels,
+            [
+                "lr=0.001, seed=7",
+                "lr=0.001, seed=8",
+                "lr=0.002, seed=7",
+                "lr=0.002, seed=8"
+            ]
+        );
+        // A described net's field, dotted.
+        let net = doc(r#"[{"field": "net.transformer.width", "values": [64, 128]}]"#).replace(
+            r#""features": "all768", "arch": "256x2-32","#,
+            r#""net": {"version": 1, "inputs": {"family": "combined", "parts": [{"family": "threats"}, {"family": "piece_square"}]}, "transformer": {"width": 32, "activation": "screlu"}, "quantization": {"eval_scale": 400}},"#,
+        );
+        let (_, cells) = ExperimentSpec::parse(&net).unwrap();
+        assert_eq!(cells[1].train.net.as_ref().unwrap().transformer.width, 128);
+    }
+
+    /// Bad axes name where: an unknown field, an empty list, a value the field refuses, a
+    /// field the base lacks, a repeated value or field, too many cells, a bad rating plan.
+    #[test]
+    fn bad_experiments_name_the_field() {
+        for (axes, says) in [
+            (
+                r#"[{"field": "lamda_start", "values": [0.5]}]"#,
+                "axes[0].values[0]: unknown field `lamda_start`",
+            ),
+            (
+                r#"[{"field": "lr", "values": []}]"#,
+                "axes[0].values: empty",
+            ),
+            (
+                r#"[{"field": "loss", "values": ["elmo", "banana"]}]"#,
+                "axes[0].values[1]: unknown variant `banana`",
+            ),
+            (
+                r#"[{"field": "epochs", "values": [1, 0]}]"#,
+                "axes[0].values[1]: batch_size and epochs",
+            ),
+            (
+                r#"[{"field": "net.transformer.width", "values": [64]}]"#,
+                "axes[0].field: net.transformer.width: the base has no net",
+            ),
+            (
+                r#"[{"field": "lr", "values": [0.1, 0.1]}]"#,
+                "axes[0].values[1]: the same as values[0]",
+            ),
+            (
+                r#"[{"field": "lr", "values": [0.1]}, {"field": "lr", "values": [0.2]}]"#,
+                "axes[1].field: lr is varied by axes[0] too",
+            ),
+            (
+                r#"[{"field": "lr", "values": [1,2,3,4,5,6,7,8,9]}, {"field": "seed", "values": [1,2,3,4,5,6,7,8]}]"#,
+                "axes: 72 cells",
+            ),
+            (
+                r#"[{"field": "a..b", "values": [1]}]"#,
+                "axes[0].field: \"a..b\"",
+            ),
+        ] {
+            let e = ExperimentSpec::parse(&doc(axes)).unwrap_err();
+            assert!(e.starts_with(says), "{axes}: {e}");
+        }
+        let e = ExperimentSpec::parse(&doc("[]").replace("\"nodes\": 1000", "\"nodes\": 0"))
+            .unwrap_err();
+        assert!(e.starts_with("rating.nodes"), "{e}");
+        let e = ExperimentSpec::parse(
+            &doc("[]")
+                .replace("\"nodes\": 1000", "\"tc\": \"8+0.08\"")
+                .replace("\"book\"", "\"nodes\": 5, \"book\""),
+        )
+        .unwrap_err();
+        assert!(e.starts_with("rating: give nodes or tc"), "{e}");
+        let e =
+            ExperimentSpec::parse(&doc("[]").replace("\"pairs\": 4", "\"pairs\": 0")).unwrap_err();
+        assert!(e.starts_with("rating.pairs"), "{e}");
+        let e = ExperimentSpec::parse(
+            &doc("[]").replace(r#", "anchor": "classical""#, r#", "schedule": "gauntlet""#),
+        )
+        .unwrap_err();
+        assert!(e.starts_with("rating.anchor"), "{e}");
+        let e = ExperimentSpec::parse(&doc("[]").replace("\"epochs\": 2", "\"epochs\": 0"))
+            .unwrap_err();
+        assert!(e.starts_with("base: "), "{e}");
+        let e = ExperimentSpec::parse(
+            &doc("[]").replace("\"repeats\": 1", "\"repeats\": 1, \"color\": 1"),
+        )
+        .unwrap_err();
+        assert!(e.contains("color"), "{e}");
+        // A check from outside (the jobs layer's admission) names the value the same way.
+        let (spec, _) = ExperimentSpec::parse(&doc(
+            r#"[{"field": "arch", "values": ["256x2-32", "banana"]}]"#,
+        ))
+        .unwrap();
+        let e = spec
+            .cells_checked(&|t| {
+                if t.arch == "banana" {
+                    Err("spec.arch: not a shape".into())
+                } else {
+                    Ok(())
+                }
+            })
+            .unwrap_err();
+        assert_eq!(e, "axes[0].values[1]: spec.arch: not a shape");
+        // No axes: the base alone.
+        let (_, cells) = ExperimentSpec::parse(&doc("[]")).unwrap();
+        assert_eq!(cells.len(), 1);
+        assert_eq!(cells[0].label, "base");
+    }
+}
