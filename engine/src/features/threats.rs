@@ -65,8 +65,9 @@ struct Tables {
     base: [u32; 10],
     pairs: [u32; 10],
     before: [[u32; 64]; 10],
-    /// [`empty_attacks`] of each oriented attacker and square.
-    empty: [[Bitboard; 64]; 10],
+    /// `|empty_attacks(a, from) ∩ squares below to|` per oriented attacker, from and to:
+    /// where `to` stands among `from`'s targets (a table: no popcount per threat).
+    rank: [[[u8; 64]; 64]; 10],
 }
 
 fn tables() -> &'static Tables {
@@ -76,7 +77,7 @@ fn tables() -> &'static Tables {
             base: [0; 10],
             pairs: [0; 10],
             before: [[0; 64]; 10],
-            empty: [[Bitboard::EMPTY; 64]; 10],
+            rank: [[[0; 64]; 64]; 10],
         };
         let mut base = 0;
         for a in 0..10 {
@@ -84,8 +85,12 @@ fn tables() -> &'static Tables {
             let mut sum = 0;
             for sq in Square::ALL {
                 t.before[a][sq as usize] = sum;
-                t.empty[a][sq as usize] = empty_attacks(a, sq);
-                sum += t.empty[a][sq as usize].count() as u32;
+                let reach = empty_attacks(a, sq);
+                for to in 0..64u32 {
+                    t.rank[a][sq as usize][to as usize] =
+                        (reach & Bitboard((1u64 << to) - 1)).count() as u8;
+                }
+                sum += reach.count() as u32;
             }
             t.pairs[a] = sum;
             base += TARGETS[a % 5] * sum;
@@ -171,8 +176,7 @@ pub fn threats_of(
             if ty == tt && from_o < to_o {
                 continue;
             }
-            let below = Bitboard((1u64 << to_o) - 1);
-            let rank = (t.empty[a][from_o as usize] & below).count() as u32;
+            let rank = u32::from(t.rank[a][from_o as usize][to_o as usize]);
             out.push(
                 t.base[a]
                     + (own(target.color) as u32 * TARGETS[ty] / 2 + slot as u32) * t.pairs[a]
