@@ -1,8 +1,8 @@
 #!/bin/bash
 # Issue 42's measurements: each training recipe against today's per-epoch decay, trained on the
 # same self-play shuffle, quantized, registered and played on the clock (8+0.08, SPRT [0, 30],
-# at most 300 games). Run it again and it continues: training is deterministic on the CPU
-# (seconds; the same nets, so the same content-addressed names) and a test resumes from its
+# at most 300 games). Run it again and it continues: a net registered before is used again
+# (recorded in ../recipes/register-NAME.json beside the lake) and a test resumes from its
 # stored batches.
 #
 #   LF=target/release/lakefish LAKE=/work/m42/lake SP=demo-run/lake/raw/selfplay/X.binpack \
@@ -22,14 +22,19 @@ base="--features all768 --arch 256x2:screlu --batch-size 8192 --epochs 8 --mirro
 filt="--filter-min-ply 16 --filter-max-abs-score 3000"
 decay="--lr 0.002 --lr-decay 0.7 --lambda-start 1 --lambda-end 1"
 train() { # name, shuffle, flags...
+  # Already trained and registered: the same net (a new run would name its file anew: the
+  # run is in the file's comment, so a test against it would start over instead of resuming).
+  if [ -s "$out/register-$1.json" ]; then jsonf "['name']" < "$out/register-$1.json"; return; fi
   local o; o=$($L train --shuffle "$2" $base "${@:3}"); echo "$o" > "$out/train-$1.json"
   local run; run=$(echo "$o" | jsonf "['id']")
   $L quantize --run "$run" --max-mean-cp 8 --max-p99-cp 40 > "$out/quantize-$1.json"
   $L register --run "$run" | tee "$out/register-$1.json" | jsonf "['name']"
 }
-sprt() { # label, new, base
+sprt() { # label, new, base; exit codes 3 (rejected) and 4 (inconclusive) are findings too
+  local rc=0
   $L sprt --new "$2" --base "$3" --book "$BOOK" --tc 8+0.08 --elo0 0 --elo1 30 --model logistic \
-    --batch-pairs 1 --max-pairs 150 --threads 2 --seed 42 | tee "$out/sprt-$1.json"
+    --batch-pairs 1 --max-pairs 150 --threads 2 --seed 42 | tee "$out/sprt-$1.json" || rc=$?
+  case $rc in 0|3|4) ;; *) exit "$rc" ;; esac
 }
 A=$(train decay "$SH" $filt $decay)
 for m in "${@:-cosine newbob ranger lambda leaves rescore}"; do for m in $m; do case $m in
