@@ -119,6 +119,23 @@ pub const MOBILITY_INPUTS: usize = 12 * 28;
 /// Pairwise-axis inputs per perspective ([`Inputs::PairwiseAxes`]).
 pub const PAIRWISE_AXES_INPUTS: usize = 12 * 12 * 4 * 7;
 
+/// The other example nets of `infra/nets/` by name, beside bullet's progression nets
+/// (`layout::SHIPPED_NETS`): what `--net-spec NAME` finds without a file.
+pub const EXAMPLE_NETS: &[(&str, &str)] = &[
+    (
+        "buckets-512",
+        include_str!("../../infra/nets/buckets-512.toml"),
+    ),
+    (
+        "halfka-256",
+        include_str!("../../infra/nets/halfka-256.toml"),
+    ),
+    (
+        "threats-halfka-256",
+        include_str!("../../infra/nets/threats-halfka-256.toml"),
+    ),
+];
+
 /// The file tensor holding the threat inputs' transformer rows ([`NetSpec::file_tensors`]).
 pub const THREAT_TENSOR: &str = "ft.threats";
 
@@ -1243,6 +1260,9 @@ mod tests {
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../infra/nets");
         let shipped = |f: &str| NetSpec::parse(&std::fs::read_to_string(dir.join(f)).unwrap());
         let with = shipped("threats-halfka-256.toml").unwrap();
+        for (name, text) in EXAMPLE_NETS {
+            NetSpec::parse(text).unwrap_or_else(|e| panic!("{name}: {e}"));
+        }
         assert_eq!(
             (with.inputs, with.transformer.width),
             (sf.inputs.clone(), 256)

@@ -292,16 +292,20 @@ fn parse_optimizer(arg: &str) -> anyhow::Result<Option<lakefish_schemas::train::
 }
 
 /// A NetSpec from a file (TOML or JSON), or, when no such file exists, a shipped one by name
-/// (infra/nets/bullet-*) or a preset's name as FEATURES:ARCH; errors start with `flag`.
+/// (infra/nets/: bullet-*, buckets-512, halfka-256, threats-halfka-256) or a preset's name as
+/// FEATURES:ARCH; errors start with `flag`.
 pub(crate) fn read_net_spec(
     flag: &str,
     arg: &str,
 ) -> anyhow::Result<lakefish_schemas::netspec::NetSpec> {
     let path = std::path::Path::new(arg);
-    if !path.exists()
-        && let Some((_, text)) = lakefish_schemas::layout::SHIPPED_NETS
+    let shipped = || {
+        lakefish_schemas::layout::SHIPPED_NETS
             .iter()
-            .find(|(n, _)| *n == arg)
+            .chain(lakefish_schemas::netspec::EXAMPLE_NETS)
+    };
+    if !path.exists()
+        && let Some((_, text)) = shipped().find(|(n, _)| *n == arg)
     {
         return lakefish_schemas::netspec::NetSpec::parse(text)
             .map_err(|e| anyhow::anyhow!("{flag} {arg}: {e}"));
@@ -318,11 +322,7 @@ pub(crate) fn read_net_spec(
     if !path.exists() {
         anyhow::bail!(
             "{flag} {arg}: no such file, not a shipped net ({}), nor a preset name FEATURES:ARCH",
-            lakefish_schemas::layout::SHIPPED_NETS
-                .iter()
-                .map(|(n, _)| *n)
-                .collect::<Vec<_>>()
-                .join(", ")
+            shipped().map(|(n, _)| *n).collect::<Vec<_>>().join(", ")
         );
     }
     let text = std::fs::read_to_string(path).with_context(|| format!("{flag}: reading {arg}"))?;
