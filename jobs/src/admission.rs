@@ -73,3 +73,44 @@ pub fn check_train(spec: &TrainSpec) -> Result<(), JobError> {
     }
     Ok(())
 }
+
+/// An experiment's cells, each checked as a training spec is at the door
+/// ([`check_train`]), a refusal named by the axis value that caused it
+/// (`axes[1].values[2]: spec.arch: ...`).
+pub fn check_experiment(
+    spec: &lakefish_schemas::experiment::ExperimentSpec,
+) -> Result<Vec<lakefish_schemas::experiment::Cell>, JobError> {
+    spec.cells_checked(&|t| check_train(t).map_err(|e| e.to_string()))
+        .map_err(JobError::Invalid)
+}
+
+#[cfg(test)]
+mod experiment_tests {
+    use super::*;
+
+    /// The engine's shapes are checked per cell: a width the engine cannot build is named
+    /// by its axis value; good cells pass.
+    #[test]
+    fn an_experiment_s_cells_pass_the_train_door() {
+        let doc = |archs: &str| {
+            format!(
+                r#"{{"base": {{"shuffle": "sh-000000000001", "features": "all768", "arch": "256x2-32"}},
+                    "axes": [{{"field": "arch", "values": {archs}}}],
+                    "rating": {{"book": "lake:raw/books/b.epd", "nodes": 1000, "pairs": 2}}}}"#
+            )
+        };
+        let (spec, _) = lakefish_schemas::experiment::ExperimentSpec::parse(&doc(
+            r#"["256x2-32", "512x2-32"]"#,
+        ))
+        .unwrap();
+        assert_eq!(check_experiment(&spec).unwrap().len(), 2);
+        let (spec, _) =
+            lakefish_schemas::experiment::ExperimentSpec::parse(&doc(r#"["256x2-32", "banana"]"#))
+                .unwrap();
+        let e = check_experiment(&spec).unwrap_err().to_string();
+        assert!(
+            e.contains("axes[0].values[1]: ") && e.contains("spec.arch"),
+            "{e}"
+        );
+    }
+}
