@@ -140,33 +140,36 @@ fn stockfish_strength_settings_decide_for_the_stronger_side() {
 
 /// An engine that plays like Stockfish for three moves, then misbehaves.
 fn register_faulty(lake: &Path, mode: &str) -> String {
-    let script = workspace_root().join("tests/engines/faulty_uci.py");
-    let name = format!("faulty-{mode}");
-    let python = ["/usr/bin/python3", "/bin/python3"]
+    register_script(lake, &format!("faulty-{mode}"), &[mode, "3", STOCKFISH])
+}
+
+/// The python interpreter the faulty engine runs under.
+fn python3() -> &'static str {
+    ["/usr/bin/python3", "/bin/python3"]
         .into_iter()
         .find(|p| Path::new(p).exists())
-        .expect("python3");
-    let out = run(
-        lake,
-        &[
-            "engines",
-            "add",
-            &name,
-            "--command",
-            python,
-            "--arg",
-            script.to_str().unwrap(),
-            "--arg",
-            mode,
-            "--arg",
-            "3",
-            "--arg",
-            STOCKFISH,
-            "--no-check",
-        ],
-    );
+        .expect("python3")
+}
+
+/// `tests/engines/faulty_uci.py` with `args`, registered as `name`.
+fn register_script(lake: &Path, name: &str, args: &[&str]) -> String {
+    let script = workspace_root().join("tests/engines/faulty_uci.py");
+    let mut command = vec![
+        "engines",
+        "add",
+        name,
+        "--command",
+        python3(),
+        "--arg",
+        script.to_str().unwrap(),
+    ];
+    for a in args {
+        command.extend(["--arg", a]);
+    }
+    command.push("--no-check");
+    let out = run(lake, &command);
     assert_success(&out);
-    name
+    name.to_string()
 }
 
 #[test]
@@ -821,31 +824,9 @@ fn rescoring_with_a_failing_engine_fails_clearly_and_commits_nothing() {
     assert_success(&out);
     let source = lake.join("positions/source=binpack/dataset=d/_manifest.json");
     let before = std::fs::read(&source).unwrap();
-    let script = workspace_root().join("tests/engines/faulty_uci.py");
-    let python = ["/usr/bin/python3", "/bin/python3"]
-        .into_iter()
-        .find(|p| Path::new(p).exists())
-        .expect("python3");
+    let python = python3();
     for (mode, says) in [("crash", "exited during a search"), ("garbage", "no score")] {
-        let name = format!("broken-{mode}");
-        let out = run(
-            &lake,
-            &[
-                "engines",
-                "add",
-                &name,
-                "--command",
-                python,
-                "--arg",
-                script.to_str().unwrap(),
-                "--arg",
-                mode,
-                "--arg",
-                "0",
-                "--no-check",
-            ],
-        );
-        assert_success(&out);
+        let name = register_script(&lake, &format!("broken-{mode}"), &[mode, "0"]);
         let output = format!("rescored-{mode}");
         let out = run(
             &lake,
