@@ -1109,7 +1109,18 @@ mod tests {
             if net.spec.inputs.threat_rows().is_some() {
                 assert_eq!(names[1], ("ft.threats".to_string(), Dtype::I8), "{names:?}");
             }
-            assert_eq!(SpecNet::from_bytes(&net.to_bytes()).unwrap(), *net);
+            let bytes = net.to_bytes();
+            assert_eq!(SpecNet::from_bytes(&bytes).unwrap(), *net);
+            // Damaged files are refused, never a panic: truncations and a trailing byte.
+            for cut in (0..bytes.len()).step_by(4099).chain([bytes.len() - 1]) {
+                assert!(
+                    SpecNet::from_bytes(&bytes[..cut]).is_err(),
+                    "net {n}, cut at {cut}"
+                );
+            }
+            let mut long = bytes.clone();
+            long.push(0);
+            assert_eq!(SpecNet::from_bytes(&long), Err(NnueError::Trailing(1)));
             let mut stack = EvalStack::new(Evaluator::Spec(Arc::clone(&net)), 400);
             let mut rng = crate::random_games::SplitMix(0xBEEF + n as u64);
             let mut distinct = std::collections::BTreeSet::new();
