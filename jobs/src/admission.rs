@@ -13,8 +13,12 @@ use lakefish_schemas::{DeviceChoice, FeatureSet, JobSpec, TrainSpec};
 /// Everything about `spec` that holds or fails whatever the lake holds, and the sides of an
 /// SPRT or self-play job (engines registered, their options allowed).
 pub async fn check(lake: &Lake, spec: &JobSpec) -> Result<(), JobError> {
-    if let JobSpec::Train(t) = spec {
-        check_train(t)?;
+    match spec {
+        JobSpec::Train(t) => check_train(t)?,
+        JobSpec::Experiment(e) => {
+            check_experiment(e)?;
+        }
+        _ => {}
     }
     crate::engines::check_sides(lake, spec).await
 }

@@ -16,6 +16,7 @@ pub mod admission;
 pub mod catalog;
 pub mod datagen;
 pub mod engines;
+pub mod experiment;
 pub mod foreign_nets;
 pub mod gauntlet;
 pub mod masks;

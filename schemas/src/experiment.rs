@@ -65,7 +65,7 @@ pub struct RatingPlan {
     /// The player rated 0: `classical`, `material`, a registered net or engine; unset, the
     /// first cell.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub anchor: Option<String>,
+    pub anchor: Option<crate::engines::SideRequest>,
     /// `round_robin` (every pair) or `gauntlet` (each net against the anchor only).
     #[serde(default)]
     pub schedule: Schedule,
@@ -212,6 +212,9 @@ impl RatingPlan {
         if self.book.trim().is_empty() {
             return Err("rating.book: empty".into());
         }
+        if let Some(anchor) = &self.anchor {
+            anchor.parse().map_err(|e| format!("rating.anchor: {e}"))?;
+        }
         if self.schedule == Schedule::Gauntlet && self.anchor.is_none() {
             return Err(
                 "rating.anchor: a gauntlet plays each net against the anchor: name it".into(),
@@ -219,6 +222,160 @@ impl RatingPlan {
         }
         Ok(())
     }
+}
+
+impl ExperimentSpec {
+    /// The queue's check of a payload (the API's is [`ExperimentSpec::cells`] with the engine's
+    /// shapes, `lakefish_jobs::admission::check_experiment`).
+    pub fn validate(&self) -> Result<(), String> {
+        self.cells().map(|_| ())
+    }
+
+    /// The id: `ex-` and 12 hex digits of the spec's SHA-256, so the same document finds the
+    /// same experiment (and resumes it).
+    pub fn id(&self) -> ExperimentId {
+        use sha2::Digest;
+        let text = serde_json::to_string(self).expect("an experiment spec serializes");
+        let hash = sha2::Sha256::digest(text.as_bytes());
+        let hex: String = hash[..6].iter().map(|b| format!("{b:02x}")).collect();
+        ExperimentId::new(&format!("{EXPERIMENT_ID_PREFIX}{hex}")).expect("a valid id")
+    }
+}
+
+/// Where experiments live in the lake: `experiments/<id>/`.
+pub const EXPERIMENTS_PREFIX: &str = "experiments";
+pub const EXPERIMENT_ID_PREFIX: &str = "ex-";
+
+crate::segment_name!(
+    /// An experiment's id, `ex-<12 hex>` (`experiments/<id>/`).
+    ExperimentId,
+    "experiment",
+    64
+);
+
+/// One cell of a queued experiment: train, quantize and register its net (queued by the
+/// experiment's driver, one job per cell).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ExperimentTask {
+    pub experiment: ExperimentId,
+    pub index: u32,
+}
+
+impl ExperimentTask {
+    pub fn validate(&self) -> Result<(), String> {
+        if self.index as usize >= MAX_CELLS {
+            return Err(format!("index: at most {} (cells)", MAX_CELLS - 1));
+        }
+        Ok(())
+    }
+}
+
+/// `experiments/<id>/experiment.json`: the spec and its cells, written once when planned.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct ExperimentPlan {
+    pub id: ExperimentId,
+    pub spec: ExperimentSpec,
+    #[schemars(with = "Vec<serde_json::Value>")]
+    pub cells: Vec<Cell>,
+    pub created: String,
+}
+
+/// `experiments/<id>/cells/cell-NNN.json`: a cell's net, written when it is registered.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct CellResult {
+    pub index: u32,
+    pub label: String,
+    pub run: crate::names::RunId,
+    /// The registered net, `nn-….nnue`.
+    pub net: String,
+    /// The run's last validation loss, on the shuffle's held-out chunks (the same for every
+    /// cell of one shuffle).
+    pub val_loss: Option<f64>,
+    /// The material-only predictor's loss on the same positions: the floor a net must beat.
+    pub material_val_loss: Option<f64>,
+    /// Quantization error against the float model, centipawns.
+    pub quantized_mean_cp: Option<f64>,
+    /// Nodes/s of lakefish's search with this net over the bench positions, and that number
+    /// divided by the classical evaluation's measured just after on the same worker.
+    pub nodes_per_s: f64,
+    pub nodes_per_s_ratio: f64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ExperimentState {
+    Training,
+    Rating,
+    Succeeded,
+    Failed,
+}
+
+impl ExperimentState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ExperimentState::Training => "training",
+            ExperimentState::Rating => "rating",
+            ExperimentState::Succeeded => "succeeded",
+            ExperimentState::Failed => "failed",
+        }
+    }
+
+    pub fn is_final(self) -> bool {
+        matches!(self, ExperimentState::Succeeded | ExperimentState::Failed)
+    }
+}
+
+/// One pairing's games, counted from its fixed-length match (an SPRT test).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct PairingResult {
+    /// Players by their index in the table.
+    pub a: usize,
+    pub b: usize,
+    pub sprt: Option<crate::names::SprtId>,
+    /// From `a`'s side.
+    pub wins: u64,
+    pub draws: u64,
+    pub losses: u64,
+    pub penta: [u64; 5],
+    pub done: bool,
+}
+
+/// One player's row of the table.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct TableRow {
+    /// The cell's label, or `anchor` for an anchor that is not a cell.
+    pub player: String,
+    /// What played: a net name, `classical`, an engine.
+    pub plays: String,
+    /// Elo relative to the anchor (fixed at 0), with half its 95 % interval.
+    pub elo: Option<f64>,
+    pub elo_error: Option<f64>,
+    pub games: u64,
+    /// Points over games, 0..1.
+    pub score: Option<f64>,
+    pub cell: Option<CellResult>,
+}
+
+/// `experiments/<id>/status.json`: where an experiment stands; the table once rated.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct ExperimentStatus {
+    pub id: ExperimentId,
+    pub state: ExperimentState,
+    pub cells: usize,
+    pub cells_done: usize,
+    pub pairings: Vec<PairingResult>,
+    /// Players in table order: the cells, then the anchor when it is not a cell.
+    pub players: Vec<String>,
+    pub anchor: usize,
+    pub table: Vec<TableRow>,
+    /// Why the fit gave no ratings (every game of a player won, say), or why it failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    pub created: String,
+    pub updated: String,
 }
 
 /// What a train spec is checked for at submission without the lake.

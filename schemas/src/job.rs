@@ -120,12 +120,17 @@ macro_rules! job_kinds {
             /// A side's rating against a reference engine at several `UCI_Elo` levels, each a
             /// fixed-length match stored as an SPRT test; played on one worker.
             Gauntlet = "gauntlet", $crate::sprt::GauntletSpec, submit;
+            /// Nets trained from a base recipe and axes, quantized, registered and rated together
+            /// (`experiments/<id>/`); queued, its cells run as `experiment_cell` jobs.
+            Experiment = "experiment", $crate::experiment::ExperimentSpec, submit;
             /// One batch of an SPRT's game pairs (queued by the `sprt` job and by earlier batches).
             SprtBatch = "sprt_batch", $crate::SprtTask, internal;
             /// Pass 1 of a fanned-out shuffle for one input part (queued by the `shuffle` job).
             ShuffleDeal = "shuffle_deal", $crate::ShuffleTask, internal;
             /// Pass 2 of a fanned-out shuffle for one pile (queued by the last deal).
             ShufflePile = "shuffle_pile", $crate::ShuffleTask, internal;
+            /// One cell of an experiment: its net trained, quantized and registered.
+            ExperimentCell = "experiment_cell", $crate::experiment::ExperimentTask, internal;
         }
     };
 }
@@ -160,6 +165,8 @@ validated_by_inherent_method!(
     crate::DatagenSpec,
     crate::TransformSpec,
     crate::sprt::GauntletSpec,
+    crate::experiment::ExperimentSpec,
+    crate::experiment::ExperimentTask,
     MaskSpec
 );
 
@@ -361,6 +368,7 @@ impl JobSpec {
                 s.inputs.iter().map(String::as_str).collect()
             }
             JobSpec::Sprt(s) => vec![s.book.as_str()],
+            JobSpec::Experiment(e) => vec![e.rating.book.as_str()],
             _ => Vec::new(),
         }
     }
@@ -372,6 +380,12 @@ impl JobSpec {
             JobSpec::Sprt(s) => vec![("new", &s.new), ("base", &s.base)],
             JobSpec::Datagen(d) => d.engine.iter().map(|e| ("engine", e)).collect(),
             JobSpec::Gauntlet(g) => vec![("engine", &g.engine)],
+            JobSpec::Experiment(e) => e
+                .rating
+                .anchor
+                .iter()
+                .map(|a| ("rating.anchor", a))
+                .collect(),
             JobSpec::Transform(t) => match &t.transform {
                 crate::transform::Transform::Rescore { engine, .. } => {
                     vec![("transform.engine", engine)]

@@ -481,6 +481,7 @@ pub fn routes() -> Vec<Route> {
     ]
     .into_iter()
     .chain(crate::engines_api::routes())
+    .chain(crate::experiments_api::routes())
     .chain(crate::actions::routes())
     .chain(crate::ui_actions::routes())
     .collect()

@@ -1,6 +1,7 @@
-//! The pipeline scheduler of `lakefish serve`: apalis-cron workers start runs at their cron
-//! times, and a driver loop advances every running run once a second. Both only read and
-//! write the lake, so a restarted server carries on where its predecessor stopped.
+//! The scheduler of `lakefish serve`: apalis-cron workers start pipeline runs at their cron
+//! times, and a driver loop advances every running pipeline run and every experiment not
+//! ended once a second. Both only read and write the lake (and the job records), so a
+//! restarted server carries on where its predecessor stopped.
 
 use crate::queue::Queue;
 use apalis::prelude::*;
@@ -82,14 +83,14 @@ pub async fn run(
         let driven = tokio::task::spawn_blocking(move || drive(&ctx, &config)).await;
         match driven {
             Ok(Ok(())) => {}
-            Ok(Err(e)) => tracing::warn!("pipeline driver: {e}; trying again"),
-            Err(e) => tracing::error!("pipeline driver panicked: {e}"),
+            Ok(Err(e)) => tracing::warn!("driver: {e}; trying again"),
+            Err(e) => tracing::error!("driver panicked: {e}"),
         }
     }
 }
 
-/// Advances every running run of every configured pipeline, each on its own: one pipeline's
-/// trouble (its lake listing failing, say) never holds up the others. A run whose step fails
+/// Advances every running run of every configured pipeline, then every experiment, each on
+/// its own: one pipeline's trouble (its lake listing failing, say) never holds up the others. A run whose step fails
 /// for good is marked failed by `advance`; only transient errors come back here, and the
 /// run is advanced again on the next sweep.
 fn drive(ctx: &JobContext, config: &Config) -> Result<(), lakefish_jobs::JobError> {
@@ -109,6 +110,9 @@ fn drive(ctx: &JobContext, config: &Config) -> Result<(), lakefish_jobs::JobErro
                 first_error.get_or_insert(e);
             }
         }
+    }
+    if let Err(e) = lakefish_jobs::experiment::drive(ctx) {
+        first_error.get_or_insert(e);
     }
     first_error.map_or(Ok(()), Err)
 }

@@ -763,3 +763,110 @@ fn same_up_to_rounding(got: &str, want: &str) -> bool {
         }
     })
 }
+
+/// An experiment (issue 44) in this process: two axes (width × λ), tiny nets trained on a
+/// small generated dataset, node-limited games against material as the anchor. Every cell is
+/// trained, quantized, registered and rated; the table is stored as CSV and Markdown; an
+/// experiment stopped after its first cell goes on without training that cell again, and the
+/// whole document run again redoes nothing.
+#[test]
+fn an_experiment_trains_rates_and_resumes() {
+    use lakefish_schemas::experiment::{ExperimentSpec, ExperimentState};
+    let dir = tempfile::tempdir().unwrap();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let lake = lakefish_jobs::Lake::open(
+        dir.path().join("lake").to_str().unwrap(),
+        &Default::default(),
+    )
+    .unwrap();
+    let ctx = lakefish_jobs::JobContext::new(lake, rt.handle().clone())
+        .with_threads(2)
+        .with_hooks(lakefish_jobs::Hooks {
+            trainer: Some(std::sync::Arc::new(lakefish_train::LakefishTrainer)),
+            ..Default::default()
+        });
+    let games = dir.path().join("games.binpack");
+    std::fs::write(&games, lakefish_ingest::binpack::synthetic_binpack(400, 5)).unwrap();
+    let shuffle = lakefish_jobs::shuffle::quiet_shuffle(&ctx, games.to_str().unwrap(), "exp", 3, 3)
+        .unwrap()
+        .id;
+    let book = "rnbqkbnr/pppppppp/8/8/4P3/8/PPPP1PPP/RNBQKBNR b KQkq -\n\
+                rnbqkbnr/pppppppp/8/8/3P4/8/PPP1PPPP/RNBQKBNR b KQkq -\n";
+    rt.block_on(ctx.lake.put("raw/books/two.epd", book.as_bytes().to_vec()))
+        .unwrap();
+    let doc = format!(
+        r#"{{"base": {{"shuffle": "{shuffle}", "arch": "32x2-8", "batch_size": 1024,
+                      "device": "cpu", "seed": 11, "lr": 0.003}},
+            "axes": [{{"field": "arch", "values": ["32x2-8", "16x2-8"]}},
+                     {{"field": "lambda_start", "values": [1.0, 0.5]}}],
+            "rating": {{"book": "lake:raw/books/two.epd", "nodes": 200, "pairs": 1,
+                        "anchor": "material"}}}}"#
+    );
+    let (spec, cells) = ExperimentSpec::parse(&doc).unwrap();
+    assert_eq!(cells.len(), 4);
+    // Stopped after one cell: that cell is recorded, nothing else.
+    let plan = lakefish_jobs::experiment::plan(&ctx, &spec).unwrap();
+    let first = lakefish_jobs::experiment::run_cell(&ctx, &plan, 0).unwrap();
+    let read_run = |id| {
+        rt.block_on(lakefish_jobs::nets::read_run(&ctx.lake, id))
+            .unwrap()
+            .unwrap()
+    };
+    let run_before = read_run(&first.run);
+    let status = lakefish_jobs::experiment::run_here(&ctx, &spec).unwrap();
+    assert_eq!(
+        run_before.updated,
+        read_run(&first.run).updated,
+        "cell 0 was trained again"
+    );
+    assert_eq!(status.state, ExperimentState::Succeeded, "{status:?}");
+    // Four nets and the anchor, every pair played: 10 pairings of 2 games.
+    assert_eq!(status.players.len(), 5);
+    assert_eq!(status.anchor, 4);
+    assert_eq!(status.pairings.len(), 10);
+    assert!(
+        status
+            .pairings
+            .iter()
+            .all(|p| p.done && p.wins + p.draws + p.losses == 2)
+    );
+    let nets: std::collections::BTreeSet<&str> = status
+        .table
+        .iter()
+        .filter_map(|r| r.cell.as_ref().map(|c| c.net.as_str()))
+        .collect();
+    assert_eq!(nets.len(), 4, "each cell registered its own net");
+    for row in &status.table[..4] {
+        let c = row.cell.as_ref().unwrap();
+        assert!(
+            c.val_loss.unwrap() < c.material_val_loss.unwrap(),
+            "{row:?}"
+        );
+        assert!(c.nodes_per_s > 0.0);
+        assert_eq!(row.games, 8);
+    }
+    let anchor = &status.table[4];
+    assert_eq!(
+        (anchor.player.as_str(), anchor.plays.as_str()),
+        ("anchor", "material")
+    );
+    if status.note.is_none() {
+        assert_eq!(anchor.elo, Some(0.0));
+        assert!(status.table[..4].iter().all(|r| r.elo_error.unwrap() > 0.0));
+    }
+    let stored = |key: String| {
+        let bytes = rt.block_on(ctx.lake.get(&key)).unwrap().unwrap();
+        String::from_utf8(bytes.to_vec()).unwrap()
+    };
+    let csv = stored(lakefish_jobs::experiment::csv_key(&status.id));
+    assert_eq!(csv.lines().count(), 6, "{csv}");
+    assert!(csv.contains("\"arch=32x2-8, lambda_start=1.0\""), "{csv}");
+    assert!(stored(lakefish_jobs::experiment::markdown_key(&status.id)).contains("node-limited"));
+    // The same document again: the stored status, nothing played or trained.
+    let again = lakefish_jobs::experiment::run_here(&ctx, &spec).unwrap();
+    assert_eq!(again.pairings, status.pairings);
+    assert_eq!(
+        lakefish_jobs::experiment::table_csv(&again),
+        lakefish_jobs::experiment::table_csv(&status)
+    );
+}

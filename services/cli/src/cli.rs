@@ -45,7 +45,8 @@ pub(crate) enum Command {
         /// Serve the API only; leave the jobs to separate `lakefish worker` processes.
         #[arg(long)]
         no_workers: bool,
-        /// Do not start or advance pipeline runs here (run the scheduler in one server only).
+        /// Do not start or advance pipeline runs or experiments here (run the scheduler in one
+        /// server only).
         #[arg(long)]
         no_scheduler: bool,
         /// Serve beyond loopback without any token configured: everyone who can reach the
@@ -177,6 +178,12 @@ pub(crate) enum Command {
     },
     /// Pipelines of a running service: `pipeline ls`, `pipeline run NAME --wait`.
     Pipeline(crate::pipeline_cmd::PipelineArgs),
+    /// Questions answered as tables: nets trained from a base recipe and axes to vary, then
+    /// rated together in Elo with intervals (`experiment run FILE`, `show ID`, `ls`).
+    Experiment {
+        #[command(subcommand)]
+        what: crate::experiment_cmd::ExperimentCommand,
+    },
     /// Show jobs known to a running service: all of them, or one by id.
     Jobs {
         /// The API's base URL (LAKEFISH_TOKEN is sent when set).

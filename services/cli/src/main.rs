@@ -9,6 +9,7 @@ mod client;
 mod config;
 mod engine_cmd;
 mod engines_cmd;
+mod experiment_cmd;
 mod lake_cmd;
 mod local;
 mod nets_cmd;
@@ -141,6 +142,7 @@ fn main() -> anyhow::Result<()> {
             (_, id) => rt.block_on(client::show_jobs(&api, state, kind, id, json)),
         },
         Command::Pipeline(a) => rt.block_on(pipeline_cmd::run(a)),
+        Command::Experiment { what } => experiment_cmd::run(lake, rt.handle(), what),
         Command::Bench { args } => bench(args),
         Command::Token {
             what: TokenCommand::New { name, scopes },

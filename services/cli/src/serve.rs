@@ -100,7 +100,8 @@ pub(crate) async fn serve(
         state.config.auth.enabled(),
         state.config.server.open_api_without_tokens == Some(true),
     )?;
-    if !no_scheduler && !state.config.pipelines.is_empty() {
+    // Also without pipelines: the scheduler drives experiments.
+    if !no_scheduler {
         let (lake, jobs, queue, config) = (
             lake.clone(),
             jobs.clone(),
@@ -109,7 +110,7 @@ pub(crate) async fn serve(
         );
         tokio::spawn(async move {
             if let Err(e) = scheduler::run(lake, jobs, queue, config).await {
-                tracing::error!("the pipeline scheduler stopped: {e}");
+                tracing::error!("the scheduler stopped: {e}");
             }
         });
     }
