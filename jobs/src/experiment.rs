@@ -53,6 +53,24 @@ fn pairing_job(id: &str, a: usize, b: usize) -> JobId {
     JobId::derived(&format!("experiment/{id}/pairing/{a}/{b}"))
 }
 
+/// What can fail the rating after hours of training, checked before any: the book and the
+/// anchor (the API calls it at the door, `plan` again where the experiment starts).
+pub fn check_rating(ctx: &JobContext, spec: &ExperimentSpec) -> Result<(), JobError> {
+    let name = |e: JobError| match e {
+        e if e.is_transient() => e,
+        e => JobError::Payload(format!("rating.book: {e}")),
+    };
+    crate::sprt::read_book_at(ctx, &spec.rating.book).map_err(name)?;
+    if let Some(anchor) = &spec.rating.anchor {
+        ctx.block_on(crate::engines::resolve_side(&ctx.lake, anchor))
+            .map_err(|e| match e {
+                e if e.is_transient() => e,
+                e => JobError::Payload(format!("rating.anchor: {e}")),
+            })?;
+    }
+    Ok(())
+}
+
 /// Checks the spec as the door does and writes `experiment.json` unless it exists (the same
 /// document is the same experiment: its plan is read back).
 pub fn plan(ctx: &JobContext, spec: &ExperimentSpec) -> Result<ExperimentPlan, JobError> {
@@ -61,11 +79,7 @@ pub fn plan(ctx: &JobContext, spec: &ExperimentSpec) -> Result<ExperimentPlan, J
     if let Some(plan) = read_plan(ctx, &id)? {
         return Ok(plan);
     }
-    if let Some(anchor) = &spec.rating.anchor {
-        // An anchor that cannot play fails now, not after hours of training.
-        ctx.block_on(crate::engines::resolve_side(&ctx.lake, anchor))
-            .map_err(|e| JobError::Payload(format!("rating.anchor: {e}")))?;
-    }
+    check_rating(ctx, spec)?;
     let plan = ExperimentPlan {
         id: id.clone(),
         spec: spec.clone(),

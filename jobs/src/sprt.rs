@@ -52,15 +52,20 @@ pub const MAX_BOOK_BYTES: u64 = 64 << 20;
 
 /// Reads and parses the book named in the spec (a local path or `lake:<key>`).
 fn read_book(ctx: &JobContext, spec: &SprtSpec) -> Result<Book, JobError> {
-    let input = lakefish_lake::input::Input::open(ctx, &spec.book)?;
+    read_book_at(ctx, &spec.book)
+}
+
+/// Reads and parses a book (a local path or `lake:<key>`); the error names it.
+pub fn read_book_at(ctx: &JobContext, book: &str) -> Result<Book, JobError> {
+    let input = lakefish_lake::input::Input::open(ctx, book)?;
     if input.len() > MAX_BOOK_BYTES {
         return Err(JobError::TooLarge {
-            input: spec.book.clone(),
+            input: book.to_string(),
             max: MAX_BOOK_BYTES,
         });
     }
     let bytes = input.read_at(0, input.len() as usize)?;
-    Book::parse(&spec.book, &bytes).map_err(|e| JobError::Payload(e.to_string()))
+    Book::parse(book, &bytes).map_err(|e| JobError::Payload(e.to_string()))
 }
 
 /// Plans a test: resolves both sides and the book, and writes `test.json` and `book.epd`.

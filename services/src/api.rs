@@ -657,6 +657,19 @@ pub(crate) async fn admit(
                     .map_err(|e| ApiError::Internal(e.to_string()))??,
             )
         }
+        JobSpec::Experiment(e) => {
+            let ctx =
+                lakefish_jobs::JobContext::new(s.lake.clone(), tokio::runtime::Handle::current())
+                    .with_hooks(lakefish_jobs::Hooks {
+                        inputs: s.input_policy(),
+                        ..Default::default()
+                    });
+            let e = e.clone();
+            tokio::task::spawn_blocking(move || lakefish_jobs::experiment::check_rating(&ctx, &e))
+                .await
+                .map_err(|e| ApiError::Internal(e.to_string()))??;
+            None
+        }
         _ => None,
     };
     let id = JobId::new();

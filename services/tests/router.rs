@@ -1164,3 +1164,87 @@ async fn the_submitter_of_fanned_out_jobs_leaves_nothing_when_refused() {
         "the earlier record was removed"
     );
 }
+
+/// Experiments at the door: bad axes (a field the train spec does not know, an empty list, a
+/// value the field refuses, one that only the engine's shapes refuse), a bad rating plan, a
+/// book that is not there and an anchor that cannot play are 400s naming them, with nothing
+/// recorded; a good one is queued, and `/v1/experiments` answers before and after.
+#[tokio::test(flavor = "multi_thread")]
+async fn experiments_are_checked_at_the_door() {
+    let app = app(Config::default()).await;
+    app.state
+        .lake
+        .put(
+            "raw/books/b.epd",
+            b"rnbqkbnr/pppppppp/8/8/4P3/8/PPPP1PPP/RNBQKBNR b KQkq -\n".to_vec(),
+        )
+        .await
+        .unwrap();
+    let doc = |axes: &str, rating: &str| {
+        format!(
+            r#"{{"kind":"experiment","spec":{{"base":{{"shuffle":"sh-000000000001","arch":"32x2-8"}},"axes":{axes},"rating":{rating}}}}}"#
+        )
+    };
+    let rating = r#"{"book":"lake:raw/books/b.epd","nodes":100,"pairs":2,"anchor":"classical"}"#;
+    for (axes, rating, says) in [
+        (
+            r#"[{"field":"widht","values":[1,2]}]"#,
+            rating,
+            "axes[0].values[0]: unknown field `widht`",
+        ),
+        (
+            r#"[{"field":"arch","values":[]}]"#,
+            rating,
+            "axes[0].values: empty",
+        ),
+        (
+            r#"[{"field":"arch","values":["32x2-8","banana"]}]"#,
+            rating,
+            "axes[0].values[1]: ",
+        ),
+        (
+            r#"[{"field":"lambda_start","values":[0.5,7]}]"#,
+            rating,
+            "axes[0].values[1]: ",
+        ),
+        (
+            r#"[{"field":"arch","values":["32x2-8"]},{"field":"arch","values":["16x2-8"]}]"#,
+            rating,
+            "axes[1].field: arch is varied by axes[0] too",
+        ),
+        (
+            "[]",
+            r#"{"book":"lake:raw/books/b.epd","pairs":2}"#,
+            "rating: give nodes or tc",
+        ),
+        (
+            "[]",
+            r#"{"book":"lake:raw/books/missing.epd","nodes":100,"pairs":2}"#,
+            "rating.book: ",
+        ),
+        (
+            "[]",
+            r#"{"book":"lake:raw/books/b.epd","nodes":100,"pairs":2,"anchor":"nn-000000000000"}"#,
+            "rating.anchor: ",
+        ),
+    ] {
+        let (status, _, err) = send(&app, "POST", "/v1/jobs", &doc(axes, rating), None).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{axes} {rating}: {err}");
+        let msg = err["error"].as_str().unwrap();
+        assert!(msg.contains(says), "{axes} {rating}: {msg}");
+    }
+    let (_, _, listed) = send(&app, "GET", "/v1/jobs", "", None).await;
+    assert_eq!(listed["jobs"].as_array().unwrap().len(), 0, "{listed}");
+    let (status, _, none) = send(&app, "GET", "/v1/experiments", "", None).await;
+    assert_eq!(
+        (status, none["experiments"].as_array().unwrap().len()),
+        (StatusCode::OK, 0)
+    );
+    let (status, _, _) = send(&app, "GET", "/v1/experiments/ex-000000000000", "", None).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let (status, _, _) = send(&app, "GET", "/v1/experiments/..%2Fnets", "", None).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let good = doc(r#"[{"field":"arch","values":["32x2-8","16x2-8"]}]"#, rating);
+    let (status, _, queued) = send(&app, "POST", "/v1/jobs", &good, None).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{queued}");
+}

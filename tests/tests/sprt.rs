@@ -261,3 +261,166 @@ async fn distributed_sprt_survives_a_killed_worker_and_equals_in_process() {
         String::from_utf8_lossy(&out.stdout)
     );
 }
+
+/// An experiment queued on two workers (Redis, an S3-compatible lake, PostgreSQL records):
+/// its cells run as `experiment_cell` jobs, its matches as SPRT batches, and the scheduler is
+/// killed and restarted once the first cell is in; the table equals the same document run
+/// in-process (`lakefish experiment run`) on a local lake made from the same data: nets with
+/// the same losses and quantization errors (their files differ only by the run and shuffle
+/// they name in their description),
+/// the same games and ratings.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_queued_experiment_equals_the_same_run_in_process() {
+    let dir = tempfile::tempdir().unwrap();
+    let games = dir.path().join("games.binpack");
+    std::fs::write(&games, lakefish_ingest::binpack::synthetic_binpack(400, 5)).unwrap();
+    let games = games.to_str().unwrap().to_string();
+    let book = dir.path().join("two.epd");
+    std::fs::write(
+        &book,
+        "rnbqkbnr/pppppppp/8/8/4P3/8/PPPP1PPP/RNBQKBNR b KQkq -\n\
+         rnbqkbnr/pppppppp/8/8/3P4/8/PPP1PPPP/RNBQKBNR b KQkq -\n",
+    )
+    .unwrap();
+    let doc = |shuffle: &str| {
+        json!({
+            "base": {"shuffle": shuffle, "arch": "32x2-8", "batch_size": 1024, "device": "cpu",
+                     "seed": 11, "lr": 0.003},
+            "axes": [{"field": "arch", "values": ["32x2-8", "16x2-8"]},
+                     {"field": "lambda_start", "values": [1.0, 0.5]}],
+            "rating": {"book": book.to_str().unwrap(), "nodes": 200, "pairs": 1,
+                       "anchor": "material"}
+        })
+    };
+
+    let mut cluster = Cluster::start(dir.path(), "lakefish-experiment", &["w1", "w2"]);
+    let api = cluster.api.clone();
+    run_job_ok(
+        &api,
+        &json!({"kind": "ingest_binpack", "spec": {"inputs": [games], "dataset": "exp"}}),
+    )
+    .await;
+    run_job_ok(
+        &api,
+        &json!({"kind": "mask", "spec": {"dataset": "exp", "definition": {"name": "quiet"}}}),
+    )
+    .await;
+    let rec = run_job_ok(&api, &json!({"kind": "shuffle", "spec": {"datasets": ["exp"], "mask": "quiet", "chunks": 3, "seed": 3}})).await;
+    let shuffle = rec.result.unwrap()["shuffle"].as_str().unwrap().to_string();
+    wait_for_shuffle(&api, &shuffle, Duration::from_secs(120)).await;
+    let rec = run_job_ok(&api, &json!({"kind": "experiment", "spec": doc(&shuffle)})).await;
+    let id = rec.result.unwrap()["experiment"]
+        .as_str()
+        .unwrap()
+        .to_string();
+
+    let deadline = Instant::now() + Duration::from_secs(300);
+    let mut restarted = false;
+    let queued = loop {
+        assert!(Instant::now() < deadline, "experiment {id} did not finish");
+        let s = get_json(format!("{}/v1/experiments/{id}", cluster.api)).await;
+        if !restarted && s["cells_done"].as_u64().unwrap() >= 1 {
+            cluster.restart_api();
+            restarted = true;
+        }
+        match s["state"].as_str().unwrap() {
+            "succeeded" => break s,
+            "failed" => panic!("{s}"),
+            _ => tokio::time::sleep(Duration::from_millis(300)).await,
+        }
+    };
+    let api = cluster.api.clone();
+    let jobs = get_json(format!("{api}/v1/jobs?kind=experiment_cell&limit=100")).await;
+    let cells: Vec<&Value> = jobs["jobs"].as_array().unwrap().iter().collect();
+    assert_eq!(cells.len(), 4, "{jobs}");
+    assert!(cells.iter().all(|j| j["state"] == "succeeded"), "{jobs}");
+    let csv = get_text(format!("{api}/v1/experiments/{id}/table.csv")).await;
+    assert_eq!(csv.lines().count(), 6, "{csv}");
+
+    // In-process on a local lake: the same data, shuffle and document.
+    let local = dir.path().join("local");
+    let cli = |args: &[&str]| {
+        let out = std::process::Command::new(lakefish_bin())
+            .arg("--lake")
+            .arg(&local)
+            .args(args)
+            .output()
+            .unwrap();
+        assert_success(&out);
+        out
+    };
+    cli(&["ingest", "binpack", &games, "--dataset", "exp"]);
+    cli(&["mask", "quiet", "--dataset", "exp"]);
+    let out = cli(&[
+        "shuffle",
+        "--dataset",
+        "exp",
+        "--mask",
+        "quiet",
+        "--chunks",
+        "3",
+        "--seed",
+        "3",
+    ]);
+    let manifest: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let local_shuffle = manifest["id"].as_str().unwrap();
+    let file = dir.path().join("experiment.json");
+    std::fs::write(&file, doc(local_shuffle).to_string()).unwrap();
+    let out = cli(&[
+        "experiment",
+        "run",
+        file.to_str().unwrap(),
+        "--threads",
+        "1",
+        "--json",
+    ]);
+    let here: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(here["state"], "succeeded", "{here}");
+    assert_eq!(here["pairings"].as_array().unwrap().len(), 10);
+    for (a, b) in here["table"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .zip(queued["table"].as_array().unwrap())
+    {
+        for k in ["player", "games", "score"] {
+            assert_eq!(a[k], b[k], "{k}: {a} / {b}");
+        }
+        for k in ["val_loss", "material_val_loss", "quantized_mean_cp"] {
+            assert_eq!(a["cell"][k], b["cell"][k], "{k}: {a} / {b}");
+        }
+        for k in ["elo", "elo_error"] {
+            assert!(
+                (a[k].as_f64().unwrap() - b[k].as_f64().unwrap()).abs() < 1e-6,
+                "{k}: {a} / {b}"
+            );
+        }
+    }
+    let pairs = |s: &Value| -> Vec<Value> {
+        s["pairings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| {
+                json!([
+                    p["a"],
+                    p["b"],
+                    p["wins"],
+                    p["draws"],
+                    p["losses"],
+                    p["penta"]
+                ])
+            })
+            .collect()
+    };
+    assert_eq!(pairs(&here), pairs(&queued));
+    let out = cli(&["experiment", "show", here["id"].as_str().unwrap()]);
+    let shown = String::from_utf8_lossy(&out.stdout);
+    assert!(shown.contains("Elo relative to material"), "{shown}");
+    let out = cli(&["experiment", "ls"]);
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("succeeded  cells 4/4  matches 10/10"),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}
