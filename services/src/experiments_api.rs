@@ -24,6 +24,21 @@ pub(crate) fn routes() -> Vec<Route> {
     vec![
         route(
             M::GET,
+            "/ui/experiments",
+            "Dashboard: experiments (HTML).",
+            get(crate::experiment_page::list),
+        )
+        .page(),
+        route(
+            M::GET,
+            "/ui/experiments/{id}",
+            "Dashboard: one experiment's table, Elo chart and training curves (HTML).",
+            get(crate::experiment_page::one),
+        )
+        .page()
+        .errors(&[missing]),
+        route(
+            M::GET,
             "/v1/experiments",
             "Experiments, newest first (submit one as an `experiment` job).",
             get(list),

@@ -14,6 +14,7 @@ pub mod charts;
 pub mod dashboard;
 pub mod engines_api;
 pub mod error;
+pub mod experiment_page;
 pub mod experiments_api;
 pub mod extract;
 pub mod guard;

@@ -227,7 +227,7 @@ pub(crate) async fn sprt_list(
 }
 
 /// Colours of overlaid runs, in order.
-const COLOURS: [&str; 8] = [
+pub(crate) const COLOURS: [&str; 8] = [
     "#1f77b4", "#d62728", "#2a9d3a", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2",
 ];
 
