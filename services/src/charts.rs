@@ -287,6 +287,96 @@ fn chart(
     svg
 }
 
+/// One rated player of [`interval_chart`].
+pub struct Rated<'a> {
+    pub name: &'a str,
+    pub color: &'a str,
+    /// The estimate and half its interval; `None`: not rated (drawn as a name only).
+    pub value: Option<(f64, f64)>,
+}
+
+/// Ratings as dots with error bars, one row per player, on a horizontal axis with its zero
+/// (the anchor) marked: the experiment page's Elo chart.
+pub fn interval_chart(title: &str, x_label: &str, rows: &[Rated]) -> String {
+    const NAME: f64 = 220.0;
+    let row_h = 26.0;
+    let h = TOP + BOTTOM + row_h * rows.len().max(1) as f64;
+    let mut svg = String::new();
+    let _ = write!(
+        svg,
+        r##"<svg class="chart" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {W} {h}" width="{W}" height="{h}" role="img" aria-label="{t}"><title>{t}</title><rect width="{W}" height="{h}" fill="#fff"/><text x="16" y="18" font-size="14" font-weight="bold">{t}</text>"##,
+        t = escape(title)
+    );
+    let rated: Vec<(f64, f64)> = rows
+        .iter()
+        .filter_map(|r| r.value)
+        .filter(|(v, e)| v.is_finite() && e.is_finite())
+        .collect();
+    if rated.is_empty() {
+        let _ = write!(
+            svg,
+            r##"<text x="{}" y="{}" text-anchor="middle" fill="#666">not rated yet</text></svg>"##,
+            W / 2.0,
+            h / 2.0
+        );
+        return svg;
+    }
+    let lo = rated.iter().map(|(v, e)| v - e).fold(0.0f64, f64::min);
+    let hi = rated.iter().map(|(v, e)| v + e).fold(0.0f64, f64::max);
+    let (lo, hi) = if hi - lo < 1e-9 {
+        (lo - 1.0, hi + 1.0)
+    } else {
+        let pad = (hi - lo) * 0.05;
+        (lo - pad, hi + pad)
+    };
+    let px = |x: f64| NAME + (x - lo) / (hi - lo) * (W - NAME - RIGHT);
+    let bottom = h - BOTTOM;
+    for t in ticks(lo, hi, 6) {
+        let x = px(t);
+        let _ = write!(
+            svg,
+            r##"<line x1="{x:.1}" y1="{TOP}" x2="{x:.1}" y2="{bottom}" stroke="#eee"/><text x="{x:.1}" y="{:.1}" font-size="11" text-anchor="middle" fill="#555">{}</text>"##,
+            bottom + 14.0,
+            label(t)
+        );
+    }
+    let zero = px(0.0);
+    let _ = write!(
+        svg,
+        r##"<line x1="{zero:.1}" y1="{TOP}" x2="{zero:.1}" y2="{bottom}" stroke="#999" stroke-dasharray="4 3"/><text x="{:.1}" y="{:.1}" font-size="12" text-anchor="middle" fill="#333">{}</text>"##,
+        (NAME + W - RIGHT) / 2.0,
+        h - 8.0,
+        escape(x_label)
+    );
+    for (i, r) in rows.iter().enumerate() {
+        let y = TOP + row_h * (i as f64 + 0.5);
+        let name: String = r.name.chars().take(34).collect();
+        let _ = write!(
+            svg,
+            r##"<text x="{:.1}" y="{:.1}" font-size="11" text-anchor="end" fill="#333">{}</text>"##,
+            NAME - 8.0,
+            y + 4.0,
+            escape(&name)
+        );
+        let Some((v, e)) = r.value.filter(|(v, e)| v.is_finite() && e.is_finite()) else {
+            continue;
+        };
+        let (a, b, c) = (px(v - e), px(v), px(v + e));
+        let _ = write!(
+            svg,
+            r##"<line x1="{a:.1}" y1="{y:.1}" x2="{c:.1}" y2="{y:.1}" stroke="{col}" stroke-width="2"/><line x1="{a:.1}" y1="{:.1}" x2="{a:.1}" y2="{:.1}" stroke="{col}" stroke-width="2"/><line x1="{c:.1}" y1="{:.1}" x2="{c:.1}" y2="{:.1}" stroke="{col}" stroke-width="2"/><circle cx="{b:.1}" cy="{y:.1}" r="4.5" fill="{col}"><title>{} {v:+.1} ± {e:.1}</title></circle>"##,
+            y - 6.0,
+            y + 6.0,
+            y - 6.0,
+            y + 6.0,
+            escape(r.name),
+            col = escape(r.color)
+        );
+    }
+    svg.push_str("</svg>");
+    svg
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -392,94 +482,4 @@ mod tests {
         assert!(svg.contains("no data yet"));
         assert!(svg.ends_with("</svg>"));
     }
-}
-
-/// One rated player of [`interval_chart`].
-pub struct Rated<'a> {
-    pub name: &'a str,
-    pub color: &'a str,
-    /// The estimate and half its interval; `None`: not rated (drawn as a name only).
-    pub value: Option<(f64, f64)>,
-}
-
-/// Ratings as dots with error bars, one row per player, on a horizontal axis with its zero
-/// (the anchor) marked: the experiment page's Elo chart.
-pub fn interval_chart(title: &str, x_label: &str, rows: &[Rated]) -> String {
-    const NAME: f64 = 220.0;
-    let row_h = 26.0;
-    let h = TOP + BOTTOM + row_h * rows.len().max(1) as f64;
-    let mut svg = String::new();
-    let _ = write!(
-        svg,
-        r##"<svg class="chart" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {W} {h}" width="{W}" height="{h}" role="img" aria-label="{t}"><title>{t}</title><rect width="{W}" height="{h}" fill="#fff"/><text x="16" y="18" font-size="14" font-weight="bold">{t}</text>"##,
-        t = escape(title)
-    );
-    let rated: Vec<(f64, f64)> = rows
-        .iter()
-        .filter_map(|r| r.value)
-        .filter(|(v, e)| v.is_finite() && e.is_finite())
-        .collect();
-    if rated.is_empty() {
-        let _ = write!(
-            svg,
-            r##"<text x="{}" y="{}" text-anchor="middle" fill="#666">not rated yet</text></svg>"##,
-            W / 2.0,
-            h / 2.0
-        );
-        return svg;
-    }
-    let lo = rated.iter().map(|(v, e)| v - e).fold(0.0f64, f64::min);
-    let hi = rated.iter().map(|(v, e)| v + e).fold(0.0f64, f64::max);
-    let (lo, hi) = if hi - lo < 1e-9 {
-        (lo - 1.0, hi + 1.0)
-    } else {
-        let pad = (hi - lo) * 0.05;
-        (lo - pad, hi + pad)
-    };
-    let px = |x: f64| NAME + (x - lo) / (hi - lo) * (W - NAME - RIGHT);
-    let bottom = h - BOTTOM;
-    for t in ticks(lo, hi, 6) {
-        let x = px(t);
-        let _ = write!(
-            svg,
-            r##"<line x1="{x:.1}" y1="{TOP}" x2="{x:.1}" y2="{bottom}" stroke="#eee"/><text x="{x:.1}" y="{:.1}" font-size="11" text-anchor="middle" fill="#555">{}</text>"##,
-            bottom + 14.0,
-            label(t)
-        );
-    }
-    let zero = px(0.0);
-    let _ = write!(
-        svg,
-        r##"<line x1="{zero:.1}" y1="{TOP}" x2="{zero:.1}" y2="{bottom}" stroke="#999" stroke-dasharray="4 3"/><text x="{:.1}" y="{:.1}" font-size="12" text-anchor="middle" fill="#333">{}</text>"##,
-        (NAME + W - RIGHT) / 2.0,
-        h - 8.0,
-        escape(x_label)
-    );
-    for (i, r) in rows.iter().enumerate() {
-        let y = TOP + row_h * (i as f64 + 0.5);
-        let name: String = r.name.chars().take(34).collect();
-        let _ = write!(
-            svg,
-            r##"<text x="{:.1}" y="{:.1}" font-size="11" text-anchor="end" fill="#333">{}</text>"##,
-            NAME - 8.0,
-            y + 4.0,
-            escape(&name)
-        );
-        let Some((v, e)) = r.value.filter(|(v, e)| v.is_finite() && e.is_finite()) else {
-            continue;
-        };
-        let (a, b, c) = (px(v - e), px(v), px(v + e));
-        let _ = write!(
-            svg,
-            r##"<line x1="{a:.1}" y1="{y:.1}" x2="{c:.1}" y2="{y:.1}" stroke="{col}" stroke-width="2"/><line x1="{a:.1}" y1="{:.1}" x2="{a:.1}" y2="{:.1}" stroke="{col}" stroke-width="2"/><line x1="{c:.1}" y1="{:.1}" x2="{c:.1}" y2="{:.1}" stroke="{col}" stroke-width="2"/><circle cx="{b:.1}" cy="{y:.1}" r="4.5" fill="{col}"><title>{} {v:+.1} ± {e:.1}</title></circle>"##,
-            y - 6.0,
-            y + 6.0,
-            y - 6.0,
-            y + 6.0,
-            escape(r.name),
-            col = escape(r.color)
-        );
-    }
-    svg.push_str("</svg>");
-    svg
 }
