@@ -29,6 +29,11 @@ const SKIPPED: &[(&str, &str)] = &[
         "a benchmark with a venv of its own, minutes long",
     ),
     (
+        "lakefish experiment run infra/",
+        "trains three nets on the measured self-play shuffle; sprt.rs and the trainer's \
+         quantize.rs run small experiments end to end",
+    ),
+    (
         "lakefish engines add myengine",
         "needs an engine that loads bullet's files; jobs/src/engines.rs tests the layout path",
     ),
