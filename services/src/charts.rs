@@ -482,4 +482,33 @@ mod tests {
         assert!(svg.contains("no data yet"));
         assert!(svg.ends_with("</svg>"));
     }
+
+    /// An interval chart draws one dot and three bar lines per rated player, names the
+    /// unrated ones only, escapes names, and says so when nobody is rated.
+    #[test]
+    fn interval_charts_draw_rated_players_with_bars() {
+        let rows = [
+            Rated {
+                name: "a<b",
+                color: "#111",
+                value: Some((12.0, 30.0)),
+            },
+            Rated {
+                name: "anchor",
+                color: "#222",
+                value: Some((0.0, 0.0)),
+            },
+            Rated {
+                name: "lost every game",
+                color: "#333",
+                value: None,
+            },
+        ];
+        let svg = interval_chart("Elo", "Elo", &rows);
+        assert_eq!(svg.matches("<circle").count(), 2, "{svg}");
+        assert!(svg.contains("a&lt;b") && !svg.contains("a<b"), "{svg}");
+        assert!(svg.contains("lost every game"));
+        let none = interval_chart("Elo", "Elo", &rows[2..]);
+        assert!(none.contains("not rated yet"), "{none}");
+    }
 }

@@ -43,14 +43,12 @@ pub(crate) async fn list(State(s): State<AppState>) -> Page {
                 .table
                 .iter()
                 .filter(|r| r.elo.is_some())
-                .max_by(|a, b| a.elo.partial_cmp(&b.elo).unwrap_or(std::cmp::Ordering::Equal))
-                .map(|r| {
-                    format!(
-                        "{} ({:+.1})",
-                        escape(&r.player),
-                        r.elo.unwrap_or_default()
-                    )
+                .max_by(|a, b| {
+                    a.elo
+                        .partial_cmp(&b.elo)
+                        .unwrap_or(std::cmp::Ordering::Equal)
                 })
+                .map(|r| format!("{} ({:+.1})", escape(&r.player), r.elo.unwrap_or_default()))
                 .unwrap_or_default();
             let _ = write!(
                 b,
