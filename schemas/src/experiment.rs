@@ -421,8 +421,17 @@ fn duplicate(values: &[serde_json::Value]) -> Option<(usize, usize)> {
 fn short(v: &serde_json::Value) -> String {
     match v {
         serde_json::Value::String(s) => s.clone(),
-        serde_json::Value::Object(o) => match o.get("name") {
-            Some(serde_json::Value::String(n)) => n.clone(),
+        serde_json::Value::Object(o) => match (o.get("name"), o.get("kind")) {
+            (Some(serde_json::Value::String(n)), _) => n.clone(),
+            // A schedule or optimizer: `constant(value=0.2)`.
+            (None, Some(serde_json::Value::String(k))) => {
+                let rest: Vec<String> = o
+                    .iter()
+                    .filter(|(key, _)| *key != "kind")
+                    .map(|(key, val)| format!("{key}={}", short(val)))
+                    .collect();
+                format!("{k}({})", rest.join(", "))
+            }
             _ => v.to_string(),
         },
         other => other.to_string(),

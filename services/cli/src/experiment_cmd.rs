@@ -21,6 +21,9 @@ pub(crate) enum ExperimentCommand {
         /// Print the status as JSON instead of the table.
         #[arg(long)]
         json: bool,
+        /// Check the document and print its id and cells; train nothing.
+        #[arg(long, conflicts_with = "api")]
+        dry_run: bool,
         /// Queue it on a running service instead (its scheduler fans the cells and matches
         /// out over the workers; a submit token in LAKEFISH_TOKEN); prints the ids.
         #[arg(long)]
@@ -61,6 +64,7 @@ pub(crate) fn run(
             file,
             threads,
             json,
+            dry_run,
             api,
         } => {
             let text = std::fs::read_to_string(&file)
@@ -68,6 +72,28 @@ pub(crate) fn run(
             let (spec, cells) = ExperimentSpec::parse(&text)
                 .map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
             let id = spec.id();
+            if dry_run {
+                lakefish_jobs::admission::check_experiment(&spec)
+                    .map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
+                let players = cells.len() + usize::from(spec.rating.anchor.is_some());
+                let pairings = match spec.rating.schedule {
+                    lakefish_schemas::experiment::Schedule::RoundRobin => {
+                        players * (players - 1) / 2
+                    }
+                    lakefish_schemas::experiment::Schedule::Gauntlet => players - 1,
+                };
+                println!(
+                    "experiment {id}: {} cells, {pairings} pairings of {} pairs ({} games at most)",
+                    cells.len(),
+                    spec.rating.pairs,
+                    pairings as u64 * 2 * spec.rating.pairs as u64
+                );
+                for (i, c) in cells.iter().enumerate() {
+                    let (features, arch) = c.train.net_label();
+                    println!("  cell {i}: {}  ({features} {arch})", c.label);
+                }
+                return Ok(());
+            }
             if let Some(api) = api {
                 let api = api.trim_end_matches('/');
                 let body = serde_json::json!({"kind": "experiment", "spec": spec});
