@@ -37,12 +37,12 @@ pub(crate) async fn list(State(s): State<AppState>) -> Page {
     if all.is_empty() {
         b.push_str("<p>No experiments yet.</p>");
     } else {
-        b.push_str("<table><tr><th>experiment</th><th>state</th><th>cells</th><th>matches</th><th>best</th><th>created</th></tr>");
+        b.push_str("<table><tr><th>experiment</th><th>state</th><th>cells</th><th>matches</th><th>best cell (Elo)</th><th>created</th></tr>");
         for e in &all {
             let best = e
                 .table
                 .iter()
-                .filter(|r| r.elo.is_some())
+                .filter(|r| r.elo.is_some() && r.cell.is_some())
                 .max_by(|a, b| {
                     a.elo
                         .partial_cmp(&b.elo)
