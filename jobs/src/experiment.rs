@@ -45,6 +45,8 @@ pub fn markdown_key(id: &str) -> String {
 
 /// Depth of the nodes/s measurement over the bench positions.
 pub const NPS_DEPTH: u32 = 4;
+/// Held-out positions the move accuracy is measured on.
+pub const MOVE_ACCURACY_POSITIONS: usize = 2000;
 
 fn cell_job(id: &str, index: u32) -> JobId {
     JobId::derived(&format!("experiment/{id}/cell/{index}"))
@@ -221,6 +223,7 @@ pub fn run_cell(
         },
     )?;
     let evaluator = ctx.block_on(crate::nets::load_evaluator(&ctx.lake, &net.name))?;
+    let accuracy = move_accuracy(ctx, &cell.train, evaluator.clone())?;
     let nps = lakefish_engine::bench::bench(evaluator, NPS_DEPTH).nps();
     let classical =
         lakefish_engine::bench::bench(lakefish_engine::eval::Evaluator::Classical, NPS_DEPTH).nps();
@@ -232,6 +235,7 @@ pub fn run_cell(
         val_loss: run.val_loss.last().copied(),
         material_val_loss: run.material_val_loss,
         quantized_mean_cp: Some(report.error.mean_abs_cp),
+        move_accuracy: accuracy,
         nodes_per_s: nps,
         nodes_per_s_ratio: nps / classical.max(1e-9),
     };
@@ -240,6 +244,52 @@ pub fn run_cell(
         serde_json::to_vec_pretty(&result)?,
     ))?;
     Ok(result)
+}
+
+/// How often the net's quiescence-level best move (a depth-1 search: every legal move, then
+/// captures to quiet) is the data's move, over the first [`MOVE_ACCURACY_POSITIONS`] rows of
+/// the shuffle's held-out chunk (the trainer validates on the last `val_chunks`), as
+/// Nodchip's learner reports it. `None` when the chunk has no rows with a move.
+fn move_accuracy(
+    ctx: &JobContext,
+    train: &lakefish_schemas::TrainSpec,
+    evaluator: lakefish_engine::eval::Evaluator,
+) -> Result<Option<f64>, JobError> {
+    let manifest = ctx
+        .block_on(crate::shuffle::read_shuffle_manifest(
+            &ctx.lake,
+            &train.shuffle,
+        ))?
+        .ok_or_else(|| JobError::NotFound(format!("shuffle {}", train.shuffle)))?;
+    let Some(last) = manifest.chunks.len().checked_sub(1) else {
+        return Ok(None);
+    };
+    let rows = crate::shuffle::chunk_rows_as_text(
+        ctx,
+        &train.shuffle,
+        last as u32,
+        MOVE_ACCURACY_POSITIONS,
+    )?;
+    let mut searcher = lakefish_engine::search::Searcher::new(evaluator, 1);
+    let (mut same, mut counted) = (0u64, 0u64);
+    let mut text = Vec::with_capacity(5);
+    for row in rows.iter().filter(|r| !r.mv.is_empty() && r.mv != "0000") {
+        let Ok(pos) = lakefish_engine::rules::parse_position(&row.fen) else {
+            continue;
+        };
+        let found = searcher.search(
+            &pos,
+            &[],
+            &lakefish_engine::search::Limits::depth(1),
+            |_| {},
+        );
+        let Some(best) = found.best else { continue };
+        text.clear();
+        lakefish_engine::fen::write_uci(&best, shakmaty::CastlingMode::Standard, &mut text);
+        counted += 1;
+        same += u64::from(text == row.mv.as_bytes());
+    }
+    Ok((counted > 0).then(|| same as f64 / counted as f64))
 }
 
 /// The fixed-length match of two players.
@@ -459,7 +509,7 @@ pub fn table_csv(s: &ExperimentStatus) -> String {
         }
     };
     let mut out = String::from(
-        "player,plays,elo,elo_error_95,games,score,val_loss,material_val_loss,quantized_mean_cp,nodes_per_s,nodes_per_s_ratio\n",
+        "player,plays,elo,elo_error_95,games,score,val_loss,material_val_loss,quantized_mean_cp,move_accuracy,nodes_per_s,nodes_per_s_ratio\n",
     );
     for r in &s.table {
         let c = r.cell.as_ref();
@@ -473,6 +523,7 @@ pub fn table_csv(s: &ExperimentStatus) -> String {
             opt(c.and_then(|c| c.val_loss), 5),
             opt(c.and_then(|c| c.material_val_loss), 5),
             opt(c.and_then(|c| c.quantized_mean_cp), 2),
+            opt(c.and_then(|c| c.move_accuracy), 4),
             opt(c.map(|c| c.nodes_per_s), 0),
             opt(c.map(|c| c.nodes_per_s_ratio), 3),
         ];
@@ -502,8 +553,10 @@ pub fn table_markdown(plan: &ExperimentPlan, s: &ExperimentStatus) -> String {
         r.book,
         s.players.get(s.anchor).map_or("?", String::as_str)
     );
-    out.push_str("| player | plays | Elo | games | score | val loss | nodes/s (× classical) |\n");
-    out.push_str("|---|---|---:|---:|---:|---:|---:|\n");
+    out.push_str(
+        "| player | plays | Elo | games | score | val loss | move accuracy | nodes/s (× classical) |\n",
+    );
+    out.push_str("|---|---|---:|---:|---:|---:|---:|---:|\n");
     for row in &s.table {
         let elo = match (row.elo, row.elo_error) {
             (Some(e), Some(err)) => format!("{e:+.1} ± {err:.1}"),
@@ -511,12 +564,13 @@ pub fn table_markdown(plan: &ExperimentPlan, s: &ExperimentStatus) -> String {
         };
         let c = row.cell.as_ref();
         out.push_str(&format!(
-            "| {} | {} | {elo} | {} | {} | {} | {} |\n",
+            "| {} | {} | {elo} | {} | {} | {} | {} | {} |\n",
             row.player.replace('|', "\\|"),
             row.plays,
             row.games,
             opt(row.score, 3),
             opt(c.and_then(|c| c.val_loss), 5),
+            opt(c.and_then(|c| c.move_accuracy), 3),
             c.map_or_else(String::new, |c| format!(
                 "{:.0} ({:.2})",
                 c.nodes_per_s, c.nodes_per_s_ratio

@@ -296,6 +296,9 @@ pub struct CellResult {
     pub material_val_loss: Option<f64>,
     /// Quantization error against the float model, centipawns.
     pub quantized_mean_cp: Option<f64>,
+    /// How often the net's quiescence-level best move is the data's, on held-out positions.
+    #[serde(default)]
+    pub move_accuracy: Option<f64>,
     /// Nodes/s of lakefish's search with this net over the bench positions, and that number
     /// divided by the classical evaluation's measured just after on the same worker.
     pub nodes_per_s: f64,

@@ -843,6 +843,8 @@ fn an_experiment_trains_rates_and_resumes() {
             "{row:?}"
         );
         assert!(c.nodes_per_s > 0.0);
+        let accuracy = c.move_accuracy.unwrap();
+        assert!(accuracy > 0.0 && accuracy < 1.0, "{row:?}");
         assert_eq!(row.games, 8);
     }
     let anchor = &status.table[4];

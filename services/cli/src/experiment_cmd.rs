@@ -228,8 +228,8 @@ fn print_table(s: &ExperimentStatus) {
         .unwrap_or(6)
         .max(6);
     println!(
-        "  {:<width$}  {:>16}  {:>6}  {:>6}  {:>9}  {:>10}  net",
-        "player", "Elo", "games", "score", "val loss", "nodes/s"
+        "  {:<width$}  {:>16}  {:>6}  {:>6}  {:>9}  {:>9}  {:>10}  net",
+        "player", "Elo", "games", "score", "val loss", "move acc.", "nodes/s"
     );
     for r in &s.table {
         let elo = match (r.elo, r.elo_error) {
@@ -238,12 +238,14 @@ fn print_table(s: &ExperimentStatus) {
         };
         let c = r.cell.as_ref();
         println!(
-            "  {:<width$}  {elo:>16}  {:>6}  {:>6}  {:>9}  {:>10}  {}",
+            "  {:<width$}  {elo:>16}  {:>6}  {:>6}  {:>9}  {:>9}  {:>10}  {}",
             r.player,
             r.games,
             r.score.map_or("-".into(), |v| format!("{v:.3}")),
             c.and_then(|c| c.val_loss)
                 .map_or("-".into(), |v| format!("{v:.5}")),
+            c.and_then(|c| c.move_accuracy)
+                .map_or("-".into(), |v| format!("{v:.3}")),
             c.map_or("-".into(), |c| format!("{:.0}", c.nodes_per_s)),
             r.plays
         );
