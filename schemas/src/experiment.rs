@@ -140,8 +140,7 @@ impl ExperimentSpec {
                 "axes: {count} cells (with repeats), at most {MAX_CELLS}: each trains a net and plays the others"
             ));
         }
-        let base: TrainSpec =
-            serde_json::from_value(self.base.clone()).map_err(|e| format!("base: {e}"))?;
+        let base = train_spec(self.base.clone()).map_err(|e| format!("base: {e}"))?;
         check(&base).map_err(|e| format!("base: {e}"))?;
         // Each axis on its own first, so an error names the value, not a combination.
         for (i, axis) in self.axes.iter().enumerate() {
@@ -149,8 +148,15 @@ impl ExperimentSpec {
                 let mut doc = self.base.clone();
                 set(&mut doc, &axis.field, v.clone())
                     .map_err(|e| format!("axes[{i}].field: {e}"))?;
-                let spec: TrainSpec = serde_json::from_value(doc)
-                    .map_err(|e| format!("axes[{i}].values[{j}]: {e}"))?;
+                let spec = train_spec(doc).map_err(|e| {
+                    // A field the train spec does not have is the axis's fault, not a value's.
+                    let top = axis.field.split('.').next().unwrap_or_default();
+                    if e.starts_with(&format!("{top}: unknown field")) {
+                        format!("axes[{i}].field: {e}")
+                    } else {
+                        format!("axes[{i}].values[{j}]: {e}")
+                    }
+                })?;
                 check(&spec).map_err(|e| format!("axes[{i}].values[{j}]: {e}"))?;
             }
         }
@@ -173,7 +179,7 @@ impl ExperimentSpec {
                 set(&mut doc, &axis.field, v.clone()).expect("checked above");
                 label.push(format!("{}={}", axis.field, short(v)));
             }
-            let spec: TrainSpec = serde_json::from_value(doc).map_err(|e| {
+            let spec = train_spec(doc).map_err(|e| {
                 format!("axes: the cell {} is no train spec: {e}", label.join(", "))
             })?;
             check(&spec).map_err(|e| format!("axes: the cell {}: {e}", label.join(", ")))?;
@@ -381,6 +387,19 @@ pub struct ExperimentStatus {
     pub updated: String,
 }
 
+/// A train spec from JSON; an error names the field inside it (`net.inputs.parts[1].family:
+/// unknown variant ...`).
+fn train_spec(doc: serde_json::Value) -> Result<TrainSpec, String> {
+    serde_path_to_error::deserialize(doc).map_err(|e| {
+        let path = e.path().to_string();
+        if path == "." || path.is_empty() {
+            e.inner().to_string()
+        } else {
+            format!("{path}: {}", e.inner())
+        }
+    })
+}
+
 /// What a train spec is checked for at submission without the lake.
 fn check(spec: &TrainSpec) -> Result<(), String> {
     spec.validate()?;
@@ -510,7 +529,7 @@ mod tests {
         for (axes, says) in [
             (
                 r#"[{"field": "lamda_start", "values": [0.5]}]"#,
-                "axes[0].values[0]: unknown field `lamda_start`",
+                "axes[0].field: lamda_start: unknown field `lamda_start`",
             ),
             (
                 r#"[{"field": "lr", "values": []}]"#,
@@ -518,7 +537,7 @@ mod tests {
             ),
             (
                 r#"[{"field": "loss", "values": ["elmo", "banana"]}]"#,
-                "axes[0].values[1]: unknown variant `banana`",
+                "axes[0].values[1]: loss: unknown variant `banana`",
             ),
             (
                 r#"[{"field": "epochs", "values": [1, 0]}]"#,

@@ -1190,7 +1190,7 @@ async fn experiments_are_checked_at_the_door() {
         (
             r#"[{"field":"widht","values":[1,2]}]"#,
             rating,
-            "axes[0].values[0]: unknown field `widht`",
+            "axes[0].field: widht: unknown field `widht`",
         ),
         (
             r#"[{"field":"arch","values":[]}]"#,
