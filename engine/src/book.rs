@@ -100,6 +100,63 @@ fn parse_epd(name: &str, text: &str) -> Result<Vec<Chess>, BookError> {
     Ok(out)
 }
 
+/// A position with the moves that solve it (EPD `bm`), for puzzle accuracy.
+#[derive(Debug, Clone)]
+pub struct Puzzle {
+    pub position: Chess,
+    pub best: Vec<shakmaty::Move>,
+}
+
+/// Puzzles from EPD lines `FEN bm SAN [SAN...]; id "...";`: every line needs a `bm` whose
+/// moves are legal in its position; an error names the file and line.
+pub fn parse_puzzles(name: &str, bytes: &[u8]) -> Result<Vec<Puzzle>, BookError> {
+    let text = std::str::from_utf8(bytes).map_err(|_| BookError::NotText(name.into()))?;
+    let mut out = Vec::new();
+    for (i, line) in text.trim_start_matches('\u{feff}').lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let err = |reason: String| BookError::Line {
+            book: name.into(),
+            line: i + 1,
+            reason,
+        };
+        let fields: Vec<&str> = line.splitn(5, char::is_whitespace).collect();
+        if fields.len() < 5 {
+            return Err(err("fewer than four FEN fields and a bm operation".into()));
+        }
+        let fen = format!("{} 0 1", fields[..4].join(" "));
+        let parsed: Fen = fen.parse().map_err(|e| err(format!("not a FEN: {e}")))?;
+        let position: Chess = parsed
+            .into_position(CastlingMode::Standard)
+            .map_err(|e| err(format!("illegal position: {e}")))?;
+        let bm = fields[4]
+            .split(';')
+            .map(str::trim)
+            .find_map(|op| op.strip_prefix("bm "))
+            .ok_or_else(|| err("no bm operation (the moves that solve it)".into()))?;
+        let mut best = Vec::new();
+        for san in bm.split_whitespace() {
+            let m = san
+                .parse::<SanPlus>()
+                .map_err(|e| err(format!("bm {san}: {e}")))?
+                .san
+                .to_move(&position)
+                .map_err(|e| err(format!("bm {san}: {e}")))?;
+            best.push(m);
+        }
+        if best.is_empty() {
+            return Err(err("bm names no move".into()));
+        }
+        out.push(Puzzle { position, best });
+    }
+    if out.is_empty() {
+        return Err(BookError::Empty(name.into()));
+    }
+    Ok(out)
+}
+
 /// Movetext tokens that are moves: comments, variations, NAGs, move numbers and results go.
 pub(crate) fn san_tokens(movetext: &str) -> Vec<String> {
     let mut tokens = Vec::new();
@@ -292,5 +349,31 @@ mod tests {
             Book::parse("e.epd", &[0xff, 0xfe]).unwrap_err(),
             BookError::NotText("e.epd".into())
         );
+    }
+
+    /// Puzzles: `bm` moves in SAN (check marks allowed, several per line) become moves of
+    /// their position; a line without `bm`, or with a move that is not legal there, is
+    /// refused naming the line.
+    #[test]
+    fn puzzles_read_their_best_moves() {
+        let epd = "# mates in one\n\
+                   6k1/5ppp/8/8/8/8/8/R5K1 w - - bm Ra8#; id \"back rank\";\n\
+                   r1bqkbnr/pppp1ppp/2n5/4p2Q/2B1P3/8/PPPP1PPP/RNB1K1NR w KQkq - bm Qxf7# Qxf7;\n";
+        let p = parse_puzzles("p.epd", epd.as_bytes()).unwrap();
+        assert_eq!(p.len(), 2);
+        assert_eq!(p[0].best.len(), 1);
+        assert_eq!(p[0].best[0].to(), shakmaty::Square::A8);
+        assert_eq!(p[1].best.len(), 2);
+        for (text, says) in [
+            ("6k1/5ppp/8/8/8/8/8/R5K1 w - - id \"x\";", "line 1: no bm"),
+            ("6k1/5ppp/8/8/8/8/8/R5K1 w - - bm Rb9;", "line 1: bm Rb9"),
+            ("6k1/5ppp/8/8/8/8/8/R5K1 w - - bm Qh5;", "line 1: bm Qh5"),
+            ("", "has no positions"),
+        ] {
+            let e = parse_puzzles("p.epd", text.as_bytes())
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(says), "{text}: {e}");
+        }
     }
 }

@@ -63,6 +63,12 @@ pub fn check_rating(ctx: &JobContext, spec: &ExperimentSpec) -> Result<(), JobEr
         e => JobError::Payload(format!("rating.book: {e}")),
     };
     crate::sprt::read_book_at(ctx, &spec.rating.book).map_err(name)?;
+    if let Some(p) = &spec.puzzles {
+        read_puzzles(ctx, &p.file).map_err(|e| match e {
+            e if e.is_transient() => e,
+            e => JobError::Payload(format!("puzzles.file: {e}")),
+        })?;
+    }
     if let Some(anchor) = &spec.rating.anchor {
         ctx.block_on(crate::engines::resolve_side(&ctx.lake, anchor))
             .map_err(|e| match e {
@@ -224,6 +230,14 @@ pub fn run_cell(
     )?;
     let evaluator = ctx.block_on(crate::nets::load_evaluator(&ctx.lake, &net.name))?;
     let accuracy = move_accuracy(ctx, &cell.train, evaluator.clone())?;
+    let puzzle_accuracy = match &plan.spec.puzzles {
+        Some(p) => Some(solved(
+            &read_puzzles(ctx, &p.file)?,
+            evaluator.clone(),
+            p.nodes,
+        )),
+        None => None,
+    };
     let nps = lakefish_engine::bench::bench(evaluator, NPS_DEPTH).nps();
     let classical =
         lakefish_engine::bench::bench(lakefish_engine::eval::Evaluator::Classical, NPS_DEPTH).nps();
@@ -236,6 +250,7 @@ pub fn run_cell(
         material_val_loss: run.material_val_loss,
         quantized_mean_cp: Some(report.error.mean_abs_cp),
         move_accuracy: accuracy,
+        puzzle_accuracy,
         nodes_per_s: nps,
         nodes_per_s_ratio: nps / classical.max(1e-9),
     };
@@ -290,6 +305,45 @@ fn move_accuracy(
         same += u64::from(text == row.mv.as_bytes());
     }
     Ok((counted > 0).then(|| same as f64 / counted as f64))
+}
+
+/// Reads a puzzle file (a local path or `lake:` key, at most a book's size).
+fn read_puzzles(
+    ctx: &JobContext,
+    file: &str,
+) -> Result<Vec<lakefish_engine::book::Puzzle>, JobError> {
+    let input = lakefish_lake::input::Input::open(ctx, file)?;
+    if input.len() > crate::sprt::MAX_BOOK_BYTES {
+        return Err(JobError::TooLarge {
+            input: file.to_string(),
+            max: crate::sprt::MAX_BOOK_BYTES,
+        });
+    }
+    let bytes = input.read_at(0, input.len() as usize)?;
+    lakefish_engine::book::parse_puzzles(file, &bytes).map_err(|e| JobError::Payload(e.to_string()))
+}
+
+/// The share of `puzzles` whose best move lakefish's search with `evaluator` finds in `nodes`.
+fn solved(
+    puzzles: &[lakefish_engine::book::Puzzle],
+    evaluator: lakefish_engine::eval::Evaluator,
+    nodes: u64,
+) -> f64 {
+    let mut searcher = lakefish_engine::search::Searcher::new(evaluator, 16);
+    let hits = puzzles
+        .iter()
+        .filter(|p| {
+            searcher.clear();
+            let found = searcher.search(
+                &p.position,
+                &[],
+                &lakefish_engine::search::Limits::nodes(nodes),
+                |_| {},
+            );
+            found.best.is_some_and(|m| p.best.contains(&m))
+        })
+        .count();
+    hits as f64 / puzzles.len().max(1) as f64
 }
 
 /// The fixed-length match of two players.
@@ -509,7 +563,7 @@ pub fn table_csv(s: &ExperimentStatus) -> String {
         }
     };
     let mut out = String::from(
-        "player,plays,elo,elo_error_95,games,score,val_loss,material_val_loss,quantized_mean_cp,move_accuracy,nodes_per_s,nodes_per_s_ratio\n",
+        "player,plays,elo,elo_error_95,games,score,val_loss,material_val_loss,quantized_mean_cp,move_accuracy,puzzle_accuracy,nodes_per_s,nodes_per_s_ratio\n",
     );
     for r in &s.table {
         let c = r.cell.as_ref();
@@ -524,6 +578,7 @@ pub fn table_csv(s: &ExperimentStatus) -> String {
             opt(c.and_then(|c| c.material_val_loss), 5),
             opt(c.and_then(|c| c.quantized_mean_cp), 2),
             opt(c.and_then(|c| c.move_accuracy), 4),
+            opt(c.and_then(|c| c.puzzle_accuracy), 4),
             opt(c.map(|c| c.nodes_per_s), 0),
             opt(c.map(|c| c.nodes_per_s_ratio), 3),
         ];
@@ -554,9 +609,9 @@ pub fn table_markdown(plan: &ExperimentPlan, s: &ExperimentStatus) -> String {
         s.players.get(s.anchor).map_or("?", String::as_str)
     );
     out.push_str(
-        "| player | plays | Elo | games | score | val loss | move accuracy | nodes/s (× classical) |\n",
+        "| player | plays | Elo | games | score | val loss | move accuracy | puzzles solved | nodes/s (× classical) |\n",
     );
-    out.push_str("|---|---|---:|---:|---:|---:|---:|---:|\n");
+    out.push_str("|---|---|---:|---:|---:|---:|---:|---:|---:|\n");
     for row in &s.table {
         let elo = match (row.elo, row.elo_error) {
             (Some(e), Some(err)) => format!("{e:+.1} ± {err:.1}"),
@@ -564,13 +619,14 @@ pub fn table_markdown(plan: &ExperimentPlan, s: &ExperimentStatus) -> String {
         };
         let c = row.cell.as_ref();
         out.push_str(&format!(
-            "| {} | {} | {elo} | {} | {} | {} | {} | {} |\n",
+            "| {} | {} | {elo} | {} | {} | {} | {} | {} | {} |\n",
             row.player.replace('|', "\\|"),
             row.plays,
             row.games,
             opt(row.score, 3),
             opt(c.and_then(|c| c.val_loss), 5),
             opt(c.and_then(|c| c.move_accuracy), 3),
+            opt(c.and_then(|c| c.puzzle_accuracy), 3),
             c.map_or_else(String::new, |c| format!(
                 "{:.0} ({:.2})",
                 c.nodes_per_s, c.nodes_per_s_ratio

@@ -36,6 +36,24 @@ pub struct ExperimentSpec {
     #[serde(default = "one")]
     pub repeats: u32,
     pub rating: RatingPlan,
+    /// A puzzle set to measure each net on (puzzle accuracy, as the thesis reports it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub puzzles: Option<Puzzles>,
+}
+
+/// EPD lines with `bm` (the moves that solve each): a net solves a puzzle when lakefish's
+/// search with it, given `nodes`, plays one of them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Puzzles {
+    /// A local path or `lake:` key.
+    pub file: String,
+    #[serde(default = "puzzle_nodes")]
+    pub nodes: u64,
+}
+
+fn puzzle_nodes() -> u64 {
+    10_000
 }
 
 fn one() -> u32 {
@@ -117,6 +135,14 @@ impl ExperimentSpec {
             return Err("repeats: at least 1".into());
         }
         self.rating.validate()?;
+        if let Some(p) = &self.puzzles {
+            if p.file.trim().is_empty() {
+                return Err("puzzles.file: empty".into());
+            }
+            if p.nodes == 0 {
+                return Err("puzzles.nodes: at least 1".into());
+            }
+        }
         let mut count = self.repeats as usize;
         for (i, axis) in self.axes.iter().enumerate() {
             if axis.values.is_empty() {
@@ -305,6 +331,9 @@ pub struct CellResult {
     /// How often the net's quiescence-level best move is the data's, on held-out positions.
     #[serde(default)]
     pub move_accuracy: Option<f64>,
+    /// The share of the experiment's puzzles solved, when it names a puzzle set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub puzzle_accuracy: Option<f64>,
     /// Nodes/s of lakefish's search with this net over the bench positions, and that number
     /// divided by the classical evaluation's measured just after on the same worker.
     pub nodes_per_s: f64,

@@ -368,7 +368,9 @@ impl JobSpec {
                 s.inputs.iter().map(String::as_str).collect()
             }
             JobSpec::Sprt(s) => vec![s.book.as_str()],
-            JobSpec::Experiment(e) => vec![e.rating.book.as_str()],
+            JobSpec::Experiment(e) => std::iter::once(e.rating.book.as_str())
+                .chain(e.puzzles.iter().map(|p| p.file.as_str()))
+                .collect(),
             _ => Vec::new(),
         }
     }

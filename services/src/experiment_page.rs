@@ -102,13 +102,13 @@ pub(crate) async fn one(State(s): State<AppState>, ApiPath(id): ApiPath<String>)
             "Elo",
             &rows,
         ));
-        b.push_str("<table class=\"compare\"><tr><th>player</th><th>plays</th><th>Elo</th><th>games</th><th>score</th><th>val loss</th><th>material val loss</th><th>quantized, mean cp</th><th>move accuracy</th><th>nodes/s (× classical)</th><th>run</th></tr>");
+        b.push_str("<table class=\"compare\"><tr><th>player</th><th>plays</th><th>Elo</th><th>games</th><th>score</th><th>val loss</th><th>material val loss</th><th>quantized, mean cp</th><th>move accuracy</th><th>puzzles solved</th><th>nodes/s (× classical)</th><th>run</th></tr>");
         for (i, r) in e.table.iter().enumerate() {
             let c = r.cell.as_ref();
             let num = |v: Option<f64>, d: usize| v.map_or(String::new(), |v| format!("{v:.d$}"));
             let _ = write!(
                 b,
-                r#"<tr><td><span style="color:{}">■</span> {}</td><td>{}</td><td class="num">{}</td><td class="num">{}</td><td class="num">{}</td><td class="num">{}</td><td class="num">{}</td><td class="num">{}</td><td class="num">{}</td><td class="num">{}</td><td>{}</td></tr>"#,
+                r#"<tr><td><span style="color:{}">■</span> {}</td><td>{}</td><td class="num">{}</td><td class="num">{}</td><td class="num">{}</td><td class="num">{}</td><td class="num">{}</td><td class="num">{}</td><td class="num">{}</td><td class="num">{}</td><td class="num">{}</td><td>{}</td></tr>"#,
                 colour(i),
                 escape(&r.player),
                 net_link(&r.plays),
@@ -122,6 +122,7 @@ pub(crate) async fn one(State(s): State<AppState>, ApiPath(id): ApiPath<String>)
                 num(c.and_then(|c| c.material_val_loss), 5),
                 num(c.and_then(|c| c.quantized_mean_cp), 2),
                 num(c.and_then(|c| c.move_accuracy), 3),
+                num(c.and_then(|c| c.puzzle_accuracy), 3),
                 c.map_or(String::new(), |c| format!(
                     "{:.0} ({:.2})",
                     c.nodes_per_s, c.nodes_per_s_ratio

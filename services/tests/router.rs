@@ -1233,6 +1233,31 @@ async fn experiments_are_checked_at_the_door() {
         let msg = err["error"].as_str().unwrap();
         assert!(msg.contains(says), "{axes} {rating}: {msg}");
     }
+    // A puzzle set that is not there, or without `bm`, is named too.
+    app.state
+        .lake
+        .put(
+            "raw/puzzles/no-bm.epd",
+            b"6k1/5ppp/8/8/8/8/8/R5K1 w - -\n".to_vec(),
+        )
+        .await
+        .unwrap();
+    for (file, says) in [
+        ("lake:raw/puzzles/missing.epd", "puzzles.file: "),
+        (
+            "lake:raw/puzzles/no-bm.epd",
+            "line 1: fewer than four FEN fields and a bm",
+        ),
+    ] {
+        let body = doc("[]", rating).replace(
+            r#""rating":"#,
+            &format!(r#""puzzles":{{"file":"{file}"}},"rating":"#),
+        );
+        let (status, _, err) = send(&app, "POST", "/v1/jobs", &body, None).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{file}: {err}");
+        let msg = err["error"].as_str().unwrap();
+        assert!(msg.contains(says), "{file}: {msg}");
+    }
     let (_, _, listed) = send(&app, "GET", "/v1/jobs", "", None).await;
     assert_eq!(listed["jobs"].as_array().unwrap().len(), 0, "{listed}");
     let (status, _, none) = send(&app, "GET", "/v1/experiments", "", None).await;

@@ -794,13 +794,22 @@ fn an_experiment_trains_rates_and_resumes() {
                 rnbqkbnr/pppppppp/8/8/3P4/8/PPP1PPPP/RNBQKBNR b KQkq -\n";
     rt.block_on(ctx.lake.put("raw/books/two.epd", book.as_bytes().to_vec()))
         .unwrap();
+    // Mates in one: any net's search finds them in 300 nodes.
+    let mates = "6k1/5ppp/8/8/8/8/8/R5K1 w - - bm Ra8#;\n\
+                 r1bqkbnr/pppp1ppp/2n5/4p2Q/2B1P3/8/PPPP1PPP/RNB1K1NR w KQkq - bm Qxf7#;\n";
+    rt.block_on(
+        ctx.lake
+            .put("raw/puzzles/mates.epd", mates.as_bytes().to_vec()),
+    )
+    .unwrap();
     let doc = format!(
         r#"{{"base": {{"shuffle": "{shuffle}", "arch": "32x2-8", "batch_size": 1024,
                       "device": "cpu", "seed": 11, "lr": 0.003}},
             "axes": [{{"field": "arch", "values": ["32x2-8", "16x2-8"]}},
                      {{"field": "lambda_start", "values": [1.0, 0.5]}}],
             "rating": {{"book": "lake:raw/books/two.epd", "nodes": 200, "pairs": 1,
-                        "anchor": "material"}}}}"#
+                        "anchor": "material"}},
+            "puzzles": {{"file": "lake:raw/puzzles/mates.epd", "nodes": 300}}}}"#
     );
     let (spec, cells) = ExperimentSpec::parse(&doc).unwrap();
     assert_eq!(cells.len(), 4);
@@ -845,6 +854,7 @@ fn an_experiment_trains_rates_and_resumes() {
         assert!(c.nodes_per_s > 0.0);
         let accuracy = c.move_accuracy.unwrap();
         assert!(accuracy > 0.0 && accuracy < 1.0, "{row:?}");
+        assert_eq!(c.puzzle_accuracy, Some(1.0), "{row:?}");
         assert_eq!(row.games, 8);
     }
     let anchor = &status.table[4];
