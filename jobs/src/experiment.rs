@@ -471,6 +471,14 @@ pub fn run_here(ctx: &JobContext, spec: &ExperimentSpec) -> Result<ExperimentSta
         }
         let s = crate::sprt::run_here(ctx, &match_spec(&plan, &sides[a], &sides[b]))?;
         results.push(counted(a, b, &s));
+        // Where it stands, for `experiment show` and the dashboard meanwhile.
+        let mut s = initial_status(&plan);
+        s.state = ExperimentState::Rating;
+        s.cells_done = n;
+        s.players = players.clone();
+        s.anchor = anchor;
+        s.pairings = results.clone();
+        put_status(ctx, &s)?;
     }
     finish(ctx, &plan, cells, players, anchor, results)
 }
