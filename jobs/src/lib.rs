@@ -17,6 +17,7 @@ pub mod catalog;
 pub mod datagen;
 pub mod engines;
 pub mod experiment;
+pub mod export;
 pub mod foreign_nets;
 pub mod gauntlet;
 pub mod masks;

@@ -184,6 +184,9 @@ pub(crate) enum Command {
         #[command(subcommand)]
         what: crate::experiment_cmd::ExperimentCommand,
     },
+    /// A dataset (or the rows one of its masks keeps) written in another tool's text format:
+    /// Stockfish's plain text, or bullet's `FEN | score | result`.
+    Export(crate::export_cmd::ExportArgs),
     /// Show jobs known to a running service: all of them, or one by id.
     Jobs {
         /// The API's base URL (LAKEFISH_TOKEN is sent when set).

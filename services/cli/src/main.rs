@@ -10,6 +10,7 @@ mod config;
 mod engine_cmd;
 mod engines_cmd;
 mod experiment_cmd;
+mod export_cmd;
 mod lake_cmd;
 mod local;
 mod nets_cmd;
@@ -143,6 +144,7 @@ fn main() -> anyhow::Result<()> {
         },
         Command::Pipeline(a) => rt.block_on(pipeline_cmd::run(a)),
         Command::Experiment { what } => experiment_cmd::run(lake, rt.handle(), what),
+        Command::Export(a) => export_cmd::run(lake, rt.handle(), a),
         Command::Bench { args } => bench(args),
         Command::Token {
             what: TokenCommand::New { name, scopes },

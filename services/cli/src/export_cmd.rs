@@ -1,0 +1,92 @@
+//! `lakefish export`: a dataset written in another tool's text format (docs in
+//! `lakefish_jobs::export`), to a local file that appears whole or not at all.
+
+use anyhow::Context;
+use lakefish_jobs::export::{ExportFormat, export_dataset};
+use lakefish_schemas::{DatasetName, MaskName, Source};
+
+#[derive(clap::Args)]
+pub(crate) struct ExportArgs {
+    /// The dataset to write out.
+    pub dataset: DatasetName,
+    /// Its source partition: binpack, lichess or selfplay.
+    #[arg(long, default_value = "binpack")]
+    pub source: String,
+    /// Only the rows this committed mask keeps.
+    #[arg(long)]
+    pub mask: Option<MaskName>,
+    /// plain: Stockfish's text (fen, move, score, ply, result, e; scores in internal units,
+    /// side to move's view), every column kept. bullet-text: `FEN | score | result`, White's
+    /// view, centipawns and 1.0/0.5/0.0; the move and ply are dropped. Rows without a score
+    /// or result are skipped and counted.
+    #[arg(long)]
+    pub format: String,
+    /// The file to write (written beside it as FILE.partial, renamed when complete).
+    #[arg(long, short)]
+    pub output: std::path::PathBuf,
+}
+
+pub(crate) fn run(lake: &str, rt: &tokio::runtime::Handle, a: ExportArgs) -> anyhow::Result<()> {
+    let format = ExportFormat::parse(&a.format).map_err(|e| anyhow::anyhow!("--format: {e}"))?;
+    let source = Source::parse(&a.source)
+        .with_context(|| format!("--source {:?}: binpack, lichess or selfplay", a.source))?;
+    let lake = crate::config::open_existing_lake(lake)?;
+    let ctx = lakefish_jobs::JobContext::new(lake, rt.clone());
+    let partial = a.output.with_extension(match a.output.extension() {
+        Some(e) => format!("{}.partial", e.to_string_lossy()),
+        None => "partial".into(),
+    });
+    let file = std::fs::File::create(&partial)
+        .with_context(|| format!("cannot create {}", partial.display()))?;
+    let mut out = std::io::BufWriter::with_capacity(1 << 20, file);
+    let started = std::time::Instant::now();
+    let done = export_dataset(
+        &ctx,
+        source,
+        &a.dataset,
+        a.mask.as_ref(),
+        format,
+        &mut out,
+        |read, total| {
+            eprintln!(
+                "[{:>5.0}s] {read}/{total} rows read",
+                started.elapsed().as_secs_f64()
+            )
+        },
+    );
+    let summary = match done.and_then(|s| {
+        out.into_inner()
+            .map_err(|e| lakefish_jobs::JobError::Failed(format!("writing the export: {e}")))?
+            .sync_all()
+            .map_err(|e| lakefish_jobs::JobError::Failed(format!("writing the export: {e}")))?;
+        Ok(s)
+    }) {
+        Ok(s) => s,
+        Err(e) => {
+            let _ = std::fs::remove_file(&partial);
+            return Err(e.into());
+        }
+    };
+    std::fs::rename(&partial, &a.output).with_context(|| {
+        format!(
+            "cannot rename {} to {}",
+            partial.display(),
+            a.output.display()
+        )
+    })?;
+    println!("{}", serde_json::to_string_pretty(&summary)?);
+    eprintln!(
+        "wrote {} rows ({} bytes) to {}; skipped {} without a score, {} without a result{}",
+        summary.rows_written,
+        summary.bytes,
+        a.output.display(),
+        summary.no_score,
+        summary.no_result,
+        if a.mask.is_some() {
+            format!(", {} dropped by the mask", summary.masked_out)
+        } else {
+            String::new()
+        }
+    );
+    Ok(())
+}
