@@ -478,6 +478,10 @@ pub fn run_here(ctx: &JobContext, spec: &ExperimentSpec) -> Result<ExperimentSta
         s.players = players.clone();
         s.anchor = anchor;
         s.pairings = results.clone();
+        s.pairings.extend(todo[k + 1..].iter().map(|&(a, b)| PairingResult {
+            done: false,
+            ..no_match(a, b)
+        }));
         put_status(ctx, &s)?;
     }
     finish(ctx, &plan, cells, players, anchor, results)
