@@ -80,12 +80,18 @@ pub fn check_train(spec: &TrainSpec) -> Result<(), JobError> {
 
 /// An experiment's cells, each checked as a training spec is at the door
 /// ([`check_train`]), a refusal named by the axis value that caused it
-/// (`axes[1].values[2]: spec.arch: ...`).
+/// (`axes[1].values[2]: arch: ...`).
 pub fn check_experiment(
     spec: &lakefish_schemas::experiment::ExperimentSpec,
 ) -> Result<Vec<lakefish_schemas::experiment::Cell>, JobError> {
-    spec.cells_checked(&|t| check_train(t).map_err(|e| e.to_string()))
-        .map_err(JobError::Invalid)
+    // The train door names `spec.FIELD`; inside an experiment the field is the cell's.
+    spec.cells_checked(&|t| {
+        check_train(t).map_err(|e| {
+            let e = e.to_string();
+            e.strip_prefix("spec.").map_or(e.clone(), str::to_string)
+        })
+    })
+    .map_err(JobError::Invalid)
 }
 
 #[cfg(test)]
@@ -113,7 +119,7 @@ mod experiment_tests {
                 .unwrap();
         let e = check_experiment(&spec).unwrap_err().to_string();
         assert!(
-            e.contains("axes[0].values[1]: ") && e.contains("spec.arch"),
+            e.contains("axes[0].values[1]: ") && e.contains("values[1]: arch: "),
             "{e}"
         );
     }

@@ -48,11 +48,31 @@ pub const NPS_DEPTH: u32 = 4;
 /// Held-out positions the move accuracy is measured on.
 pub const MOVE_ACCURACY_POSITIONS: usize = 2000;
 
-fn cell_job(id: &str, index: u32) -> JobId {
+/// The id the cell's training runs under (its run id derives from it): the same for every
+/// attempt, so a cell started again goes on from its run's checkpoints.
+fn cell_run_job(id: &str, index: u32) -> JobId {
     JobId::derived(&format!("experiment/{id}/cell/{index}"))
 }
-fn pairing_job(id: &str, a: usize, b: usize) -> JobId {
-    JobId::derived(&format!("experiment/{id}/pairing/{a}/{b}"))
+/// Queued jobs' ids derive from the experiment and its attempt: a job is queued once per
+/// attempt, and a failed one is not found again by the next attempt.
+fn attempt_key(id: &str, attempt: u32) -> String {
+    if attempt == 0 {
+        id.to_string()
+    } else {
+        format!("{id}/attempt/{attempt}")
+    }
+}
+fn cell_job(id: &str, attempt: u32, index: u32) -> JobId {
+    JobId::derived(&format!(
+        "experiment/{}/cell/{index}",
+        attempt_key(id, attempt)
+    ))
+}
+fn pairing_job(id: &str, attempt: u32, a: usize, b: usize) -> JobId {
+    JobId::derived(&format!(
+        "experiment/{}/pairing/{a}/{b}",
+        attempt_key(id, attempt)
+    ))
 }
 
 /// What can fail the rating after hours of training, checked before any: the book and the
@@ -88,16 +108,36 @@ pub fn plan(ctx: &JobContext, spec: &ExperimentSpec) -> Result<ExperimentPlan, J
         return Ok(plan);
     }
     check_rating(ctx, spec)?;
+    // The bytes read now are the ones every match and cell uses, on any worker.
+    let book = crate::sprt::read_book_at(ctx, &spec.rating.book)?;
+    let book_key = format!("{EXPERIMENTS_PREFIX}/{id}/book.epd");
+    ctx.block_on(ctx.lake.put(&book_key, book.to_epd().into_bytes()))?;
+    let puzzles = match &spec.puzzles {
+        Some(p) => {
+            let bytes = read_input(ctx, &p.file)?;
+            let key = format!("{EXPERIMENTS_PREFIX}/{id}/puzzles.epd");
+            ctx.block_on(ctx.lake.put(&key, bytes))?;
+            Some(format!("lake:{key}"))
+        }
+        None => None,
+    };
     let plan = ExperimentPlan {
         id: id.clone(),
         spec: spec.clone(),
         cells,
+        book: Some(format!("lake:{book_key}")),
+        puzzles,
         created: now(),
     };
-    ctx.block_on(
+    // The first plan written stays: another process planning the same document reads it.
+    let created = ctx.block_on(
         ctx.lake
-            .put(&plan_key(&id), serde_json::to_vec_pretty(&plan)?),
+            .put_if_absent(&plan_key(&id), serde_json::to_vec_pretty(&plan)?),
     )?;
+    if !created {
+        return read_plan(ctx, &id)?
+            .ok_or_else(|| JobError::Internal(format!("experiment {id}: its plan vanished")));
+    }
     let status = initial_status(&plan);
     put_status(ctx, &status)?;
     Ok(plan)
@@ -120,8 +160,12 @@ pub async fn list(lake: &Lake) -> Result<Vec<ExperimentStatus>, JobError> {
         let Ok(id) = ExperimentId::new(name) else {
             continue;
         };
-        if let Some(s) = status(lake, &id).await? {
-            out.push(s);
+        // One unreadable status must not hide (or stop driving) all the others.
+        match status(lake, &id).await {
+            Ok(Some(s)) => out.push(s),
+            Ok(None) => {}
+            Err(e) if e.is_transient() => return Err(e),
+            Err(e) => tracing::warn!(experiment = %id, "skipped: {e}"),
         }
     }
     out.sort_by(|a, b| b.created.cmp(&a.created));
@@ -185,9 +229,29 @@ fn initial_status(plan: &ExperimentPlan) -> ExperimentStatus {
         table: Vec::new(),
         note: None,
         error: None,
+        local: false,
+        attempt: 0,
         created: plan.created.clone(),
         updated: now(),
     }
+}
+
+/// The cells recorded so far, in order (the dashboard draws their curves while it rates).
+pub async fn recorded_cells(lake: &Lake, id: &ExperimentId) -> Result<Vec<CellResult>, JobError> {
+    let mut out = Vec::new();
+    for m in lake
+        .list(&format!("{EXPERIMENTS_PREFIX}/{id}/cells"))
+        .await?
+    {
+        if let Some(c) = lake
+            .get_json::<CellResult>(m.location.as_ref(), "experiment cell")
+            .await?
+        {
+            out.push(c);
+        }
+    }
+    out.sort_by_key(|c| c.index);
+    Ok(out)
 }
 
 fn read_cell(ctx: &JobContext, id: &str, index: u32) -> Result<Option<CellResult>, JobError> {
@@ -216,7 +280,7 @@ pub fn run_cell(
         JobError::Failed("this process cannot train (it was built without lakefish-train)".into())
     })?;
     let run: lakefish_schemas::RunRecord =
-        serde_json::from_value(trainer.train(ctx, &cell_job(&plan.id, index), &cell.train)?)?;
+        serde_json::from_value(trainer.train(ctx, &cell_run_job(&plan.id, index), &cell.train)?)?;
     ctx.check_cancelled()?;
     let quantize: QuantizeSpec = serde_json::from_value(serde_json::json!({"run": run.id}))?;
     let report: QuantizeReport = serde_json::from_value(trainer.quantize(ctx, &quantize)?)?;
@@ -232,7 +296,7 @@ pub fn run_cell(
     let accuracy = move_accuracy(ctx, &cell.train, evaluator.clone())?;
     let puzzle_accuracy = match &plan.spec.puzzles {
         Some(p) => Some(solved(
-            &read_puzzles(ctx, &p.file)?,
+            &read_puzzles(ctx, plan.puzzles.as_deref().unwrap_or(&p.file))?,
             evaluator.clone(),
             p.nodes,
         )),
@@ -307,11 +371,8 @@ fn move_accuracy(
     Ok((counted > 0).then(|| same as f64 / counted as f64))
 }
 
-/// Reads a puzzle file (a local path or `lake:` key, at most a book's size).
-fn read_puzzles(
-    ctx: &JobContext,
-    file: &str,
-) -> Result<Vec<lakefish_engine::book::Puzzle>, JobError> {
+/// A whole input (a local path or `lake:` key) of at most a book's size.
+fn read_input(ctx: &JobContext, file: &str) -> Result<Vec<u8>, JobError> {
     let input = lakefish_lake::input::Input::open(ctx, file)?;
     if input.len() > crate::sprt::MAX_BOOK_BYTES {
         return Err(JobError::TooLarge {
@@ -319,7 +380,15 @@ fn read_puzzles(
             max: crate::sprt::MAX_BOOK_BYTES,
         });
     }
-    let bytes = input.read_at(0, input.len() as usize)?;
+    input.read_at(0, input.len() as usize)
+}
+
+/// Reads and parses a puzzle file.
+fn read_puzzles(
+    ctx: &JobContext,
+    file: &str,
+) -> Result<Vec<lakefish_engine::book::Puzzle>, JobError> {
+    let bytes = read_input(ctx, file)?;
     lakefish_engine::book::parse_puzzles(file, &bytes).map_err(|e| JobError::Payload(e.to_string()))
 }
 
@@ -352,7 +421,7 @@ fn match_spec(plan: &ExperimentPlan, a: &str, b: &str) -> SprtSpec {
     SprtSpec {
         new: lakefish_schemas::engines::SideRequest::Text(a.to_string()),
         base: lakefish_schemas::engines::SideRequest::Text(b.to_string()),
-        book: r.book.clone(),
+        book: plan.book.clone().unwrap_or_else(|| r.book.clone()),
         nodes: r.nodes,
         tc: r.tc.clone(),
         elo0: 0.0,
@@ -395,6 +464,7 @@ fn counted(a: usize, b: usize, s: &SprtStatus) -> PairingResult {
         losses: s.losses,
         penta: s.penta,
         done: s.state != SprtState::Running,
+        stopped: s.state == SprtState::Stopped,
     }
 }
 
@@ -410,6 +480,7 @@ fn no_match(a: usize, b: usize) -> PairingResult {
         losses: 0,
         penta: [0; 5],
         done: true,
+        stopped: false,
     }
 }
 
@@ -431,6 +502,28 @@ pub fn run_here(ctx: &JobContext, spec: &ExperimentSpec) -> Result<ExperimentSta
     {
         return Ok(s);
     }
+    let mut s = initial_status(&plan);
+    s.local = true;
+    put_status(ctx, &s)?;
+    match run_here_planned(ctx, &plan) {
+        Ok(done) => Ok(done),
+        Err(e) => {
+            // Said where it stands; the same document run again goes on from here.
+            let mut s = ctx
+                .block_on(status(&ctx.lake, &plan.id))?
+                .unwrap_or_else(|| initial_status(&plan));
+            s.state = ExperimentState::Failed;
+            s.error = Some(e.to_string());
+            s.local = true;
+            s.updated = now();
+            put_status(ctx, &s)?;
+            Err(e)
+        }
+    }
+}
+
+fn run_here_planned(ctx: &JobContext, plan: &ExperimentPlan) -> Result<ExperimentStatus, JobError> {
+    let plan = plan.clone();
     let n = plan.cells.len();
     let mut cells = Vec::with_capacity(n);
     for i in 0..n {
@@ -443,6 +536,7 @@ pub fn run_here(ctx: &JobContext, spec: &ExperimentSpec) -> Result<ExperimentSta
         );
         cells.push(run_cell(ctx, &plan, i as u32)?);
         let mut s = initial_status(&plan);
+        s.local = true;
         s.cells_done = i + 1;
         put_status(ctx, &s)?;
     }
@@ -473,18 +567,20 @@ pub fn run_here(ctx: &JobContext, spec: &ExperimentSpec) -> Result<ExperimentSta
         results.push(counted(a, b, &s));
         // Where it stands, for `experiment show` and the dashboard meanwhile.
         let mut s = initial_status(&plan);
+        s.local = true;
         s.state = ExperimentState::Rating;
         s.cells_done = n;
         s.players = players.clone();
         s.anchor = anchor;
         s.pairings = results.clone();
-        s.pairings.extend(todo[k + 1..].iter().map(|&(a, b)| PairingResult {
-            done: false,
-            ..no_match(a, b)
-        }));
+        s.pairings
+            .extend(todo[k + 1..].iter().map(|&(a, b)| PairingResult {
+                done: false,
+                ..no_match(a, b)
+            }));
         put_status(ctx, &s)?;
     }
-    finish(ctx, &plan, cells, players, anchor, results)
+    finish(ctx, &plan, cells, players, anchor, results, (true, 0))
 }
 
 /// Fits the ratings and writes the status, `table.csv` and `table.md`.
@@ -495,6 +591,7 @@ fn finish(
     players: Vec<String>,
     anchor: usize,
     pairings: Vec<PairingResult>,
+    (local, attempt): (bool, u32),
 ) -> Result<ExperimentStatus, JobError> {
     let sides = sides(plan, &cells, &players);
     let games: Vec<Pairing> = pairings
@@ -508,6 +605,11 @@ fn finish(
         })
         .collect();
     let fit = fit_joint(players.len(), &games, anchor, ELO_76);
+    let stopped: Vec<String> = pairings
+        .iter()
+        .filter(|p| p.stopped)
+        .map(|p| format!("{} – {}", players[p.a], players[p.b]))
+        .collect();
     let mut table = Vec::with_capacity(players.len());
     for (p, player) in players.iter().enumerate() {
         let (mut points, mut played) = (0.0, 0u64);
@@ -546,8 +648,22 @@ fn finish(
         players,
         anchor,
         table,
-        note: fit.err().map(|e| format!("no ratings: {e}")),
+        note: {
+            let mut notes = Vec::new();
+            if let Err(e) = &fit {
+                notes.push(format!("no ratings: {e}"));
+            }
+            if !stopped.is_empty() {
+                notes.push(format!(
+                    "matches stopped by hand before all their games: {}",
+                    stopped.join(", ")
+                ));
+            }
+            (!notes.is_empty()).then(|| notes.join("; "))
+        },
         error: None,
+        local,
+        attempt,
         created: plan.created.clone(),
         updated: now(),
     };
@@ -652,10 +768,26 @@ pub fn table_markdown(plan: &ExperimentPlan, s: &ExperimentStatus) -> String {
 }
 
 /// Queued: the `experiment` job plans and queues what can start; [`advance`] does the rest.
+/// Queued: the `experiment` job plans and hands the experiment to the scheduler, whose
+/// [`drive`] queues its jobs (one driver, so nothing is queued twice). A failed experiment, or
+/// one a local run left, submitted again starts a new attempt: finished cells and matches are
+/// kept, failed jobs are queued anew.
 pub fn submit(ctx: &JobContext, spec: &ExperimentSpec) -> Result<serde_json::Value, JobError> {
     let plan = plan(ctx, spec)?;
-    let s = advance(ctx, &plan.id)?;
-    Ok(serde_json::json!({"experiment": plan.id, "state": s.state, "cells": plan.cells.len()}))
+    let mut s = ctx
+        .block_on(status(&ctx.lake, &plan.id))?
+        .unwrap_or_else(|| initial_status(&plan));
+    if s.state == ExperimentState::Failed || s.local {
+        s.attempt += u32::from(s.state == ExperimentState::Failed);
+        s.state = ExperimentState::Training;
+        s.error = None;
+        s.local = false;
+        s.updated = now();
+        put_status(ctx, &s)?;
+    }
+    Ok(
+        serde_json::json!({"experiment": plan.id, "state": s.state, "cells": plan.cells.len(), "attempt": s.attempt}),
+    )
 }
 
 /// Queues what the experiment still needs, unless queued already (job ids derive from the
@@ -710,14 +842,22 @@ fn step(ctx: &JobContext, plan: &ExperimentPlan, s: &mut ExperimentStatus) -> Re
         let task = ExperimentTask {
             experiment: plan.id.clone(),
             index: i,
+            gpu: plan.cells[i as usize].train.device == lakefish_schemas::train::DeviceChoice::Cuda,
         };
-        let (state, _, error) =
-            ensure(ctx, cell_job(&plan.id, i), || JobSpec::ExperimentCell(task))?;
+        let (state, _, error) = ensure(ctx, cell_job(&plan.id, s.attempt, i), || {
+            JobSpec::ExperimentCell(task)
+        })?;
         if state.ended_without_result() {
             return Err(JobError::Failed(format!(
                 "cell {i} ({}): {}",
                 plan.cells[i as usize].label,
                 error.unwrap_or_else(|| "failed".into())
+            )));
+        }
+        if state == JobState::Succeeded && read_cell(ctx, &plan.id, i)?.is_none() {
+            return Err(JobError::Failed(format!(
+                "cell {i} ({}): its job succeeded but wrote no cell-{i:03}.json",
+                plan.cells[i as usize].label
             )));
         }
     }
@@ -736,8 +876,9 @@ fn step(ctx: &JobContext, plan: &ExperimentPlan, s: &mut ExperimentStatus) -> Re
             continue;
         }
         let spec = match_spec(plan, &sides[a], &sides[b]);
-        let (state, result, error) =
-            ensure(ctx, pairing_job(&plan.id, a, b), || JobSpec::Sprt(spec))?;
+        let (state, result, error) = ensure(ctx, pairing_job(&plan.id, s.attempt, a, b), || {
+            JobSpec::Sprt(spec)
+        })?;
         if state.ended_without_result() {
             return Err(JobError::Failed(format!(
                 "the match {} – {}: {}",
@@ -779,7 +920,15 @@ fn step(ctx: &JobContext, plan: &ExperimentPlan, s: &mut ExperimentStatus) -> Re
     s.players = players.clone();
     s.anchor = anchor;
     if results.iter().all(|p| p.done) {
-        *s = finish(ctx, plan, cells, players, anchor, results)?;
+        *s = finish(
+            ctx,
+            plan,
+            cells,
+            players,
+            anchor,
+            results,
+            (false, s.attempt),
+        )?;
     } else {
         s.pairings = results;
     }
@@ -790,7 +939,8 @@ fn step(ctx: &JobContext, plan: &ExperimentPlan, s: &mut ExperimentStatus) -> Re
 pub fn drive(ctx: &JobContext) -> Result<(), JobError> {
     let mut first_error = None;
     for s in ctx.block_on(list(&ctx.lake))? {
-        if s.state.is_final() {
+        // A local run drives itself.
+        if s.state.is_final() || s.local {
             continue;
         }
         if let Err(e) = advance(ctx, &s.id) {

@@ -6,8 +6,9 @@
 //!   (−1, 0, 1), relative to the side to move, as the lake stores them.
 //! - `bullet-text` (bullet's `<FEN> | <score> | <result>`): the position, the score in UCI
 //!   centipawns (Stockfish's material-dependent `to_cp`) and the result as 1.0 / 0.5 / 0.0,
-//!   both from White's point of view; the move, ply and game are dropped. Mate scores, which
-//!   centipawns cannot hold, are written as ±32000.
+//!   both from White's point of view; the move, ply and game are dropped. Mate and tablebase
+//!   scores (beyond Stockfish's largest evaluation), which centipawns cannot hold, are
+//!   written as ±32000.
 //!
 //! A row without a score or a result has nothing to train on in either format: it is skipped
 //! and counted.
@@ -115,6 +116,20 @@ pub fn export_dataset(
             }
             None => None,
         };
+        if let Some(k) = &keep
+            && k.len() != rows.len()
+        {
+            return Err(JobError::Corrupt {
+                what: "positions part",
+                key,
+                reason: format!(
+                    "holds {} rows, its mask {} (the manifest says {})",
+                    rows.len(),
+                    k.len(),
+                    part.rows
+                ),
+            });
+        }
         for (i, row) in rows.iter().enumerate() {
             sum.rows_read += 1;
             if keep.as_ref().is_some_and(|k| !k[i]) {

@@ -145,6 +145,13 @@ impl ExperimentSpec {
         }
         let mut count = self.repeats as usize;
         for (i, axis) in self.axes.iter().enumerate() {
+            // Before anything compares values pairwise: a body may hold many.
+            if axis.values.len() > MAX_CELLS {
+                return Err(format!(
+                    "axes[{i}].values: {} values, at most {MAX_CELLS} cells in all",
+                    axis.values.len()
+                ));
+            }
             if axis.values.is_empty() {
                 return Err(format!(
                     "axes[{i}].values: empty (an axis has a value or more)"
@@ -167,6 +174,27 @@ impl ExperimentSpec {
             ));
         }
         let base = train_spec(self.base.clone()).map_err(|e| format!("base: {e}"))?;
+        if base.resume.is_some() {
+            return Err(
+                "base.resume: every cell would go on training the same run; cells train runs of their own".into(),
+            );
+        }
+        if self.repeats > 1 && self.axes.iter().any(|a| a.field == "seed") {
+            return Err(
+                "repeats: the seed is an axis already; repeats would repeat its cells".into(),
+            );
+        }
+        if base.seed.checked_add(u64::from(self.repeats) - 1).is_none()
+            || self.axes.iter().any(|a| {
+                a.field == "seed"
+                    && a.values.iter().any(|v| {
+                        v.as_u64()
+                            .is_some_and(|s| s.checked_add(u64::from(self.repeats)).is_none())
+                    })
+            })
+        {
+            return Err("repeats: seed + repeats − 1 overflows".into());
+        }
         check(&base).map_err(|e| format!("base: {e}"))?;
         // Each axis on its own first, so an error names the value, not a combination.
         for (i, axis) in self.axes.iter().enumerate() {
@@ -211,7 +239,7 @@ impl ExperimentSpec {
             check(&spec).map_err(|e| format!("axes: the cell {}: {e}", label.join(", ")))?;
             for r in 0..self.repeats as u64 {
                 let mut train = spec.clone();
-                train.seed = spec.seed + r;
+                train.seed = spec.seed.saturating_add(r);
                 let mut label = label.clone();
                 if self.repeats > 1 {
                     label.push(format!("seed={}", train.seed));
@@ -237,6 +265,9 @@ impl RatingPlan {
         }
         if self.nodes == Some(0) {
             return Err("rating.nodes: at least 1".into());
+        }
+        if let Some(tc) = &self.tc {
+            crate::sprt::parse_tc(tc).map_err(|e| format!("rating.tc: {e}"))?;
         }
         if self.pairs == 0 {
             return Err("rating.pairs: at least 1 colour-reversed pair per pairing".into());
@@ -292,6 +323,9 @@ crate::segment_name!(
 pub struct ExperimentTask {
     pub experiment: ExperimentId,
     pub index: u32,
+    /// The cell trains on a GPU: the job goes to the GPU workers' queue.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub gpu: bool,
 }
 
 impl ExperimentTask {
@@ -310,6 +344,12 @@ pub struct ExperimentPlan {
     pub spec: ExperimentSpec,
     #[schemars(with = "Vec<serde_json::Value>")]
     pub cells: Vec<Cell>,
+    /// The book and puzzle set as read when planned, copied beside the plan (lake keys): every
+    /// worker plays and measures with the same bytes, hours later too.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub book: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub puzzles: Option<String>,
     pub created: String,
 }
 
@@ -377,6 +417,9 @@ pub struct PairingResult {
     pub losses: u64,
     pub penta: [u64; 5],
     pub done: bool,
+    /// Its test was stopped by hand before all its pairs were played.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub stopped: bool,
 }
 
 /// One player's row of the table.
@@ -412,8 +455,20 @@ pub struct ExperimentStatus {
     pub note: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// Run by a process of its own (`lakefish experiment run` without `--api`): the
+    /// scheduler leaves it alone.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub local: bool,
+    /// Queued attempts after the first (a failed experiment submitted again): part of the
+    /// ids of the jobs it queues, so the failed ones are not found again.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub attempt: u32,
     pub created: String,
     pub updated: String,
+}
+
+fn is_zero(v: &u32) -> bool {
+    *v == 0
 }
 
 /// A train spec from JSON; an error names the field inside it (`net.inputs.parts[1].family:
@@ -599,6 +654,37 @@ mod tests {
         let e = ExperimentSpec::parse(&doc("[]").replace("\"nodes\": 1000", "\"nodes\": 0"))
             .unwrap_err();
         assert!(e.starts_with("rating.nodes"), "{e}");
+        // A time control that cannot be played, a base that resumes a run, a seed that
+        // overflows, and an axis too long to compare pairwise are refused before any work.
+        for (doc, says) in [
+            (
+                doc("[]").replace("\"nodes\": 1000", "\"tc\": \"8+x\""),
+                "rating.tc: ",
+            ),
+            (
+                doc("[]").replace("\"epochs\": 2", "\"epochs\": 2, \"resume\": \"run-1\""),
+                "base.resume: ",
+            ),
+            (
+                doc("[]")
+                    .replace("\"seed\": 7", "\"seed\": 18446744073709551615")
+                    .replace("\"repeats\": 1", "\"repeats\": 2"),
+                "repeats: seed + repeats",
+            ),
+            (
+                doc(&format!(
+                    r#"[{{"field": "lr", "values": [{}]}}]"#,
+                    (0..5000)
+                        .map(|i| i.to_string())
+                        .collect::<Vec<_>>()
+                        .join(",")
+                )),
+                "axes[0].values: 5000 values",
+            ),
+        ] {
+            let e = ExperimentSpec::parse(&doc).unwrap_err();
+            assert!(e.starts_with(says), "{says}: {e}");
+        }
         let e = ExperimentSpec::parse(
             &doc("[]")
                 .replace("\"nodes\": 1000", "\"tc\": \"8+0.08\"")

@@ -357,7 +357,11 @@ impl JobSpec {
     /// Only a worker with a CUDA GPU may run it (a training run that asks for `cuda`); `auto`
     /// runs anywhere, on the GPU where the worker has one.
     pub fn needs_gpu(&self) -> bool {
-        matches!(self, JobSpec::Train(s) if s.device == crate::train::DeviceChoice::Cuda)
+        match self {
+            JobSpec::Train(s) => s.device == crate::train::DeviceChoice::Cuda,
+            JobSpec::ExperimentCell(t) => t.gpu,
+            _ => false,
+        }
     }
 
     /// Every file the job opens by name (local paths or `lake:` keys): what the input rule

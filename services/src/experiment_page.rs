@@ -142,10 +142,9 @@ pub(crate) async fn one(State(s): State<AppState>, ApiPath(id): ApiPath<String>)
     }
     // The cells' training curves, overlaid (the runs are known once each cell is in).
     let mut series = Vec::new();
-    for (i, r) in e.table.iter().enumerate() {
-        let Some(c) = &r.cell else { continue };
+    for c in lakefish_jobs::experiment::recorded_cells(&s.lake, &e.id).await? {
         if let Some(run) = lakefish_jobs::nets::run_with_metrics(&s.lake, &c.run).await? {
-            series.push((i, r.player.clone(), run));
+            series.push((c.index as usize, c.label.clone(), run));
         }
     }
     if !series.is_empty() {
