@@ -122,10 +122,32 @@ pub fn parse_puzzles(name: &str, bytes: &[u8]) -> Result<Vec<Puzzle>, BookError>
             line: i + 1,
             reason,
         };
-        let fields: Vec<&str> = line.splitn(5, char::is_whitespace).collect();
-        if fields.len() < 5 {
+        // Four FEN fields (any spacing), two move counters when a FEN gives them, then the
+        // operations.
+        let mut fields: Vec<&str> = Vec::with_capacity(4);
+        let mut rest = line;
+        while fields.len() < 4 {
+            rest = rest.trim_start();
+            let end = rest.find(char::is_whitespace).unwrap_or(rest.len());
+            if end == 0 {
+                break;
+            }
+            fields.push(&rest[..end]);
+            rest = &rest[end..];
+        }
+        let mut words = rest.split_whitespace();
+        if let (Some(a), Some(b)) = (words.next(), words.next())
+            && a.parse::<u32>().is_ok()
+            && b.trim_end_matches(';').parse::<u32>().is_ok()
+        {
+            let a_at = rest.find(a).unwrap_or(0);
+            let b_at = a_at + a.len() + rest[a_at + a.len()..].find(b).unwrap_or(0);
+            rest = &rest[b_at + b.len()..];
+        }
+        if fields.len() < 4 || rest.trim().is_empty() {
             return Err(err("fewer than four FEN fields and a bm operation".into()));
         }
+        let fields = [fields[0], fields[1], fields[2], fields[3], rest];
         let fen = format!("{} 0 1", fields[..4].join(" "));
         let parsed: Fen = fen.parse().map_err(|e| err(format!("not a FEN: {e}")))?;
         let position: Chess = parsed
@@ -364,6 +386,13 @@ mod tests {
         assert_eq!(p[0].best.len(), 1);
         assert_eq!(p[0].best[0].to(), shakmaty::Square::A8);
         assert_eq!(p[1].best.len(), 2);
+        // Any spacing, and a FEN with its move counters, read the same.
+        let spaced = parse_puzzles(
+            "p.epd",
+            b"6k1/5ppp/8/8/8/8/8/R5K1  w  -  - 0 1 bm Ra8#; id \"a; b\";\n",
+        )
+        .unwrap();
+        assert_eq!(spaced[0].best, p[0].best);
         for (text, says) in [
             ("6k1/5ppp/8/8/8/8/8/R5K1 w - - id \"x\";", "line 1: no bm"),
             ("6k1/5ppp/8/8/8/8/8/R5K1 w - - bm Rb9;", "line 1: bm Rb9"),
