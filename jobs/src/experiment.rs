@@ -121,12 +121,20 @@ pub fn plan(ctx: &JobContext, spec: &ExperimentSpec) -> Result<ExperimentPlan, J
         }
         None => None,
     };
+    let anchor = match &spec.rating.anchor {
+        Some(a) => Some(
+            ctx.block_on(crate::engines::resolve_side(&ctx.lake, a))?
+                .name,
+        ),
+        None => None,
+    };
     let plan = ExperimentPlan {
         id: id.clone(),
         spec: spec.clone(),
         cells,
         book: Some(format!("lake:{book_key}")),
         puzzles,
+        anchor,
         created: now(),
     };
     // The first plan written stays: another process planning the same document reads it.
@@ -183,20 +191,27 @@ fn put_status(ctx: &JobContext, s: &ExperimentStatus) -> Result<(), JobError> {
 /// names one of the cells' nets.
 fn players(plan: &ExperimentPlan, cells: &[Option<CellResult>]) -> (Vec<String>, usize) {
     let mut players: Vec<String> = plan.cells.iter().map(|c| c.label.clone()).collect();
-    let anchor = match &plan.spec.rating.anchor {
+    let anchor = match anchor_name(plan) {
         None => 0,
         Some(a) => match cells
             .iter()
-            .position(|c| c.as_ref().is_some_and(|c| same_net(&c.net, &a.to_string())))
+            .position(|c| c.as_ref().is_some_and(|c| same_net(&c.net, &a)))
         {
             Some(i) => i,
             None => {
-                players.push(a.to_string());
+                players.push(a);
                 players.len() - 1
             }
         },
     };
     (players, anchor)
+}
+
+/// The anchor as planned (resolved), or as written for plans made before that was stored.
+fn anchor_name(plan: &ExperimentPlan) -> Option<String> {
+    plan.anchor
+        .clone()
+        .or_else(|| plan.spec.rating.anchor.as_ref().map(ToString::to_string))
 }
 
 fn same_net(net: &str, name: &str) -> bool {
@@ -443,13 +458,7 @@ fn sides(plan: &ExperimentPlan, cells: &[CellResult], players: &[String]) -> Vec
     (0..players.len())
         .map(|p| match cells.get(p) {
             Some(c) => c.net.clone(),
-            None => plan
-                .spec
-                .rating
-                .anchor
-                .as_ref()
-                .map(ToString::to_string)
-                .unwrap_or_default(),
+            None => anchor_name(plan).unwrap_or_default(),
         })
         .collect()
 }

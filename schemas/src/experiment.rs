@@ -350,6 +350,10 @@ pub struct ExperimentPlan {
     pub book: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub puzzles: Option<String>,
+    /// The anchor as resolved when planned (`best` made a net's name, fields written as
+    /// text): every match plays this one, and a cell whose net it names is that player.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub anchor: Option<String>,
     pub created: String,
 }
 
