@@ -129,6 +129,26 @@ pub struct Derivation {
     /// options as resolved from its registration.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub engine: Option<String>,
-    /// Rows the transform changed (moved to a leaf, scored differently).
+    /// Rows the transform changed (moved to a leaf, scored differently); 0 in manifests
+    /// written before it was counted, which must still open.
+    #[serde(default)]
     pub changed: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Lineage written before `changed` was counted (a lake made by an earlier build) still
+    /// opens, with 0 changed rows; a field nobody wrote is still refused.
+    #[test]
+    fn older_lineage_still_reads() {
+        let old = r#"{"transform": {"kind": "qsearch-leaf", "score": "keep", "max_nodes": 100000},
+                      "source": "binpack", "dataset": "sp",
+                      "dataset_job_id": "01a22112-045d-752f-a32f-3a65c1b3e307"}"#;
+        let d: Derivation = serde_json::from_str(old).unwrap();
+        assert_eq!((d.changed, d.dataset.as_str()), (0, "sp"));
+        let bad = old.replace("\"source\"", "\"sauce\": 1, \"source\"");
+        assert!(serde_json::from_str::<Derivation>(&bad).is_err());
+    }
 }
