@@ -884,6 +884,15 @@ fn step(ctx: &JobContext, plan: &ExperimentPlan, s: &mut ExperimentStatus) -> Re
             results.push(no_match(a, b));
             continue;
         }
+        // A match counted as ended at an earlier look is not read again every second.
+        if let Some(done) = s
+            .pairings
+            .iter()
+            .find(|p| p.a == a && p.b == b && p.done && p.sprt.is_some())
+        {
+            results.push(done.clone());
+            continue;
+        }
         let spec = match_spec(plan, &sides[a], &sides[b]);
         let (state, result, error) = ensure(ctx, pairing_job(&plan.id, s.attempt, a, b), || {
             JobSpec::Sprt(spec)
