@@ -24,6 +24,7 @@ pub mod masks;
 pub mod metrics;
 pub mod nets;
 pub mod pipeline;
+pub mod profile;
 pub mod runner;
 pub mod shuffle;
 pub mod sprt;

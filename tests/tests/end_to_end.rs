@@ -893,3 +893,82 @@ fn qsearch_leaf_transform_writes_quiet_leaves_with_lineage() {
     let masked = json(lf(&["mask", "quiet", "--dataset", "dq"]));
     assert!(masked["selected"].as_u64().unwrap() > 0, "{masked}");
 }
+
+/// A dataset's profile (issue 45) equals DuckDB's own counts over the same Parquet parts:
+/// rows, results, men on the board, ply and score buckets, repeated positions; it is stored
+/// beside the data, and a dataset that is not there is refused by name.
+#[test]
+fn a_dataset_profile_equals_duckdb_counts() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = binpack_input(dir.path());
+    let lf = |args: &[&str]| {
+        let out = std::process::Command::new(lakefish_bin())
+            .args(["--lake", "lake"])
+            .args(args)
+            .current_dir(dir.path())
+            .output()
+            .unwrap();
+        assert_success(&out);
+        out
+    };
+    lf(&[
+        "ingest",
+        "binpack",
+        input.to_str().unwrap(),
+        "--dataset",
+        "d",
+    ]);
+    let out = lf(&["profile", "d", "--json"]);
+    let p: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let stored: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(
+            dir.path()
+                .join("lake/profiles/source=binpack/dataset=d/profile.json"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(stored, p);
+    let script = r#"
+import sys, json, duckdb
+parts = sys.argv[1] + "/positions/source=binpack/dataset=d/*.parquet"
+con = duckdb.connect()
+q = lambda sql: con.execute(sql.replace("T", f"read_parquet('{parts}')")).fetchall()
+hist = lambda sql: {str(int(k)): n for k, n in q(sql)}
+pos = "split_part(fen,' ',1)||' '||split_part(fen,' ',2)||' '||split_part(fen,' ',3)||' '||split_part(fen,' ',4)"
+print(json.dumps({
+  "rows": q("select count(*) from T")[0][0],
+  "scored": q("select count(score) from T")[0][0],
+  "result": hist("select result, count(*) from T where result is not null group by 1"),
+  "men": hist("select length(regexp_replace(split_part(fen,' ',1), '[^A-Za-z]', '', 'g')), count(*) from T group by 1"),
+  "ply": hist("select least(ply // 10 * 10, 400), count(*) from T group by 1"),
+  "score": hist("select greatest(least(floor(score / 100) * 100, 3000), -3100), count(*) from T where score is not null group by 1"),
+  "repeated": q(f"select count(*) - count(distinct {pos}) from T")[0][0],
+}))
+"#;
+    let out = std::process::Command::new(venv_bin("python"))
+        .args(["-c", script, dir.path().join("lake").to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_success(&out);
+    let want: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    for k in [
+        "rows", "scored", "result", "men", "ply", "score", "repeated",
+    ] {
+        assert_eq!(p[k], want[k], "{k}");
+    }
+    assert!(p["rows"].as_u64().unwrap() > 1000);
+    let d = p["disagreeing"].as_u64().unwrap();
+    assert!(d > 0 && d < p["scored"].as_u64().unwrap(), "{p}");
+    let out = std::process::Command::new(lakefish_bin())
+        .args(["--lake", "lake", "profile", "nope"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("binpack/nope: no such dataset"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -187,6 +187,10 @@ pub(crate) enum Command {
     /// A dataset (or the rows one of its masks keeps) written in another tool's text format:
     /// Stockfish's plain text, or bullet's `FEN | score | result`.
     Export(crate::export_cmd::ExportArgs),
+    /// A dataset's profile: rows, histograms of score, ply, men and result, repeated positions
+    /// and the share whose score and result disagree (Stockfish's win-rate model); stored
+    /// beside the data as profiles/source=S/dataset=D/profile.json.
+    Profile(crate::lake_cmd::ProfileArgs),
     /// Show jobs known to a running service: all of them, or one by id.
     Jobs {
         /// The API's base URL (LAKEFISH_TOKEN is sent when set).

@@ -1,4 +1,4 @@
-//! Commands that read or write the local lake directly: `runs`, `datasets`, `upload`, `synth`.
+//! Commands that read or write the local lake directly: `runs`, `datasets`, `upload`, `synth`, `profile`.
 
 use crate::client::{file_name, file_stream};
 use crate::config::open_lake;
@@ -193,5 +193,74 @@ pub(crate) fn synth(out: &str, games: usize, seed: u64) -> anyhow::Result<()> {
     let bytes = lakefish_ingest::binpack::synthetic_binpack(games, seed);
     std::fs::write(out, &bytes).with_context(|| format!("writing {out}"))?;
     println!("wrote {out}: {games} games, {} bytes", bytes.len());
+    Ok(())
+}
+
+/// `lakefish profile DATASET`: counts and histograms of a dataset, stored beside it.
+#[derive(clap::Args)]
+pub(crate) struct ProfileArgs {
+    /// The dataset to profile.
+    pub dataset: lakefish_schemas::DatasetName,
+    /// Its source partition: binpack, lichess or selfplay.
+    #[arg(long, default_value = "binpack")]
+    pub source: String,
+    /// Print the profile as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub(crate) fn profile(
+    lake: &str,
+    rt: &tokio::runtime::Handle,
+    a: ProfileArgs,
+) -> anyhow::Result<()> {
+    use anyhow::Context;
+    let source = lakefish_schemas::Source::parse(&a.source)
+        .with_context(|| format!("--source {:?}: binpack, lichess or selfplay", a.source))?;
+    let lake = crate::config::open_existing_lake(lake)?;
+    let ctx = lakefish_jobs::JobContext::new(lake, rt.clone());
+    let p = lakefish_jobs::profile::profile_dataset(&ctx, source, &a.dataset)?;
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&p)?);
+        return Ok(());
+    }
+    let pct = |n: u64| 100.0 * n as f64 / p.rows.max(1) as f64;
+    println!(
+        "{source}/{}: {} rows, {:.1}% scored, {:.1}% with a result, {:.1}% repeated positions, {:.1}% whose score and result disagree",
+        p.dataset,
+        p.rows,
+        pct(p.scored),
+        pct(p.with_result),
+        pct(p.repeated),
+        100.0 * p.disagreeing as f64 / p.with_result.min(p.scored).max(1) as f64,
+    );
+    let bar = |n: u64, max: u64| "#".repeat((40 * n / max.max(1)) as usize);
+    let show = |title: &str, h: Vec<(String, u64)>| {
+        println!("{title}");
+        let max = h.iter().map(|(_, n)| *n).max().unwrap_or(0);
+        for (k, n) in h {
+            println!("  {k:>6} {n:>9} {}", bar(n, max));
+        }
+    };
+    show(
+        "result (side to move)",
+        p.result.iter().map(|(k, n)| (k.to_string(), *n)).collect(),
+    );
+    show(
+        "men on the board",
+        p.men.iter().map(|(k, n)| (k.to_string(), *n)).collect(),
+    );
+    show(
+        "ply (by 10)",
+        p.ply.iter().map(|(k, n)| (k.to_string(), *n)).collect(),
+    );
+    show(
+        "score (internal units, by 100)",
+        p.score.iter().map(|(k, n)| (k.to_string(), *n)).collect(),
+    );
+    eprintln!(
+        "stored as {}",
+        lakefish_jobs::profile::profile_key(source, &p.dataset)
+    );
     Ok(())
 }

@@ -1,0 +1,167 @@
+//! Dataset profiles (issue 45): what a user looks at before training on a dataset. Counts,
+//! histograms of score, ply, men on the board and result, the share of positions whose score
+//! and result disagree under Stockfish's win-rate model, and repeated positions. Stored beside
+//! the data as `profiles/source=S/dataset=D/profile.json`.
+//!
+//! Buckets: score by 100 internal units (`floor(score / 100) · 100`, below −3000 in −3100,
+//! 3000 and above in 3000); ply by 10 (400 and above in 400); men 2-32; result −1 / 0 / 1
+//! from the side to move. A position is the FEN's first four fields (board, side, castling,
+//! en passant): a repeat is a row whose position an earlier row had. Score and result
+//! disagree when the model's expected points for the side to move (win + half a draw, at the
+//! position's material) and the result's points (1, ½, 0) differ by more than ½.
+
+use std::collections::{BTreeMap, HashSet};
+
+use lakefish_engine::scores::{material, win_rate};
+use lakefish_schemas::{DatasetName, Source};
+
+use crate::{JobContext, JobError};
+
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct DatasetProfile {
+    pub source: Source,
+    pub dataset: DatasetName,
+    /// The dataset commit profiled (its manifest's job).
+    pub dataset_job_id: String,
+    pub rows: u64,
+    pub scored: u64,
+    pub with_result: u64,
+    /// Bucket lower bound → rows.
+    pub score: BTreeMap<i32, u64>,
+    pub ply: BTreeMap<u32, u64>,
+    pub men: BTreeMap<u32, u64>,
+    /// −1, 0, 1 → rows.
+    pub result: BTreeMap<i8, u64>,
+    /// Rows with a score and a result whose score and result disagree (see the module).
+    pub disagreeing: u64,
+    /// Rows whose position an earlier row had.
+    pub repeated: u64,
+}
+
+/// Where a dataset's profile is stored.
+pub fn profile_key(source: Source, dataset: &DatasetName) -> String {
+    format!("profiles/source={source}/dataset={dataset}/profile.json")
+}
+
+fn score_bucket(score: i16) -> i32 {
+    (i32::from(score).div_euclid(100) * 100).clamp(-3100, 3000)
+}
+
+/// Whether the model's expected points for the side to move and the result's differ by more
+/// than half a point.
+pub fn disagrees(score: i16, result: i8, material: i32) -> bool {
+    let win = win_rate(i32::from(score), material);
+    let loss = win_rate(-i32::from(score), material);
+    let expected = win + 0.5 * (1.0 - win - loss).max(0.0);
+    let points = f64::from(result + 1) / 2.0;
+    (expected - points).abs() > 0.5
+}
+
+/// Profiles a committed dataset part by part and stores the profile beside it.
+pub fn profile_dataset(
+    ctx: &JobContext,
+    source: Source,
+    dataset: &DatasetName,
+) -> Result<DatasetProfile, JobError> {
+    let manifest = ctx
+        .block_on(lakefish_lake::datasets::read_manifest(
+            &ctx.lake, source, dataset,
+        ))?
+        .ok_or_else(|| JobError::Input {
+            input: format!("{source}/{dataset}"),
+            reason: "no such dataset (no committed manifest)".into(),
+        })?;
+    let prefix = lakefish_schemas::positions::dataset_prefix(source, dataset);
+    let mut p = DatasetProfile {
+        source,
+        dataset: dataset.clone(),
+        dataset_job_id: manifest.job_id.to_string(),
+        rows: 0,
+        scored: 0,
+        with_result: 0,
+        score: BTreeMap::new(),
+        ply: BTreeMap::new(),
+        men: BTreeMap::new(),
+        result: BTreeMap::new(),
+        disagreeing: 0,
+        repeated: 0,
+    };
+    let mut seen: HashSet<u64> = HashSet::new();
+    for part in &manifest.parts {
+        ctx.check_cancelled()?;
+        let key = format!("{prefix}/{}", part.name);
+        let bytes = ctx
+            .block_on(ctx.lake.get(&key))?
+            .ok_or_else(|| JobError::Corrupt {
+                what: "positions part",
+                key: key.clone(),
+                reason: "missing (the manifest names it)".into(),
+            })?;
+        for (i, row) in lakefish_lake::parts::read_positions(bytes, &key)?
+            .iter()
+            .enumerate()
+        {
+            p.rows += 1;
+            let fen: Vec<&str> = row.fen.split_whitespace().take(4).collect();
+            let position = fen.join(" ");
+            // 64-bit hashes, not the texts: months of data fit in memory (a collision in a
+            // billion positions is a chance of about 3 in 100 million).
+            let mut h = std::hash::DefaultHasher::new();
+            std::hash::Hash::hash(&position, &mut h);
+            if !seen.insert(std::hash::Hasher::finish(&h)) {
+                p.repeated += 1;
+            }
+            let men = fen.first().map_or(0, |b| {
+                b.chars().filter(char::is_ascii_alphabetic).count() as u32
+            });
+            *p.men.entry(men).or_default() += 1;
+            *p.ply
+                .entry((u32::from(row.ply) / 10 * 10).min(400))
+                .or_default() += 1;
+            if let Some(r) = row.result {
+                p.with_result += 1;
+                *p.result.entry(r).or_default() += 1;
+            }
+            let Some(score) = row.score else { continue };
+            p.scored += 1;
+            *p.score.entry(score_bucket(score)).or_default() += 1;
+            if let Some(r) = row.result {
+                let board = row
+                    .fen
+                    .parse::<shakmaty::fen::Fen>()
+                    .map_err(|e| JobError::Corrupt {
+                        what: "positions part",
+                        key: key.clone(),
+                        reason: format!("row {i}: {e}"),
+                    })?
+                    .into_setup()
+                    .board;
+                p.disagreeing += u64::from(disagrees(score, r, material(&board)));
+            }
+        }
+    }
+    ctx.block_on(ctx.lake.put(
+        &profile_key(source, dataset),
+        serde_json::to_vec_pretty(&p)?,
+    ))?;
+    Ok(p)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A winning score with a lost game disagrees, a level score with a draw does not, and
+    /// buckets hold their edges.
+    #[test]
+    fn disagreement_and_buckets() {
+        assert!(disagrees(1500, -1, 58));
+        assert!(disagrees(-1500, 1, 58));
+        assert!(!disagrees(0, 0, 58));
+        assert!(!disagrees(1500, 1, 58));
+        assert_eq!(
+            [-32000, -3001, -1, 0, 99, 100, 2999, 31000].map(score_bucket),
+            [-3100, -3100, -100, 0, 0, 100, 2900, 3000]
+        );
+    }
+}
