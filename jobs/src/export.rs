@@ -62,6 +62,45 @@ fn bullet_score(score: i16, white_to_move: bool, material: i32) -> i32 {
     if white_to_move { cp } else { -cp }
 }
 
+/// A committed dataset's manifest, or an error naming it.
+pub(crate) fn committed_manifest(
+    ctx: &JobContext,
+    source: Source,
+    dataset: &DatasetName,
+) -> Result<lakefish_schemas::DatasetManifest, JobError> {
+    ctx.block_on(lakefish_lake::datasets::read_manifest(
+        &ctx.lake, source, dataset,
+    ))?
+    .ok_or_else(|| JobError::Input {
+        input: format!("{source}/{dataset}"),
+        reason: "no such dataset (no committed manifest)".into(),
+    })
+}
+
+/// One part's rows with its key (errors name it), after a cancellation check.
+pub(crate) fn part_rows(
+    ctx: &JobContext,
+    source: Source,
+    dataset: &DatasetName,
+    part: &lakefish_schemas::PartInfo,
+) -> Result<(String, Vec<lakefish_lake::parts::PositionRow>), JobError> {
+    ctx.check_cancelled()?;
+    let key = format!(
+        "{}/{}",
+        lakefish_schemas::positions::dataset_prefix(source, dataset),
+        part.name
+    );
+    let bytes = ctx
+        .block_on(ctx.lake.get(&key))?
+        .ok_or_else(|| JobError::Corrupt {
+            what: "positions part",
+            key: key.clone(),
+            reason: "missing (the manifest names it)".into(),
+        })?;
+    let rows = lakefish_lake::parts::read_positions(bytes, &key)?;
+    Ok((key, rows))
+}
+
 /// Writes every row of `dataset` (those `mask` keeps, when given) to `out` in `format`, part
 /// after part in the manifest's order. `on_part` sees the rows read so far.
 pub fn export_dataset(
@@ -73,14 +112,7 @@ pub fn export_dataset(
     out: &mut dyn Write,
     mut on_part: impl FnMut(u64, u64),
 ) -> Result<ExportSummary, JobError> {
-    let manifest = ctx
-        .block_on(lakefish_lake::datasets::read_manifest(
-            &ctx.lake, source, dataset,
-        ))?
-        .ok_or_else(|| JobError::Input {
-            input: format!("{source}/{dataset}"),
-            reason: "no such dataset (no committed manifest)".into(),
-        })?;
+    let manifest = committed_manifest(ctx, source, dataset)?;
     if let Some(m) = mask
         && ctx
             .block_on(crate::masks::read_mask_manifest(
@@ -95,21 +127,11 @@ pub fn export_dataset(
             ),
         });
     }
-    let prefix = lakefish_schemas::positions::dataset_prefix(source, dataset);
     let mut sum = ExportSummary::default();
     let write_err = |e: std::io::Error| JobError::Failed(format!("writing the export: {e}"));
     let mut line = String::with_capacity(128);
     for part in &manifest.parts {
-        ctx.check_cancelled()?;
-        let key = format!("{prefix}/{}", part.name);
-        let bytes = ctx
-            .block_on(ctx.lake.get(&key))?
-            .ok_or_else(|| JobError::Corrupt {
-                what: "positions part",
-                key: key.clone(),
-                reason: "missing (the manifest names it)".into(),
-            })?;
-        let rows = lakefish_lake::parts::read_positions(bytes, &key)?;
+        let (key, rows) = part_rows(ctx, source, dataset, part)?;
         let keep = match mask {
             Some(m) => {
                 Some(ctx.block_on(crate::masks::read_mask(&ctx.lake, m, source, dataset, part))?)

@@ -63,15 +63,7 @@ pub fn profile_dataset(
     source: Source,
     dataset: &DatasetName,
 ) -> Result<DatasetProfile, JobError> {
-    let manifest = ctx
-        .block_on(lakefish_lake::datasets::read_manifest(
-            &ctx.lake, source, dataset,
-        ))?
-        .ok_or_else(|| JobError::Input {
-            input: format!("{source}/{dataset}"),
-            reason: "no such dataset (no committed manifest)".into(),
-        })?;
-    let prefix = lakefish_schemas::positions::dataset_prefix(source, dataset);
+    let manifest = crate::export::committed_manifest(ctx, source, dataset)?;
     let mut p = DatasetProfile {
         source,
         dataset: dataset.clone(),
@@ -88,19 +80,8 @@ pub fn profile_dataset(
     };
     let mut seen: HashSet<u64> = HashSet::new();
     for part in &manifest.parts {
-        ctx.check_cancelled()?;
-        let key = format!("{prefix}/{}", part.name);
-        let bytes = ctx
-            .block_on(ctx.lake.get(&key))?
-            .ok_or_else(|| JobError::Corrupt {
-                what: "positions part",
-                key: key.clone(),
-                reason: "missing (the manifest names it)".into(),
-            })?;
-        for (i, row) in lakefish_lake::parts::read_positions(bytes, &key)?
-            .iter()
-            .enumerate()
-        {
+        let (key, rows) = crate::export::part_rows(ctx, source, dataset, part)?;
+        for (i, row) in rows.iter().enumerate() {
             p.rows += 1;
             let fen: Vec<&str> = row.fen.split_whitespace().take(4).collect();
             let position = fen.join(" ");
