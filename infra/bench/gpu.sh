@@ -15,6 +15,11 @@
 #    with their 10-step windows' rates (the first, with start-up, apart) and where the time
 #    went (waiting for the loader, moving batches to the device, queueing steps, reading the
 #    loss back: the "training finished" log line).
+# 4. The input families of issue 43 (King-All, threats beside piece-square and HalfKAv2_hm,
+#    axes, mobility, pairwise axes) as 128-wide NetSpecs: exact resume on DEVICE, the same
+#    30 steps on DEVICE and on the CPU with the dense update (their 10-step losses within 1e-3 of each other), and
+#    the DEVICE run quantized (checked against the float model).
+#    WHOLE may also name threats-halfka-256 and halfka-256 (infra/nets/).
 # Each part reports and goes on when another fails; the exit status is the number of failed
 # parts. Results go to $OUT (default /tmp/gpu-out).
 set -uo pipefail
@@ -74,8 +79,6 @@ train() {
 "$LF" --lake "$lake" ingest binpack "$BINPACK" --dataset d > /dev/null 2>&1 &&
   "$LF" --lake "$lake" mask quiet --dataset d > /dev/null 2>&1 || fail "ingest $BINPACK"
 small=$("$LF" --lake "$lake" shuffle --dataset d --chunks 8 --seed 1 2>&1 | shuffle_of)
-if want 2; then
-part "2. exact resume on $DEV"
 resume() {
   local label=$1
   shift
@@ -93,6 +96,8 @@ resume() {
   fi
   RESUMED=$b
 }
+if want 2; then
+part "2. exact resume on $DEV"
 resume "all768 256x2:screlu" --features all768 --arch 256x2:screlu
 if [ -n "${RESUMED:-}" ]; then
   train "$small" --device cpu --batch-size 4096 --epochs 4 --features all768 --arch 256x2:screlu \
@@ -104,6 +109,48 @@ RESUMED=
 resume "halfka_v2_hm 256x2-32-32" --features halfka_v2_hm --arch 256x2-32-32
 resume "stockfish-15.1" --features halfka_v2_hm --arch stockfish-15.1
 resume "buckets-512 (a NetSpec: king and output buckets)" --net-spec "$NETS/buckets-512.toml"
+fi
+
+if want 4; then
+part "4. the input families (issue 43) on $DEV: exact resume, and the CPU's losses"
+fam=$lake/families
+mkdir -p "$fam"
+# Each family as a NetSpec under a 128-wide SCReLU transformer, alone or beside piece-square
+# inputs (threats, axes, mobility and pairwise axes say nothing of an unattacked man alone).
+spec() {
+  local name=$1 inputs=$2
+  printf 'version = 1\nname = "%s"\n\n%s\n\n[transformer]\nwidth = 128\nactivation = "screlu"\n\n[quantization]\neval_scale = 400.0\n' \
+    "$name" "$inputs" > "$fam/$name.toml"
+}
+combined() { printf '[inputs]\nfamily = "combined"\n'; for f in "$@"; do printf '\n[[inputs.parts]]\nfamily = "%s"\n' "$f"; done; }
+spec king-all "$(printf '[inputs]\nfamily = "king_buckets"\nlayout = [%s]' "$(seq -s ', ' 0 63)")"
+spec threats-all "$(combined threats piece_square)"
+spec threats-halfka "$(combined threats halfka_v2_hm)"
+spec all-axes "$(combined piece_square axes)"
+spec all-mobility "$(combined piece_square mobility)"
+spec all-pairwise "$(combined piece_square pairwise_axes)"
+# The training losses of a run's 10-step windows, space-separated.
+losses() { "$LF" --lake "$lake" runs "$1" --metrics 2>/dev/null | grep -o '"train_loss": [0-9.eE+-]*' | cut -d' ' -f2 | tr '\n' ' '; }
+for f in king-all threats-all threats-halfka all-axes all-mobility all-pairwise; do
+  RESUMED=
+  resume "$f" --net-spec "$fam/$f.toml"
+  [ -n "${RESUMED:-}" ] || continue
+  gpu_run=$(train "$small" --device "$DEV" --batch-size 4096 --epochs 4 --net-spec "$fam/$f.toml" --max-steps 30) &&
+    cpu_run=$(train "$small" --device cpu --ft-update dense --batch-size 4096 --epochs 4 --net-spec "$fam/$f.toml" --max-steps 30) ||
+    { fail "$f: 30 steps on $DEV and on the CPU"; continue; }
+  a=$(losses "$gpu_run")
+  b=$(losses "$cpu_run")
+  # Same batches, same initial weights, the same dense Adam (the CPU's default, the sparse
+  # update, is lazy Adam: another optimizer): the devices differ only in the order of sums.
+  worst=$("$PY" -c 'import sys; a=[float(x) for x in sys.argv[1].split()]; b=[float(x) for x in sys.argv[2].split()]; print(max(abs(x-y)/abs(y) for x,y in zip(a,b)) if a and len(a)==len(b) else "unequal")' "$a" "$b")
+  say "  $DEV losses: $a"
+  say "  cpu (dense) losses: $b (largest relative difference $worst)"
+  "$PY" -c 'import sys; sys.exit(0 if sys.argv[1] != "unequal" and float(sys.argv[1]) < 1e-3 else 1)' "$worst" ||
+    fail "$f: $DEV and CPU losses differ by $worst"
+  "$LF" --lake "$lake" quantize --run "$gpu_run" > "$OUTD/quantize-$f.log" 2>&1 &&
+    say "  quantized from $DEV: $(grep -oE '"(max|mean)_abs_cp": [0-9.]+' "$OUTD/quantize-$f.log" | head -2 | tr '\n' ' ')" ||
+    fail "$f: quantize of the $DEV run: $(tail -2 "$OUTD/quantize-$f.log")"
+done
 fi
 
 want 3 || { part "done: $failed part(s) failed"; exit "$failed"; }
@@ -149,6 +196,8 @@ for w in $WHOLE; do
     all768-256x2-32-32) whole "$w" --features all768 --arch 256x2-32-32 ;;
     stockfish-15.1) whole "$w" --features halfka_v2_hm --arch stockfish-15.1 ;;
     buckets-512) whole "$w" --net-spec "$NETS/buckets-512.toml" ;;
+    threats-halfka-256) whole "$w" --net-spec "$NETS/threats-halfka-256.toml" ;;
+    halfka-256) whole "$w" --net-spec "$NETS/halfka-256.toml" ;;
     *) fail "unknown whole run $w" ;;
   esac
 done

@@ -21,8 +21,9 @@ use crate::model::BatchTensors;
 /// bucket shares), dense layers uniform in ±1/sqrt(fan-in) like torch's `Linear`. Seeded by
 /// the caller.
 pub fn new_params(spec: &NetSpec, max_active: i64, device: Device) -> Vec<(String, Tensor)> {
+    // Drawn on the CPU whatever the device, so a seed gives the same net on CPU and CUDA.
     let uniform = |shape: &[i64], bound: f64| {
-        (Tensor::rand(shape, (Kind::Float, device)) * 2.0 - 1.0) * bound
+        ((Tensor::rand(shape, (Kind::Float, Device::Cpu)) * 2.0 - 1.0) * bound).to_device(device)
     };
     spec.tensors()
         .into_iter()

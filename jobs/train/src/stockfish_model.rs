@@ -36,7 +36,10 @@ pub const MAX_OUTPUT_WEIGHT: f64 = 127.0 * FT_SCALE / OUTPUT_SCALE;
 /// values: pawn 1, knight 3.2, bishop 3.3, rook 5, queen 9.5 pawns of 208 internal units).
 pub fn new_params(inputs: i64, max_active: i64, device: Device) -> Vec<(String, Tensor)> {
     let opts = (Kind::Float, device);
-    let uniform = |shape: &[i64], bound: f64| (Tensor::rand(shape, opts) * 2.0 - 1.0) * bound;
+    // Drawn on the CPU whatever the device, so a seed gives the same net on CPU and CUDA.
+    let uniform = |shape: &[i64], bound: f64| {
+        ((Tensor::rand(shape, (Kind::Float, Device::Cpu)) * 2.0 - 1.0) * bound).to_device(device)
+    };
     let stacked = |out: i64, fan_in: i64| {
         let b = 1.0 / (fan_in as f64).sqrt();
         let w = uniform(&[out, fan_in], b).repeat([BUCKETS as i64, 1]);
