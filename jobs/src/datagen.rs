@@ -23,10 +23,22 @@ use crate::{JobContext, JobError};
 
 /// A sample as a binpack entry (castling as king-takes-rook, like Stockfish).
 fn entry(s: &Sample) -> TrainingDataEntry {
-    let fen = Fen::from_position(&s.pos, EnPassantMode::Legal).to_string();
+    binpack_entry(&s.pos, s.mv, s.score, s.ply, s.result)
+}
+
+/// A position, its move and labels as a binpack entry (castling as king-takes-rook, like
+/// Stockfish); scores and results from the side to move's point of view.
+pub(crate) fn binpack_entry(
+    pos: &shakmaty::Chess,
+    mv: Move,
+    score: i16,
+    ply: u16,
+    result: i8,
+) -> TrainingDataEntry {
+    let fen = Fen::from_position(pos, EnPassantMode::Legal).to_string();
     let pos = Position::from_fen(&fen).expect("shakmaty writes valid FEN");
     let sq = |q: shakmaty::Square| Square::new(q as u32);
-    let mv = match s.mv {
+    let mv = match mv {
         Move::Normal {
             from,
             to,
@@ -49,9 +61,9 @@ fn entry(s: &Sample) -> TrainingDataEntry {
     TrainingDataEntry {
         pos,
         mv,
-        score: s.score,
-        ply: s.ply,
-        result: s.result as i16,
+        score,
+        ply,
+        result: i16::from(result),
     }
 }
 

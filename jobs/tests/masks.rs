@@ -7,7 +7,6 @@ use lakefish_lake::datasets::read_manifest;
 use lakefish_schemas::{DatasetName, JobId, MaskDefinition, MaskName, MaskSpec, Source};
 use sfbinpack::chess::r#move::MoveType;
 use sfbinpack::chess::piece::Piece;
-use std::path::Path;
 
 mod common;
 use common::LakeFixture;
@@ -23,6 +22,23 @@ fn mask(
         definition: def,
     };
     mask_dataset(&fx.ctx(), &JobId::new(), &spec)
+}
+
+/// A binpack's entries as sfbinpack decodes them.
+fn binpack_entries(bytes: &[u8]) -> Vec<Plain> {
+    let mut r = sfbinpack::CompressedTrainingDataEntryReader::from_slice(bytes).unwrap();
+    let mut entries = Vec::new();
+    while r.has_next() {
+        let e = r.next();
+        entries.push(Plain {
+            fen: e.pos.fen().unwrap(),
+            mv: e.mv.as_uci(),
+            score: e.score,
+            ply: e.ply,
+            result: e.result as i8,
+        });
+    }
+    entries
 }
 
 /// The mask of the whole dataset, parts in order, through the checking reader.
@@ -70,8 +86,7 @@ fn independent_quiet(bytes: &[u8], min_ply: u16) -> Vec<bool> {
 }
 
 fn sample() -> Vec<u8> {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/data/binpack/small.binpack");
-    if p.exists() {
+    if let Some(p) = lakefish_testkit::shared_data("binpack/small.binpack") {
         std::fs::read(p).unwrap()
     } else {
         [synthetic_binpack(200, 1), synthetic_binpack(200, 2)].concat()
@@ -235,18 +250,7 @@ fn exports_read_back_as_the_input_decoded_independently() {
     let bytes = [synthetic_binpack(150, 7), synthetic_binpack(150, 8)].concat();
     fx.ingest_bytes(&bytes, "d", 2_000);
     mask(&fx, "d", MaskDefinition::quiet()).unwrap();
-    let mut r = sfbinpack::CompressedTrainingDataEntryReader::from_slice(&bytes).unwrap();
-    let mut entries = Vec::new();
-    while r.has_next() {
-        let e = r.next();
-        entries.push(Plain {
-            fen: e.pos.fen().unwrap(),
-            mv: e.mv.as_uci(),
-            score: e.score,
-            ply: e.ply,
-            result: e.result as i8,
-        });
-    }
+    let entries = binpack_entries(&bytes);
     let ds = DatasetName::new("d").unwrap();
     let export = |mask: Option<&str>, format| {
         let mut out = Vec::new();
@@ -307,6 +311,102 @@ fn exports_read_back_as_the_input_decoded_independently() {
         assert_eq!(f[2], want, "{line}");
     }
 
+    // binpack, decoded by sfbinpack (what ingest and bullet's SfBinpackLoader read): the
+    // scored entries, chains re-formed by its writer.
+    let mut bytes_out = Vec::new();
+    let s = export_dataset(
+        &fx.ctx(),
+        Source::Binpack,
+        &ds,
+        None,
+        ExportFormat::Binpack,
+        &mut bytes_out,
+        |_, _| {},
+    )
+    .unwrap();
+    assert_eq!(s.bytes as usize, bytes_out.len());
+    assert_eq!(
+        binpack_entries(&bytes_out).iter().collect::<Vec<_>>(),
+        scored
+    );
+    assert!(
+        bytes_out.len() < bytes.len() * 2,
+        "chained: {} bytes from {}",
+        bytes_out.len(),
+        bytes.len()
+    );
+
+    // bulletformat: the bytes bulletformat's own converter makes of the bullet-text export
+    // (bullet-utils' `convert`), and its loader reads one record per scored row.
+    let dir = tempfile::tempdir().unwrap();
+    let (text_path, bin_path, ours_path) = (
+        dir.path().join("t.txt"),
+        dir.path().join("t.bin"),
+        dir.path().join("ours.bin"),
+    );
+    std::fs::write(&text_path, export(None, ExportFormat::BulletText).1).unwrap();
+    bulletformat::convert_from_text::<bulletformat::ChessBoard>(&text_path, &bin_path).unwrap();
+    let mut ours = Vec::new();
+    let s = export_dataset(
+        &fx.ctx(),
+        Source::Binpack,
+        &ds,
+        None,
+        ExportFormat::Bulletformat,
+        &mut ours,
+        |_, _| {},
+    )
+    .unwrap();
+    assert_eq!(s.bytes as usize, ours.len());
+    assert_eq!(ours.len(), 32 * scored.len());
+    assert!(
+        ours == std::fs::read(&bin_path).unwrap(),
+        "bulletformat differs from bulletformat's conversion of the text"
+    );
+    std::fs::write(&ours_path, &ours).unwrap();
+    let mut records = Vec::new();
+    bulletformat::DataLoader::<bulletformat::ChessBoard>::new(&ours_path, 1)
+        .unwrap()
+        .map_positions(|b| records.push(*b));
+    assert_eq!(records.len(), scored.len());
+    for (b, e) in records.iter().zip(&scored) {
+        // The men, from the side to move's point of view, by the test's own reading of the FEN.
+        let white = e.fen.split(' ').nth(1) == Some("w");
+        let mut want = Vec::new();
+        for (r, rank) in e.fen.split(' ').next().unwrap().split('/').enumerate() {
+            let mut file = 0;
+            for c in rank.chars() {
+                if let Some(d) = c.to_digit(10) {
+                    file += d;
+                    continue;
+                }
+                let sq = (7 - r as u32) * 8 + file;
+                let kind = "pnbrqk".find(c.to_ascii_lowercase()).unwrap() as u8;
+                let ours = c.is_ascii_uppercase() == white;
+                want.push((
+                    if white { sq } else { sq ^ 56 } as u8,
+                    kind | (u8::from(!ours) << 3),
+                ));
+                file += 1;
+            }
+        }
+        want.sort();
+        let mut got: Vec<(u8, u8)> = b.into_iter().map(|(piece, sq)| (sq, piece)).collect();
+        got.sort();
+        assert_eq!(got, want, "{}", e.fen);
+        assert_eq!(i32::from(b.result) - 1, i32::from(e.result), "{}", e.fen);
+        assert_eq!(
+            b.score.signum(),
+            if e.score.abs() <= 2 {
+                b.score.signum()
+            } else {
+                e.score.signum()
+            },
+            "{}",
+            e.fen
+        );
+    }
+
     let mut sink = Vec::new();
     let e = export_dataset(
         &fx.ctx(),
@@ -333,4 +433,48 @@ fn exports_read_back_as_the_input_decoded_independently() {
     .to_string();
     assert!(e.contains("no committed mask wld"), "{e}");
     assert!(sink.is_empty());
+}
+
+/// The real sample (generated games without ../shared; both hold every kind of move),
+/// ingested and written back as a
+/// binpack: sfbinpack decodes the export to the input's scored entries, castling, en
+/// passant and promotions included, and the export is no larger than twice the input.
+#[test]
+fn a_binpack_export_gives_back_the_input() {
+    use lakefish_jobs::export::{ExportFormat, export_dataset};
+    let fx = LakeFixture::new();
+    let bytes = sample();
+    fx.ingest_bytes(&bytes, "real", 50_000);
+    let mut out = Vec::new();
+    let s = export_dataset(
+        &fx.ctx(),
+        Source::Binpack,
+        &DatasetName::new("real").unwrap(),
+        None,
+        ExportFormat::Binpack,
+        &mut out,
+        |_, _| {},
+    )
+    .unwrap();
+    let input = binpack_entries(&bytes);
+    let scored: Vec<&Plain> = input.iter().filter(|e| e.score != 32002).collect();
+    assert_eq!(s.rows_written as usize, scored.len());
+    assert_eq!(binpack_entries(&out).iter().collect::<Vec<_>>(), scored);
+    // The kinds of moves the round trip went through (by sfbinpack's move types).
+    let mut kinds = [0usize; 4];
+    let mut r = sfbinpack::CompressedTrainingDataEntryReader::from_slice(&bytes).unwrap();
+    while r.has_next() {
+        let e = r.next();
+        if e.score != 32002 {
+            kinds[e.mv.mtype() as usize] += 1;
+        }
+    }
+    eprintln!("normal, promotion, castle, en passant: {kinds:?}");
+    assert!(kinds[1] > 0 && kinds[2] > 0 && kinds[3] > 0, "{kinds:?}");
+    assert!(
+        out.len() <= 2 * bytes.len(),
+        "{} bytes from {}",
+        out.len(),
+        bytes.len()
+    );
 }

@@ -129,7 +129,8 @@ impl Model {
         };
         // Drawn on the CPU whatever the device, so a seed gives the same net on CPU and CUDA.
         let uniform = |shape: &[i64], bound: f64| {
-            ((Tensor::rand(shape, (Kind::Float, Device::Cpu)) * 2.0 - 1.0) * bound).to_device(device)
+            ((Tensor::rand(shape, (Kind::Float, Device::Cpu)) * 2.0 - 1.0) * bound)
+                .to_device(device)
         };
         // The transformer sums ~max_active rows: scale so its outputs start in the CReLU range.
         let ft_bound = 1.0 / (max_active as f64).sqrt();

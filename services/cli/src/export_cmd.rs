@@ -1,4 +1,4 @@
-//! `lakefish export`: a dataset written in another tool's text format (docs in
+//! `lakefish export`: a dataset written in another tool's format (docs in
 //! `lakefish_jobs::export`), to a local file that appears whole or not at all.
 
 use anyhow::Context;
@@ -16,9 +16,12 @@ pub(crate) struct ExportArgs {
     #[arg(long)]
     pub mask: Option<MaskName>,
     /// plain: Stockfish's text (fen, move, score, ply, result, e; scores in internal units,
-    /// side to move's view), every column kept. bullet-text: `FEN | score | result`, White's
-    /// view, centipawns and 1.0/0.5/0.0; the move and ply are dropped. Rows without a score
-    /// or result are skipped and counted.
+    /// side to move's view), every column kept. binpack: Stockfish's .binpack (nnue-pytorch,
+    /// Stockfish's tools), every column but the game id. bullet-text: `FEN | score | result`,
+    /// White's view, centipawns and 1.0/0.5/0.0; the move and ply are dropped. bulletformat:
+    /// bullet's 32-byte records, side to move's view, centipawns; also drops the side to
+    /// move, castling, en passant and the fifty-move counter. Rows without a score or result
+    /// are skipped and counted.
     #[arg(long)]
     pub format: String,
     /// The file to write (written beside it as FILE.partial, renamed when complete).
