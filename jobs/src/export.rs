@@ -7,7 +7,8 @@
 //! - `binpack` (Stockfish's `.binpack`, what nnue-pytorch and Stockfish's tools read; written
 //!   by sfbinpack's writer, which chains consecutive positions of a game into movetext):
 //!   every column but the game id, which binpacks do not store (a reader numbers the chains).
-//!   Castling is written as king-takes-rook, as Stockfish writes it.
+//!   Castling is written as king-takes-rook, as Stockfish writes it. Rows without a move
+//!   (bullet's data, PGN null moves) are skipped and counted.
 //! - `bullet-text` (bullet's `<FEN> | <score> | <result>`): the position, the score in UCI
 //!   centipawns (Stockfish's material-dependent `to_cp`) and the result as 1.0 / 0.5 / 0.0,
 //!   both from White's point of view; the move, ply and game are dropped. Mate and tablebase
@@ -61,6 +62,8 @@ pub struct ExportSummary {
     pub masked_out: u64,
     pub no_score: u64,
     pub no_result: u64,
+    /// binpack: rows without a move (bullet's data, null moves), which a binpack cannot hold.
+    pub no_move: u64,
     pub rows_written: u64,
     pub bytes: u64,
 }
@@ -349,6 +352,10 @@ pub fn export_dataset(
                         .map_err(write_err)?;
                 }
                 ExportFormat::Binpack => {
+                    if row.mv.is_empty() || row.mv == "0000" {
+                        sum.no_move += 1;
+                        continue;
+                    }
                     let entry = binpack_entry(row, score, result).map_err(|e| corrupt(i, e))?;
                     let Sink::Binpack(w) = &mut sink else {
                         unreachable!("a binpack writer for binpack")

@@ -398,7 +398,9 @@ fn ingest(
             };
             let spec = match input.source {
                 Source::Lichess => JobSpec::IngestPgn(spec),
-                _ => JobSpec::IngestBinpack(spec),
+                Source::Plain => JobSpec::IngestPlain(spec),
+                Source::Bullet => JobSpec::IngestBullet(spec),
+                Source::Binpack | Source::Selfplay => JobSpec::IngestBinpack(spec),
             };
             let (state, _, err) = ensure_job(ctx, run, PipelineStep::Ingest, &key, spec)?;
             states.push((state, err, key));

@@ -70,6 +70,8 @@ impl Job for lakefish_schemas::IngestSpec {
     ) -> Result<serde_json::Value, JobError> {
         let summary = match kind {
             JobKind::IngestPgn => lakefish_ingest::ingest_pgn::ingest_pgn(ctx, id, self)?,
+            JobKind::IngestPlain => lakefish_ingest::ingest_records::ingest_plain(ctx, id, self)?,
+            JobKind::IngestBullet => lakefish_ingest::ingest_records::ingest_bullet(ctx, id, self)?,
             JobKind::IngestBinpack => {
                 lakefish_ingest::ingest_binpack::ingest_binpack(ctx, id, self)?
             }

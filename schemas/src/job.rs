@@ -101,6 +101,10 @@ macro_rules! job_kinds {
             IngestBinpack = "ingest_binpack", $crate::IngestSpec, submit;
             /// PGN files into `positions/source=lichess/dataset=<dataset>/month=YYYY-MM/`.
             IngestPgn = "ingest_pgn", $crate::IngestSpec, submit;
+            /// Stockfish's `plain` text into `positions/source=plain/dataset=<dataset>/`.
+            IngestPlain = "ingest_plain", $crate::IngestSpec, submit;
+            /// bullet's text or bulletformat files into `positions/source=bullet/dataset=<dataset>/`.
+            IngestBullet = "ingest_bullet", $crate::IngestSpec, submit;
             /// A per-position mask beside a dataset.
             Mask = "mask", $crate::MaskSpec, submit;
             /// Datasets into shuffled chunks; queued, it fans out as `shuffle_deal` jobs.
@@ -368,9 +372,10 @@ impl JobSpec {
     /// (`[inputs] local_roots`) is checked against at submission, and again on the worker.
     pub fn inputs(&self) -> Vec<&str> {
         match self {
-            JobSpec::IngestBinpack(s) | JobSpec::IngestPgn(s) => {
-                s.inputs.iter().map(String::as_str).collect()
-            }
+            JobSpec::IngestBinpack(s)
+            | JobSpec::IngestPgn(s)
+            | JobSpec::IngestPlain(s)
+            | JobSpec::IngestBullet(s) => s.inputs.iter().map(String::as_str).collect(),
             JobSpec::Sprt(s) => vec![s.book.as_str()],
             JobSpec::Experiment(e) => std::iter::once(e.rating.book.as_str())
                 .chain(e.puzzles.iter().map(|p| p.file.as_str()))

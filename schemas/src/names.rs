@@ -192,14 +192,31 @@ pub enum Source {
     Binpack,
     Lichess,
     Selfplay,
+    /// Stockfish's `plain` text (`lakefish ingest plain`).
+    Plain,
+    /// bullet's text and bulletformat records (`lakefish ingest bullet`).
+    Bullet,
 }
 
 impl Source {
+    pub const ALL: [Source; 5] = [
+        Source::Binpack,
+        Source::Lichess,
+        Source::Selfplay,
+        Source::Plain,
+        Source::Bullet,
+    ];
+
+    /// Every source's name, for messages and help.
+    pub const CHOICES: &'static str = "binpack, lichess, selfplay, plain or bullet";
+
     pub fn as_str(self) -> &'static str {
         match self {
             Source::Binpack => "binpack",
             Source::Lichess => "lichess",
             Source::Selfplay => "selfplay",
+            Source::Plain => "plain",
+            Source::Bullet => "bullet",
         }
     }
 
@@ -208,6 +225,8 @@ impl Source {
             "binpack" => Some(Source::Binpack),
             "lichess" => Some(Source::Lichess),
             "selfplay" => Some(Source::Selfplay),
+            "plain" => Some(Source::Plain),
+            "bullet" => Some(Source::Bullet),
             _ => None,
         }
     }

@@ -71,7 +71,7 @@ impl DatasetRef {
         let (source, name) = match s.split_once('/') {
             Some((src, name)) => (
                 Source::parse(src).ok_or_else(|| {
-                    format!("{s:?}: unknown source {src:?} (binpack, lichess or selfplay)")
+                    format!("{s:?}: unknown source {src:?} ({})", crate::Source::CHOICES)
                 })?,
                 name,
             ),

@@ -87,7 +87,7 @@ pub fn manifest_key(source: Source, dataset: &DatasetName) -> String {
 /// that name exists under another source (`--source lichess`).
 pub async fn no_such_dataset(lake: &Lake, source: Source, dataset: &DatasetName) -> JobError {
     let mut elsewhere = Vec::new();
-    for other in [Source::Binpack, Source::Lichess, Source::Selfplay] {
+    for other in Source::ALL {
         if other != source && matches!(read_manifest(lake, other, dataset).await, Ok(Some(_))) {
             elsewhere.push(other.as_str());
         }

@@ -238,7 +238,7 @@ pub(crate) enum Command {
         /// Local files to copy (each keeps its file name).
         #[arg(required = true)]
         files: Vec<String>,
-        /// binpack, lichess or selfplay; or books (opening books, raw/books/).
+        /// binpack, lichess, selfplay, plain or bullet; or books (opening books, raw/books/).
         #[arg(long, default_value = "binpack")]
         source: String,
         /// Store a file whose name already holds other bytes as a new version (raw objects
@@ -373,6 +373,17 @@ pub(crate) enum IngestCommand {
     /// variant games are skipped and counted; a game with an illegal move is reported (file,
     /// game number, move) and skipped.
     Pgn(IngestArgs),
+    /// Stockfish's plain text (fen, move, score, ply, result and e lines, as `lakefish
+    /// export --format plain` and Stockfish's tools write it) into
+    /// positions/source=plain/dataset=NAME/. Every column is kept; a bad entry is reported
+    /// by byte offset and skipped.
+    Plain(IngestArgs),
+    /// bullet's data into positions/source=bullet/dataset=NAME/: text (`FEN | score |
+    /// result`, White's view, centipawns) or bulletformat's 32-byte records, told apart per
+    /// file by its first bytes. No move is stored (bullet keeps none); records come in as
+    /// White to move without castling rights (bulletformat keeps neither). Centipawns become
+    /// internal units by Stockfish's win-rate model.
+    Bullet(IngestArgs),
 }
 
 #[derive(Subcommand)]
@@ -416,7 +427,7 @@ pub(crate) struct ShuffleArgs {
     /// SOURCE/NAME to mix sources (`--dataset sf-1 --dataset lichess/twic`).
     #[arg(long = "dataset", required = true, value_name = "[SOURCE/]NAME")]
     pub datasets: Vec<String>,
-    /// The source partition of datasets named without one: binpack, lichess or selfplay.
+    /// The source partition of datasets named without one: binpack, lichess, selfplay, plain or bullet.
     #[arg(long, default_value = "binpack")]
     pub source: String,
     /// The mask that selects rows (it must exist for every dataset).
@@ -437,7 +448,7 @@ impl ShuffleArgs {
     pub(crate) fn spec(&self) -> anyhow::Result<ShuffleSpec> {
         let source = Source::parse(&self.source).with_context(|| {
             format!(
-                "unknown source {:?} (binpack, lichess or selfplay)",
+                "unknown source {:?} (binpack, lichess, selfplay, plain or bullet)",
                 self.source
             )
         })?;
@@ -461,7 +472,7 @@ pub(crate) struct MaskArgs {
     /// The dataset to mask.
     #[arg(long)]
     pub dataset: DatasetName,
-    /// Its source partition: binpack, lichess or selfplay.
+    /// Its source partition: binpack, lichess, selfplay, plain or bullet.
     #[arg(long, default_value = "binpack")]
     pub source: String,
     /// A rule the mask applies; give several and a row must pass them all. nnue-pytorch's

@@ -109,6 +109,8 @@ pub(crate) async fn submit(
             let (source, mut a) = match what {
                 IngestCommand::Binpack(a) => (Source::Binpack, a),
                 IngestCommand::Pgn(a) => (Source::Lichess, a),
+                IngestCommand::Plain(a) => (Source::Plain, a),
+                IngestCommand::Bullet(a) => (Source::Bullet, a),
             };
             if upload {
                 for f in a.files.iter_mut() {
@@ -119,8 +121,10 @@ pub(crate) async fn submit(
             }
             let spec = ingest_spec(&a, true)?;
             serde_json::to_vec(&match source {
-                Source::Binpack => JobSpec::IngestBinpack(spec),
-                _ => JobSpec::IngestPgn(spec),
+                Source::Binpack | Source::Selfplay => JobSpec::IngestBinpack(spec),
+                Source::Lichess => JobSpec::IngestPgn(spec),
+                Source::Plain => JobSpec::IngestPlain(spec),
+                Source::Bullet => JobSpec::IngestBullet(spec),
             })?
         }
         SubmitCommand::Mask(a) => serde_json::to_vec(&JobSpec::Mask(a.spec()?))?,

@@ -9,7 +9,7 @@ use lakefish_schemas::{DatasetName, MaskName, Source};
 pub(crate) struct ExportArgs {
     /// The dataset to write out.
     pub dataset: DatasetName,
-    /// Its source partition: binpack, lichess or selfplay.
+    /// Its source partition: binpack, lichess, selfplay, plain or bullet.
     #[arg(long, default_value = "binpack")]
     pub source: String,
     /// Only the rows this committed mask keeps.
@@ -32,7 +32,7 @@ pub(crate) struct ExportArgs {
 pub(crate) fn run(lake: &str, rt: &tokio::runtime::Handle, a: ExportArgs) -> anyhow::Result<()> {
     let format = ExportFormat::parse(&a.format).map_err(|e| anyhow::anyhow!("--format: {e}"))?;
     let source = Source::parse(&a.source)
-        .with_context(|| format!("--source {:?}: binpack, lichess or selfplay", a.source))?;
+        .with_context(|| format!("--source {:?}: {}", a.source, Source::CHOICES))?;
     let lake = crate::config::open_existing_lake(lake)?;
     let ctx = lakefish_jobs::JobContext::new(lake, rt.clone());
     let partial = a.output.with_extension(match a.output.extension() {
@@ -79,12 +79,17 @@ pub(crate) fn run(lake: &str, rt: &tokio::runtime::Handle, a: ExportArgs) -> any
     })?;
     println!("{}", serde_json::to_string_pretty(&summary)?);
     eprintln!(
-        "wrote {} rows ({} bytes) to {}; skipped {} without a score, {} without a result{}",
+        "wrote {} rows ({} bytes) to {}; skipped {} without a score, {} without a result{}{}",
         summary.rows_written,
         summary.bytes,
         a.output.display(),
         summary.no_score,
         summary.no_result,
+        if summary.no_move > 0 {
+            format!(", {} without a move", summary.no_move)
+        } else {
+            String::new()
+        },
         if a.mask.is_some() {
             format!(", {} dropped by the mask", summary.masked_out)
         } else {

@@ -201,7 +201,7 @@ pub(crate) fn synth(out: &str, games: usize, seed: u64) -> anyhow::Result<()> {
 pub(crate) struct ProfileArgs {
     /// The dataset to profile.
     pub dataset: lakefish_schemas::DatasetName,
-    /// Its source partition: binpack, lichess or selfplay.
+    /// Its source partition: binpack, lichess, selfplay, plain or bullet.
     #[arg(long, default_value = "binpack")]
     pub source: String,
     /// Print the profile as JSON.
@@ -216,7 +216,7 @@ pub(crate) fn profile(
 ) -> anyhow::Result<()> {
     use anyhow::Context;
     let source = lakefish_schemas::Source::parse(&a.source)
-        .with_context(|| format!("--source {:?}: binpack, lichess or selfplay", a.source))?;
+        .with_context(|| format!("--source {:?}: {}", a.source, Source::CHOICES))?;
     let lake = crate::config::open_existing_lake(lake)?;
     let ctx = lakefish_jobs::JobContext::new(lake, rt.clone());
     let p = lakefish_jobs::profile::profile_dataset(&ctx, source, &a.dataset)?;

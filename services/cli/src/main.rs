@@ -85,6 +85,18 @@ fn main() -> anyhow::Result<()> {
         Command::Ingest {
             what: IngestCommand::Pgn(a),
         } => here(JobSpec::IngestPgn(cli::ingest_spec(&a, false)?), a.threads),
+        Command::Ingest {
+            what: IngestCommand::Plain(a),
+        } => here(
+            JobSpec::IngestPlain(cli::ingest_spec(&a, false)?),
+            a.threads,
+        ),
+        Command::Ingest {
+            what: IngestCommand::Bullet(a),
+        } => here(
+            JobSpec::IngestBullet(cli::ingest_spec(&a, false)?),
+            a.threads,
+        ),
         Command::Mask(a) => here(JobSpec::Mask(a.spec()?), a.threads),
         Command::Train(a) => {
             let spec = match &a.resume {

@@ -102,7 +102,11 @@ impl TransformCommand {
         let spec = TransformSpec {
             dataset: io.dataset.clone(),
             source: Source::parse(&io.source).with_context(|| {
-                format!("--source {:?}: binpack, lichess or selfplay", io.source)
+                format!(
+                    "--source {:?}: {}",
+                    io.source,
+                    lakefish_schemas::Source::CHOICES
+                )
             })?,
             output: io.output.clone(),
             transform,

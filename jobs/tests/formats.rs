@@ -1,0 +1,185 @@
+//! Data out and back in (issue 45): each export format ingested again keeps the columns
+//! the format holds, and bad bytes in the other trainers' files are named by offset.
+
+use lakefish_ingest::binpack::synthetic_binpack;
+use lakefish_ingest::ingest_records::{ingest_bullet, ingest_plain};
+use lakefish_jobs::export::{ExportFormat, export_dataset};
+use lakefish_lake::parts::PositionRow;
+use lakefish_schemas::{DatasetName, IngestSpec, JobId, Source};
+
+mod common;
+use common::LakeFixture;
+
+/// Every row of a dataset, parts in order.
+fn rows(fx: &LakeFixture, source: Source, dataset: &str) -> Vec<PositionRow> {
+    let ds = DatasetName::new(dataset).unwrap();
+    let m = fx
+        .rt
+        .block_on(lakefish_lake::datasets::read_manifest(
+            &fx.lake, source, &ds,
+        ))
+        .unwrap()
+        .unwrap();
+    let mut out = Vec::new();
+    for p in &m.parts {
+        let key = format!(
+            "{}/{}",
+            lakefish_schemas::positions::dataset_prefix(source, &ds),
+            p.name
+        );
+        let bytes = fx.rt.block_on(fx.lake.get(&key)).unwrap().unwrap();
+        out.extend(lakefish_lake::parts::read_positions(bytes, &key).unwrap());
+    }
+    out
+}
+
+fn export(fx: &LakeFixture, source: Source, dataset: &str, format: ExportFormat) -> Vec<u8> {
+    let mut out = Vec::new();
+    let ds = DatasetName::new(dataset).unwrap();
+    export_dataset(&fx.ctx(), source, &ds, None, format, &mut out, |_, _| {}).unwrap();
+    out
+}
+
+fn spec(input: String, dataset: &str) -> IngestSpec {
+    IngestSpec {
+        inputs: vec![input],
+        dataset: DatasetName::new(dataset).unwrap(),
+        rows_per_part: 3_000,
+        max_game_bytes: None,
+    }
+}
+
+/// A row's fen, move, score, ply and result.
+type Columns = (String, String, Option<i16>, u16, Option<i8>);
+
+fn columns(rows: &[PositionRow]) -> Vec<Columns> {
+    rows.iter()
+        .map(|r| (r.fen.clone(), r.mv.clone(), r.score, r.ply, r.result))
+        .collect()
+}
+
+#[test]
+fn exports_ingest_back_as_the_columns_each_format_keeps() {
+    let fx = LakeFixture::new();
+    fx.ingest_bytes(
+        &[synthetic_binpack(60, 3), synthetic_binpack(60, 4)].concat(),
+        "d",
+        5_000,
+    );
+    let scored: Vec<PositionRow> = rows(&fx, Source::Binpack, "d")
+        .into_iter()
+        .filter(|r| r.score.is_some() && r.result.is_some())
+        .collect();
+    assert!(scored.len() > 5_000, "{}", scored.len());
+    type Ingest = fn(
+        &lakefish_jobs::JobContext,
+        &JobId,
+        &IngestSpec,
+    ) -> Result<lakefish_ingest::IngestSummary, lakefish_jobs::JobError>;
+    let run = |f: Ingest, input: String, dataset: &str| {
+        f(&fx.ctx(), &JobId::new(), &spec(input, dataset)).unwrap()
+    };
+
+    // plain: every column.
+    let text = export(&fx, Source::Binpack, "d", ExportFormat::Plain);
+    let s = run(ingest_plain, fx.file("d.plain", &text), "p");
+    assert_eq!(s.rows as usize, scored.len());
+    let back = rows(&fx, Source::Plain, "p");
+    assert_eq!(columns(&back), columns(&scored));
+    // A game continues while the ply counts up and the result flips.
+    let games = |rs: &[PositionRow]| {
+        let mut ids: Vec<u64> = rs.iter().map(|r| r.game_id).collect();
+        ids.dedup();
+        ids.len()
+    };
+    assert!(games(&back) < back.len() / 10, "{} games", games(&back));
+
+    // bullet text: written again, the same text; the positions and results kept.
+    let text = export(&fx, Source::Binpack, "d", ExportFormat::BulletText);
+    run(ingest_bullet, fx.file("d.txt", &text), "bt");
+    let back = rows(&fx, Source::Bullet, "bt");
+    assert_eq!(
+        export(&fx, Source::Bullet, "bt", ExportFormat::BulletText),
+        text
+    );
+    for (b, o) in back.iter().zip(&scored) {
+        assert_eq!(
+            (&b.fen, b.ply, b.result, b.mv.as_str()),
+            (&o.fen, o.ply, o.result, "0000")
+        );
+    }
+    assert_eq!(games(&back), back.len(), "no games in bullet's text");
+    // A binpack holds no position without its move: each is skipped and counted.
+    let mut out = Vec::new();
+    let ds = DatasetName::new("bt").unwrap();
+    let s = export_dataset(
+        &fx.ctx(),
+        Source::Bullet,
+        &ds,
+        None,
+        ExportFormat::Binpack,
+        &mut out,
+        |_, _| {},
+    )
+    .unwrap();
+    assert_eq!((s.no_move as usize, s.rows_written), (scored.len(), 0));
+
+    // bulletformat: written again, the same bytes.
+    let bin = export(&fx, Source::Binpack, "d", ExportFormat::Bulletformat);
+    run(ingest_bullet, fx.file("d.bin", &bin), "bf");
+    assert_eq!(rows(&fx, Source::Bullet, "bf").len(), scored.len());
+    assert_eq!(
+        export(&fx, Source::Bullet, "bf", ExportFormat::Bulletformat),
+        bin
+    );
+
+    // Bad bytes: a record with result byte 9 and 7 trailing bytes, each named by offset;
+    // the other records are kept.
+    let mut bad = bin[..32 * 100].to_vec();
+    bad[32 * 40 + 26] = 9;
+    bad.extend_from_slice(&[1, 2, 3, 4, 5, 6, 7]);
+    let s = run(ingest_bullet, fx.file("bad.bin", &bad), "bad");
+    assert_eq!(s.rows, 99);
+    let m = fx
+        .rt
+        .block_on(lakefish_lake::datasets::read_manifest(
+            &fx.lake,
+            Source::Bullet,
+            &DatasetName::new("bad").unwrap(),
+        ))
+        .unwrap()
+        .unwrap();
+    let skipped = &m.inputs[0].skipped;
+    assert_eq!(skipped.len(), 2, "{skipped:?}");
+    assert_eq!((skipped[0].offset, skipped[1].offset), (32 * 40, 32 * 100));
+    assert!(
+        skipped[0].reason.contains("result byte 9"),
+        "{}",
+        skipped[0].reason
+    );
+    assert!(
+        skipped[1].reason.contains("7 trailing bytes"),
+        "{}",
+        skipped[1].reason
+    );
+    assert_eq!(
+        s.skipped.len(),
+        2,
+        "the summary lists them: {:?}",
+        s.skipped
+    );
+
+    // Nothing readable: refused, naming why, and nothing committed.
+    let e = ingest_bullet(
+        &fx.ctx(),
+        &JobId::new(),
+        &spec(fx.file("junk.txt", b"hello | there | 2.0\n"), "junk"),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("byte offset 0") && e.contains("fen \"hello\""),
+        "{e}"
+    );
+    assert!(!fx.path("positions/source=bullet/dataset=junk").exists());
+}
