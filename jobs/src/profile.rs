@@ -80,6 +80,13 @@ pub fn profile_dataset(
     };
     let mut seen: HashSet<u64> = HashSet::new();
     for part in &manifest.parts {
+        ctx.progress.report(&lakefish_schemas::Progress {
+            stage: format!("profiling {source}/{dataset}"),
+            done: p.rows,
+            total: Some(manifest.rows),
+            unit: "rows".into(),
+            rows: p.rows,
+        });
         let (key, rows) = crate::export::part_rows(ctx, source, dataset, part)?;
         for (i, row) in rows.iter().enumerate() {
             p.rows += 1;
@@ -126,6 +133,43 @@ pub fn profile_dataset(
         serde_json::to_vec_pretty(&p)?,
     ))?;
     Ok(p)
+}
+
+/// A dataset's stored profile, if it was profiled.
+pub async fn read_profile(
+    lake: &crate::Lake,
+    source: Source,
+    dataset: &DatasetName,
+) -> Result<Option<DatasetProfile>, JobError> {
+    let key = profile_key(source, dataset);
+    let Some(bytes) = lake.get(&key).await? else {
+        return Ok(None);
+    };
+    serde_json::from_slice(&bytes)
+        .map(Some)
+        .map_err(|e| JobError::Corrupt {
+            what: "dataset profile",
+            key,
+            reason: e.to_string(),
+        })
+}
+
+impl crate::runner::Job for lakefish_schemas::ProfileSpec {
+    fn run(
+        &self,
+        _: lakefish_schemas::JobKind,
+        ctx: &JobContext,
+        _: &lakefish_schemas::JobId,
+    ) -> Result<serde_json::Value, JobError> {
+        let p = profile_dataset(ctx, self.source, &self.dataset)?;
+        Ok(serde_json::json!({
+            "profile": profile_key(self.source, &self.dataset),
+            "rows": p.rows,
+            "scored": p.scored,
+            "repeated": p.repeated,
+            "disagreeing": p.disagreeing,
+        }))
+    }
 }
 
 #[cfg(test)]

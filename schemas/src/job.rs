@@ -6,7 +6,7 @@
 //! [`JobRecord`].
 
 use crate::shuffle::ShuffleTask;
-use crate::{DatasetName, MaskSpec, ShuffleSpec};
+use crate::{DatasetName, MaskSpec, ShuffleSpec, Source};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -107,6 +107,8 @@ macro_rules! job_kinds {
             IngestBullet = "ingest_bullet", $crate::IngestSpec, submit;
             /// A per-position mask beside a dataset.
             Mask = "mask", $crate::MaskSpec, submit;
+            /// A dataset's counts and histograms, stored beside it (`profiles/`).
+            Profile = "profile", $crate::ProfileSpec, submit;
             /// Datasets into shuffled chunks; queued, it fans out as `shuffle_deal` jobs.
             Shuffle = "shuffle", $crate::ShuffleSpec, submit;
             /// A training run from a shuffle's chunks.
@@ -299,6 +301,24 @@ pub fn default_rows_per_part() -> u64 {
 
 /// The name older code and payloads use.
 pub type IngestBinpackSpec = IngestSpec;
+
+/// `profile`: one committed dataset's rows, histograms of score, ply, men and result,
+/// repeated positions and score/result disagreement, stored as
+/// `profiles/source=S/dataset=D/profile.json` (the same profile for the same dataset, however
+/// often it runs).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ProfileSpec {
+    pub dataset: DatasetName,
+    #[serde(default = "binpack")]
+    pub source: Source,
+}
+
+fn binpack() -> Source {
+    Source::Binpack
+}
+
+impl KindSpec for ProfileSpec {}
 
 impl IngestSpec {
     pub fn validate(&self) -> Result<(), String> {

@@ -38,7 +38,7 @@ pub use datagen::DatagenSpec;
 pub use dataset::{DatasetManifest, InputReport, PartInfo, SkippedGame, SkippedRange};
 pub use job::{
     IngestBinpackSpec, IngestSpec, JOB_PAYLOAD_VERSION, JobId, JobKind, JobRecord, JobSpec,
-    JobState, Progress, QueuedJob, Requested, SpecError,
+    JobState, ProfileSpec, Progress, QueuedJob, Requested, SpecError,
 };
 pub use mask::{MaskDefinition, MaskManifest, MaskName, MaskRule, MaskSpec};
 pub use names::{DatasetName, NameError, Source, raw_key};

@@ -482,6 +482,7 @@ pub fn routes() -> Vec<Route> {
     .into_iter()
     .chain(crate::engines_api::routes())
     .chain(crate::experiments_api::routes())
+    .chain(crate::dataset_page::routes())
     .chain(crate::actions::routes())
     .chain(crate::ui_actions::routes())
     .collect()

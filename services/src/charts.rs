@@ -116,6 +116,77 @@ pub fn log_chart(
     )
 }
 
+/// A histogram: one bar per labelled bucket, in the order given, heights as shares of all
+/// rows (the y axis in percent), the count in each bar's tooltip. Labels are thinned to about
+/// twelve so wide histograms stay readable.
+pub fn bar_chart(title: &str, x_label: &str, bars: &[(String, u64)]) -> String {
+    let mut svg = String::new();
+    let _ = write!(
+        svg,
+        r##"<svg class="chart" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {W} {H}" width="{W}" height="{H}" role="img" aria-label="{t}"><title>{t}</title><rect width="{W}" height="{H}" fill="#fff"/><text x="{LEFT}" y="18" font-size="14" font-weight="bold">{t}</text>"##,
+        t = escape(title)
+    );
+    let total: u64 = bars.iter().map(|(_, n)| n).sum();
+    if total == 0 {
+        let _ = write!(
+            svg,
+            r##"<text x="{}" y="{}" text-anchor="middle" fill="#666">no rows</text></svg>"##,
+            W / 2.0,
+            H / 2.0
+        );
+        return svg;
+    }
+    let share = |n: u64| 100.0 * n as f64 / total as f64;
+    let top = bars.iter().map(|(_, n)| share(*n)).fold(0.0, f64::max) * 1.06;
+    let plot_w = W - LEFT - RIGHT;
+    let step = plot_w / bars.len() as f64;
+    let py = |y: f64| H - BOTTOM - y / top * (H - TOP - BOTTOM);
+    for t in ticks(0.0, top, 4) {
+        let _ = write!(
+            svg,
+            r##"<line x1="{LEFT}" x2="{}" y1="{y:.1}" y2="{y:.1}" stroke="#eee"/><text x="{}" y="{:.1}" font-size="11" text-anchor="end" fill="#555">{}%</text>"##,
+            W - RIGHT,
+            LEFT - 6.0,
+            py(t) + 4.0,
+            label(t),
+            y = py(t)
+        );
+    }
+    let every = bars.len().div_ceil(12).max(1);
+    for (i, (label, n)) in bars.iter().enumerate() {
+        let x = LEFT + i as f64 * step;
+        let y = py(share(*n));
+        let _ = write!(
+            svg,
+            r##"<rect x="{:.1}" y="{y:.1}" width="{:.1}" height="{:.1}" fill="#3b6ea8"><title>{}: {n} rows ({:.2}%)</title></rect>"##,
+            x + step * 0.1,
+            (step * 0.8).max(0.5),
+            (H - BOTTOM - y).max(0.0),
+            escape(label),
+            share(*n)
+        );
+        if i % every == 0 {
+            let _ = write!(
+                svg,
+                r##"<text x="{:.1}" y="{}" font-size="11" text-anchor="middle" fill="#555">{}</text>"##,
+                x + step / 2.0,
+                H - BOTTOM + 16.0,
+                escape(label)
+            );
+        }
+    }
+    let _ = write!(
+        svg,
+        r##"<line x1="{LEFT}" x2="{}" y1="{b}" y2="{b}" stroke="#999"/><text x="{}" y="{}" font-size="12" text-anchor="middle">{}</text></svg>"##,
+        W - RIGHT,
+        LEFT + plot_w / 2.0,
+        H - 6.0,
+        escape(x_label),
+        b = H - BOTTOM
+    );
+    svg
+}
+
 /// Ticks of a log axis over `[lo, hi]` (in log10 units): 1, 2 and 5 times each power of ten
 /// inside it, thinned to at most about eight; at least the two ends when no round value fits.
 fn log_ticks(lo: f64, hi: f64) -> Vec<f64> {
@@ -380,6 +451,23 @@ pub fn interval_chart(title: &str, x_label: &str, rows: &[Rated]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Bars in the order given, as shares of all rows (the tallest at the top of its axis),
+    /// labels escaped and thinned; no rows says so.
+    #[test]
+    fn bar_charts_draw_shares() {
+        let bars: Vec<(String, u64)> = (0..30).map(|i| (format!("<{i}>"), i)).collect();
+        let svg = bar_chart("men", "men", &bars);
+        assert_eq!(svg.matches("<rect x=").count(), 30);
+        assert!(svg.contains("&lt;29&gt;: 29 rows (6.67%)"), "{svg}");
+        assert!(!svg.contains("<29>"));
+        // 30 buckets, a label every third.
+        assert_eq!(
+            svg.matches("text-anchor=\"middle\" fill=\"#555\"").count(),
+            10
+        );
+        assert!(bar_chart("r", "r", &[("win".into(), 0)]).contains("no rows"));
+    }
 
     #[test]
     fn ticks_are_round_and_cover_the_range() {

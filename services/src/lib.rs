@@ -12,6 +12,7 @@ pub mod auth;
 pub mod bodies;
 pub mod charts;
 pub mod dashboard;
+pub mod dataset_page;
 pub mod engines_api;
 pub mod error;
 pub mod experiment_page;

@@ -49,7 +49,8 @@ pub(crate) async fn datasets(
     for d in &all {
         let _ = write!(
             b,
-            r#"<tr><td>{}</td><td>{}</td><td class="num">{}</td><td class="num">{:.1}</td><td class="num">{}</td><td>{}</td><td>{}</td><td class="num">{}</td><td>{}</td></tr>"#,
+            r#"<tr><td><a href="{}">{}</a></td><td>{}</td><td class="num">{}</td><td class="num">{:.1}</td><td class="num">{}</td><td>{}</td><td>{}</td><td class="num">{}</td><td>{}</td></tr>"#,
+            crate::dataset_page::href(d.source, &d.name),
             escape(d.name.as_str()),
             d.source,
             d.rows,

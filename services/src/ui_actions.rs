@@ -94,6 +94,11 @@ pub(crate) fn routes() -> Vec<Route> {
             post(stop_sprt),
         ),
         action(
+            "/ui/datasets/{source}/{name}/profile",
+            "Dashboard form: queue a `profile` job for a committed dataset (CSRF).",
+            post(profile_dataset),
+        ),
+        action(
             "/ui/jobs/{id}/cancel",
             "Dashboard form: cancel a queued or running job (CSRF).",
             post(cancel_job),
@@ -326,6 +331,27 @@ async fn logout() -> Response {
     r.headers_mut()
         .insert(header::SET_COOKIE, cookie.parse().expect("static cookie"));
     r
+}
+
+/// Queues a `profile` job for a committed dataset and shows the job.
+async fn profile_dataset(
+    State(s): State<AppState>,
+    path: Result<crate::api::ApiPath<(String, String)>, ApiError>,
+    body: FormBody,
+) -> Result<Response, PageError> {
+    Form::parse(&body?, true)?;
+    let crate::api::ApiPath((source, name)) = path?;
+    let (source, dataset) = crate::dataset_page::parse(&source, &name)?;
+    if lakefish_lake::datasets::read_manifest(&s.lake, source, &dataset)
+        .await?
+        .is_none()
+    {
+        return Err(ApiError::NotFound(format!("no committed dataset {source}/{dataset}")).into());
+    }
+    let spec =
+        lakefish_schemas::JobSpec::Profile(lakefish_schemas::ProfileSpec { dataset, source });
+    let (id, _) = crate::api::admit(&s, &spec).await?;
+    Ok(see(&format!("/ui/jobs/{id}")))
 }
 
 async fn cancel_job(

@@ -260,3 +260,102 @@ async fn a_page_read_without_a_token_leads_to_the_login() {
     assert_eq!(a.status, StatusCode::UNAUTHORIZED);
     assert!(a.json()["error"].is_string());
 }
+
+/// A dataset's page: 404 for what names no dataset; for a committed one, its inputs and a
+/// button that queues a `profile` job (CSRF-checked like every form); once the profile is
+/// made, its histograms and the same profile as JSON.
+#[tokio::test]
+async fn a_dataset_page_queues_and_then_draws_its_profile() {
+    use lakefish_schemas::{DatasetName, IngestSpec, JobSpec, ProfileSpec, Source};
+    let app = app(Config::default()).await;
+    for uri in [
+        "/ui/datasets/nope/d",
+        "/ui/datasets/bullet/d",
+        "/v1/datasets/bullet/d/profile",
+        "/ui/datasets/bullet/..%2Fd",
+    ] {
+        let a = send(&app, "GET", uri, &[], b"").await;
+        assert_eq!(a.status, StatusCode::NOT_FOUND, "{uri}: {}", a.body);
+    }
+    let lines =
+        "8/8/8/8/8/8/4P3/K6k w - - 0 30 | 120 | 1.0\n8/8/8/8/8/8/4P3/K6k b - - 0 30 | -40 | 0.5\n";
+    app.state
+        .lake
+        .put("raw/bullet/d.txt", lines.as_bytes().to_vec())
+        .await
+        .unwrap();
+    let run = |spec: JobSpec| {
+        let ctx = lakefish_jobs::JobContext::new(
+            app.state.lake.clone(),
+            tokio::runtime::Handle::current(),
+        );
+        tokio::task::spawn_blocking(move || {
+            lakefish_jobs::runner::run_spec(&ctx, &lakefish_schemas::JobId::new(), &spec)
+        })
+    };
+    run(JobSpec::IngestBullet(IngestSpec {
+        inputs: vec!["lake:raw/bullet/d.txt".into()],
+        dataset: DatasetName::new("d").unwrap(),
+        rows_per_part: 1000,
+        max_game_bytes: None,
+    }))
+    .await
+    .unwrap()
+    .unwrap();
+
+    let page = send(&app, "GET", "/ui/datasets/bullet/d", &[], b"").await;
+    assert_eq!(page.status, StatusCode::OK, "{}", page.body);
+    assert!(page.body.contains("Not profiled yet") && page.body.contains("raw/bullet/d.txt"));
+    let csrf = page
+        .body
+        .split("name=\"csrf\" value=\"")
+        .nth(1)
+        .and_then(|s| s.split('"').next())
+        .expect("the button's form carries a CSRF value")
+        .to_string();
+    let form = format!("csrf={csrf}");
+    let a = send(&app, "POST", "/ui/datasets/bullet/d/profile", &[FORM], b"").await;
+    assert_eq!(a.status, StatusCode::FORBIDDEN, "{}", a.body);
+    let a = send(
+        &app,
+        "POST",
+        "/ui/datasets/bullet/e/profile",
+        &[FORM],
+        form.as_bytes(),
+    )
+    .await;
+    assert_eq!(a.status, StatusCode::NOT_FOUND, "{}", a.body);
+    let a = send(
+        &app,
+        "POST",
+        "/ui/datasets/bullet/d/profile",
+        &[FORM],
+        form.as_bytes(),
+    )
+    .await;
+    assert_eq!(a.status, StatusCode::SEE_OTHER, "{}", a.body);
+    let job = a.headers[header::LOCATION]
+        .to_str()
+        .unwrap()
+        .replace("/ui/jobs/", "");
+    let rec = send(&app, "GET", &format!("/v1/jobs/{job}"), &[], b"").await;
+    assert_eq!(rec.json()["kind"], "profile", "{}", rec.body);
+
+    // What a worker does with it.
+    run(JobSpec::Profile(ProfileSpec {
+        dataset: DatasetName::new("d").unwrap(),
+        source: Source::Bullet,
+    }))
+    .await
+    .unwrap()
+    .unwrap();
+    let page = send(&app, "GET", "/ui/datasets/bullet/d", &[], b"").await;
+    assert!(page.body.contains("Men on the board") && page.body.contains("Profile again"));
+    assert!(page.body.contains("2 rows: 100.0% scored"), "{}", page.body);
+    let p = send(&app, "GET", "/v1/datasets/bullet/d/profile", &[], b"").await;
+    assert_eq!(p.status, StatusCode::OK);
+    assert_eq!(
+        (p.json()["rows"].as_u64(), p.json()["men"]["3"].as_u64()),
+        (Some(2), Some(2))
+    );
+}

@@ -1,0 +1,194 @@
+//! One dataset: `/ui/datasets/{source}/{name}` (what it holds, where it came from, its masks,
+//! and its profile drawn as histograms, or a button that queues a `profile` job) and
+//! `/v1/datasets/{source}/{name}/profile` (the stored profile as JSON).
+
+use std::fmt::Write;
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::{Method, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use lakefish_jobs::profile::DatasetProfile;
+use lakefish_schemas::{DatasetName, Source};
+
+use crate::api::{ApiError, ApiPath, AppState, Route, json, route};
+use crate::charts::{bar_chart, escape};
+use crate::dashboard::{Page, layout, when};
+
+pub(crate) fn routes() -> Vec<Route> {
+    let (ok, missing, down) = (
+        StatusCode::OK,
+        StatusCode::NOT_FOUND,
+        StatusCode::SERVICE_UNAVAILABLE,
+    );
+    vec![
+        route(
+            Method::GET,
+            "/ui/datasets/{source}/{name}",
+            "Dashboard: one dataset, its inputs, masks and profile (histograms of score, ply, men and result; HTML).",
+            get(page),
+        )
+        .page()
+        .errors(&[missing]),
+        route(
+            Method::GET,
+            "/v1/datasets/{source}/{name}/profile",
+            "A dataset's stored profile (404 until a `profile` job made it).",
+            get(profile_json),
+        )
+        .ok(ok, json::<serde_json::Value>())
+        .errors(&[missing, down]),
+    ]
+}
+
+/// The source and dataset a path names; anything else names nothing (404).
+pub(crate) fn parse(source: &str, name: &str) -> Result<(Source, DatasetName), ApiError> {
+    let source = Source::parse(source)
+        .ok_or_else(|| ApiError::NotFound(format!("source {source:?}: {}", Source::CHOICES)))?;
+    let name = DatasetName::new(name).map_err(|e| ApiError::NotFound(e.to_string()))?;
+    Ok((source, name))
+}
+
+/// Where a dataset's page is.
+pub(crate) fn href(source: Source, name: &DatasetName) -> String {
+    format!("/ui/datasets/{source}/{name}")
+}
+
+async fn profile_json(
+    State(s): State<AppState>,
+    ApiPath((source, name)): ApiPath<(String, String)>,
+) -> Result<Response, ApiError> {
+    let (source, name) = parse(&source, &name)?;
+    match lakefish_jobs::profile::read_profile(&s.lake, source, &name).await? {
+        Some(p) => Ok(Json(p).into_response()),
+        None => Err(ApiError::NotFound(format!(
+            "{source}/{name} has no profile: queue a `profile` job"
+        ))),
+    }
+}
+
+async fn page(
+    State(s): State<AppState>,
+    path: Result<ApiPath<(String, String)>, ApiError>,
+) -> Page {
+    let ApiPath((source, name)) = path?;
+    let (source, name) = parse(&source, &name)?;
+    let Some(d) = lakefish_lake::datasets::dataset_summary(&s.lake, source, &name).await? else {
+        return Err(ApiError::NotFound(format!("no committed dataset {source}/{name}")).into());
+    };
+    let m = lakefish_lake::datasets::read_manifest(&s.lake, source, &name)
+        .await?
+        .ok_or_else(|| ApiError::NotFound(format!("no committed dataset {source}/{name}")))?;
+    let mut b = String::new();
+    let _ = write!(
+        b,
+        r#"<table class="kv"><tr><th>source</th><td>{source}</td></tr><tr><th>rows</th><td class="num">{}</td></tr><tr><th>size</th><td class="num">{:.1} MiB in {} parts</td></tr><tr><th>masks</th><td>{}</td></tr><tr><th>made from</th><td>{}</td></tr><tr><th>written by</th><td><a href="/ui/jobs/{job}">{job}</a>, {}</td></tr></table>"#,
+        d.rows,
+        d.bytes as f64 / (1 << 20) as f64,
+        m.parts.len(),
+        if d.masks.is_empty() {
+            "none (<code>lakefish mask</code>)".to_string()
+        } else {
+            escape(&d.masks.join(", "))
+        },
+        escape(d.derived_from.as_deref().unwrap_or("its inputs, below")),
+        when(&d.created),
+        job = escape(&d.job_id),
+    );
+    b.push_str(
+        "<h2>Inputs</h2><table><tr><th>input</th><th>bytes</th><th>rows</th><th>skipped</th></tr>",
+    );
+    for i in &m.inputs {
+        let skipped: Vec<String> = i.skipped.iter().take(5).map(|r| r.to_string()).collect();
+        let more = i.skipped.len().saturating_sub(5);
+        let _ = write!(
+            b,
+            r#"<tr><td>{}</td><td class="num">{}</td><td class="num">{}</td><td>{}{}</td></tr>"#,
+            escape(&i.input),
+            i.bytes,
+            i.rows,
+            escape(&skipped.join("; ")),
+            if more > 0 {
+                format!(" and {more} more")
+            } else {
+                String::new()
+            }
+        );
+    }
+    b.push_str("</table><h2>Profile</h2>");
+    let action = format!("{}/profile", href(source, &name));
+    match lakefish_jobs::profile::read_profile(&s.lake, source, &name).await? {
+        Some(p) => {
+            profile_section(&mut b, &p);
+            b.push_str(&crate::ui_actions::button(&action, "Profile again", &[]));
+        }
+        None => {
+            b.push_str("<p>Not profiled yet: a <code>profile</code> job reads every row once and stores the histograms beside the data.</p>");
+            b.push_str(&crate::ui_actions::button(
+                &action,
+                "Profile this dataset",
+                &[],
+            ));
+        }
+    }
+    Ok(layout(
+        &format!("Dataset {source}/{name}"),
+        "/ui/datasets",
+        false,
+        &b,
+    ))
+}
+
+fn profile_section(b: &mut String, p: &DatasetProfile) {
+    let pct = |n: u64, of: u64| 100.0 * n as f64 / of.max(1) as f64;
+    let _ = write!(
+        b,
+        r#"<p>{} rows: {:.1}% scored, {:.1}% with a result, {:.1}% repeat an earlier row's position, {:.1}% of the scored rows with a result have a score and result that disagree (Stockfish's win-rate model, more than half a point apart).</p><div class="charts">"#,
+        p.rows,
+        pct(p.scored, p.rows),
+        pct(p.with_result, p.rows),
+        pct(p.repeated, p.rows),
+        pct(p.disagreeing, p.scored.min(p.with_result)),
+    );
+    b.push_str(&bar_chart(
+        "Score (internal units, side to move)",
+        "score bucket (by 100)",
+        &p.score
+            .iter()
+            .map(|(k, n)| (k.to_string(), *n))
+            .collect::<Vec<_>>(),
+    ));
+    b.push_str(&bar_chart(
+        "Ply",
+        "ply (by 10)",
+        &p.ply
+            .iter()
+            .map(|(k, n)| (k.to_string(), *n))
+            .collect::<Vec<_>>(),
+    ));
+    b.push_str(&bar_chart(
+        "Men on the board",
+        "men",
+        &p.men
+            .iter()
+            .map(|(k, n)| (k.to_string(), *n))
+            .collect::<Vec<_>>(),
+    ));
+    b.push_str(&bar_chart(
+        "Result (side to move)",
+        "result",
+        &p.result
+            .iter()
+            .map(|(k, n)| {
+                let label = match k {
+                    1 => "win",
+                    0 => "draw",
+                    _ => "loss",
+                };
+                (label.to_string(), *n)
+            })
+            .collect::<Vec<_>>(),
+    ));
+    b.push_str("</div>");
+}
