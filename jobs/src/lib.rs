@@ -27,6 +27,7 @@ pub mod pipeline;
 pub mod profile;
 pub mod runner;
 pub mod shuffle;
+pub mod space;
 pub mod sprt;
 pub mod transform;
 

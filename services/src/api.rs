@@ -483,6 +483,7 @@ pub fn routes() -> Vec<Route> {
     .chain(crate::engines_api::routes())
     .chain(crate::experiments_api::routes())
     .chain(crate::dataset_page::routes())
+    .chain(crate::space_page::routes())
     .chain(crate::actions::routes())
     .chain(crate::ui_actions::routes())
     .collect()

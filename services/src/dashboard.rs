@@ -95,7 +95,7 @@ form.act{display:inline;margin:0 4px}nav .who{float:right;color:#f1faee}nav .who
 .stack label{display:block;margin:6px 0}.stack fieldset{margin:8px 0;border:1px solid #ddd}.stopped,.cancelled{background:#6c3483}
 "#;
 
-const NAV: [(&str, &str); 8] = [
+const NAV: [(&str, &str); 9] = [
     ("/", "Overview"),
     ("/ui/jobs", "Jobs"),
     ("/ui/datasets", "Datasets"),
@@ -104,6 +104,7 @@ const NAV: [(&str, &str); 8] = [
     ("/ui/sprt", "SPRT"),
     ("/ui/pipelines", "Pipelines"),
     ("/ui/experiments", "Experiments"),
+    ("/ui/space", "Space"),
 ];
 
 pub(crate) fn layout(title: &str, active: &str, refresh: bool, body: &str) -> Html<String> {

@@ -27,6 +27,7 @@ pub mod openapi;
 pub mod queue;
 pub mod scheduler;
 pub mod session;
+pub mod space_page;
 pub mod sprt_api;
 pub mod ui_actions;
 

@@ -358,4 +358,25 @@ async fn a_dataset_page_queues_and_then_draws_its_profile() {
         (p.json()["rows"].as_u64(), p.json()["men"]["3"].as_u64()),
         (Some(2), Some(2))
     );
+
+    // The space it takes: the dataset and its profile, each an item of its kind.
+    let u = send(&app, "GET", "/v1/space", &[], b"").await.json();
+    let item = |kind: &str| {
+        u["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|i| i["kind"] == kind && i["name"] == "bullet/d")
+            .cloned()
+            .unwrap_or_default()
+    };
+    assert!(item("datasets")["bytes"].as_u64() > Some(0), "{u}");
+    assert_eq!(item("profiles")["objects"], 1, "{u}");
+    let page = send(&app, "GET", "/ui/space", &[], b"").await;
+    assert!(
+        page.body
+            .contains(r#"<a href="/ui/datasets/bullet/d">bullet/d</a>"#),
+        "{}",
+        page.body
+    );
 }

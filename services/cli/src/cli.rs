@@ -191,6 +191,9 @@ pub(crate) enum Command {
     /// and the share whose score and result disagree (Stockfish's win-rate model); stored
     /// beside the data as profiles/source=S/dataset=D/profile.json.
     Profile(crate::lake_cmd::ProfileArgs),
+    /// What the lake holds, in bytes and objects, per kind (raw inputs, datasets, masks,
+    /// profiles, shuffles, runs, nets, SPRT tests, experiments, other) and its largest items.
+    Du(crate::lake_cmd::DuArgs),
     /// Show jobs known to a running service: all of them, or one by id.
     Jobs {
         /// The API's base URL (LAKEFISH_TOKEN is sent when set).

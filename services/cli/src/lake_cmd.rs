@@ -1,4 +1,4 @@
-//! Commands that read or write the local lake directly: `runs`, `datasets`, `upload`, `synth`, `profile`.
+//! Commands that read or write the local lake directly: `runs`, `datasets`, `upload`, `synth`, `profile`, `du`.
 
 use crate::client::{file_name, file_stream};
 use crate::config::open_lake;
@@ -262,5 +262,74 @@ pub(crate) fn profile(
         "stored as {}",
         lakefish_jobs::profile::profile_key(source, &p.dataset)
     );
+    Ok(())
+}
+
+/// `lakefish du`: the lake's space by kind and its largest items.
+#[derive(clap::Args)]
+pub(crate) struct DuArgs {
+    /// Items listed after the kinds (largest first).
+    #[arg(long, default_value_t = 15)]
+    pub top: usize,
+    /// Print everything as JSON (every item).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Bytes for people: B, KiB, MiB, GiB, TiB.
+fn human(bytes: u64) -> String {
+    let mut v = bytes as f64;
+    for unit in ["B", "KiB", "MiB", "GiB"] {
+        if v < 1024.0 {
+            return if unit == "B" {
+                format!("{bytes} B")
+            } else {
+                format!("{v:.1} {unit}")
+            };
+        }
+        v /= 1024.0;
+    }
+    format!("{v:.1} TiB")
+}
+
+pub(crate) fn du(lake: &str, rt: &tokio::runtime::Handle, a: DuArgs) -> anyhow::Result<()> {
+    let lake = crate::config::open_existing_lake(lake)?;
+    let u = rt.block_on(lakefish_jobs::space::usage(&lake))?;
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&u)?);
+        return Ok(());
+    }
+    let kind = |k: lakefish_jobs::space::SpaceKind| {
+        serde_json::to_value(k)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default()
+    };
+    println!(
+        "{:<12} {:>11} {:>9} {:>7}",
+        "kind", "size", "objects", "items"
+    );
+    for k in &u.kinds {
+        println!(
+            "{:<12} {:>11} {:>9} {:>7}",
+            kind(k.kind),
+            human(k.bytes),
+            k.objects,
+            k.items
+        );
+    }
+    println!("{:<12} {:>11} {:>9}", "total", human(u.bytes), u.objects);
+    if a.top > 0 && !u.items.is_empty() {
+        println!("\nlargest items:");
+        for i in u.items.iter().take(a.top) {
+            println!(
+                "  {:<12} {:>11} {:>7} objects  {}",
+                kind(i.kind),
+                human(i.bytes),
+                i.objects,
+                i.name
+            );
+        }
+    }
     Ok(())
 }

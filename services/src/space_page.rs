@@ -1,0 +1,117 @@
+//! Space: `GET /v1/space` and `/ui/space`, what the lake holds by kind and its largest items
+//! (`lakefish_jobs::space`).
+
+use std::fmt::Write;
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::{Method, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use lakefish_jobs::space::{SpaceKind, SpaceUsage};
+
+use crate::api::{ApiError, AppState, Route, json, route};
+use crate::charts::escape;
+use crate::dashboard::{Page, layout};
+
+/// Items the page lists (the JSON has every one).
+const SHOWN: usize = 50;
+
+pub(crate) fn routes() -> Vec<Route> {
+    vec![
+        route(
+            Method::GET,
+            "/ui/space",
+            "Dashboard: the lake's space by kind and its largest items (HTML).",
+            get(page),
+        )
+        .page(),
+        route(
+            Method::GET,
+            "/v1/space",
+            "The lake's space: bytes and objects per kind (raw, datasets, masks, profiles, shuffles, runs, nets, sprt, experiments, other) and per item, largest first.",
+            get(usage),
+        )
+        .ok(StatusCode::OK, json::<SpaceUsage>())
+        .errors(&[StatusCode::SERVICE_UNAVAILABLE]),
+    ]
+}
+
+async fn usage(State(s): State<AppState>) -> Result<Response, ApiError> {
+    Ok(Json(lakefish_jobs::space::usage(&s.lake).await?).into_response())
+}
+
+fn kind_name(k: SpaceKind) -> String {
+    serde_json::to_value(k)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default()
+}
+
+fn mib(bytes: u64) -> String {
+    format!("{:.1}", bytes as f64 / (1 << 20) as f64)
+}
+
+/// Where an item's own page is, when it has one.
+fn item_link(kind: SpaceKind, name: &str) -> String {
+    let href = match kind {
+        SpaceKind::Datasets => Some(format!("/ui/datasets/{name}")),
+        SpaceKind::Runs => Some(format!("/ui/runs/{name}")),
+        SpaceKind::Sprt => Some(format!("/ui/sprt/{name}")),
+        SpaceKind::Experiments => Some(format!("/ui/experiments/{name}")),
+        _ => None,
+    };
+    if kind == SpaceKind::Nets {
+        return crate::dashboard::net_link(&format!("{name}.nnue"));
+    }
+    match href {
+        Some(h) => format!(r#"<a href="{}">{}</a>"#, escape(&h), escape(name)),
+        None => escape(name),
+    }
+}
+
+async fn page(State(s): State<AppState>) -> Page {
+    let u = lakefish_jobs::space::usage(&s.lake).await?;
+    let mut b = format!(
+        "<p>{} MiB in {} objects. Runs keep every checkpoint and tests every game: nothing in the lake goes away by itself yet.</p>",
+        mib(u.bytes),
+        u.objects
+    );
+    b.push_str(
+        "<table><tr><th>kind</th><th>MiB</th><th>share</th><th>objects</th><th>items</th></tr>",
+    );
+    for k in &u.kinds {
+        let _ = write!(
+            b,
+            r#"<tr><td>{}</td><td class="num">{}</td><td class="num">{:.1}%</td><td class="num">{}</td><td class="num">{}</td></tr>"#,
+            kind_name(k.kind),
+            mib(k.bytes),
+            100.0 * k.bytes as f64 / u.bytes.max(1) as f64,
+            k.objects,
+            k.items
+        );
+    }
+    let _ = write!(
+        b,
+        "</table><h2>Largest items</h2><table><tr><th>kind</th><th>item</th><th>MiB</th><th>objects</th></tr>"
+    );
+    for i in u.items.iter().take(SHOWN) {
+        let _ = write!(
+            b,
+            r#"<tr><td>{}</td><td>{}</td><td class="num">{}</td><td class="num">{}</td></tr>"#,
+            kind_name(i.kind),
+            item_link(i.kind, &i.name),
+            mib(i.bytes),
+            i.objects
+        );
+    }
+    b.push_str("</table>");
+    if u.items.len() > SHOWN {
+        let _ = write!(
+            b,
+            "<p>{} more in <code>/v1/space</code> and <code>lakefish du --json</code>.</p>",
+            u.items.len() - SHOWN
+        );
+    }
+    Ok(layout("Space", "/ui/space", false, &b))
+}
