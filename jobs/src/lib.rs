@@ -20,6 +20,7 @@ pub mod experiment;
 pub mod export;
 pub mod foreign_nets;
 pub mod gauntlet;
+pub mod gc;
 pub mod masks;
 pub mod metrics;
 pub mod nets;

@@ -1,5 +1,5 @@
-//! `lakefish du` (issue 45): the lake's space by kind and item agrees with a walk of the
-//! directory the lake lives in.
+//! `lakefish du` and `gc` (issue 45): the lake's space by kind and item agrees with a walk of the
+//! directory the lake lives in; `gc` removes old checkpoints and nothing anything needs.
 
 use lakefish_ingest::binpack::synthetic_binpack;
 use lakefish_jobs::space::{SpaceKind, usage};
@@ -63,4 +63,143 @@ fn space_by_kind_and_item_agrees_with_the_files() {
         u.items.windows(2).all(|w| w[0].bytes >= w[1].bytes),
         "largest first"
     );
+}
+
+/// A finished run with six checkpoints, one a registered net came from; an unfinished run;
+/// a finished run a queued job names.
+#[test]
+fn gc_removes_only_what_nothing_needs() {
+    use lakefish_jobs::gc::{GcPolicy, apply, plan};
+    use lakefish_lake::records::JobStore;
+    let fx = LakeFixture::new();
+    let jobs = JobStore::new(fx.lake.clone());
+    let run_json = |id: &str, checkpoints: &[u64], finished: bool| {
+        let mut spec = serde_json::json!({"shuffle": "sh-000000000001", "arch": "32x2-8"});
+        spec["features"] = "all768".into();
+        serde_json::json!({
+            "id": id, "spec": spec, "device": "cpu", "step": checkpoints.last().copied().unwrap_or(0),
+            "epoch": 1, "checkpoints": checkpoints.iter().map(|s| format!("step-{s:09}.ot")).collect::<Vec<_>>(),
+            "train_positions": 1, "val_positions": 1, "val_loss": [], "material_val_loss": null,
+            "finished": finished, "resumed_at": [], "created": "2026-11-28T00:00:00Z", "updated": "2026-11-28T00:00:00Z"
+        })
+    };
+    let put = |key: &str, bytes: Vec<u8>| fx.rt.block_on(fx.lake.put(key, bytes)).unwrap();
+    let steps = [10, 20, 30, 40, 50, 60];
+    for (id, finished) in [
+        ("run-00000000000a", true),
+        ("run-00000000000b", false),
+        ("run-00000000000c", true),
+    ] {
+        put(
+            &format!("runs/{id}/run.json"),
+            serde_json::to_vec(&run_json(id, &steps, finished)).unwrap(),
+        );
+        for s in steps {
+            put(
+                &format!("runs/{id}/checkpoints/step-{s:09}.ot"),
+                vec![7; 1000],
+            );
+        }
+    }
+    let q = serde_json::json!({"positions": 1, "mean_abs_cp": 0.0, "p99_abs_cp": 0.0, "max_abs_cp": 0.0, "mean_abs_internal": 0.0, "p99_abs_internal": 0.0});
+    let net = serde_json::json!({
+        "name": "nn-00000000000a.nnue", "sha256": "00", "bytes": 1, "features": "all768", "arch": "32x2-8",
+        "arch_hash": "0", "description": "", "run": "run-00000000000a", "checkpoint": "step-000000020.ot",
+        "step": 20, "shuffle": "sh-000000000001", "datasets": [], "mask": "", "parent": null,
+        "quantization": q, "created": "2026-11-28T00:00:00Z"
+    });
+    put(
+        "nets/nn-00000000000a.json",
+        serde_json::to_vec(&net).unwrap(),
+    );
+    let quantize = lakefish_schemas::JobSpec::from_request(
+        br#"{"kind":"quantize","spec":{"run":"run-00000000000c"}}"#,
+    )
+    .unwrap();
+    let rec = JobStore::new_record(JobId::new(), quantize);
+    fx.rt.block_on(jobs.put(&rec)).unwrap();
+
+    let policy = GcPolicy {
+        keep_checkpoints: 2,
+    };
+    let p = fx.rt.block_on(plan(&fx.lake, &jobs, policy)).unwrap();
+    assert_eq!(p.remove.len(), 1, "{p:?}");
+    let r = &p.remove[0];
+    assert_eq!(r.item, "run-00000000000a");
+    let gone: Vec<&str> = r
+        .keys
+        .iter()
+        .map(|k| k.rsplit('/').next().unwrap())
+        .collect();
+    assert_eq!(
+        gone,
+        [
+            "step-000000010.ot",
+            "step-000000030.ot",
+            "step-000000040.ot"
+        ]
+    );
+    assert_eq!((p.bytes, p.objects), (3000, 3));
+    let why: Vec<(&str, &str)> = p
+        .kept
+        .iter()
+        .map(|k| (k.item.as_str(), k.why.as_str()))
+        .collect();
+    assert!(
+        why.contains(&(
+            "run-00000000000b",
+            "not finished: a resume needs its checkpoints"
+        )),
+        "{why:?}"
+    );
+    assert!(
+        why.contains(&("run-00000000000c", "a queued or running job names it")),
+        "{why:?}"
+    );
+
+    // A plan alone removes nothing; applied, exactly what it listed, and the record follows.
+    let before = fx.rt.block_on(usage(&fx.lake)).unwrap();
+    let record_len = || {
+        std::fs::metadata(fx.path("runs/run-00000000000a/run.json"))
+            .unwrap()
+            .len() as i64
+    };
+    let record_before = record_len();
+    let done = fx.rt.block_on(apply(&fx.lake, &jobs, &p)).unwrap();
+    assert_eq!((done.removed_bytes, done.removed_objects), (3000, 3));
+    // du before and after: the runs' kind lost the three checkpoints (its record changed size).
+    let after = fx.rt.block_on(usage(&fx.lake)).unwrap();
+    let runs = |u: &lakefish_jobs::space::SpaceUsage| {
+        let k = u.kinds.iter().find(|k| k.kind == SpaceKind::Runs).unwrap();
+        (k.bytes as i64, k.objects)
+    };
+    let (b0, o0) = runs(&before);
+    let (b1, o1) = runs(&after);
+    assert_eq!(o0 - o1, 3);
+    assert_eq!(b0 - b1, 3000 + record_before - record_len());
+    let rec = fx
+        .rt
+        .block_on(lakefish_jobs::nets::read_run(
+            &fx.lake,
+            &lakefish_schemas::names::RunId::new("run-00000000000a").unwrap(),
+        ))
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        rec.checkpoints,
+        [
+            "step-000000020.ot",
+            "step-000000050.ot",
+            "step-000000060.ot"
+        ]
+    );
+    for c in &rec.checkpoints {
+        assert!(
+            fx.path(&format!("runs/run-00000000000a/checkpoints/{c}"))
+                .exists()
+        );
+    }
+    // Nothing left to do.
+    let again = fx.rt.block_on(plan(&fx.lake, &jobs, policy)).unwrap();
+    assert!(again.remove.is_empty(), "{again:?}");
 }

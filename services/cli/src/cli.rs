@@ -194,6 +194,10 @@ pub(crate) enum Command {
     /// What the lake holds, in bytes and objects, per kind (raw inputs, datasets, masks,
     /// profiles, shuffles, runs, nets, SPRT tests, experiments, other) and its largest items.
     Du(crate::lake_cmd::DuArgs),
+    /// Remove what nothing needs: checkpoints of finished runs beyond the last
+    /// --keep-checkpoints (never one a registered net came from, nor any of a run a queued or
+    /// running job names), and pass-1 files of committed shuffles. Prints the plan; --yes acts.
+    Gc(crate::lake_cmd::GcArgs),
     /// Show jobs known to a running service: all of them, or one by id.
     Jobs {
         /// The API's base URL (LAKEFISH_TOKEN is sent when set).

@@ -110,6 +110,46 @@ pub(crate) fn open_existing_lake(spec: &str) -> anyhow::Result<Lake> {
     open_lake(spec)
 }
 
+/// The lake and the job records that go with it, for a command that must see every queued
+/// and running job (`gc`): the lake's own records, or those of the metastore a server keeps
+/// for it (SQLite beside it, or `LAKEFISH_METASTORE`); refused when they cannot be read.
+pub(crate) async fn open_lake_with_jobs(
+    spec: &str,
+) -> anyhow::Result<(Lake, lakefish_lake::records::JobStore)> {
+    let lake = open_existing_lake(spec)?;
+    let Some(marker) = lakefish_jobs::catalog::read_marker(&lake).await? else {
+        let jobs = lakefish_lake::records::JobStore::new(lake.clone());
+        return Ok((lake, jobs));
+    };
+    let chosen = match std::env::var("LAKEFISH_METASTORE").ok() {
+        Some(s) => s,
+        None if marker.metastore.starts_with("sqlite:") => marker.metastore.clone(),
+        None => anyhow::bail!(
+            "{} is served with the metastore {}, which holds its job records: set LAKEFISH_METASTORE to its URL so this command sees the queued and running jobs",
+            lake.describe(),
+            marker.metastore
+        ),
+    };
+    let meta = lakefish_metastore::MetastoreSpec::parse(&chosen).map_err(anyhow::Error::msg)?;
+    if let lakefish_metastore::MetastoreSpec::Sqlite(path) = &meta
+        && !std::path::Path::new(path).exists()
+    {
+        anyhow::bail!(
+            "{} is served with {}, which is not on this machine: run this command where the server runs",
+            lake.describe(),
+            marker.metastore
+        );
+    }
+    let opened = lakefish_metastore::open(&meta, &lake)
+        .await
+        .with_context(|| format!("opening the metastore {}", meta.describe()))?;
+    let lake = match opened.catalog {
+        Some(catalog) => lake.with_catalog(catalog),
+        None => lake,
+    };
+    Ok((lake, opened.jobs))
+}
+
 /// The lake for a command that writes it in its own process, with the catalogue its server
 /// keeps (the lake's `_catalog.json` names it), so lists show what the command writes. A
 /// PostgreSQL catalogue needs its URL with the password: `LAKEFISH_METASTORE`.

@@ -1,4 +1,4 @@
-//! Commands that read or write the local lake directly: `runs`, `datasets`, `upload`, `synth`, `profile`, `du`.
+//! Commands that read or write the local lake directly: `runs`, `datasets`, `upload`, `synth`, `profile`, `du`, `gc`.
 
 use crate::client::{file_name, file_stream};
 use crate::config::open_lake;
@@ -331,5 +331,70 @@ pub(crate) fn du(lake: &str, rt: &tokio::runtime::Handle, a: DuArgs) -> anyhow::
             );
         }
     }
+    Ok(())
+}
+
+/// `lakefish gc`: the plan, and with `--yes` the removal.
+#[derive(clap::Args)]
+pub(crate) struct GcArgs {
+    /// The newest checkpoints kept of every finished run (at least 1).
+    #[arg(long, default_value_t = lakefish_jobs::gc::GcPolicy::default().keep_checkpoints)]
+    pub keep_checkpoints: usize,
+    /// Remove what the plan lists (without it, nothing is removed).
+    #[arg(long)]
+    pub yes: bool,
+    /// Print the plan (and the report) as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub(crate) fn gc(lake: &str, rt: &tokio::runtime::Handle, a: GcArgs) -> anyhow::Result<()> {
+    let (lake, jobs) = rt.block_on(crate::config::open_lake_with_jobs(lake))?;
+    let policy = lakefish_jobs::gc::GcPolicy {
+        keep_checkpoints: a.keep_checkpoints.max(1),
+    };
+    let plan = rt.block_on(lakefish_jobs::gc::plan(&lake, &jobs, policy))?;
+    if a.json && !a.yes {
+        println!("{}", serde_json::to_string_pretty(&plan)?);
+        return Ok(());
+    }
+    if !a.json {
+        for r in &plan.remove {
+            println!("  {:<18} {:>11}  {}", r.item, human(r.bytes), r.why);
+        }
+        for k in &plan.kept {
+            println!("  {:<18} {:>11}  kept: {}", k.item, "", k.why);
+        }
+        println!(
+            "{} {} in {} objects{}",
+            if a.yes { "removing" } else { "would free" },
+            human(plan.bytes),
+            plan.objects,
+            if a.yes || plan.objects == 0 {
+                String::new()
+            } else {
+                " (nothing removed: run again with --yes)".into()
+            }
+        );
+    }
+    if !a.yes {
+        return Ok(());
+    }
+    let report = rt.block_on(lakefish_jobs::gc::apply(&lake, &jobs, &plan))?;
+    if a.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&serde_json::json!({"plan": plan, "report": report}))?
+        );
+        return Ok(());
+    }
+    for s in &report.skipped {
+        println!("  {:<18} skipped: {}", s.item, s.why);
+    }
+    println!(
+        "removed {} in {} objects",
+        human(report.removed_bytes),
+        report.removed_objects
+    );
     Ok(())
 }

@@ -1,0 +1,263 @@
+//! Retention (issue 45): `lakefish gc` removes what nothing needs any more, and never what
+//! something does. Today: training checkpoints beyond the last `keep_checkpoints` of each
+//! finished run, and pass-1 files a committed shuffle left behind.
+//!
+//! Kept whatever the policy says: every checkpoint a registered net was quantized from (its
+//! lineage names it), every checkpoint of a run that is not finished (a resume needs them),
+//! and everything of a run that a queued or running job names (a resume, a quantize of an
+//! older step). The plan is made first and shown (`lakefish gc` is a dry run; `--yes` acts);
+//! acting re-reads each run and the jobs first and skips a run that changed since. Files go
+//! first, then the run's record drops their names, so a record never names a file that a
+//! crash left half-removed for long: the next `gc` drops names whose files are gone.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use lakefish_lake::records::JobStore;
+use lakefish_schemas::RunRecord;
+use lakefish_schemas::names::RunId;
+
+use crate::{JobError, Lake};
+
+/// What `gc` keeps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GcPolicy {
+    /// The newest checkpoints kept of every finished run (at least 1: a resume starts there).
+    pub keep_checkpoints: usize,
+}
+
+impl Default for GcPolicy {
+    fn default() -> Self {
+        GcPolicy {
+            keep_checkpoints: 2,
+        }
+    }
+}
+
+/// One item's objects to remove.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
+pub struct Removal {
+    /// `run-…` or `sh-…`.
+    pub item: String,
+    pub keys: Vec<String>,
+    pub bytes: u64,
+    pub why: String,
+}
+
+/// An item left alone, and why.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
+pub struct Kept {
+    pub item: String,
+    pub why: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
+pub struct GcPlan {
+    pub keep_checkpoints: usize,
+    pub remove: Vec<Removal>,
+    /// Items with something the policy would remove that is needed (or all of it).
+    pub kept: Vec<Kept>,
+    pub bytes: u64,
+    pub objects: u64,
+}
+
+/// What an applied plan did.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
+pub struct GcReport {
+    pub removed_objects: u64,
+    pub removed_bytes: u64,
+    /// Items skipped at the last moment (changed since the plan, or a job named them).
+    pub skipped: Vec<Kept>,
+}
+
+/// The text of every queued or running job's spec: an item a job names appears in it.
+async fn active_specs(jobs: &JobStore) -> Result<Vec<String>, JobError> {
+    let mut out = Vec::new();
+    for state in [
+        lakefish_schemas::JobState::Queued,
+        lakefish_schemas::JobState::Running,
+    ] {
+        for rec in jobs.list(Some(state), 10_000).await? {
+            out.push(serde_json::to_string(&rec.spec)?);
+        }
+    }
+    Ok(out)
+}
+
+/// Checkpoint steps of each run that registered nets came from.
+async fn registered_steps(lake: &Lake) -> Result<BTreeMap<String, BTreeSet<u64>>, JobError> {
+    let mut out: BTreeMap<String, BTreeSet<u64>> = BTreeMap::new();
+    for n in crate::nets::list_nets(lake).await? {
+        if !n.external {
+            out.entry(n.run.clone()).or_default().insert(n.step);
+        }
+    }
+    Ok(out)
+}
+
+/// The step a checkpoint file name holds (`step-000000120.ot` → 120).
+fn step_of(name: &str) -> Option<u64> {
+    name.strip_prefix("step-")?.split('.').next()?.parse().ok()
+}
+
+fn checkpoint_key(run: &RunId, name: &str) -> String {
+    format!("runs/{run}/checkpoints/{name}")
+}
+
+/// Which of a run's checkpoints go, or why none does.
+fn run_removals(
+    run: &RunRecord,
+    policy: GcPolicy,
+    registered: &BTreeSet<u64>,
+    active: &[String],
+) -> Result<Vec<String>, String> {
+    if !run.finished {
+        return Err("not finished: a resume needs its checkpoints".into());
+    }
+    if active.iter().any(|s| s.contains(run.id.as_str())) {
+        return Err("a queued or running job names it".into());
+    }
+    let keep_from = run
+        .checkpoints
+        .len()
+        .saturating_sub(policy.keep_checkpoints.max(1));
+    Ok(run.checkpoints[..keep_from]
+        .iter()
+        .filter(|c| step_of(c).is_none_or(|s| !registered.contains(&s)))
+        .cloned()
+        .collect())
+}
+
+/// What `gc` would remove under `policy`, and what it keeps that the policy alone would not.
+pub async fn plan(lake: &Lake, jobs: &JobStore, policy: GcPolicy) -> Result<GcPlan, JobError> {
+    let active = active_specs(jobs).await?;
+    let registered = registered_steps(lake).await?;
+    let none = BTreeSet::new();
+    let mut p = GcPlan {
+        keep_checkpoints: policy.keep_checkpoints.max(1),
+        remove: Vec::new(),
+        kept: Vec::new(),
+        bytes: 0,
+        objects: 0,
+    };
+    for run in crate::nets::list_runs(lake).await? {
+        if run.checkpoints.len() <= p.keep_checkpoints {
+            continue;
+        }
+        let steps = registered.get(run.id.as_str()).unwrap_or(&none);
+        match run_removals(&run, policy, steps, &active) {
+            Err(why) => p.kept.push(Kept {
+                item: run.id.to_string(),
+                why,
+            }),
+            Ok(names) if names.is_empty() => {}
+            Ok(names) => {
+                let mut keys = Vec::new();
+                let mut bytes = 0;
+                for n in &names {
+                    let key = checkpoint_key(&run.id, n);
+                    bytes += lake.size(&key).await?.unwrap_or(0);
+                    keys.push(key);
+                }
+                // Registered nets' checkpoints older than the last kept ones.
+                let kept_for_nets = run.checkpoints.len() - p.keep_checkpoints - names.len();
+                p.remove.push(Removal {
+                    item: run.id.to_string(),
+                    keys,
+                    bytes,
+                    why: format!(
+                        "{} of {} checkpoints (keeping the last {}{})",
+                        names.len(),
+                        run.checkpoints.len(),
+                        p.keep_checkpoints,
+                        if kept_for_nets > 0 {
+                            format!(", and {kept_for_nets} that registered nets came from")
+                        } else {
+                            String::new()
+                        }
+                    ),
+                });
+            }
+        }
+    }
+    for sh in crate::shuffle::list_shuffles(lake).await? {
+        let mut keys = Vec::new();
+        let mut bytes = 0;
+        for dir in ["_deal", "_dealt"] {
+            for o in lake.list(&format!("shuffled/{}/{dir}", sh.id)).await? {
+                bytes += o.size;
+                keys.push(o.location.to_string());
+            }
+        }
+        if !keys.is_empty() {
+            p.remove.push(Removal {
+                item: sh.id.to_string(),
+                why: format!("{} pass-1 files of a committed shuffle", keys.len()),
+                keys,
+                bytes,
+            });
+        }
+    }
+    p.bytes = p.remove.iter().map(|r| r.bytes).sum();
+    p.objects = p.remove.iter().map(|r| r.keys.len() as u64).sum();
+    Ok(p)
+}
+
+/// Removes what `plan` listed, checking each run again first.
+pub async fn apply(lake: &Lake, jobs: &JobStore, plan: &GcPlan) -> Result<GcReport, JobError> {
+    let mut report = GcReport {
+        removed_objects: 0,
+        removed_bytes: 0,
+        skipped: Vec::new(),
+    };
+    let registered = registered_steps(lake).await?;
+    let none = BTreeSet::new();
+    for r in &plan.remove {
+        if let Ok(id) = RunId::new(&r.item) {
+            // Again, now: a job may have been queued, or the run resumed, since the plan.
+            let active = active_specs(jobs).await?;
+            let Some(run) = crate::nets::read_run(lake, &id).await? else {
+                continue;
+            };
+            let steps = registered.get(id.as_str()).unwrap_or(&none);
+            let now = match run_removals(
+                &run,
+                GcPolicy {
+                    keep_checkpoints: plan.keep_checkpoints,
+                },
+                steps,
+                &active,
+            ) {
+                Ok(names) => names,
+                Err(why) => {
+                    report.skipped.push(Kept {
+                        item: r.item.clone(),
+                        why,
+                    });
+                    continue;
+                }
+            };
+            let keys: Vec<String> = now.iter().map(|n| checkpoint_key(&id, n)).collect();
+            if keys.iter().any(|k| !r.keys.contains(k)) {
+                report.skipped.push(Kept {
+                    item: r.item.clone(),
+                    why: "changed since the plan: run gc again".into(),
+                });
+                continue;
+            }
+            lake.delete_many(keys.clone()).await?;
+            let mut record = run.clone();
+            record.checkpoints.retain(|c| !now.contains(c));
+            lake.put(
+                &format!("runs/{id}/{}", lakefish_schemas::train::RUN_FILE),
+                serde_json::to_vec_pretty(&record)?,
+            )
+            .await?;
+            crate::nets::index_run(lake, &record).await?;
+        } else {
+            lake.delete_many(r.keys.clone()).await?;
+        }
+        report.removed_objects += r.keys.len() as u64;
+        report.removed_bytes += r.bytes;
+    }
+    Ok(report)
+}
