@@ -26,6 +26,7 @@ pub mod metrics;
 pub mod nets;
 pub mod pipeline;
 pub mod profile;
+pub mod remove;
 pub mod runner;
 pub mod shuffle;
 pub mod space;

@@ -203,3 +203,186 @@ fn gc_removes_only_what_nothing_needs() {
     let again = fx.rt.block_on(plan(&fx.lake, &jobs, policy)).unwrap();
     assert!(again.remove.is_empty(), "{again:?}");
 }
+
+/// `rm`: each dependent refuses by name (a shuffle made from a dataset, a registered net and
+/// the best net, a queued job even with --force); a forced removal takes the item, its
+/// masks and profile, and leaves a tombstone naming what still pointed at it.
+#[test]
+fn rm_refuses_what_lineage_or_work_needs_and_leaves_tombstones() {
+    use lakefish_jobs::remove::{RmTarget, apply, plan, tombstones};
+    use lakefish_lake::records::JobStore;
+    use lakefish_schemas::{MaskName, ShuffleSpec};
+    let fx = LakeFixture::new();
+    let jobs = JobStore::new(fx.lake.clone());
+    fx.ingest_bytes(&synthetic_binpack(40, 1), "a", 1_000);
+    fx.ingest_bytes(&synthetic_binpack(40, 2), "b", 1_000);
+    for d in ["a", "b"] {
+        let spec = MaskSpec {
+            dataset: DatasetName::new(d).unwrap(),
+            source: Source::Binpack,
+            definition: MaskDefinition::quiet(),
+        };
+        lakefish_jobs::masks::mask_dataset(&fx.ctx(), &JobId::new(), &spec).unwrap();
+    }
+    lakefish_jobs::profile::profile_dataset(
+        &fx.ctx(),
+        Source::Binpack,
+        &DatasetName::new("a").unwrap(),
+    )
+    .unwrap();
+    let sh = lakefish_jobs::shuffle::shuffle_here(
+        &fx.ctx(),
+        &ShuffleSpec {
+            datasets: vec![DatasetName::new("a").unwrap()],
+            source: Source::Binpack,
+            mask: MaskName::new("quiet").unwrap(),
+            chunks: 2,
+            seed: 1,
+            extra: Vec::new(),
+        },
+    )
+    .unwrap();
+    let q = serde_json::json!({"positions": 1, "mean_abs_cp": 0.0, "p99_abs_cp": 0.0, "max_abs_cp": 0.0, "mean_abs_internal": 0.0, "p99_abs_internal": 0.0});
+    let net = serde_json::json!({
+        "name": "nn-00000000000a.nnue", "sha256": "00", "bytes": 1, "features": "all768", "arch": "32x2-8",
+        "arch_hash": "0", "description": "", "run": "run-00000000000a", "checkpoint": "step-000000020.ot",
+        "step": 20, "shuffle": sh.id.to_string(), "datasets": ["binpack/a"], "mask": "quiet", "parent": null,
+        "quantization": q, "created": "2026-11-28T00:00:00Z"
+    });
+    fx.rt
+        .block_on(fx.lake.put(
+            "nets/nn-00000000000a.json",
+            serde_json::to_vec(&net).unwrap(),
+        ))
+        .unwrap();
+    let promotion = lakefish_jobs::nets::Promotion {
+        reason: "test".into(),
+        by: "test".into(),
+        measured: None,
+    };
+    fx.rt
+        .block_on(lakefish_jobs::nets::set_best(
+            &fx.lake,
+            "nn-00000000000a",
+            promotion,
+        ))
+        .unwrap();
+
+    let target = |k: &str, n: &str| RmTarget::parse(k, n).unwrap();
+    let p = fx
+        .rt
+        .block_on(plan(&fx.lake, &jobs, &target("dataset", "a")))
+        .unwrap();
+    let deps: Vec<&str> = p.dependents.iter().map(|d| d.what.as_str()).collect();
+    assert!(
+        deps.contains(&format!("shuffle {}", sh.id).as_str()),
+        "{deps:?}"
+    );
+    assert!(
+        deps.contains(&"registered net nn-00000000000a.nnue (the best net)"),
+        "{deps:?}"
+    );
+    let e = fx
+        .rt
+        .block_on(apply(&fx.lake, &target("dataset", "a"), &p, false, "t"))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("needed by shuffle") && e.contains("--force"),
+        "{e}"
+    );
+    let p = fx
+        .rt
+        .block_on(plan(&fx.lake, &jobs, &target("shuffle", sh.id.as_str())))
+        .unwrap();
+    let e = fx
+        .rt
+        .block_on(apply(
+            &fx.lake,
+            &target("shuffle", sh.id.as_str()),
+            &p,
+            false,
+            "t",
+        ))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("registered net nn-00000000000a.nnue (the best net)"),
+        "{e}"
+    );
+
+    // A queued job that reads it: refused even with --force.
+    let mask_b = lakefish_schemas::JobSpec::from_request(
+        br#"{"kind":"mask","spec":{"dataset":"b","definition":{"name":"q2"}}}"#,
+    )
+    .unwrap();
+    let rec = JobStore::new_record(JobId::new(), mask_b);
+    fx.rt.block_on(jobs.put(&rec)).unwrap();
+    let p = fx
+        .rt
+        .block_on(plan(&fx.lake, &jobs, &target("dataset", "binpack/b")))
+        .unwrap();
+    assert!(
+        p.dependents
+            .iter()
+            .any(|d| d.blocking && d.what.starts_with("queued job")),
+        "{p:?}"
+    );
+    let e = fx
+        .rt
+        .block_on(apply(&fx.lake, &target("dataset", "b"), &p, true, "t"))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("in use by queued job"), "{e}");
+    assert!(
+        fx.path("positions/source=binpack/dataset=b/_manifest.json")
+            .exists()
+    );
+
+    // Forced: the dataset, its masks and profile go; the tombstone names who still pointed.
+    let p = fx
+        .rt
+        .block_on(plan(&fx.lake, &jobs, &target("dataset", "a")))
+        .unwrap();
+    let before = fx.rt.block_on(usage(&fx.lake)).unwrap();
+    let stone = fx
+        .rt
+        .block_on(apply(&fx.lake, &target("dataset", "a"), &p, true, "ana"))
+        .unwrap();
+    assert_eq!(
+        (stone.by.as_str(), stone.objects as usize),
+        ("ana", p.keys.len())
+    );
+    assert!(stone.dependents.iter().any(|d| d.contains("best net")));
+    assert!(!fx.path("positions/source=binpack/dataset=a").exists());
+    assert!(!fx.path("masks/quiet/source=binpack/dataset=a").exists());
+    assert!(!fx.path("profiles/source=binpack/dataset=a").exists());
+    assert!(
+        fx.path("masks/quiet/source=binpack/dataset=b").exists(),
+        "b's mask stays"
+    );
+    let after = fx.rt.block_on(usage(&fx.lake)).unwrap();
+    let stone_bytes = std::fs::metadata(fx.path("tombstones/dataset/binpack/a.json"))
+        .unwrap()
+        .len();
+    assert_eq!(before.bytes - after.bytes + stone_bytes, stone.bytes);
+    let listed = fx.rt.block_on(tombstones(&fx.lake)).unwrap();
+    assert_eq!(listed, [stone]);
+    // Gone: a second removal names it missing; a shuffle of it fails naming the dataset.
+    let e = fx
+        .rt
+        .block_on(plan(&fx.lake, &jobs, &target("dataset", "a")))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("no such item"), "{e}");
+    assert!(
+        RmTarget::parse("datasets", "a")
+            .unwrap_err()
+            .contains("unknown kind")
+    );
+    assert!(
+        RmTarget::parse("checkpoint", "run-00000000000a")
+            .unwrap_err()
+            .contains("RUN/STEP")
+    );
+}

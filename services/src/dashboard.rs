@@ -89,7 +89,7 @@ th{background:#eef}td.num{text-align:right;font-variant-numeric:tabular-nums}
 .failed,.rejected{background:#c0392b}.inconclusive{background:#b8860b}
 .bar{width:140px;height:10px;background:#ddd;display:inline-block;margin-right:6px}.bar span{display:block;height:100%;background:#1f77b4}
 .cards{display:flex;gap:12px;flex-wrap:wrap}.card{background:#fff;border:1px solid #ddd;padding:10px 14px;min-width:120px}
-.card b{display:block;font-size:22px}.error{color:#c0392b;white-space:pre-wrap}code{font-size:12px}
+.card b{display:block;font-size:22px}.error{color:#c0392b;white-space:pre-wrap}.deleted{color:#c0392b}code{font-size:12px}
 .chart{border:1px solid #ddd;margin:8px 0}.warn{color:#8a5a00;border-bottom:1px dotted #8a5a00}
 form.act{display:inline;margin:0 4px}nav .who{float:right;color:#f1faee}nav .who a{margin:0}
 .stack label{display:block;margin:6px 0}.stack fieldset{margin:8px 0;border:1px solid #ddd}.stopped,.cancelled{background:#6c3483}
@@ -659,6 +659,26 @@ pub async fn net(State(s): State<AppState>, PagePath(name): PagePath) -> Page {
         m.quantization.max_abs_cp,
         n = escape(&m.name),
     );
+    let removed = lakefish_jobs::remove::lineage_tombstones(&s.lake, &m).await?;
+    if !removed.is_empty() {
+        let list: Vec<String> = removed
+            .iter()
+            .map(|t| {
+                format!(
+                    "{} {} (deleted {} by {})",
+                    escape(&t.kind),
+                    escape(&t.name),
+                    when(&t.deleted),
+                    escape(&t.by)
+                )
+            })
+            .collect();
+        let _ = write!(
+            b,
+            r#"<p class="deleted">Removed since: {}.</p>"#,
+            list.join("; ")
+        );
+    }
     let lineage: Vec<String> = chain.iter().map(|n| net_link(n)).collect();
     let _ = write!(
         b,

@@ -1,5 +1,5 @@
 //! Space: `GET /v1/space` and `/ui/space`, what the lake holds by kind and its largest items
-//! (`lakefish_jobs::space`).
+//! (`lakefish_jobs::space`), and `GET /v1/tombstones`, what `lakefish rm` removed.
 
 use std::fmt::Write;
 
@@ -34,11 +34,23 @@ pub(crate) fn routes() -> Vec<Route> {
         )
         .ok(StatusCode::OK, json::<SpaceUsage>())
         .errors(&[StatusCode::SERVICE_UNAVAILABLE]),
+        route(
+            Method::GET,
+            "/v1/tombstones",
+            "What `lakefish rm` removed, newest first: kind, name, when, by whom, bytes, and what still named it.",
+            get(tombstones),
+        )
+        .ok(StatusCode::OK, json::<Vec<lakefish_jobs::remove::Tombstone>>())
+        .errors(&[StatusCode::SERVICE_UNAVAILABLE]),
     ]
 }
 
 async fn usage(State(s): State<AppState>) -> Result<Response, ApiError> {
     Ok(Json(lakefish_jobs::space::usage(&s.lake).await?).into_response())
+}
+
+async fn tombstones(State(s): State<AppState>) -> Result<Response, ApiError> {
+    Ok(Json(lakefish_jobs::remove::tombstones(&s.lake).await?).into_response())
 }
 
 fn kind_name(k: SpaceKind) -> String {

@@ -379,4 +379,63 @@ async fn a_dataset_page_queues_and_then_draws_its_profile() {
         "{}",
         page.body
     );
+
+    // Removed with --force under a registered net's lineage: the API lists the tombstone and
+    // the net's page says what was removed, when and by whom.
+    let q = serde_json::json!({"positions": 1, "mean_abs_cp": 0.0, "p99_abs_cp": 0.0, "max_abs_cp": 0.0, "mean_abs_internal": 0.0, "p99_abs_internal": 0.0});
+    let net = serde_json::json!({
+        "name": "nn-00000000000a.nnue", "sha256": "00", "bytes": 1, "features": "all768", "arch": "32x2-8",
+        "arch_hash": "0", "description": "", "run": "run-00000000000a", "checkpoint": "step-000000020.ot",
+        "step": 20, "shuffle": "sh-000000000001", "datasets": ["bullet/d"], "mask": "quiet", "parent": null,
+        "quantization": q, "created": "2026-11-28T00:00:00Z"
+    });
+    app.state
+        .lake
+        .put(
+            "nets/nn-00000000000a.json",
+            serde_json::to_vec(&net).unwrap(),
+        )
+        .await
+        .unwrap();
+    let target = lakefish_jobs::remove::RmTarget::parse("dataset", "bullet/d").unwrap();
+    let plan = lakefish_jobs::remove::plan(&app.state.lake, &app.state.jobs, &target)
+        .await
+        .unwrap();
+    // The profile job the form queued has no worker here: it still reads the dataset.
+    assert_eq!(plan.dependents.len(), 2, "{plan:?}");
+    let e = lakefish_jobs::remove::apply(&app.state.lake, &target, &plan, true, "ana")
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("in use by queued job") && e.contains("(profile)"),
+        "{e}"
+    );
+    let id = lakefish_schemas::JobId::parse(&job).unwrap();
+    lakefish_jobs::runner::cancel_job(&app.state.jobs, &id, "ana")
+        .await
+        .unwrap();
+    let plan = lakefish_jobs::remove::plan(&app.state.lake, &app.state.jobs, &target)
+        .await
+        .unwrap();
+    assert_eq!(plan.dependents.len(), 1, "{plan:?}");
+    lakefish_jobs::remove::apply(&app.state.lake, &target, &plan, true, "ana")
+        .await
+        .unwrap();
+    let t = send(&app, "GET", "/v1/tombstones", &[], b"").await.json();
+    assert_eq!(
+        (t[0]["name"].as_str(), t[0]["by"].as_str()),
+        (Some("bullet/d"), Some("ana")),
+        "{t}"
+    );
+    let page = send(&app, "GET", "/ui/nets/nn-00000000000a.nnue", &[], b"").await;
+    assert!(
+        page.body
+            .contains("Removed since: dataset bullet/d (deleted ")
+            && page.body.contains(" by ana)"),
+        "{}",
+        page.body
+    );
+    let gone = send(&app, "GET", "/ui/datasets/bullet/d", &[], b"").await;
+    assert_eq!(gone.status, StatusCode::NOT_FOUND);
 }

@@ -198,6 +198,13 @@ pub(crate) enum Command {
     /// --keep-checkpoints (never one a registered net came from, nor any of a run a queued or
     /// running job names), and pass-1 files of committed shuffles. Prints the plan; --yes acts.
     Gc(crate::lake_cmd::GcArgs),
+    /// Remove one item: `dataset [SOURCE/]NAME` (with its masks and profile), `shuffle SH`,
+    /// `run RUN`, `checkpoint RUN/STEP` or `games SPRT` (a finished test's games; its result
+    /// stays). Refused while anything needs it (a registered net's lineage, the best net, a
+    /// shuffle, a run, an experiment), naming each; --force removes anyway, leaving a tombstone
+    /// lineage shows. Never under a queued or running job or a running test. Prints what it
+    /// would remove; --yes acts.
+    Rm(crate::lake_cmd::RmArgs),
     /// Show jobs known to a running service: all of them, or one by id.
     Jobs {
         /// The API's base URL (LAKEFISH_TOKEN is sent when set).

@@ -1,4 +1,4 @@
-//! Commands that read or write the local lake directly: `runs`, `datasets`, `upload`, `synth`, `profile`, `du`, `gc`.
+//! Commands that read or write the local lake directly: `runs`, `datasets`, `upload`, `synth`, `profile`, `du`, `gc`, `rm`.
 
 use crate::client::{file_name, file_stream};
 use crate::config::open_lake;
@@ -395,6 +395,67 @@ pub(crate) fn gc(lake: &str, rt: &tokio::runtime::Handle, a: GcArgs) -> anyhow::
         "removed {} in {} objects",
         human(report.removed_bytes),
         report.removed_objects
+    );
+    Ok(())
+}
+
+/// `lakefish rm KIND NAME`.
+#[derive(clap::Args)]
+pub(crate) struct RmArgs {
+    /// dataset, shuffle, run, checkpoint or games.
+    pub kind: String,
+    /// The item: [SOURCE/]DATASET, sh-…, run-…, run-…/STEP or sprt-….
+    pub name: String,
+    /// Remove even what registered nets, shuffles, runs or experiments still name (they then
+    /// point at its tombstone).
+    #[arg(long)]
+    pub force: bool,
+    /// Remove (without it, only what would be removed is printed).
+    #[arg(long)]
+    pub yes: bool,
+}
+
+pub(crate) fn rm(lake: &str, rt: &tokio::runtime::Handle, a: RmArgs) -> anyhow::Result<()> {
+    use lakefish_jobs::remove;
+    let target = remove::RmTarget::parse(&a.kind, &a.name).map_err(anyhow::Error::msg)?;
+    let (lake, jobs) = rt.block_on(crate::config::open_lake_with_jobs(lake))?;
+    let plan = rt.block_on(remove::plan(&lake, &jobs, &target))?;
+    println!(
+        "{} {}: {} in {} objects",
+        plan.kind,
+        plan.name,
+        human(plan.bytes),
+        plan.keys.len()
+    );
+    for d in &plan.dependents {
+        println!(
+            "  needed by {}{}",
+            d.what,
+            if d.blocking { " (at work)" } else { "" }
+        );
+    }
+    if !a.yes {
+        println!(
+            "nothing removed: run again with --yes{}",
+            if plan.dependents.is_empty() {
+                ""
+            } else {
+                " (and --force)"
+            }
+        );
+        return Ok(());
+    }
+    let by = format!(
+        "local:{}",
+        std::env::var("USER").unwrap_or_else(|_| "unknown".into())
+    );
+    let stone = rt.block_on(remove::apply(&lake, &target, &plan, a.force, &by))?;
+    println!(
+        "removed {} {} ({}); tombstone {}",
+        stone.kind,
+        stone.name,
+        human(stone.bytes),
+        remove::tombstone_key(&stone.kind, &stone.name)
     );
     Ok(())
 }

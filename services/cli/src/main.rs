@@ -160,6 +160,7 @@ fn main() -> anyhow::Result<()> {
         Command::Profile(a) => lake_cmd::profile(lake, rt.handle(), a),
         Command::Du(a) => lake_cmd::du(lake, rt.handle(), a),
         Command::Gc(a) => lake_cmd::gc(lake, rt.handle(), a),
+        Command::Rm(a) => lake_cmd::rm(lake, rt.handle(), a),
         Command::Bench { args } => bench(args),
         Command::Token {
             what: TokenCommand::New { name, scopes },
