@@ -1,6 +1,9 @@
 //! Retention (issue 45): `lakefish gc` removes what nothing needs any more, and never what
-//! something does. Today: training checkpoints beyond the last `keep_checkpoints` of each
-//! finished run, and pass-1 files a committed shuffle left behind.
+//! something does: training checkpoints beyond the last `keep_checkpoints` of each finished
+//! run, pass-1 files a committed shuffle left behind, and (with `unused_shuffle_days`)
+//! shuffles no run has trained on for that long that no registered net's lineage names
+//! (removed as `lakefish rm` removes them, with a tombstone for the runs that used them).
+//! The server's scheduler runs it with `[retention]` and keeps its last report in `gc/last.json`.
 //!
 //! Kept whatever the policy says: every checkpoint a registered net was quantized from (its
 //! lineage names it), every checkpoint of a run that is not finished (a resume needs them),
@@ -23,12 +26,24 @@ use crate::{JobError, Lake};
 pub struct GcPolicy {
     /// The newest checkpoints kept of every finished run (at least 1: a resume starts there).
     pub keep_checkpoints: usize,
+    /// Shuffles unused for this many days go (see the module); `None` keeps them.
+    pub unused_shuffle_days: Option<u32>,
 }
 
 impl Default for GcPolicy {
     fn default() -> Self {
         GcPolicy {
             keep_checkpoints: 2,
+            unused_shuffle_days: None,
+        }
+    }
+}
+
+impl From<&lakefish_schemas::config::RetentionConfig> for GcPolicy {
+    fn from(r: &lakefish_schemas::config::RetentionConfig) -> Self {
+        GcPolicy {
+            keep_checkpoints: r.keep_checkpoints,
+            unused_shuffle_days: r.unused_shuffle_days,
         }
     }
 }
@@ -179,7 +194,40 @@ pub async fn plan(lake: &Lake, jobs: &JobStore, policy: GcPolicy) -> Result<GcPl
             }
         }
     }
+    let runs = crate::nets::list_runs(lake).await?;
     for sh in crate::shuffle::list_shuffles(lake).await? {
+        if let Some(days) = policy.unused_shuffle_days {
+            // Last used: made, or the newest run trained on it.
+            let last = runs
+                .iter()
+                .filter(|r| r.spec.shuffle == sh.id)
+                .map(|r| r.updated.as_str())
+                .chain([sh.created.as_str()])
+                .max()
+                .unwrap_or_default()
+                .to_string();
+            if older_than(&last, days) {
+                let target = crate::remove::RmTarget::Shuffle(sh.id.clone());
+                let rm = crate::remove::plan(lake, jobs, &target).await?;
+                match rm
+                    .dependents
+                    .iter()
+                    .find(|d| d.blocking || d.what.starts_with("registered net"))
+                {
+                    Some(d) => p.kept.push(Kept {
+                        item: sh.id.to_string(),
+                        why: format!("unused for {days} days but needed by {}", d.what),
+                    }),
+                    None => p.remove.push(Removal {
+                        item: sh.id.to_string(),
+                        why: format!("unused since {last} (over {days} days)"),
+                        keys: rm.keys,
+                        bytes: rm.bytes,
+                    }),
+                }
+                continue;
+            }
+        }
         let mut keys = Vec::new();
         let mut bytes = 0;
         for dir in ["_deal", "_dealt"] {
@@ -202,8 +250,13 @@ pub async fn plan(lake: &Lake, jobs: &JobStore, policy: GcPolicy) -> Result<GcPl
     Ok(p)
 }
 
-/// Removes what `plan` listed, checking each run again first.
-pub async fn apply(lake: &Lake, jobs: &JobStore, plan: &GcPlan) -> Result<GcReport, JobError> {
+/// Removes what `plan` listed, checking each item again first; `by` signs tombstones.
+pub async fn apply(
+    lake: &Lake,
+    jobs: &JobStore,
+    plan: &GcPlan,
+    by: &str,
+) -> Result<GcReport, JobError> {
     let mut report = GcReport {
         removed_objects: 0,
         removed_bytes: 0,
@@ -212,7 +265,12 @@ pub async fn apply(lake: &Lake, jobs: &JobStore, plan: &GcPlan) -> Result<GcRepo
     let registered = registered_steps(lake).await?;
     let none = BTreeSet::new();
     for r in &plan.remove {
-        if let Ok(id) = RunId::new(&r.item) {
+        if let Some(id) = r
+            .item
+            .starts_with("run-")
+            .then(|| RunId::new(&r.item).ok())
+            .flatten()
+        {
             // Again, now: a job may have been queued, or the run resumed, since the plan.
             let active = active_specs(jobs).await?;
             let Some(run) = crate::nets::read_run(lake, &id).await? else {
@@ -223,6 +281,7 @@ pub async fn apply(lake: &Lake, jobs: &JobStore, plan: &GcPlan) -> Result<GcRepo
                 &run,
                 GcPolicy {
                     keep_checkpoints: plan.keep_checkpoints,
+                    unused_shuffle_days: None,
                 },
                 steps,
                 &active,
@@ -253,6 +312,26 @@ pub async fn apply(lake: &Lake, jobs: &JobStore, plan: &GcPlan) -> Result<GcRepo
             )
             .await?;
             crate::nets::index_run(lake, &record).await?;
+        } else if r.keys.iter().any(|k| k.ends_with("/_manifest.json")) {
+            // A whole shuffle: checked and removed as `rm` does, leaving a tombstone.
+            let target = crate::remove::RmTarget::Shuffle(
+                r.item
+                    .parse()
+                    .map_err(|e: lakefish_schemas::NameError| JobError::Internal(e.to_string()))?,
+            );
+            let rm = crate::remove::plan(lake, jobs, &target).await?;
+            if let Some(d) = rm
+                .dependents
+                .iter()
+                .find(|d| d.blocking || d.what.starts_with("registered net"))
+            {
+                report.skipped.push(Kept {
+                    item: r.item.clone(),
+                    why: format!("needed by {} since the plan", d.what),
+                });
+                continue;
+            }
+            crate::remove::apply(lake, &target, &rm, true, by).await?;
         } else {
             lake.delete_many(r.keys.clone()).await?;
         }
@@ -260,4 +339,78 @@ pub async fn apply(lake: &Lake, jobs: &JobStore, plan: &GcPlan) -> Result<GcRepo
         report.removed_bytes += r.bytes;
     }
     Ok(report)
+}
+
+/// True when RFC 3339 time `t` is more than `days` days ago (an unreadable time is not).
+fn older_than(t: &str, days: u32) -> bool {
+    chrono::DateTime::parse_from_rfc3339(t).is_ok_and(|t| {
+        chrono::Utc::now().signed_duration_since(t) > chrono::Duration::days(i64::from(days))
+    })
+}
+
+/// The last collection, as `/ui/space` shows it (`gc/last.json`).
+#[derive(
+    Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
+pub struct GcRecord {
+    pub at: String,
+    pub by: String,
+    pub removed_bytes: u64,
+    pub removed_objects: u64,
+    /// One line per item removed, kept or skipped.
+    pub lines: Vec<String>,
+}
+
+pub const LAST_KEY: &str = "gc/last.json";
+
+/// Plans, applies and records one collection under `policy`.
+pub async fn collect(
+    lake: &Lake,
+    jobs: &JobStore,
+    policy: GcPolicy,
+    by: &str,
+) -> Result<GcRecord, JobError> {
+    let plan = plan(lake, jobs, policy).await?;
+    let report = apply(lake, jobs, &plan, by).await?;
+    record(lake, &plan, &report, by).await
+}
+
+/// Stores what an applied plan did as the last collection.
+pub async fn record(
+    lake: &Lake,
+    plan: &GcPlan,
+    report: &GcReport,
+    by: &str,
+) -> Result<GcRecord, JobError> {
+    let mut lines: Vec<String> = plan
+        .remove
+        .iter()
+        .filter(|r| !report.skipped.iter().any(|k| k.item == r.item))
+        .map(|r| format!("{}: removed {}", r.item, r.why))
+        .collect();
+    lines.extend(
+        plan.kept
+            .iter()
+            .map(|k| format!("{}: kept, {}", k.item, k.why)),
+    );
+    lines.extend(
+        report
+            .skipped
+            .iter()
+            .map(|k| format!("{}: skipped, {}", k.item, k.why)),
+    );
+    let record = GcRecord {
+        at: lakefish_lake::records::now(),
+        by: by.to_string(),
+        removed_bytes: report.removed_bytes,
+        removed_objects: report.removed_objects,
+        lines,
+    };
+    lake.put(LAST_KEY, serde_json::to_vec_pretty(&record)?)
+        .await?;
+    Ok(record)
+}
+
+pub async fn last(lake: &Lake) -> Result<Option<GcRecord>, JobError> {
+    lake.get_json(LAST_KEY, "gc record").await
 }

@@ -121,6 +121,7 @@ fn gc_removes_only_what_nothing_needs() {
 
     let policy = GcPolicy {
         keep_checkpoints: 2,
+        unused_shuffle_days: None,
     };
     let p = fx.rt.block_on(plan(&fx.lake, &jobs, policy)).unwrap();
     assert_eq!(p.remove.len(), 1, "{p:?}");
@@ -165,7 +166,7 @@ fn gc_removes_only_what_nothing_needs() {
             .len() as i64
     };
     let record_before = record_len();
-    let done = fx.rt.block_on(apply(&fx.lake, &jobs, &p)).unwrap();
+    let done = fx.rt.block_on(apply(&fx.lake, &jobs, &p, "test")).unwrap();
     assert_eq!((done.removed_bytes, done.removed_objects), (3000, 3));
     // du before and after: the runs' kind lost the three checkpoints (its record changed size).
     let after = fx.rt.block_on(usage(&fx.lake)).unwrap();
@@ -385,4 +386,85 @@ fn rm_refuses_what_lineage_or_work_needs_and_leaves_tombstones() {
             .unwrap_err()
             .contains("RUN/STEP")
     );
+}
+
+/// Shuffles unused for the configured days go (a tombstone left for the runs that used
+/// them), unless a registered net's lineage names them; the collection is recorded.
+#[test]
+fn gc_drops_unused_shuffles_unless_a_net_needs_them() {
+    use lakefish_jobs::gc::{GcPolicy, collect, last};
+    use lakefish_lake::records::JobStore;
+    use lakefish_schemas::{MaskName, ShuffleSpec};
+    let fx = LakeFixture::new();
+    let jobs = JobStore::new(fx.lake.clone());
+    fx.ingest_bytes(&synthetic_binpack(40, 1), "a", 1_000);
+    let spec = MaskSpec {
+        dataset: DatasetName::new("a").unwrap(),
+        source: Source::Binpack,
+        definition: MaskDefinition::quiet(),
+    };
+    lakefish_jobs::masks::mask_dataset(&fx.ctx(), &JobId::new(), &spec).unwrap();
+    let shuffle = |seed| {
+        lakefish_jobs::shuffle::shuffle_here(
+            &fx.ctx(),
+            &ShuffleSpec {
+                datasets: vec![DatasetName::new("a").unwrap()],
+                source: Source::Binpack,
+                mask: MaskName::new("quiet").unwrap(),
+                chunks: 2,
+                seed,
+                extra: Vec::new(),
+            },
+        )
+        .unwrap()
+        .id
+    };
+    let (used, unused) = (shuffle(1), shuffle(2));
+    let q = serde_json::json!({"positions": 1, "mean_abs_cp": 0.0, "p99_abs_cp": 0.0, "max_abs_cp": 0.0, "mean_abs_internal": 0.0, "p99_abs_internal": 0.0});
+    let net = serde_json::json!({
+        "name": "nn-00000000000a.nnue", "sha256": "00", "bytes": 1, "features": "all768", "arch": "32x2-8",
+        "arch_hash": "0", "description": "", "run": "run-00000000000a", "checkpoint": "step-000000020.ot",
+        "step": 20, "shuffle": used.to_string(), "datasets": ["binpack/a"], "mask": "quiet", "parent": null,
+        "quantization": q, "created": "2026-11-28T00:00:00Z"
+    });
+    fx.rt
+        .block_on(fx.lake.put(
+            "nets/nn-00000000000a.json",
+            serde_json::to_vec(&net).unwrap(),
+        ))
+        .unwrap();
+    let policy = GcPolicy {
+        keep_checkpoints: 2,
+        unused_shuffle_days: Some(0),
+    };
+    assert!(fx.rt.block_on(last(&fx.lake)).unwrap().is_none());
+    let rec = fx
+        .rt
+        .block_on(collect(&fx.lake, &jobs, policy, "scheduler"))
+        .unwrap();
+    let left = fx
+        .rt
+        .block_on(fx.lake.list(&format!("shuffled/{unused}")))
+        .unwrap();
+    assert!(left.is_empty(), "{left:?} {:?}", rec.lines);
+    assert!(fx.path(&format!("shuffled/{used}/_manifest.json")).exists());
+    assert!(rec.removed_objects > 2, "{rec:?}");
+    assert!(
+        rec.lines.iter().any(|l| l.starts_with(&format!(
+            "{used}: kept, unused for 0 days but needed by registered net"
+        ))),
+        "{:?}",
+        rec.lines
+    );
+    let stone = fx
+        .rt
+        .block_on(lakefish_jobs::remove::tombstone(
+            &fx.lake,
+            "shuffle",
+            unused.as_str(),
+        ))
+        .unwrap()
+        .unwrap();
+    assert_eq!(stone.by, "scheduler");
+    assert_eq!(fx.rt.block_on(last(&fx.lake)).unwrap(), Some(rec));
 }

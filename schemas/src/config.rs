@@ -44,6 +44,35 @@ pub struct Config {
     /// Which local files work arriving through the API or the queue may read.
     #[serde(default)]
     pub inputs: InputsConfig,
+    /// What the server removes on its own (`[retention]`); absent: nothing without a command.
+    #[serde(default)]
+    pub retention: Option<RetentionConfig>,
+}
+
+/// `[retention]`: `lakefish gc` with these settings, run by the server's scheduler every
+/// `every_hours` and reported on `/ui/space`. Nothing a registered net's lineage, an
+/// unfinished run or a queued or running job needs is ever removed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RetentionConfig {
+    /// The newest checkpoints kept of every finished run (at least 1).
+    #[serde(default = "default_keep_checkpoints")]
+    pub keep_checkpoints: usize,
+    /// Remove shuffles no run has been trained on for this many days, unless a registered
+    /// net's lineage names them (a tombstone marks them for the runs that used them).
+    #[serde(default)]
+    pub unused_shuffle_days: Option<u32>,
+    /// Hours between two collections (the first comes this long after the server starts).
+    #[serde(default = "default_every_hours")]
+    pub every_hours: u32,
+}
+
+fn default_keep_checkpoints() -> usize {
+    2
+}
+
+fn default_every_hours() -> u32 {
+    24
 }
 
 /// Jobs submitted over the API or taken from the queue read `lake:` objects, and local files
@@ -67,6 +96,7 @@ impl Default for Config {
             auth: AuthConfig::default(),
             pipelines: BTreeMap::new(),
             inputs: InputsConfig::default(),
+            retention: None,
         }
     }
 }
@@ -431,6 +461,17 @@ impl Config {
             key,
             message,
         };
+        if let Some(r) = &self.retention {
+            if r.keep_checkpoints == 0 {
+                return Err(invalid(
+                    "retention.keep_checkpoints".into(),
+                    "at least 1: a resume starts from the last checkpoint".into(),
+                ));
+            }
+            if r.every_hours == 0 {
+                return Err(invalid("retention.every_hours".into(), "at least 1".into()));
+            }
+        }
         let mut names = std::collections::HashSet::new();
         for (i, t) in self.auth.tokens.iter().enumerate() {
             let key = format!("auth.tokens[{i}]");
@@ -630,6 +671,34 @@ mod tests {
 
     /// A pipeline's mask takes rules as `lakefish mask --rule` does; a bad one is refused
     /// when the config loads, naming the key.
+    #[test]
+    fn retention_is_off_unless_configured_and_checked() {
+        assert!(Config::default().retention.is_none());
+        let c = Config::parse(
+            "t.toml",
+            "version = 1\n[retention]\nunused_shuffle_days = 30\n",
+            [],
+        )
+        .unwrap();
+        let r = c.retention.unwrap();
+        assert_eq!(
+            (r.keep_checkpoints, r.every_hours, r.unused_shuffle_days),
+            (2, 24, Some(30))
+        );
+        let e = Config::parse(
+            "t.toml",
+            "version = 1\n[retention]\nkeep_checkpoints = 0\n",
+            [],
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("retention.keep_checkpoints"), "{e}");
+        let e = Config::parse("t.toml", "version = 1\n[retention]\nkeep = 3\n", [])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("keep"), "{e}");
+    }
+
     #[test]
     fn a_pipeline_mask_takes_rules() {
         let with = |mask: &str| {

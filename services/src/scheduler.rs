@@ -1,7 +1,8 @@
 //! The scheduler of `lakefish serve`: apalis-cron workers start pipeline runs at their cron
 //! times, and a driver loop advances every running pipeline run and every experiment not
-//! ended once a second. Both only read and write the lake (and the job records), so a
-//! restarted server carries on where its predecessor stopped.
+//! ended once a second; with `[retention]`, a collection (`lakefish_jobs::gc`) every
+//! `every_hours`. All only read and write the lake (and the job records), so a restarted
+//! server carries on where its predecessor stopped.
 
 use crate::queue::Queue;
 use apalis::prelude::*;
@@ -67,6 +68,24 @@ pub async fn run(
             .build(on_tick);
         tracing::info!(pipeline = name, schedule = expr, "pipeline scheduled");
         crons.push(tokio::spawn(async move { worker.run().await }));
+    }
+    if let Some(r) = config.retention.clone() {
+        let (lake, jobs) = (lake.clone(), jobs.clone());
+        tracing::info!(every_hours = r.every_hours, keep_checkpoints = r.keep_checkpoints, unused_shuffle_days = ?r.unused_shuffle_days, "retention scheduled");
+        tokio::spawn(async move {
+            let every = Duration::from_secs(3600 * u64::from(r.every_hours));
+            loop {
+                tokio::time::sleep(every).await;
+                match lakefish_jobs::gc::collect(&lake, &jobs, (&r).into(), "scheduler").await {
+                    Ok(rec) => tracing::info!(
+                        bytes = rec.removed_bytes,
+                        objects = rec.removed_objects,
+                        "retention: collected"
+                    ),
+                    Err(e) => tracing::warn!("retention: {e}; trying again next time"),
+                }
+            }
+        });
     }
     let ctx = JobContext::new(lake.clone(), tokio::runtime::Handle::current()).with_hooks(Hooks {
         mode: lakefish_jobs::Mode::Queued {

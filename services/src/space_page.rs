@@ -53,6 +53,24 @@ async fn tombstones(State(s): State<AppState>) -> Result<Response, ApiError> {
     Ok(Json(lakefish_jobs::remove::tombstones(&s.lake).await?).into_response())
 }
 
+/// The server's retention, as a clause.
+fn retention(s: &AppState) -> String {
+    match &s.config.retention {
+        Some(r) => format!(
+            "; the server collects every {} h, keeping {} checkpoints per run{}",
+            r.every_hours,
+            r.keep_checkpoints,
+            r.unused_shuffle_days
+                .map(|d| format!(" and shuffles used in the last {d} days"))
+                .unwrap_or_default()
+        ),
+        None => {
+            "; the server collects nothing by itself (no <code>[retention]</code> in its config)"
+                .into()
+        }
+    }
+}
+
 fn kind_name(k: SpaceKind) -> String {
     serde_json::to_value(k)
         .ok()
@@ -84,11 +102,30 @@ fn item_link(kind: SpaceKind, name: &str) -> String {
 
 async fn page(State(s): State<AppState>) -> Page {
     let u = lakefish_jobs::space::usage(&s.lake).await?;
-    let mut b = format!(
-        "<p>{} MiB in {} objects. Runs keep every checkpoint and tests every game: nothing in the lake goes away by itself yet.</p>",
-        mib(u.bytes),
-        u.objects
-    );
+    let mut b = format!("<p>{} MiB in {} objects.</p>", mib(u.bytes), u.objects);
+    match lakefish_jobs::gc::last(&s.lake).await? {
+        Some(g) => {
+            let _ = write!(
+                b,
+                "<p>Last collection (<code>lakefish gc</code>): {} by {}, {} MiB in {} objects removed{}.</p>",
+                crate::dashboard::when(&g.at),
+                escape(&g.by),
+                mib(g.removed_bytes),
+                g.removed_objects,
+                retention(&s)
+            );
+            if !g.lines.is_empty() {
+                b.push_str("<details><summary>What it did</summary><ul>");
+                for l in g.lines.iter().take(200) {
+                    let _ = write!(b, "<li>{}</li>", escape(l));
+                }
+                b.push_str("</ul></details>");
+            }
+        }
+        None => {
+            let _ = write!(b, "<p>No collection yet{}.</p>", retention(&s));
+        }
+    }
     b.push_str(
         "<table><tr><th>kind</th><th>MiB</th><th>share</th><th>objects</th><th>items</th></tr>",
     );

@@ -340,6 +340,10 @@ pub(crate) struct GcArgs {
     /// The newest checkpoints kept of every finished run (at least 1).
     #[arg(long, default_value_t = lakefish_jobs::gc::GcPolicy::default().keep_checkpoints)]
     pub keep_checkpoints: usize,
+    /// Also remove shuffles no run has trained on for this many days (never one a registered
+    /// net's lineage names; a tombstone marks them for the runs that used them).
+    #[arg(long)]
+    pub unused_shuffle_days: Option<u32>,
     /// Remove what the plan lists (without it, nothing is removed).
     #[arg(long)]
     pub yes: bool,
@@ -352,6 +356,7 @@ pub(crate) fn gc(lake: &str, rt: &tokio::runtime::Handle, a: GcArgs) -> anyhow::
     let (lake, jobs) = rt.block_on(crate::config::open_lake_with_jobs(lake))?;
     let policy = lakefish_jobs::gc::GcPolicy {
         keep_checkpoints: a.keep_checkpoints.max(1),
+        unused_shuffle_days: a.unused_shuffle_days,
     };
     let plan = rt.block_on(lakefish_jobs::gc::plan(&lake, &jobs, policy))?;
     if a.json && !a.yes {
@@ -380,7 +385,12 @@ pub(crate) fn gc(lake: &str, rt: &tokio::runtime::Handle, a: GcArgs) -> anyhow::
     if !a.yes {
         return Ok(());
     }
-    let report = rt.block_on(lakefish_jobs::gc::apply(&lake, &jobs, &plan))?;
+    let by = format!(
+        "local:{}",
+        std::env::var("USER").unwrap_or_else(|_| "unknown".into())
+    );
+    let report = rt.block_on(lakefish_jobs::gc::apply(&lake, &jobs, &plan, &by))?;
+    rt.block_on(lakefish_jobs::gc::record(&lake, &plan, &report, &by))?;
     if a.json {
         println!(
             "{}",
