@@ -30,43 +30,10 @@ use lakefish_schemas::{DatasetName, MaskName, Source};
 
 use crate::{JobContext, JobError};
 
-/// The formats a dataset can be written in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum ExportFormat {
-    Plain,
-    Binpack,
-    BulletText,
-    Bulletformat,
-}
-
-impl ExportFormat {
-    pub fn parse(name: &str) -> Result<ExportFormat, String> {
-        match name {
-            "plain" => Ok(ExportFormat::Plain),
-            "binpack" => Ok(ExportFormat::Binpack),
-            "bullet-text" => Ok(ExportFormat::BulletText),
-            "bulletformat" => Ok(ExportFormat::Bulletformat),
-            other => Err(format!(
-                "format {other:?}: plain or binpack (Stockfish's tools, nnue-pytorch), bullet-text or bulletformat (bullet)"
-            )),
-        }
-    }
-}
+pub use lakefish_schemas::export::ExportFormat;
 
 /// What an export read and wrote.
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
-pub struct ExportSummary {
-    pub rows_read: u64,
-    /// Rows the mask dropped.
-    pub masked_out: u64,
-    pub no_score: u64,
-    pub no_result: u64,
-    /// binpack: rows without a move (bullet's data, null moves), which a binpack cannot hold.
-    pub no_move: u64,
-    pub rows_written: u64,
-    pub bytes: u64,
-}
+pub type ExportSummary = lakefish_schemas::export::ExportCounts;
 
 /// The score written for bullet, from the side to move's point of view: centipawns, mates
 /// at ±32000.
@@ -238,9 +205,30 @@ pub fn export_dataset(
     mask: Option<&MaskName>,
     format: ExportFormat,
     out: &mut dyn Write,
-    mut on_part: impl FnMut(u64, u64),
+    on_part: impl FnMut(u64, u64),
 ) -> Result<ExportSummary, JobError> {
     let manifest = committed_manifest(ctx, source, dataset)?;
+    check_mask(ctx, source, dataset, mask)?;
+    write_parts(
+        ctx,
+        source,
+        dataset,
+        mask,
+        format,
+        &manifest.parts,
+        manifest.rows,
+        out,
+        on_part,
+    )
+}
+
+/// A mask asked for must be committed for the dataset.
+fn check_mask(
+    ctx: &JobContext,
+    source: Source,
+    dataset: &DatasetName,
+    mask: Option<&MaskName>,
+) -> Result<(), JobError> {
     if let Some(m) = mask
         && ctx
             .block_on(crate::masks::read_mask_manifest(
@@ -255,6 +243,22 @@ pub fn export_dataset(
             ),
         });
     }
+    Ok(())
+}
+
+/// Writes `parts` of a committed dataset to `out`, in order; `on_part(rows read, total)`.
+#[allow(clippy::too_many_arguments)]
+fn write_parts(
+    ctx: &JobContext,
+    source: Source,
+    dataset: &DatasetName,
+    mask: Option<&MaskName>,
+    format: ExportFormat,
+    parts: &[lakefish_schemas::PartInfo],
+    total_rows: u64,
+    out: &mut dyn Write,
+    mut on_part: impl FnMut(u64, u64),
+) -> Result<ExportSummary, JobError> {
     let mut sum = ExportSummary::default();
     let write_err = |e: std::io::Error| JobError::Failed(format!("writing the export: {e}"));
     let tap = Tap {
@@ -270,7 +274,7 @@ pub fn export_dataset(
         _ => Sink::Bytes(tap),
     };
     let mut line = String::with_capacity(128);
-    for part in &manifest.parts {
+    for part in parts {
         let (key, rows) = part_rows(ctx, source, dataset, part)?;
         let keep = match mask {
             Some(m) => {
@@ -369,7 +373,7 @@ pub fn export_dataset(
             }
             sum.rows_written += 1;
         }
-        on_part(sum.rows_read, manifest.rows);
+        on_part(sum.rows_read, total_rows);
     }
     let mut tap = match sink {
         Sink::Bytes(tap) => tap,
@@ -384,4 +388,222 @@ pub fn export_dataset(
     tap.flush().map_err(write_err)?;
     sum.bytes = tap.bytes;
     Ok(sum)
+}
+
+// ---- Exports as jobs: `exports/<id>/` in the lake, one file per dataset part. ----
+
+use lakefish_schemas::export::{ExportCounts, ExportManifest, ExportPlan, ExportSpec, ExportTask};
+
+fn export_prefix(id: &str) -> String {
+    format!("exports/{id}")
+}
+
+fn part_file(id: &str, index: usize, format: ExportFormat) -> String {
+    format!(
+        "{}/part-{index:05}.{}",
+        export_prefix(id),
+        format.extension()
+    )
+}
+
+fn done_key(id: &str, index: usize) -> String {
+    format!("{}/_done/part-{index:05}.json", export_prefix(id))
+}
+
+/// The export's id: the spec and the dataset commit it reads, hashed.
+pub fn export_id(spec: &ExportSpec, dataset_job_id: &str) -> String {
+    let text = format!(
+        "{}\n{dataset_job_id}",
+        serde_json::to_string(spec).expect("specs serialize")
+    );
+    format!("out-{}", &crate::nets::sha256_hex(text.as_bytes())[..12])
+}
+
+pub async fn read_export(lake: &crate::Lake, id: &str) -> Result<Option<ExportManifest>, JobError> {
+    lake.get_json(
+        &format!("{}/_manifest.json", export_prefix(id)),
+        "export manifest",
+    )
+    .await
+}
+
+pub async fn read_export_plan(
+    lake: &crate::Lake,
+    id: &str,
+) -> Result<Option<ExportPlan>, JobError> {
+    lake.get_json(&format!("{}/_plan.json", export_prefix(id)), "export plan")
+        .await
+}
+
+/// Plans an export (idempotent: the same spec on the same commit is the same plan).
+pub fn plan_export(ctx: &JobContext, spec: &ExportSpec) -> Result<ExportPlan, JobError> {
+    let manifest = committed_manifest(ctx, spec.source, &spec.dataset)?;
+    check_mask(ctx, spec.source, &spec.dataset, spec.mask.as_ref())?;
+    let id = export_id(spec, manifest.job_id.as_str());
+    if let Some(p) = ctx.block_on(read_export_plan(&ctx.lake, &id))? {
+        return Ok(p);
+    }
+    let plan = ExportPlan {
+        id: id.clone(),
+        spec: spec.clone(),
+        dataset_job_id: manifest.job_id.to_string(),
+        parts: manifest.parts.iter().map(|p| p.name.clone()).collect(),
+        created: lakefish_lake::records::now(),
+    };
+    ctx.block_on(ctx.lake.put(
+        &format!("{}/_plan.json", export_prefix(&id)),
+        serde_json::to_vec_pretty(&plan)?,
+    ))?;
+    Ok(plan)
+}
+
+/// Writes part `index` of a planned export, then, when every part is written, the manifest.
+/// Safe to run twice: the same bytes again.
+pub fn export_part(
+    ctx: &JobContext,
+    plan: &ExportPlan,
+    index: usize,
+) -> Result<ExportCounts, JobError> {
+    let spec = &plan.spec;
+    let manifest = committed_manifest(ctx, spec.source, &spec.dataset)?;
+    if manifest.job_id.as_str() != plan.dataset_job_id {
+        return Err(JobError::Failed(format!(
+            "{}/{} was committed again since export {} was planned: export it anew",
+            spec.source, spec.dataset, plan.id
+        )));
+    }
+    let part = manifest
+        .parts
+        .iter()
+        .find(|p| Some(&p.name) == plan.parts.get(index))
+        .ok_or_else(|| JobError::Input {
+            input: format!("export {} part {index}", plan.id),
+            reason: format!("the plan has {} parts", plan.parts.len()),
+        })?;
+    let mut bytes = Vec::new();
+    let counts = write_parts(
+        ctx,
+        spec.source,
+        &spec.dataset,
+        spec.mask.as_ref(),
+        spec.format,
+        std::slice::from_ref(part),
+        part.rows,
+        &mut bytes,
+        |_, _| {},
+    )?;
+    ctx.block_on(
+        ctx.lake
+            .put(&part_file(&plan.id, index, spec.format), bytes),
+    )?;
+    ctx.block_on(
+        ctx.lake
+            .put(&done_key(&plan.id, index), serde_json::to_vec(&counts)?),
+    )?;
+    commit_if_whole(ctx, plan)?;
+    Ok(counts)
+}
+
+/// Writes the manifest once every part is done (whoever finishes last; twice is harmless).
+fn commit_if_whole(
+    ctx: &JobContext,
+    plan: &ExportPlan,
+) -> Result<Option<ExportManifest>, JobError> {
+    if let Some(m) = ctx.block_on(read_export(&ctx.lake, &plan.id))? {
+        return Ok(Some(m));
+    }
+    let mut counts = ExportCounts::default();
+    for i in 0..plan.parts.len() {
+        let Some(c) = ctx.block_on(
+            ctx.lake
+                .get_json::<ExportCounts>(&done_key(&plan.id, i), "export part"),
+        )?
+        else {
+            return Ok(None);
+        };
+        counts.rows_read += c.rows_read;
+        counts.masked_out += c.masked_out;
+        counts.no_score += c.no_score;
+        counts.no_result += c.no_result;
+        counts.no_move += c.no_move;
+        counts.rows_written += c.rows_written;
+        counts.bytes += c.bytes;
+    }
+    let m = ExportManifest {
+        id: plan.id.clone(),
+        spec: plan.spec.clone(),
+        dataset_job_id: plan.dataset_job_id.clone(),
+        files: (0..plan.parts.len())
+            .map(|i| part_file(&plan.id, i, plan.spec.format))
+            .collect(),
+        counts,
+        created: lakefish_lake::records::now(),
+    };
+    ctx.block_on(ctx.lake.put(
+        &format!("{}/_manifest.json", export_prefix(&plan.id)),
+        serde_json::to_vec_pretty(&m)?,
+    ))?;
+    Ok(Some(m))
+}
+
+impl crate::Job for ExportSpec {
+    fn run(
+        &self,
+        _: lakefish_schemas::JobKind,
+        ctx: &JobContext,
+        _: &lakefish_schemas::JobId,
+    ) -> Result<serde_json::Value, JobError> {
+        let plan = plan_export(ctx, self)?;
+        if let Some(m) = ctx.block_on(read_export(&ctx.lake, &plan.id))? {
+            return Ok(serde_json::to_value(m)?);
+        }
+        if ctx.is_queued() {
+            // One task per part, on whichever workers take them; the last commits.
+            let submit = ctx.submitter("an export's parts")?;
+            for index in 0..plan.parts.len() as u32 {
+                let task = ExportTask {
+                    export: plan.id.clone(),
+                    index,
+                };
+                submit.submit(
+                    lakefish_schemas::JobId::derived(&format!("{}/part/{index}", plan.id)),
+                    lakefish_schemas::JobSpec::ExportPart(task),
+                )?;
+            }
+            return Ok(serde_json::json!({"export": plan.id, "parts": plan.parts.len()}));
+        }
+        for index in 0..plan.parts.len() {
+            ctx.check_cancelled()?;
+            ctx.progress.report(&lakefish_schemas::Progress {
+                stage: format!("export {}", plan.id),
+                done: index as u64,
+                total: Some(plan.parts.len() as u64),
+                unit: "parts".into(),
+                rows: 0,
+            });
+            export_part(ctx, &plan, index)?;
+        }
+        let m = ctx
+            .block_on(read_export(&ctx.lake, &plan.id))?
+            .ok_or_else(|| JobError::Internal("every part written, no manifest".into()))?;
+        Ok(serde_json::to_value(m)?)
+    }
+}
+
+impl crate::Job for ExportTask {
+    fn run(
+        &self,
+        _: lakefish_schemas::JobKind,
+        ctx: &JobContext,
+        _: &lakefish_schemas::JobId,
+    ) -> Result<serde_json::Value, JobError> {
+        let plan = ctx
+            .block_on(read_export_plan(&ctx.lake, &self.export))?
+            .ok_or_else(|| JobError::Input {
+                input: export_prefix(&self.export),
+                reason: "no such export (no plan)".into(),
+            })?;
+        let counts = export_part(ctx, &plan, self.index as usize)?;
+        Ok(serde_json::json!({"export": plan.id, "part": self.index, "counts": counts}))
+    }
 }

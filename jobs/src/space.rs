@@ -30,6 +30,8 @@ pub enum SpaceKind {
     /// SPRT tests: games, batches, status (`sprt/`).
     Sprt,
     Experiments,
+    /// Exports written for other tools (`exports/`).
+    Exports,
     /// Job records, pipelines, engines, the catalogue's files and anything else.
     Other,
 }
@@ -92,6 +94,7 @@ pub fn classify(key: &str) -> (SpaceKind, String) {
         ),
         "sprt" => (SpaceKind::Sprt, seg(1).to_string()),
         "experiments" => (SpaceKind::Experiments, seg(1).to_string()),
+        "exports" => (SpaceKind::Exports, seg(1).to_string()),
         first => (SpaceKind::Other, first.to_string()),
     }
 }

@@ -109,6 +109,9 @@ macro_rules! job_kinds {
             Mask = "mask", $crate::MaskSpec, submit;
             /// A dataset's counts and histograms, stored beside it (`profiles/`).
             Profile = "profile", $crate::ProfileSpec, submit;
+            /// A dataset written in another tool's format into `exports/<id>/`; queued, it fans
+            /// out as `export_part` jobs.
+            Export = "export", $crate::export::ExportSpec, submit;
             /// Datasets into shuffled chunks; queued, it fans out as `shuffle_deal` jobs.
             Shuffle = "shuffle", $crate::ShuffleSpec, submit;
             /// A training run from a shuffle's chunks.
@@ -137,6 +140,8 @@ macro_rules! job_kinds {
             ShufflePile = "shuffle_pile", $crate::ShuffleTask, internal;
             /// One cell of an experiment: its net trained, quantized and registered.
             ExperimentCell = "experiment_cell", $crate::experiment::ExperimentTask, internal;
+            /// One dataset part of an export (queued by the `export` job).
+            ExportPart = "export_part", $crate::export::ExportTask, internal;
         }
     };
 }

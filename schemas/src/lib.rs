@@ -9,6 +9,7 @@ pub mod datagen;
 pub mod dataset;
 pub mod engines;
 pub mod experiment;
+pub mod export;
 pub mod games;
 pub mod job;
 pub mod json;

@@ -1,6 +1,7 @@
 //! One dataset: `/ui/datasets/{source}/{name}` (what it holds, where it came from, its masks,
-//! and its profile drawn as histograms, or a button that queues a `profile` job) and
-//! `/v1/datasets/{source}/{name}/profile` (the stored profile as JSON).
+//! and its profile drawn as histograms, or a button that queues a `profile` job),
+//! `/v1/datasets/{source}/{name}/profile` (the stored profile as JSON), and data out:
+//! `/v1/exports/{id}` and its file (an `export` job's parts, streamed in order).
 
 use std::fmt::Write;
 
@@ -9,6 +10,7 @@ use axum::extract::State;
 use axum::http::{Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
+use futures::StreamExt;
 use lakefish_jobs::profile::DatasetProfile;
 use lakefish_schemas::{DatasetName, Source};
 
@@ -39,7 +41,89 @@ pub(crate) fn routes() -> Vec<Route> {
         )
         .ok(ok, json::<serde_json::Value>())
         .errors(&[missing, down]),
+        route(
+            Method::GET,
+            "/v1/exports/{id}",
+            "An export (submitted as an `export` job): its manifest once every part is written, else 404 saying how far it got.",
+            get(export_status),
+        )
+        .ok(ok, json::<lakefish_schemas::export::ExportManifest>())
+        .errors(&[missing, down]),
+        route(
+            Method::GET,
+            "/v1/exports/{id}/file",
+            "A finished export's file: its parts streamed in order, as one file in its format.",
+            get(export_file),
+        )
+        .ok(ok, crate::api::Body::Other("application/octet-stream"))
+        .errors(&[missing, down]),
     ]
+}
+
+/// A finished export's manifest, or a 404 saying what there is.
+async fn finished_export(
+    s: &AppState,
+    id: &str,
+) -> Result<lakefish_schemas::export::ExportManifest, ApiError> {
+    if !lakefish_schemas::export::is_export_id(id) {
+        return Err(ApiError::NotFound(format!(
+            "export {id:?}: ids are out- and 12 hex digits"
+        )));
+    }
+    if let Some(m) = lakefish_jobs::export::read_export(&s.lake, id).await? {
+        return Ok(m);
+    }
+    Err(ApiError::NotFound(
+        match lakefish_jobs::export::read_export_plan(&s.lake, id).await? {
+            Some(p) => format!(
+                "export {id} is not finished: its {} parts are being written",
+                p.parts.len()
+            ),
+            None => format!("no export {id}"),
+        },
+    ))
+}
+
+async fn export_status(
+    State(s): State<AppState>,
+    ApiPath(id): ApiPath<String>,
+) -> Result<Response, ApiError> {
+    Ok(Json(finished_export(&s, &id).await?).into_response())
+}
+
+async fn export_file(
+    State(s): State<AppState>,
+    ApiPath(id): ApiPath<String>,
+) -> Result<Response, ApiError> {
+    let m = finished_export(&s, &id).await?;
+    let lake = s.lake.clone();
+    // One part in memory at a time, whatever the export's size.
+    let parts = futures::stream::iter(m.files.clone()).then(move |key| {
+        let lake = lake.clone();
+        async move {
+            match lake.get(&key).await {
+                Ok(Some(b)) => Ok(b),
+                Ok(None) => Err(std::io::Error::other(format!("{key} is missing"))),
+                Err(e) => Err(std::io::Error::other(e.to_string())),
+            }
+        }
+    });
+    let name = format!("{}-{}.{}", m.spec.dataset, m.id, m.spec.format.extension());
+    let headers = [
+        (
+            axum::http::header::CONTENT_TYPE,
+            "application/octet-stream".to_string(),
+        ),
+        (
+            axum::http::header::CONTENT_DISPOSITION,
+            format!("attachment; filename=\"{name}\""),
+        ),
+        (
+            axum::http::header::CONTENT_LENGTH,
+            m.counts.bytes.to_string(),
+        ),
+    ];
+    Ok((headers, axum::body::Body::from_stream(parts)).into_response())
 }
 
 /// The source and dataset a path names; anything else names nothing (404).

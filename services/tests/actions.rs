@@ -439,3 +439,73 @@ async fn a_dataset_page_queues_and_then_draws_its_profile() {
     let gone = send(&app, "GET", "/ui/datasets/bullet/d", &[], b"").await;
     assert_eq!(gone.status, StatusCode::NOT_FOUND);
 }
+
+/// An export job's file is its parts streamed in order; an unknown or malformed id is a 404
+/// naming it.
+#[tokio::test]
+async fn an_export_is_downloaded_whole() {
+    use lakefish_schemas::export::{ExportFormat, ExportSpec};
+    use lakefish_schemas::{DatasetName, IngestSpec, JobSpec, Source};
+    let app = app(Config::default()).await;
+    let lines =
+        "8/8/8/8/8/8/4P3/K6k w - - 0 30 | 120 | 1.0\n8/8/8/8/8/8/4P3/K6k b - - 0 30 | -40 | 0.5\n";
+    app.state
+        .lake
+        .put("raw/bullet/d.txt", lines.as_bytes().to_vec())
+        .await
+        .unwrap();
+    let run = |spec: JobSpec| {
+        let ctx = lakefish_jobs::JobContext::new(
+            app.state.lake.clone(),
+            tokio::runtime::Handle::current(),
+        );
+        tokio::task::spawn_blocking(move || {
+            lakefish_jobs::runner::run_spec(&ctx, &lakefish_schemas::JobId::new(), &spec)
+        })
+    };
+    run(JobSpec::IngestBullet(IngestSpec {
+        inputs: vec!["lake:raw/bullet/d.txt".into()],
+        dataset: DatasetName::new("d").unwrap(),
+        rows_per_part: 1000,
+        max_game_bytes: None,
+    }))
+    .await
+    .unwrap()
+    .unwrap();
+    let m = run(JobSpec::Export(ExportSpec {
+        dataset: DatasetName::new("d").unwrap(),
+        source: Source::Bullet,
+        mask: None,
+        format: ExportFormat::BulletText,
+    }))
+    .await
+    .unwrap()
+    .unwrap();
+    let id = m["id"].as_str().unwrap().to_string();
+    let a = send(&app, "GET", &format!("/v1/exports/{id}"), &[], b"").await;
+    assert_eq!(a.json()["counts"]["rows_written"], 2, "{}", a.body);
+    let f = send(&app, "GET", &format!("/v1/exports/{id}/file"), &[], b"").await;
+    assert_eq!(f.status, StatusCode::OK);
+    assert_eq!(f.body, lines, "the bullet text it came from");
+    assert!(
+        f.headers[header::CONTENT_DISPOSITION]
+            .to_str()
+            .unwrap()
+            .contains(".txt")
+    );
+    for (uri, says) in [
+        ("/v1/exports/out-000000000000", "no export out-000000000000"),
+        (
+            "/v1/exports/..%2Fnets/file",
+            "ids are out- and 12 hex digits",
+        ),
+        (
+            "/v1/exports/OUT-00000000000A/file",
+            "ids are out- and 12 hex digits",
+        ),
+    ] {
+        let a = send(&app, "GET", uri, &[], b"").await;
+        assert_eq!(a.status, StatusCode::NOT_FOUND, "{uri}");
+        assert!(a.body.contains(says), "{uri}: {}", a.body);
+    }
+}
