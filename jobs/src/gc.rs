@@ -10,8 +10,8 @@
 //! and everything of a run that a queued or running job names (a resume, a quantize of an
 //! older step). The plan is made first and shown (`lakefish gc` is a dry run; `--yes` acts);
 //! acting re-reads each run and the jobs first and skips a run that changed since. Files go
-//! first, then the run's record drops their names, so a record never names a file that a
-//! crash left half-removed for long: the next `gc` drops names whose files are gone.
+//! first, then the run's record drops their names; a crash between the two leaves names of
+//! removed files, which the next `gc` drops when they are still beyond what it keeps.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -84,18 +84,13 @@ pub struct GcReport {
     pub skipped: Vec<Kept>,
 }
 
-/// The text of every queued or running job's spec: an item a job names appears in it.
-async fn active_specs(jobs: &JobStore) -> Result<Vec<String>, JobError> {
-    let mut out = Vec::new();
-    for state in [
-        lakefish_schemas::JobState::Queued,
-        lakefish_schemas::JobState::Running,
-    ] {
-        for rec in jobs.list(Some(state), 10_000).await? {
-            out.push(serde_json::to_string(&rec.spec)?);
-        }
-    }
-    Ok(out)
+/// The text of all work under way ([`crate::remove::work_in_progress`]).
+async fn active_specs(lake: &Lake, jobs: &JobStore) -> Result<Vec<String>, JobError> {
+    Ok(crate::remove::work_in_progress(lake, jobs)
+        .await?
+        .into_iter()
+        .map(|(_, text)| text)
+        .collect())
 }
 
 /// Checkpoint steps of each run that registered nets came from.
@@ -137,14 +132,15 @@ fn run_removals(
         .saturating_sub(policy.keep_checkpoints.max(1));
     Ok(run.checkpoints[..keep_from]
         .iter()
-        .filter(|c| step_of(c).is_none_or(|s| !registered.contains(&s)))
+        // A name that is not a step's is not gc's to judge: kept.
+        .filter(|c| step_of(c).is_some_and(|s| !registered.contains(&s)))
         .cloned()
         .collect())
 }
 
 /// What `gc` would remove under `policy`, and what it keeps that the policy alone would not.
 pub async fn plan(lake: &Lake, jobs: &JobStore, policy: GcPolicy) -> Result<GcPlan, JobError> {
-    let active = active_specs(jobs).await?;
+    let active = active_specs(lake, jobs).await?;
     let registered = registered_steps(lake).await?;
     let none = BTreeSet::new();
     let mut p = GcPlan {
@@ -206,7 +202,13 @@ pub async fn plan(lake: &Lake, jobs: &JobStore, policy: GcPolicy) -> Result<GcPl
                 .max()
                 .unwrap_or_default()
                 .to_string();
-            if older_than(&last, days) {
+            let unfinished = runs.iter().find(|r| r.spec.shuffle == sh.id && !r.finished);
+            if let Some(r) = unfinished.filter(|_| older_than(&last, days)) {
+                p.kept.push(Kept {
+                    item: sh.id.to_string(),
+                    why: format!("unused for {days} days but run {} on it is not finished (a resume needs it)", r.id),
+                });
+            } else if older_than(&last, days) {
                 let target = crate::remove::RmTarget::Shuffle(sh.id.clone());
                 let rm = crate::remove::plan(lake, jobs, &target).await?;
                 match rm
@@ -218,14 +220,17 @@ pub async fn plan(lake: &Lake, jobs: &JobStore, policy: GcPolicy) -> Result<GcPl
                         item: sh.id.to_string(),
                         why: format!("unused for {days} days but needed by {}", d.what),
                     }),
-                    None => p.remove.push(Removal {
-                        item: sh.id.to_string(),
-                        why: format!("unused since {last} (over {days} days)"),
-                        keys: rm.keys,
-                        bytes: rm.bytes,
-                    }),
+                    None => {
+                        p.remove.push(Removal {
+                            item: sh.id.to_string(),
+                            why: format!("unused since {last} (over {days} days)"),
+                            keys: rm.keys,
+                            bytes: rm.bytes,
+                        });
+                        // Its pass-1 files go with it.
+                        continue;
+                    }
                 }
-                continue;
             }
         }
         let mut keys = Vec::new();
@@ -272,7 +277,7 @@ pub async fn apply(
             .flatten()
         {
             // Again, now: a job may have been queued, or the run resumed, since the plan.
-            let active = active_specs(jobs).await?;
+            let active = active_specs(lake, jobs).await?;
             let Some(run) = crate::nets::read_run(lake, &id).await? else {
                 continue;
             };
@@ -303,7 +308,13 @@ pub async fn apply(
                 });
                 continue;
             }
+            let mut bytes = 0;
+            for k in &keys {
+                bytes += lake.size(k).await?.unwrap_or(0);
+            }
             lake.delete_many(keys.clone()).await?;
+            report.removed_objects += keys.len() as u64;
+            report.removed_bytes += bytes;
             let mut record = run.clone();
             record.checkpoints.retain(|c| !now.contains(c));
             lake.put(
@@ -331,12 +342,25 @@ pub async fn apply(
                 });
                 continue;
             }
+            let unfinished = crate::nets::list_runs(lake)
+                .await?
+                .into_iter()
+                .find(|x| x.spec.shuffle.as_str() == r.item && !x.finished);
+            if let Some(x) = unfinished {
+                report.skipped.push(Kept {
+                    item: r.item.clone(),
+                    why: format!("run {} on it is not finished", x.id),
+                });
+                continue;
+            }
             crate::remove::apply(lake, &target, &rm, true, by).await?;
+            report.removed_objects += rm.keys.len() as u64;
+            report.removed_bytes += rm.bytes;
         } else {
             lake.delete_many(r.keys.clone()).await?;
+            report.removed_objects += r.keys.len() as u64;
+            report.removed_bytes += r.bytes;
         }
-        report.removed_objects += r.keys.len() as u64;
-        report.removed_bytes += r.bytes;
     }
     Ok(report)
 }

@@ -32,6 +32,10 @@ pub struct DatasetProfile {
     pub men: BTreeMap<u32, u64>,
     /// −1, 0, 1 → rows.
     pub result: BTreeMap<i8, u64>,
+    /// Rows with both a score and a result (what `disagreeing` is a share of; 0 in profiles
+    /// made before it was counted).
+    #[serde(default)]
+    pub scored_with_result: u64,
     /// Rows with a score and a result whose score and result disagree (see the module).
     pub disagreeing: u64,
     /// Rows whose position an earlier row had.
@@ -75,6 +79,7 @@ pub fn profile_dataset(
         ply: BTreeMap::new(),
         men: BTreeMap::new(),
         result: BTreeMap::new(),
+        scored_with_result: 0,
         disagreeing: 0,
         repeated: 0,
     };
@@ -114,6 +119,7 @@ pub fn profile_dataset(
             p.scored += 1;
             *p.score.entry(score_bucket(score)).or_default() += 1;
             if let Some(r) = row.result {
+                p.scored_with_result += 1;
                 let board = row
                     .fen
                     .parse::<shakmaty::fen::Fen>()

@@ -88,12 +88,13 @@ impl RmTarget {
         }
     }
 
-    /// The item's own id as other records write it (a job spec, a pipeline run).
-    fn mention(&self) -> String {
+    /// How other records write the item (a job spec, a plan, a pipeline run): any of these
+    /// in their text means they may read it (over-matching only ever refuses more).
+    fn mentions(&self) -> Vec<String> {
         match self {
-            RmTarget::Dataset(_, d) => format!("\"{d}\""),
-            RmTarget::Checkpoint(run, _) => run.to_string(),
-            _ => self.name(),
+            RmTarget::Dataset(s, d) => vec![format!("\"{d}\""), format!("{s}/{d}")],
+            RmTarget::Checkpoint(run, _) => vec![run.to_string()],
+            _ => vec![self.name()],
         }
     }
 }
@@ -171,11 +172,130 @@ pub async fn lineage_tombstones(
     for (kind, name) in wanted {
         if !name.is_empty()
             && let Some(t) = tombstone(lake, kind, &name).await?
+            && !exists_again(lake, kind, &name).await?
         {
             out.push(t);
         }
     }
     Ok(out)
+}
+
+/// Whether an item with a tombstone was made again since (a shuffle's id is a function of its
+/// spec, a dataset's name is the user's): then the tombstone no longer describes it.
+async fn exists_again(lake: &Lake, kind: &str, name: &str) -> Result<bool, JobError> {
+    Ok(match RmTarget::parse(kind, name) {
+        Ok(RmTarget::Dataset(s, d)) => lakefish_lake::datasets::read_manifest(lake, s, &d)
+            .await?
+            .is_some(),
+        Ok(RmTarget::Shuffle(id)) => crate::shuffle::read_shuffle_manifest(lake, &id)
+            .await?
+            .is_some(),
+        Ok(RmTarget::Run(id)) => crate::nets::read_run(lake, &id).await?.is_some(),
+        Ok(RmTarget::Checkpoint(id, step)) => crate::nets::read_run(lake, &id)
+            .await?
+            .is_some_and(|r| r.checkpoints.contains(&format!("step-{step:09}.ot"))),
+        _ => false,
+    })
+}
+
+/// Work under way, each with the text of what it reads: queued and running jobs (a task's
+/// plan included: a shuffle pass or an export part names only its plan; a training job the
+/// run it writes), shuffles planned and not committed, and running pipeline runs.
+pub async fn work_in_progress(
+    lake: &Lake,
+    jobs: &JobStore,
+) -> Result<Vec<(String, String)>, JobError> {
+    use lakefish_schemas::{JobKind, JobSpec, JobState};
+    let mut out = Vec::new();
+    for state in [JobState::Queued, JobState::Running] {
+        let mut query = lakefish_lake::records::JobQuery {
+            state: Some(state),
+            limit: 1000,
+            ..Default::default()
+        };
+        loop {
+            let page = jobs.page(&query).await?;
+            for rec in &page.jobs {
+                let mut text = serde_json::to_string(&rec.spec)?;
+                match &rec.spec {
+                    JobSpec::ShuffleDeal(t) | JobSpec::ShufflePile(t) => {
+                        if let Some(p) = crate::shuffle::read_plan(lake, &t.shuffle).await? {
+                            text.push_str(&serde_json::to_string(&p.spec)?);
+                        }
+                    }
+                    JobSpec::ExportPart(t) => {
+                        if let Some(p) = crate::export::read_export_plan(lake, &t.export).await? {
+                            text.push_str(&serde_json::to_string(&p.spec)?);
+                        }
+                    }
+                    _ => {}
+                }
+                if rec.kind == JobKind::Train {
+                    // A new run's id is the job id's last 12 hex digits (train.rs).
+                    let id = rec.id.to_string();
+                    text.push_str(&format!(" run-{}", &id[id.len().saturating_sub(12)..]));
+                }
+                out.push((
+                    format!("{} job {} ({})", state.as_str(), rec.id, rec.kind),
+                    text,
+                ));
+            }
+            match page.next {
+                Some(next) => query.after = Some(next),
+                None => break,
+            }
+        }
+    }
+    for dir in lake.list_dirs("shuffled").await? {
+        let id = dir
+            .trim_end_matches('/')
+            .rsplit('/')
+            .next()
+            .unwrap_or_default()
+            .to_string();
+        let Ok(id) = ShuffleId::new(&id) else {
+            continue;
+        };
+        if crate::shuffle::read_shuffle_manifest(lake, &id)
+            .await?
+            .is_none()
+            && let Some(p) = crate::shuffle::read_plan(lake, &id).await?
+        {
+            out.push((
+                format!("shuffle {id} (planned, not committed)"),
+                serde_json::to_string(&p.spec)?,
+            ));
+        }
+    }
+    for p in lake
+        .list_dirs(lakefish_schemas::pipeline::PIPELINES_PREFIX)
+        .await?
+    {
+        let name = p
+            .trim_end_matches('/')
+            .rsplit('/')
+            .next()
+            .unwrap_or_default()
+            .to_string();
+        for r in crate::pipeline::list_runs(lake, &name, 50).await? {
+            if r.state == lakefish_schemas::pipeline::RunState::Running {
+                out.push((
+                    format!("running pipeline run {}", r.id),
+                    serde_json::to_string(&r)?,
+                ));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// A run not finished and written to lately may be training right now (a local
+/// `lakefish train` keeps no job record).
+fn maybe_training(run: &lakefish_schemas::RunRecord) -> bool {
+    !run.finished
+        && chrono::DateTime::parse_from_rfc3339(&run.updated).is_ok_and(|t| {
+            chrono::Utc::now().signed_duration_since(t) < chrono::Duration::minutes(30)
+        })
 }
 
 /// Every object under `prefix`, with `first` (the commit marker) moved to the front.
@@ -199,9 +319,13 @@ async fn keys_under(
 
 /// What removing `target` would remove, and what needs it.
 pub async fn plan(lake: &Lake, jobs: &JobStore, target: &RmTarget) -> Result<RmPlan, JobError> {
+    let stone = tombstone(lake, target.kind(), &target.name()).await?;
     let missing = || JobError::Input {
         input: format!("{} {}", target.kind(), target.name()),
-        reason: "no such item in the lake".into(),
+        reason: match &stone {
+            Some(t) => format!("removed {} by {}", t.deleted, t.by),
+            None => "no such item in the lake".into(),
+        },
     };
     let mut deps: Vec<Dependent> = Vec::new();
     let mut need = |what: String, blocking: bool| deps.push(Dependent { what, blocking });
@@ -311,7 +435,14 @@ pub async fn plan(lake: &Lake, jobs: &JobStore, target: &RmTarget) -> Result<RmP
                     need(format!("experiment {}", e.id), false);
                 }
             }
-            if !run.finished {
+            if maybe_training(&run) {
+                need(
+                    format!(
+                        "run {id} is not finished and was written in the last 30 minutes (it may be training)"
+                    ),
+                    true,
+                );
+            } else if !run.finished {
                 need(
                     format!("run {id} is not finished (a resume needs it)"),
                     false,
@@ -336,7 +467,14 @@ pub async fn plan(lake: &Lake, jobs: &JobStore, target: &RmTarget) -> Result<RmP
             {
                 need(net_label(n), false);
             }
-            if !run.finished && run.checkpoints.last() == Some(&name) {
+            if maybe_training(&run) {
+                need(
+                    format!(
+                        "run {id} is not finished and was written in the last 30 minutes (it may be training)"
+                    ),
+                    true,
+                );
+            } else if !run.finished && run.checkpoints.last() == Some(&name) {
                 need(
                     format!("run {id}: its last checkpoint, where a resume starts"),
                     false,
@@ -360,37 +498,11 @@ pub async fn plan(lake: &Lake, jobs: &JobStore, target: &RmTarget) -> Result<RmP
             (keys, bytes)
         }
     };
-    // At work: queued or running jobs and running pipeline runs that name it.
-    let mention = target.mention();
-    for state in [
-        lakefish_schemas::JobState::Queued,
-        lakefish_schemas::JobState::Running,
-    ] {
-        for rec in jobs.list(Some(state), 10_000).await? {
-            if serde_json::to_string(&rec.spec)?.contains(&mention) {
-                need(
-                    format!("{} job {} ({})", state.as_str(), rec.id, rec.kind),
-                    true,
-                );
-            }
-        }
-    }
-    for p in lake
-        .list_dirs(lakefish_schemas::pipeline::PIPELINES_PREFIX)
-        .await?
-    {
-        let name = p
-            .trim_end_matches('/')
-            .rsplit('/')
-            .next()
-            .unwrap_or_default()
-            .to_string();
-        for r in crate::pipeline::list_runs(lake, &name, 50).await? {
-            if r.state == lakefish_schemas::pipeline::RunState::Running
-                && serde_json::to_string(&r)?.contains(&mention)
-            {
-                need(format!("running pipeline run {}", r.id), true);
-            }
+    // At work: whatever is under way and names it.
+    let mentions = target.mentions();
+    for (what, text) in work_in_progress(lake, jobs).await? {
+        if mentions.iter().any(|m| text.contains(m.as_str())) {
+            need(what, true);
         }
     }
     Ok(RmPlan {

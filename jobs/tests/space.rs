@@ -369,13 +369,80 @@ fn rm_refuses_what_lineage_or_work_needs_and_leaves_tombstones() {
     assert_eq!(before.bytes - after.bytes + stone_bytes, stone.bytes);
     let listed = fx.rt.block_on(tombstones(&fx.lake)).unwrap();
     assert_eq!(listed, [stone]);
-    // Gone: a second removal names it missing; a shuffle of it fails naming the dataset.
+    // Gone: a second removal says when and by whom.
     let e = fx
         .rt
         .block_on(plan(&fx.lake, &jobs, &target("dataset", "a")))
         .unwrap_err()
         .to_string();
-    assert!(e.contains("no such item"), "{e}");
+    assert!(
+        e.contains("binpack/a: removed ") && e.contains(" by ana"),
+        "{e}"
+    );
+    // Work that names a dataset only through a plan: a shuffle planned and not committed,
+    // and a queued pass of it.
+    fx.ingest_bytes(&synthetic_binpack(40, 3), "c", 1_000);
+    let spec = MaskSpec {
+        dataset: DatasetName::new("c").unwrap(),
+        source: Source::Binpack,
+        definition: MaskDefinition::quiet(),
+    };
+    lakefish_jobs::masks::mask_dataset(&fx.ctx(), &JobId::new(), &spec).unwrap();
+    let planned = lakefish_jobs::shuffle::start(
+        &fx.ctx(),
+        &ShuffleSpec {
+            datasets: vec![DatasetName::new("c").unwrap()],
+            source: Source::Binpack,
+            mask: MaskName::new("quiet").unwrap(),
+            chunks: 2,
+            seed: 1,
+            extra: Vec::new(),
+        },
+    )
+    .unwrap();
+    let deal = lakefish_schemas::JobSpec::ShuffleDeal(lakefish_schemas::ShuffleTask {
+        shuffle: planned.id.clone(),
+        index: 0,
+    });
+    fx.rt
+        .block_on(jobs.put(&JobStore::new_record(JobId::new(), deal)))
+        .unwrap();
+    let p = fx
+        .rt
+        .block_on(plan(&fx.lake, &jobs, &target("dataset", "c")))
+        .unwrap();
+    let blocking: Vec<&str> = p
+        .dependents
+        .iter()
+        .filter(|d| d.blocking)
+        .map(|d| d.what.as_str())
+        .collect();
+    assert!(
+        blocking.iter().any(|w| w.ends_with("(shuffle_deal)")),
+        "{blocking:?}"
+    );
+    assert!(
+        blocking.contains(&format!("shuffle {} (planned, not committed)", planned.id).as_str()),
+        "{blocking:?}"
+    );
+    // Made again, a dataset's old tombstone no longer marks a net's lineage.
+    let net: lakefish_schemas::NetManifest =
+        serde_json::from_slice(&std::fs::read(fx.path("nets/nn-00000000000a.json")).unwrap())
+            .unwrap();
+    assert_eq!(
+        fx.rt
+            .block_on(lakefish_jobs::remove::lineage_tombstones(&fx.lake, &net))
+            .unwrap()
+            .len(),
+        1
+    );
+    fx.ingest_bytes(&synthetic_binpack(40, 1), "a", 1_000);
+    assert!(
+        fx.rt
+            .block_on(lakefish_jobs::remove::lineage_tombstones(&fx.lake, &net))
+            .unwrap()
+            .is_empty()
+    );
     assert!(
         RmTarget::parse("datasets", "a")
             .unwrap_err()
@@ -438,6 +505,40 @@ fn gc_drops_unused_shuffles_unless_a_net_needs_them() {
         unused_shuffle_days: Some(0),
     };
     assert!(fx.rt.block_on(last(&fx.lake)).unwrap().is_none());
+    // An unfinished run on the unused shuffle, idle since January: it could be resumed.
+    let run = |finished: bool| {
+        serde_json::json!({
+            "id": "run-00000000000b", "spec": {"shuffle": unused.to_string(), "features": "all768", "arch": "32x2-8"},
+            "device": "cpu", "step": 10, "epoch": 0, "checkpoints": ["step-000000010.ot"],
+            "train_positions": 1, "val_positions": 1, "val_loss": [], "material_val_loss": null,
+            "finished": finished, "resumed_at": [], "created": "2026-01-01T00:00:00Z", "updated": "2026-01-01T00:00:00Z"
+        })
+    };
+    let put_run = |finished| {
+        fx.rt
+            .block_on(fx.lake.put(
+                "runs/run-00000000000b/run.json",
+                serde_json::to_vec(&run(finished)).unwrap(),
+            ))
+            .unwrap()
+    };
+    put_run(false);
+    let rec = fx
+        .rt
+        .block_on(collect(&fx.lake, &jobs, policy, "scheduler"))
+        .unwrap();
+    assert!(
+        fx.path(&format!("shuffled/{unused}/_manifest.json"))
+            .exists()
+    );
+    assert!(
+        rec.lines
+            .iter()
+            .any(|l| l.contains("run run-00000000000b on it is not finished")),
+        "{:?}",
+        rec.lines
+    );
+    put_run(true);
     let rec = fx
         .rt
         .block_on(collect(&fx.lake, &jobs, policy, "scheduler"))

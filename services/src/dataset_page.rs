@@ -233,7 +233,14 @@ fn profile_section(b: &mut String, p: &DatasetProfile) {
         pct(p.scored, p.rows),
         pct(p.with_result, p.rows),
         pct(p.repeated, p.rows),
-        pct(p.disagreeing, p.scored.min(p.with_result)),
+        pct(
+            p.disagreeing,
+            if p.scored_with_result > 0 {
+                p.scored_with_result
+            } else {
+                p.scored.min(p.with_result)
+            }
+        ),
     );
     b.push_str(&bar_chart(
         "Score (internal units, side to move)",

@@ -33,7 +33,8 @@ use shakmaty::{CastlingMode, Chess, Color, EnPassantMode, FromSetup, Position, R
 
 /// Bytes read per block (whole lines or records are cut from it).
 const BLOCK: usize = 4 << 20;
-/// A line longer than this cannot be a position: it is skipped instead of buffered.
+/// How far past a block the reader looks for the end of a line or entry before it skips
+/// what it holds (a file without line ends is not read whole into memory).
 const MAX_LINE: usize = 4096;
 
 pub fn ingest_plain(
@@ -81,7 +82,12 @@ pub enum Layout {
 
 /// bullet text when the first line reads as `… | … | …` in ASCII; records otherwise.
 pub fn detect_bullet(head: &[u8]) -> Layout {
-    let line = head.split(|&b| b == b'\n').next().unwrap_or_default();
+    // The first line with something on it, past a UTF-8 byte-order mark.
+    let head = head.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(head);
+    let line = head
+        .split(|&b| b == b'\n')
+        .find(|l| !l.trim_ascii().is_empty())
+        .unwrap_or_default();
     let text = line
         .iter()
         .all(|b| b.is_ascii() && (*b >= b' ' || *b == b'\r'));
@@ -171,12 +177,15 @@ fn read_input(
             };
             carry = data.split_off(cut);
             if carry.len() > BLOCK + MAX_LINE && !at_end {
-                // No unit boundary in a whole block: skip up to the next newline.
+                // No end of a line or entry in a whole block: skip what was read of it.
                 let skip = carry.len();
+                let at = start + cut as u64;
                 report.skipped.push(SkippedRange {
-                    offset: start + cut as u64,
+                    offset: at,
                     len: skip as u64,
-                    reason: format!("no end of a line or entry in {skip} bytes"),
+                    reason: format!(
+                        "bytes at byte offset {at}: no end of a line or entry in {skip} bytes"
+                    ),
                 });
                 carry.clear();
             }
@@ -296,6 +305,10 @@ fn parse_block(layout: Layout, start: u64, data: &[u8]) -> (Vec<Row>, Vec<Skippe
                 let text = line.trim_ascii();
                 at += line.len() as u64;
                 if text.is_empty() {
+                    if fields.is_empty() {
+                        // Blank lines between entries belong to none.
+                        entry_start = at;
+                    }
                     continue;
                 }
                 if text == b"e" {
@@ -346,7 +359,7 @@ fn ply_of(pos: &Chess) -> u16 {
 /// Side-to-move internal units from the side to move's centipawns; ±32000 (a mate, as
 /// bullet's data and lakefish's export write it) stays beyond the evaluation range.
 fn internal(cp: i32, pos: &Chess) -> Result<i16, String> {
-    if cp.abs() > 32000 {
+    if cp.unsigned_abs() > 32000 {
         return Err(format!("score {cp} beyond ±32000"));
     }
     if cp.abs() == 32000 {
@@ -365,7 +378,9 @@ fn bullet_line(text: &[u8]) -> Result<Row, String> {
     let white = pos.turn() == Color::White;
     let cp: i32 = score
         .parse()
-        .map_err(|_| format!("score {score:?}: not an integer"))?;
+        .ok()
+        .filter(|cp: &i32| cp.unsigned_abs() <= 32000)
+        .ok_or_else(|| format!("score {score:?}: not an integer within ±32000"))?;
     let white_result: i8 = match result {
         "1.0" | "1" | "[1.0]" => 1,
         "0.5" | "1/2" | "[0.5]" => 0,
@@ -497,6 +512,10 @@ mod tests {
             Layout::BulletText
         );
         assert_eq!(detect_bullet(&[0u8; 64]), Layout::Bulletformat);
+        assert_eq!(
+            detect_bullet(b"\xEF\xBB\xBF\n\n8/8/8/8/8/8/8/K6k w - - 0 1 | 0 | 0.5\n"),
+            Layout::BulletText
+        );
     }
 
     #[test]

@@ -232,7 +232,7 @@ pub(crate) fn profile(
         pct(p.scored),
         pct(p.with_result),
         pct(p.repeated),
-        100.0 * p.disagreeing as f64 / p.with_result.min(p.scored).max(1) as f64,
+        100.0 * p.disagreeing as f64 / p.scored_with_result.max(1) as f64,
     );
     let bar = |n: u64, max: u64| "#".repeat((40 * n / max.max(1)) as usize);
     let show = |title: &str, h: Vec<(String, u64)>| {
@@ -446,11 +446,13 @@ pub(crate) fn rm(lake: &str, rt: &tokio::runtime::Handle, a: RmArgs) -> anyhow::
     }
     if !a.yes {
         println!(
-            "nothing removed: run again with --yes{}",
-            if plan.dependents.is_empty() {
-                ""
+            "nothing removed: {}",
+            if plan.dependents.iter().any(|d| d.blocking) {
+                "what is at work on it must end first (cancel the job, stop the test)"
+            } else if plan.dependents.is_empty() {
+                "run again with --yes"
             } else {
-                " (and --force)"
+                "run again with --yes --force to remove it anyway (a tombstone stays)"
             }
         );
         return Ok(());
