@@ -389,6 +389,90 @@ fn the_readmes_commands_run_in_order() {
     ] {
         assert!(names.iter().any(|n| n == want), "{want} missing: {names:?}");
     }
+
+    // After all of it, a collection (old checkpoints, every shuffle no registered net needs):
+    // every page, every registered net's page and file and every run's page still answer,
+    // and `du` agrees with the lake's files.
+    let gc = Command::new(lakefish_bin())
+        .args([
+            "gc",
+            "--keep-checkpoints",
+            "1",
+            "--unused-shuffle-days",
+            "0",
+            "--yes",
+            "--json",
+        ])
+        .current_dir(dir)
+        .env_remove("RUST_BACKTRACE")
+        .output()
+        .unwrap();
+    lakefish_tests::assert_success(&gc);
+    let report: serde_json::Value = serde_json::from_slice(&gc.stdout).unwrap();
+    assert!(
+        report["report"]["removed_objects"].as_u64() > Some(0),
+        "{report}"
+    );
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let status = |path: &str| {
+        rt.block_on(async {
+            reqwest::get(format!("{api}{path}"))
+                .await
+                .unwrap()
+                .status()
+                .as_u16()
+        })
+    };
+    let mut pages: Vec<String> = [
+        "/",
+        "/ui/jobs",
+        "/ui/datasets",
+        "/ui/runs",
+        "/ui/nets",
+        "/ui/sprt",
+        "/ui/pipelines",
+        "/ui/experiments",
+        "/ui/space",
+    ]
+    .map(String::from)
+    .to_vec();
+    let nets = rt.block_on(lakefish_tests::get_json(format!("{api}/v1/nets?limit=500")));
+    for n in nets["nets"].as_array().unwrap() {
+        let name = n["name"].as_str().unwrap();
+        pages.push(format!("/ui/nets/{name}"));
+        pages.push(format!("/v1/nets/{name}/file"));
+    }
+    let runs = rt.block_on(lakefish_tests::get_json(format!("{api}/v1/runs?limit=500")));
+    for r in runs["runs"].as_array().unwrap() {
+        pages.push(format!("/ui/runs/{}", r["id"].as_str().unwrap()));
+    }
+    assert!(pages.len() > 12, "{pages:?}");
+    for page in &pages {
+        assert_eq!(status(page), 200, "{page} after gc");
+    }
+    let du = Command::new(lakefish_bin())
+        .args(["du", "--json"])
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    let du: serde_json::Value = serde_json::from_slice(&du.stdout).unwrap();
+    let mut files = 0u64;
+    let mut stack = vec![dir.join("lake")];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if !p.to_string_lossy().contains('#') {
+                files += std::fs::metadata(&p).unwrap().len();
+            }
+        }
+    }
+    assert_eq!(
+        du["bytes"].as_u64(),
+        Some(files),
+        "du against the lake's files"
+    );
 }
 
 fn write_quit(dir: &Path) -> std::path::PathBuf {
