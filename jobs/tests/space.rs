@@ -101,17 +101,7 @@ fn gc_removes_only_what_nothing_needs() {
             );
         }
     }
-    let q = serde_json::json!({"positions": 1, "mean_abs_cp": 0.0, "p99_abs_cp": 0.0, "max_abs_cp": 0.0, "mean_abs_internal": 0.0, "p99_abs_internal": 0.0});
-    let net = serde_json::json!({
-        "name": "nn-00000000000a.nnue", "sha256": "00", "bytes": 1, "features": "all768", "arch": "32x2-8",
-        "arch_hash": "0", "description": "", "run": "run-00000000000a", "checkpoint": "step-000000020.ot",
-        "step": 20, "shuffle": "sh-000000000001", "datasets": [], "mask": "", "parent": null,
-        "quantization": q, "created": "2026-11-28T00:00:00Z"
-    });
-    put(
-        "nets/nn-00000000000a.json",
-        serde_json::to_vec(&net).unwrap(),
-    );
+    register_net(&fx, "sh-000000000001", &[], "");
     let quantize = lakefish_schemas::JobSpec::from_request(
         br#"{"kind":"quantize","spec":{"run":"run-00000000000c"}}"#,
     )
@@ -243,19 +233,7 @@ fn rm_refuses_what_lineage_or_work_needs_and_leaves_tombstones() {
         },
     )
     .unwrap();
-    let q = serde_json::json!({"positions": 1, "mean_abs_cp": 0.0, "p99_abs_cp": 0.0, "max_abs_cp": 0.0, "mean_abs_internal": 0.0, "p99_abs_internal": 0.0});
-    let net = serde_json::json!({
-        "name": "nn-00000000000a.nnue", "sha256": "00", "bytes": 1, "features": "all768", "arch": "32x2-8",
-        "arch_hash": "0", "description": "", "run": "run-00000000000a", "checkpoint": "step-000000020.ot",
-        "step": 20, "shuffle": sh.id.to_string(), "datasets": ["binpack/a"], "mask": "quiet", "parent": null,
-        "quantization": q, "created": "2026-11-28T00:00:00Z"
-    });
-    fx.rt
-        .block_on(fx.lake.put(
-            "nets/nn-00000000000a.json",
-            serde_json::to_vec(&net).unwrap(),
-        ))
-        .unwrap();
+    register_net(&fx, sh.id.as_str(), &["binpack/a"], "quiet");
     let promotion = lakefish_jobs::nets::Promotion {
         reason: "test".into(),
         by: "test".into(),
@@ -487,19 +465,7 @@ fn gc_drops_unused_shuffles_unless_a_net_needs_them() {
         .id
     };
     let (used, unused) = (shuffle(1), shuffle(2));
-    let q = serde_json::json!({"positions": 1, "mean_abs_cp": 0.0, "p99_abs_cp": 0.0, "max_abs_cp": 0.0, "mean_abs_internal": 0.0, "p99_abs_internal": 0.0});
-    let net = serde_json::json!({
-        "name": "nn-00000000000a.nnue", "sha256": "00", "bytes": 1, "features": "all768", "arch": "32x2-8",
-        "arch_hash": "0", "description": "", "run": "run-00000000000a", "checkpoint": "step-000000020.ot",
-        "step": 20, "shuffle": used.to_string(), "datasets": ["binpack/a"], "mask": "quiet", "parent": null,
-        "quantization": q, "created": "2026-11-28T00:00:00Z"
-    });
-    fx.rt
-        .block_on(fx.lake.put(
-            "nets/nn-00000000000a.json",
-            serde_json::to_vec(&net).unwrap(),
-        ))
-        .unwrap();
+    register_net(&fx, used.as_str(), &["binpack/a"], "quiet");
     let policy = GcPolicy {
         keep_checkpoints: 2,
         unused_shuffle_days: Some(0),
@@ -568,4 +534,22 @@ fn gc_drops_unused_shuffles_unless_a_net_needs_them() {
         .unwrap();
     assert_eq!(stone.by, "scheduler");
     assert_eq!(fx.rt.block_on(last(&fx.lake)).unwrap(), Some(rec));
+}
+
+/// A registered net's manifest, `nn-00000000000a` from step 20 of `run-00000000000a`, whose
+/// lineage names `shuffle`, `datasets` and `mask` (no file: lineage is what these tests read).
+fn register_net(fx: &LakeFixture, shuffle: &str, datasets: &[&str], mask: &str) {
+    let q = serde_json::json!({"positions": 1, "mean_abs_cp": 0.0, "p99_abs_cp": 0.0, "max_abs_cp": 0.0, "mean_abs_internal": 0.0, "p99_abs_internal": 0.0});
+    let net = serde_json::json!({
+        "name": "nn-00000000000a.nnue", "sha256": "00", "bytes": 1, "features": "all768", "arch": "32x2-8",
+        "arch_hash": "0", "description": "", "run": "run-00000000000a", "checkpoint": "step-000000020.ot",
+        "step": 20, "shuffle": shuffle, "datasets": datasets, "mask": mask, "parent": null,
+        "quantization": q, "created": "2026-11-28T00:00:00Z"
+    });
+    fx.rt
+        .block_on(fx.lake.put(
+            "nets/nn-00000000000a.json",
+            serde_json::to_vec(&net).unwrap(),
+        ))
+        .unwrap();
 }

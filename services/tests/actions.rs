@@ -266,7 +266,7 @@ async fn a_page_read_without_a_token_leads_to_the_login() {
 /// made, its histograms and the same profile as JSON.
 #[tokio::test]
 async fn a_dataset_page_queues_and_then_draws_its_profile() {
-    use lakefish_schemas::{DatasetName, IngestSpec, JobSpec, ProfileSpec, Source};
+    use lakefish_schemas::{DatasetName, JobSpec, ProfileSpec, Source};
     let app = app(Config::default()).await;
     for uri in [
         "/ui/datasets/nope/d",
@@ -277,31 +277,8 @@ async fn a_dataset_page_queues_and_then_draws_its_profile() {
         let a = send(&app, "GET", uri, &[], b"").await;
         assert_eq!(a.status, StatusCode::NOT_FOUND, "{uri}: {}", a.body);
     }
-    let lines =
-        "8/8/8/8/8/8/4P3/K6k w - - 0 30 | 120 | 1.0\n8/8/8/8/8/8/4P3/K6k b - - 0 30 | -40 | 0.5\n";
-    app.state
-        .lake
-        .put("raw/bullet/d.txt", lines.as_bytes().to_vec())
-        .await
-        .unwrap();
-    let run = |spec: JobSpec| {
-        let ctx = lakefish_jobs::JobContext::new(
-            app.state.lake.clone(),
-            tokio::runtime::Handle::current(),
-        );
-        tokio::task::spawn_blocking(move || {
-            lakefish_jobs::runner::run_spec(&ctx, &lakefish_schemas::JobId::new(), &spec)
-        })
-    };
-    run(JobSpec::IngestBullet(IngestSpec {
-        inputs: vec!["lake:raw/bullet/d.txt".into()],
-        dataset: DatasetName::new("d").unwrap(),
-        rows_per_part: 1000,
-        max_game_bytes: None,
-    }))
-    .await
-    .unwrap()
-    .unwrap();
+    let run = |spec| run_here(&app, spec);
+    bullet_dataset(&app).await;
 
     let page = send(&app, "GET", "/ui/datasets/bullet/d", &[], b"").await;
     assert_eq!(page.status, StatusCode::OK, "{}", page.body);
@@ -445,33 +422,10 @@ async fn a_dataset_page_queues_and_then_draws_its_profile() {
 #[tokio::test]
 async fn an_export_is_downloaded_whole() {
     use lakefish_schemas::export::{ExportFormat, ExportSpec};
-    use lakefish_schemas::{DatasetName, IngestSpec, JobSpec, Source};
+    use lakefish_schemas::{DatasetName, JobSpec, Source};
     let app = app(Config::default()).await;
-    let lines =
-        "8/8/8/8/8/8/4P3/K6k w - - 0 30 | 120 | 1.0\n8/8/8/8/8/8/4P3/K6k b - - 0 30 | -40 | 0.5\n";
-    app.state
-        .lake
-        .put("raw/bullet/d.txt", lines.as_bytes().to_vec())
-        .await
-        .unwrap();
-    let run = |spec: JobSpec| {
-        let ctx = lakefish_jobs::JobContext::new(
-            app.state.lake.clone(),
-            tokio::runtime::Handle::current(),
-        );
-        tokio::task::spawn_blocking(move || {
-            lakefish_jobs::runner::run_spec(&ctx, &lakefish_schemas::JobId::new(), &spec)
-        })
-    };
-    run(JobSpec::IngestBullet(IngestSpec {
-        inputs: vec!["lake:raw/bullet/d.txt".into()],
-        dataset: DatasetName::new("d").unwrap(),
-        rows_per_part: 1000,
-        max_game_bytes: None,
-    }))
-    .await
-    .unwrap()
-    .unwrap();
+    let run = |spec| run_here(&app, spec);
+    let lines = bullet_dataset(&app).await;
     let m = run(JobSpec::Export(ExportSpec {
         dataset: DatasetName::new("d").unwrap(),
         source: Source::Bullet,
@@ -508,4 +462,41 @@ async fn an_export_is_downloaded_whole() {
         assert_eq!(a.status, StatusCode::NOT_FOUND, "{uri}");
         assert!(a.body.contains(says), "{uri}: {}", a.body);
     }
+}
+
+/// A job run in this process against the app's lake, as a worker would run it.
+fn run_here(
+    app: &App,
+    spec: lakefish_schemas::JobSpec,
+) -> tokio::task::JoinHandle<Result<serde_json::Value, lakefish_jobs::JobError>> {
+    let ctx =
+        lakefish_jobs::JobContext::new(app.state.lake.clone(), tokio::runtime::Handle::current());
+    tokio::task::spawn_blocking(move || {
+        lakefish_jobs::runner::run_spec(&ctx, &lakefish_schemas::JobId::new(), &spec)
+    })
+}
+
+/// Two positions in bullet's text, ingested as `bullet/d`; returns the text.
+async fn bullet_dataset(app: &App) -> &'static str {
+    use lakefish_schemas::{DatasetName, IngestSpec, JobSpec};
+    let lines =
+        "8/8/8/8/8/8/4P3/K6k w - - 0 30 | 120 | 1.0\n8/8/8/8/8/8/4P3/K6k b - - 0 30 | -40 | 0.5\n";
+    app.state
+        .lake
+        .put("raw/bullet/d.txt", lines.as_bytes().to_vec())
+        .await
+        .unwrap();
+    run_here(
+        app,
+        JobSpec::IngestBullet(IngestSpec {
+            inputs: vec!["lake:raw/bullet/d.txt".into()],
+            dataset: DatasetName::new("d").unwrap(),
+            rows_per_part: 1000,
+            max_game_bytes: None,
+        }),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    lines
 }
