@@ -655,6 +655,61 @@ mod tests {
         assert_eq!(round, spec);
     }
 
+    /// The kinds added for data in and out refuse garbage naming the field.
+    #[test]
+    fn export_profile_and_new_ingest_payloads_are_checked() {
+        for (body, says) in [
+            (
+                r#"{"kind":"export","spec":{"dataset":"d","format":"marlin"}}"#,
+                "marlin",
+            ),
+            (
+                r#"{"kind":"export","spec":{"dataset":"../d","format":"plain"}}"#,
+                "dataset",
+            ),
+            (
+                r#"{"kind":"export","spec":{"dataset":"d","format":"plain","output":"/etc/x"}}"#,
+                "output",
+            ),
+            (
+                r#"{"kind":"export_part","spec":{"export":"out-000000000000","index":0}}"#,
+                "unknown job kind \"export_part\"",
+            ),
+            (
+                r#"{"kind":"profile","spec":{"dataset":"d","source":"nfs"}}"#,
+                "nfs",
+            ),
+            (
+                r#"{"kind":"profile","spec":{"dataset":"d","extra":1}}"#,
+                "extra",
+            ),
+            (
+                r#"{"kind":"ingest_bullet","spec":{"inputs":[],"dataset":"d"}}"#,
+                "inputs",
+            ),
+        ] {
+            let e = err(body);
+            assert!(e.contains(says), "{body}: {e}");
+        }
+        // From the queue, a part's export id becomes lake keys: only the id's own shape.
+        let task = crate::export::ExportTask {
+            export: "../../nets".into(),
+            index: 0,
+        };
+        assert!(
+            KindSpec::validate(&task)
+                .unwrap_err()
+                .contains("not an export id")
+        );
+        let ok = JobSpec::from_request(
+            br#"{"kind":"export","spec":{"dataset":"d","format":"bulletformat"}}"#,
+        )
+        .unwrap();
+        assert!(
+            matches!(ok, JobSpec::Export(ref e) if e.source == crate::Source::Binpack && e.mask.is_none())
+        );
+    }
+
     #[test]
     fn rejects_bad_requests_with_reasons() {
         assert!(err("{").contains("not valid JSON"));
