@@ -36,6 +36,25 @@ pub enum SpaceKind {
     Other,
 }
 
+impl SpaceKind {
+    /// The name JSON, the CLI and the dashboard give it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SpaceKind::Raw => "raw",
+            SpaceKind::Datasets => "datasets",
+            SpaceKind::Masks => "masks",
+            SpaceKind::Profiles => "profiles",
+            SpaceKind::Shuffles => "shuffles",
+            SpaceKind::Runs => "runs",
+            SpaceKind::Nets => "nets",
+            SpaceKind::Sprt => "sprt",
+            SpaceKind::Experiments => "experiments",
+            SpaceKind::Exports => "exports",
+            SpaceKind::Other => "other",
+        }
+    }
+}
+
 /// One item's share: a dataset (`SOURCE/NAME`), a shuffle, a run, a net, a test.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
 pub struct SpaceItem {
@@ -180,6 +199,8 @@ mod tests {
             ("jobs/x.json", SpaceKind::Other, "jobs"),
         ] {
             assert_eq!(classify(key), (kind, item.to_string()), "{key}");
+            // The name is serde's.
+            assert_eq!(serde_json::to_value(kind).unwrap(), kind.as_str());
         }
     }
 }

@@ -71,13 +71,6 @@ fn retention(s: &AppState) -> String {
     }
 }
 
-fn kind_name(k: SpaceKind) -> String {
-    serde_json::to_value(k)
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_string))
-        .unwrap_or_default()
-}
-
 fn mib(bytes: u64) -> String {
     format!("{:.1}", bytes as f64 / (1 << 20) as f64)
 }
@@ -133,7 +126,7 @@ async fn page(State(s): State<AppState>) -> Page {
         let _ = write!(
             b,
             r#"<tr><td>{}</td><td class="num">{}</td><td class="num">{:.1}%</td><td class="num">{}</td><td class="num">{}</td></tr>"#,
-            kind_name(k.kind),
+            k.kind.as_str(),
             mib(k.bytes),
             100.0 * k.bytes as f64 / u.bytes.max(1) as f64,
             k.objects,
@@ -148,7 +141,7 @@ async fn page(State(s): State<AppState>) -> Page {
         let _ = write!(
             b,
             r#"<tr><td>{}</td><td>{}</td><td class="num">{}</td><td class="num">{}</td></tr>"#,
-            kind_name(i.kind),
+            i.kind.as_str(),
             item_link(i.kind, &i.name),
             mib(i.bytes),
             i.objects

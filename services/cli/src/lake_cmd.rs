@@ -299,12 +299,7 @@ pub(crate) fn du(lake: &str, rt: &tokio::runtime::Handle, a: DuArgs) -> anyhow::
         println!("{}", serde_json::to_string_pretty(&u)?);
         return Ok(());
     }
-    let kind = |k: lakefish_jobs::space::SpaceKind| {
-        serde_json::to_value(k)
-            .ok()
-            .and_then(|v| v.as_str().map(str::to_string))
-            .unwrap_or_default()
-    };
+    let kind = lakefish_jobs::space::SpaceKind::as_str;
     println!(
         "{:<12} {:>11} {:>9} {:>7}",
         "kind", "size", "objects", "items"
