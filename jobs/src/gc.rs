@@ -2,7 +2,9 @@
 //! something does: training checkpoints beyond the last `keep_checkpoints` of each finished
 //! run, pass-1 files a committed shuffle left behind, and (with `unused_shuffle_days`)
 //! shuffles no run has trained on for that long that no registered net's lineage names
-//! (removed as `lakefish rm` removes them, with a tombstone for the runs that used them).
+//! (removed as `lakefish rm` removes them, with a tombstone for the runs that used them),
+//! and what ingests that never committed left: the parts of a dataset whose writer's claim
+//! is past its lease ([`lakefish_lake::datasets::CLAIM_LEASE`]) and that no job at work names.
 //! The server's scheduler runs it with `[retention]` and keeps its last report in `gc/last.json`.
 //!
 //! Kept whatever the policy says: every checkpoint a registered net was quantized from (its
@@ -48,11 +50,26 @@ impl From<&lakefish_schemas::config::RetentionConfig> for GcPolicy {
     }
 }
 
+/// What a removal takes, which decides how it is checked again before it acts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum RemovalKind {
+    /// Old checkpoints of a finished run.
+    Checkpoints,
+    /// A whole shuffle unused for the configured days (as `rm` removes it).
+    Shuffle,
+    /// Pass-1 files a committed shuffle left behind.
+    PassFiles,
+    /// The parts of an ingest that never committed, its writer's claim past its lease.
+    FailedIngest,
+}
+
 /// One item's objects to remove.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
 pub struct Removal {
-    /// `run-…` or `sh-…`.
+    /// `run-…`, `sh-…`, or `SOURCE/NAME` for a failed ingest.
     pub item: String,
+    pub kind: RemovalKind,
     pub keys: Vec<String>,
     pub bytes: u64,
     pub why: String,
@@ -82,6 +99,91 @@ pub struct GcReport {
     pub removed_bytes: u64,
     /// Items skipped at the last moment (changed since the plan, or a job named them).
     pub skipped: Vec<Kept>,
+}
+
+/// Why work under way needs `target`, if it does.
+fn named_by_work(target: &crate::remove::RmTarget, active: &[String]) -> Option<String> {
+    let mentions = target.mentions();
+    active
+        .iter()
+        .any(|s| mentions.iter().any(|m| s.contains(m.as_str())))
+        .then(|| "a queued or running job names it".to_string())
+}
+
+/// Every object an uncommitted dataset holds (positions and, for PGN, games), its
+/// writer's claim last.
+async fn attempt_keys(
+    lake: &Lake,
+    source: lakefish_schemas::Source,
+    dataset: &lakefish_schemas::DatasetName,
+) -> Result<(Vec<String>, u64), JobError> {
+    let prefix = lakefish_schemas::positions::dataset_prefix(source, dataset);
+    let claim = format!("{prefix}/{}", lakefish_lake::datasets::WRITER_FILE);
+    let mut keys = Vec::new();
+    let mut bytes = 0;
+    for p in [
+        prefix,
+        lakefish_schemas::games::games_prefix(source, dataset),
+    ] {
+        for o in lake.list(&p).await? {
+            bytes += o.size;
+            keys.push(o.location.to_string());
+        }
+    }
+    if let Some(i) = keys.iter().position(|k| *k == claim) {
+        let k = keys.remove(i);
+        keys.push(k);
+    }
+    Ok((keys, bytes))
+}
+
+/// Removes what a failed ingest left, holding its dataset's claim meanwhile: the stale
+/// claim is taken over (atomically, as a writer would) in gc's name, so a writer arriving
+/// now finds the dataset busy instead of writing parts gc is about to delete. `None` when
+/// the item changed since the plan (committed, claimed afresh, or named by new work).
+async fn remove_failed_ingest(
+    lake: &Lake,
+    jobs: &JobStore,
+    item: &str,
+) -> Result<Option<(u64, u64)>, JobError> {
+    use lakefish_lake::datasets::{WRITER_FILE, WriterClaim, read_manifest};
+    let Some((source, name)) = item.split_once('/') else {
+        return Ok(None);
+    };
+    let (Some(source), Ok(name)) = (
+        lakefish_schemas::Source::parse(source),
+        lakefish_schemas::DatasetName::new(name),
+    ) else {
+        return Ok(None);
+    };
+    let prefix = lakefish_schemas::positions::dataset_prefix(source, &name);
+    let claim_key = format!("{prefix}/{WRITER_FILE}");
+    let Some((bytes, version)) = lake.get_versioned(&claim_key).await? else {
+        return Ok(None);
+    };
+    let target = crate::remove::RmTarget::Dataset(source, name.clone());
+    if !WriterClaim::parse(&bytes).is_stale()
+        || read_manifest(lake, source, &name).await?.is_some()
+        || named_by_work(&target, &active_specs(lake, jobs).await?).is_some()
+    {
+        return Ok(None);
+    }
+    // Listed before the takeover: what the dead writer left (its claim included).
+    let (keys, bytes) = attempt_keys(lake, source, &name).await?;
+    let token = format!("gc-{}", lakefish_schemas::JobId::new());
+    let mine = serde_json::to_vec_pretty(&WriterClaim::new("gc", &token))?;
+    if !lake
+        .put_if_unchanged(&claim_key, mine, Some(&version))
+        .await?
+    {
+        return Ok(None);
+    }
+    let objects = keys.len() as u64;
+    // The claim (last in `keys`) goes after everything it guarded.
+    lake.delete_many(keys[..keys.len().saturating_sub(1)].to_vec())
+        .await?;
+    lake.delete(&claim_key).await?;
+    Ok(Some((objects, bytes)))
 }
 
 /// The text of all work under way ([`crate::remove::work_in_progress`]).
@@ -173,6 +275,7 @@ pub async fn plan(lake: &Lake, jobs: &JobStore, policy: GcPolicy) -> Result<GcPl
                 let kept_for_nets = run.checkpoints.len() - p.keep_checkpoints - names.len();
                 p.remove.push(Removal {
                     item: run.id.to_string(),
+                    kind: RemovalKind::Checkpoints,
                     keys,
                     bytes,
                     why: format!(
@@ -223,6 +326,7 @@ pub async fn plan(lake: &Lake, jobs: &JobStore, policy: GcPolicy) -> Result<GcPl
                     None => {
                         p.remove.push(Removal {
                             item: sh.id.to_string(),
+                            kind: RemovalKind::Shuffle,
                             why: format!("unused since {last} (over {days} days)"),
                             keys: rm.keys,
                             bytes: rm.bytes,
@@ -244,11 +348,36 @@ pub async fn plan(lake: &Lake, jobs: &JobStore, policy: GcPolicy) -> Result<GcPl
         if !keys.is_empty() {
             p.remove.push(Removal {
                 item: sh.id.to_string(),
+                kind: RemovalKind::PassFiles,
                 why: format!("{} pass-1 files of a committed shuffle", keys.len()),
                 keys,
                 bytes,
             });
         }
+    }
+    for claim in lakefish_lake::datasets::list_claims(lake).await? {
+        let name = format!("{}/{}", claim.source, claim.name);
+        if !claim.stale {
+            continue;
+        }
+        let target = crate::remove::RmTarget::Dataset(claim.source, claim.name.clone());
+        if let Some(why) = named_by_work(&target, &active) {
+            p.kept.push(Kept { item: name, why });
+            continue;
+        }
+        let (keys, bytes) = attempt_keys(lake, claim.source, &claim.name).await?;
+        p.remove.push(Removal {
+            item: name,
+            kind: RemovalKind::FailedIngest,
+            why: format!(
+                "{} objects of an ingest never committed (job {}'s claim expired {})",
+                keys.len(),
+                claim.claim.job,
+                claim.claim.expires
+            ),
+            keys,
+            bytes,
+        });
     }
     p.bytes = p.remove.iter().map(|r| r.bytes).sum();
     p.objects = p.remove.iter().map(|r| r.keys.len() as u64).sum();
@@ -270,96 +399,107 @@ pub async fn apply(
     let registered = registered_steps(lake).await?;
     let none = BTreeSet::new();
     for r in &plan.remove {
-        if let Some(id) = r
-            .item
-            .starts_with("run-")
-            .then(|| RunId::new(&r.item).ok())
-            .flatten()
-        {
-            // Again, now: a job may have been queued, or the run resumed, since the plan.
-            let active = active_specs(lake, jobs).await?;
-            let Some(run) = crate::nets::read_run(lake, &id).await? else {
-                continue;
-            };
-            let steps = registered.get(id.as_str()).unwrap_or(&none);
-            let now = match run_removals(
-                &run,
-                GcPolicy {
-                    keep_checkpoints: plan.keep_checkpoints,
-                    unused_shuffle_days: None,
-                },
-                steps,
-                &active,
-            ) {
-                Ok(names) => names,
-                Err(why) => {
+        match r.kind {
+            RemovalKind::Checkpoints => {
+                let Ok(id) = RunId::new(&r.item) else {
+                    continue;
+                };
+                // Again, now: a job may have been queued, or the run resumed, since the plan.
+                let active = active_specs(lake, jobs).await?;
+                let Some(run) = crate::nets::read_run(lake, &id).await? else {
+                    continue;
+                };
+                let steps = registered.get(id.as_str()).unwrap_or(&none);
+                let now = match run_removals(
+                    &run,
+                    GcPolicy {
+                        keep_checkpoints: plan.keep_checkpoints,
+                        unused_shuffle_days: None,
+                    },
+                    steps,
+                    &active,
+                ) {
+                    Ok(names) => names,
+                    Err(why) => {
+                        report.skipped.push(Kept {
+                            item: r.item.clone(),
+                            why,
+                        });
+                        continue;
+                    }
+                };
+                let keys: Vec<String> = now.iter().map(|n| checkpoint_key(&id, n)).collect();
+                if keys.iter().any(|k| !r.keys.contains(k)) {
                     report.skipped.push(Kept {
                         item: r.item.clone(),
-                        why,
+                        why: "changed since the plan: run gc again".into(),
                     });
                     continue;
                 }
-            };
-            let keys: Vec<String> = now.iter().map(|n| checkpoint_key(&id, n)).collect();
-            if keys.iter().any(|k| !r.keys.contains(k)) {
-                report.skipped.push(Kept {
+                let mut bytes = 0;
+                for k in &keys {
+                    bytes += lake.size(k).await?.unwrap_or(0);
+                }
+                lake.delete_many(keys.clone()).await?;
+                report.removed_objects += keys.len() as u64;
+                report.removed_bytes += bytes;
+                let mut record = run.clone();
+                record.checkpoints.retain(|c| !now.contains(c));
+                lake.put(
+                    &format!("runs/{id}/{}", lakefish_schemas::train::RUN_FILE),
+                    serde_json::to_vec_pretty(&record)?,
+                )
+                .await?;
+                crate::nets::index_run(lake, &record).await?;
+            }
+            RemovalKind::Shuffle => {
+                // A whole shuffle: checked and removed as `rm` does, leaving a tombstone.
+                let target =
+                    crate::remove::RmTarget::Shuffle(r.item.parse().map_err(
+                        |e: lakefish_schemas::NameError| JobError::Internal(e.to_string()),
+                    )?);
+                let rm = crate::remove::plan(lake, jobs, &target).await?;
+                if let Some(d) = rm
+                    .dependents
+                    .iter()
+                    .find(|d| d.blocking || d.what.starts_with("registered net"))
+                {
+                    report.skipped.push(Kept {
+                        item: r.item.clone(),
+                        why: format!("needed by {} since the plan", d.what),
+                    });
+                    continue;
+                }
+                let unfinished = crate::nets::list_runs(lake)
+                    .await?
+                    .into_iter()
+                    .find(|x| x.spec.shuffle.as_str() == r.item && !x.finished);
+                if let Some(x) = unfinished {
+                    report.skipped.push(Kept {
+                        item: r.item.clone(),
+                        why: format!("run {} on it is not finished", x.id),
+                    });
+                    continue;
+                }
+                crate::remove::apply(lake, &target, &rm, true, by).await?;
+                report.removed_objects += rm.keys.len() as u64;
+                report.removed_bytes += rm.bytes;
+            }
+            RemovalKind::PassFiles => {
+                lake.delete_many(r.keys.clone()).await?;
+                report.removed_objects += r.keys.len() as u64;
+                report.removed_bytes += r.bytes;
+            }
+            RemovalKind::FailedIngest => match remove_failed_ingest(lake, jobs, &r.item).await? {
+                Some((objects, bytes)) => {
+                    report.removed_objects += objects;
+                    report.removed_bytes += bytes;
+                }
+                None => report.skipped.push(Kept {
                     item: r.item.clone(),
-                    why: "changed since the plan: run gc again".into(),
-                });
-                continue;
-            }
-            let mut bytes = 0;
-            for k in &keys {
-                bytes += lake.size(k).await?.unwrap_or(0);
-            }
-            lake.delete_many(keys.clone()).await?;
-            report.removed_objects += keys.len() as u64;
-            report.removed_bytes += bytes;
-            let mut record = run.clone();
-            record.checkpoints.retain(|c| !now.contains(c));
-            lake.put(
-                &format!("runs/{id}/{}", lakefish_schemas::train::RUN_FILE),
-                serde_json::to_vec_pretty(&record)?,
-            )
-            .await?;
-            crate::nets::index_run(lake, &record).await?;
-        } else if r.keys.iter().any(|k| k.ends_with("/_manifest.json")) {
-            // A whole shuffle: checked and removed as `rm` does, leaving a tombstone.
-            let target = crate::remove::RmTarget::Shuffle(
-                r.item
-                    .parse()
-                    .map_err(|e: lakefish_schemas::NameError| JobError::Internal(e.to_string()))?,
-            );
-            let rm = crate::remove::plan(lake, jobs, &target).await?;
-            if let Some(d) = rm
-                .dependents
-                .iter()
-                .find(|d| d.blocking || d.what.starts_with("registered net"))
-            {
-                report.skipped.push(Kept {
-                    item: r.item.clone(),
-                    why: format!("needed by {} since the plan", d.what),
-                });
-                continue;
-            }
-            let unfinished = crate::nets::list_runs(lake)
-                .await?
-                .into_iter()
-                .find(|x| x.spec.shuffle.as_str() == r.item && !x.finished);
-            if let Some(x) = unfinished {
-                report.skipped.push(Kept {
-                    item: r.item.clone(),
-                    why: format!("run {} on it is not finished", x.id),
-                });
-                continue;
-            }
-            crate::remove::apply(lake, &target, &rm, true, by).await?;
-            report.removed_objects += rm.keys.len() as u64;
-            report.removed_bytes += rm.bytes;
-        } else {
-            lake.delete_many(r.keys.clone()).await?;
-            report.removed_objects += r.keys.len() as u64;
-            report.removed_bytes += r.bytes;
+                    why: "committed, claimed again or named by a job since the plan".into(),
+                }),
+            },
         }
     }
     Ok(report)

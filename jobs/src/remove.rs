@@ -90,7 +90,7 @@ impl RmTarget {
 
     /// How other records write the item (a job spec, a plan, a pipeline run): any of these
     /// in their text means they may read it (over-matching only ever refuses more).
-    fn mentions(&self) -> Vec<String> {
+    pub(crate) fn mentions(&self) -> Vec<String> {
         match self {
             RmTarget::Dataset(s, d) => vec![format!("\"{d}\""), format!("{s}/{d}")],
             RmTarget::Checkpoint(run, _) => vec![run.to_string()],

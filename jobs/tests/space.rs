@@ -553,3 +553,102 @@ fn register_net(fx: &LakeFixture, shuffle: &str, datasets: &[&str], mask: &str) 
         ))
         .unwrap();
 }
+
+/// What ingests left that never committed: real parts with their manifest gone and their
+/// writer's claim past its lease go; a live claim, a claim a queued job's dataset names,
+/// and a claim taken afresh between the plan and the act stay; committed datasets stay.
+#[test]
+fn gc_removes_what_failed_ingests_left_past_their_lease() {
+    use lakefish_jobs::gc::{GcPolicy, RemovalKind, apply, plan};
+    use lakefish_lake::datasets::WriterClaim;
+    use lakefish_lake::records::JobStore;
+    let fx = LakeFixture::new();
+    let jobs = JobStore::new(fx.lake.clone());
+    let put = |key: &str, bytes: Vec<u8>| fx.rt.block_on(fx.lake.put(key, bytes)).unwrap();
+    let claim = |expires: &str| {
+        let mut c = WriterClaim::new("0190000000000000000000000000000a", "t");
+        c.expires = expires.into();
+        serde_json::to_vec(&c).unwrap()
+    };
+    let later = (chrono::Utc::now() + chrono::Duration::minutes(5)).to_rfc3339();
+    for (i, (name, expires)) in [
+        ("crashed", Some("2026-01-01T00:00:00Z")),
+        ("busy", Some(later.as_str())),
+        ("named", Some("2026-01-01T00:00:00Z")),
+        ("raced", Some("2026-01-01T00:00:00Z")),
+        ("fine", None),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        fx.ingest_bytes(&synthetic_binpack(40, i as u64 + 1), name, 1_000);
+        if let Some(expires) = expires {
+            // A writer that died before its commit: its parts, its claim, no manifest.
+            let dir = format!("positions/source=binpack/dataset={name}");
+            std::fs::remove_file(fx.path(&format!("{dir}/_manifest.json"))).unwrap();
+            put(&format!("{dir}/_writer"), claim(expires));
+        }
+    }
+    let mask = lakefish_schemas::JobSpec::from_request(
+        br#"{"kind":"mask","spec":{"dataset":"named","definition":{"name":"q"}}}"#,
+    )
+    .unwrap();
+    fx.rt
+        .block_on(jobs.put(&JobStore::new_record(JobId::new(), mask)))
+        .unwrap();
+    let files = |name: &str| {
+        std::fs::read_dir(fx.path(&format!("positions/source=binpack/dataset={name}")))
+            .map(|d| d.count())
+            .unwrap_or(0)
+    };
+    let crashed_files = files("crashed");
+    assert!(crashed_files >= 2, "parts and the claim: {crashed_files}");
+
+    let p = fx
+        .rt
+        .block_on(plan(&fx.lake, &jobs, GcPolicy::default()))
+        .unwrap();
+    let removed: Vec<(&str, RemovalKind)> =
+        p.remove.iter().map(|r| (r.item.as_str(), r.kind)).collect();
+    assert_eq!(
+        removed,
+        [
+            ("binpack/crashed", RemovalKind::FailedIngest),
+            ("binpack/raced", RemovalKind::FailedIngest)
+        ]
+    );
+    assert_eq!(p.remove[0].keys.len(), crashed_files);
+    assert!(p.remove[0].why.contains("never committed"), "{p:?}");
+    assert!(
+        p.kept.iter().any(|k| k.item == "binpack/named"
+            && k.why == "a queued or running job names it"),
+        "{:?}",
+        p.kept
+    );
+    // Between the plan and the act, a writer takes "raced" over afresh.
+    put(
+        "positions/source=binpack/dataset=raced/_writer",
+        claim(&later),
+    );
+    let done = fx.rt.block_on(apply(&fx.lake, &jobs, &p, "test")).unwrap();
+    assert_eq!(done.removed_objects as usize, crashed_files);
+    assert_eq!(done.removed_bytes, p.remove[0].bytes);
+    assert_eq!(
+        done.skipped.iter().map(|k| k.item.as_str()).collect::<Vec<_>>(),
+        ["binpack/raced"]
+    );
+    assert_eq!(files("crashed"), 0);
+    for name in ["busy", "named", "raced"] {
+        assert!(files(name) >= 2, "{name} kept");
+    }
+    assert!(
+        fx.path("positions/source=binpack/dataset=fine/_manifest.json")
+            .exists()
+    );
+    // An ingest into "crashed" now starts from nothing and commits.
+    fx.ingest_bytes(&synthetic_binpack(40, 1), "crashed", 1_000);
+    assert!(
+        fx.path("positions/source=binpack/dataset=crashed/_manifest.json")
+            .exists()
+    );
+}

@@ -196,7 +196,9 @@ pub(crate) enum Command {
     Du(crate::lake_cmd::DuArgs),
     /// Remove what nothing needs: checkpoints of finished runs beyond the last
     /// --keep-checkpoints (never one a registered net came from, nor any of a run a queued or
-    /// running job names), and pass-1 files of committed shuffles. Prints the plan; --yes acts.
+    /// running job names), pass-1 files of committed shuffles, and the parts of ingests that
+    /// never committed once their writer's claim is past its 5-minute lease and no job names
+    /// the dataset. Prints the plan; --yes acts.
     Gc(crate::lake_cmd::GcArgs),
     /// Remove one item: `dataset [SOURCE/]NAME` (with its masks and profile), `shuffle SH`,
     /// `run RUN`, `checkpoint RUN/STEP` or `games SPRT` (a finished test's games; its result
