@@ -481,7 +481,7 @@ pub async fn apply(
                     });
                     continue;
                 }
-                crate::remove::apply(lake, &target, &rm, true, by).await?;
+                crate::remove::apply(lake, jobs, &target, &rm, true, by).await?;
                 report.removed_objects += rm.keys.len() as u64;
                 report.removed_bytes += rm.bytes;
             }

@@ -411,7 +411,15 @@ pub async fn plan(lake: &Lake, jobs: &JobStore, target: &RmTarget) -> Result<RmP
                 return Err(missing());
             }
             for r in crate::nets::list_runs(lake).await? {
-                if &r.spec.shuffle == id {
+                if &r.spec.shuffle == id && maybe_training(&r) {
+                    need(
+                        format!(
+                            "run {} on it is not finished and was written in the last 30 minutes (it may be training)",
+                            r.id
+                        ),
+                        true,
+                    );
+                } else if &r.spec.shuffle == id {
                     need(format!("run {} (trained on it)", r.id), false);
                 }
             }
@@ -515,9 +523,11 @@ pub async fn plan(lake: &Lake, jobs: &JobStore, target: &RmTarget) -> Result<RmP
 }
 
 /// Removes what `plan` lists, unless something needs it (with `force`: unless a job or test
-/// is at work on it), leaving a tombstone signed `by`.
+/// is at work on it), leaving a tombstone signed `by`. The work under way is read again
+/// first: a job started since the plan was shown refuses the removal as well.
 pub async fn apply(
     lake: &Lake,
+    jobs: &JobStore,
     target: &RmTarget,
     plan: &RmPlan,
     force: bool,
@@ -529,7 +539,28 @@ pub async fn apply(
             .collect::<Vec<_>>()
             .join("; ")
     };
-    let blocking: Vec<&Dependent> = plan.dependents.iter().filter(|d| d.blocking).collect();
+    let mentions = target.mentions();
+    let since: Vec<Dependent> = work_in_progress(lake, jobs)
+        .await?
+        .into_iter()
+        .filter(|(_, text)| mentions.iter().any(|m| text.contains(m.as_str())))
+        .map(|(what, _)| Dependent {
+            what: format!("{what}, started since the plan"),
+            blocking: true,
+        })
+        .filter(|d| {
+            !plan
+                .dependents
+                .iter()
+                .any(|p| d.what.starts_with(p.what.as_str()))
+        })
+        .collect();
+    let blocking: Vec<&Dependent> = plan
+        .dependents
+        .iter()
+        .chain(&since)
+        .filter(|d| d.blocking)
+        .collect();
     if !blocking.is_empty() {
         return Err(JobError::Input {
             input: format!("{} {}", plan.kind, plan.name),

@@ -263,7 +263,14 @@ fn rm_refuses_what_lineage_or_work_needs_and_leaves_tombstones() {
     );
     let e = fx
         .rt
-        .block_on(apply(&fx.lake, &target("dataset", "a"), &p, false, "t"))
+        .block_on(apply(
+            &fx.lake,
+            &jobs,
+            &target("dataset", "a"),
+            &p,
+            false,
+            "t",
+        ))
         .unwrap_err()
         .to_string();
     assert!(
@@ -278,6 +285,7 @@ fn rm_refuses_what_lineage_or_work_needs_and_leaves_tombstones() {
         .rt
         .block_on(apply(
             &fx.lake,
+            &jobs,
             &target("shuffle", sh.id.as_str()),
             &p,
             false,
@@ -309,7 +317,14 @@ fn rm_refuses_what_lineage_or_work_needs_and_leaves_tombstones() {
     );
     let e = fx
         .rt
-        .block_on(apply(&fx.lake, &target("dataset", "b"), &p, true, "t"))
+        .block_on(apply(
+            &fx.lake,
+            &jobs,
+            &target("dataset", "b"),
+            &p,
+            true,
+            "t",
+        ))
         .unwrap_err()
         .to_string();
     assert!(e.contains("in use by queued job"), "{e}");
@@ -326,7 +341,14 @@ fn rm_refuses_what_lineage_or_work_needs_and_leaves_tombstones() {
     let before = fx.rt.block_on(usage(&fx.lake)).unwrap();
     let stone = fx
         .rt
-        .block_on(apply(&fx.lake, &target("dataset", "a"), &p, true, "ana"))
+        .block_on(apply(
+            &fx.lake,
+            &jobs,
+            &target("dataset", "a"),
+            &p,
+            true,
+            "ana",
+        ))
         .unwrap();
     assert_eq!(
         (stone.by.as_str(), stone.objects as usize),
@@ -620,8 +642,9 @@ fn gc_removes_what_failed_ingests_left_past_their_lease() {
     assert_eq!(p.remove[0].keys.len(), crashed_files);
     assert!(p.remove[0].why.contains("never committed"), "{p:?}");
     assert!(
-        p.kept.iter().any(|k| k.item == "binpack/named"
-            && k.why == "a queued or running job names it"),
+        p.kept
+            .iter()
+            .any(|k| k.item == "binpack/named" && k.why == "a queued or running job names it"),
         "{:?}",
         p.kept
     );
@@ -634,7 +657,10 @@ fn gc_removes_what_failed_ingests_left_past_their_lease() {
     assert_eq!(done.removed_objects as usize, crashed_files);
     assert_eq!(done.removed_bytes, p.remove[0].bytes);
     assert_eq!(
-        done.skipped.iter().map(|k| k.item.as_str()).collect::<Vec<_>>(),
+        done.skipped
+            .iter()
+            .map(|k| k.item.as_str())
+            .collect::<Vec<_>>(),
         ["binpack/raced"]
     );
     assert_eq!(files("crashed"), 0);
@@ -649,6 +675,172 @@ fn gc_removes_what_failed_ingests_left_past_their_lease() {
     fx.ingest_bytes(&synthetic_binpack(40, 1), "crashed", 1_000);
     assert!(
         fx.path("positions/source=binpack/dataset=crashed/_manifest.json")
+            .exists()
+    );
+}
+
+/// `rm` under work at it: a running pipeline run that trains on a dataset, a run that may be
+/// training (unfinished, written lately, as a local `lakefish train` leaves it) refuse
+/// even `--force`; a shuffle started after the removal was planned refuses it at the act;
+/// and a shuffle whose input goes anyway, past every check, fails naming the missing part
+/// and commits nothing.
+#[test]
+fn rm_under_a_pipeline_or_a_training_is_refused_and_a_racing_shuffle_fails_clearly() {
+    use lakefish_jobs::remove::{RmTarget, apply, plan};
+    use lakefish_lake::records::JobStore;
+    use lakefish_schemas::{MaskName, ShuffleSpec};
+    let fx = LakeFixture::new();
+    let jobs = JobStore::new(fx.lake.clone());
+    let put = |key: &str, v: serde_json::Value| {
+        fx.rt
+            .block_on(fx.lake.put(key, serde_json::to_vec(&v).unwrap()))
+            .unwrap()
+    };
+    let target = |k: &str, n: &str| RmTarget::parse(k, n).unwrap();
+    let blocking = |t: &RmTarget| -> Vec<String> {
+        let p = fx.rt.block_on(plan(&fx.lake, &jobs, t)).unwrap();
+        p.dependents
+            .iter()
+            .filter(|d| d.blocking)
+            .map(|d| d.what.clone())
+            .collect()
+    };
+    for (i, name) in ["p", "r"].into_iter().enumerate() {
+        // Two binpack chunks: at least two parts.
+        let bytes = [
+            synthetic_binpack(60, i as u64 + 7),
+            synthetic_binpack(60, i as u64 + 9),
+        ]
+        .concat();
+        fx.ingest_bytes(&bytes, name, 1_000);
+        let spec = MaskSpec {
+            dataset: DatasetName::new(name).unwrap(),
+            source: Source::Binpack,
+            definition: MaskDefinition::quiet(),
+        };
+        lakefish_jobs::masks::mask_dataset(&fx.ctx(), &JobId::new(), &spec).unwrap();
+    }
+    let shuffle_of = |name: &str| ShuffleSpec {
+        datasets: vec![DatasetName::new(name).unwrap()],
+        source: Source::Binpack,
+        mask: MaskName::new("quiet").unwrap(),
+        chunks: 2,
+        seed: 1,
+        extra: Vec::new(),
+    };
+
+    // A running pipeline run that names the dataset as SOURCE/NAME.
+    let now = lakefish_lake::records::now();
+    let mut run = serde_json::json!({
+        "id": "nightly-20261128T000000", "round": 0, "pipeline": "nightly", "trigger": "manual",
+        "state": "running", "step": "train", "steps": [], "jobs": [], "datasets": ["binpack/p"],
+        "shuffle": null, "train_run": null, "checkpoint": null, "net": null, "base": null,
+        "sprt": null, "sprt_state": null, "promoted": false, "error": null,
+        "created": now, "updated": now, "finished": null
+    });
+    let key = lakefish_schemas::pipeline::run_key("nightly", "nightly-20261128T000000");
+    put(&key, run.clone());
+    let t = target("dataset", "p");
+    assert_eq!(
+        blocking(&t),
+        ["running pipeline run nightly-20261128T000000"]
+    );
+    let p = fx.rt.block_on(plan(&fx.lake, &jobs, &t)).unwrap();
+    let e = fx
+        .rt
+        .block_on(apply(&fx.lake, &jobs, &t, &p, true, "t"))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("in use by running pipeline run nightly-20261128T000000"),
+        "{e}"
+    );
+    run["state"] = "failed".into();
+    put(&key, run);
+    assert!(blocking(&t).is_empty());
+
+    // A run on a shuffle of it, unfinished and written a moment ago: it may be training.
+    let sh = lakefish_jobs::shuffle::shuffle_here(&fx.ctx(), &shuffle_of("p")).unwrap();
+    let mut spec = serde_json::json!({"shuffle": sh.id.to_string(), "arch": "32x2-8"});
+    spec["features"] = "all768".into();
+    put(
+        "runs/run-00000000000d/run.json",
+        serde_json::json!({
+            "id": "run-00000000000d", "spec": spec, "device": "cpu", "step": 10, "epoch": 0,
+            "checkpoints": ["step-000000010.ot"], "train_positions": 1, "val_positions": 1,
+            "val_loss": [], "material_val_loss": null, "finished": false, "resumed_at": [],
+            "created": now, "updated": now
+        }),
+    );
+    let training = "run-00000000000d on it is not finished and was written in the last 30 minutes (it may be training)";
+    for (t, want) in [
+        (target("shuffle", sh.id.as_str()), training.to_string()),
+        (
+            target("run", "run-00000000000d"),
+            "run run-00000000000d is not finished and was written in the last 30 minutes (it may be training)".into(),
+        ),
+        (
+            target("checkpoint", "run-00000000000d/10"),
+            "run run-00000000000d is not finished and was written in the last 30 minutes (it may be training)".into(),
+        ),
+    ] {
+        let b = blocking(&t);
+        assert!(b.iter().any(|w| w.ends_with(&want)), "{t:?}: {b:?}");
+        let p = fx.rt.block_on(plan(&fx.lake, &jobs, &t)).unwrap();
+        let e = fx
+            .rt
+            .block_on(apply(&fx.lake, &jobs, &t, &p, true, "t"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("in use by") && e.contains(&want), "{e}");
+    }
+    assert!(
+        fx.path(&format!("shuffled/{}/_manifest.json", sh.id))
+            .exists()
+    );
+
+    // The race: the removal of "r" is planned (nothing needs it), then a shuffle of it starts.
+    let t = target("dataset", "r");
+    let p = fx.rt.block_on(plan(&fx.lake, &jobs, &t)).unwrap();
+    assert!(p.dependents.is_empty(), "{p:?}");
+    let started = lakefish_jobs::shuffle::start(&fx.ctx(), &shuffle_of("r")).unwrap();
+    assert!(started.parts.len() >= 2, "{} parts", started.parts.len());
+    let e = fx
+        .rt
+        .block_on(apply(&fx.lake, &jobs, &t, &p, true, "t"))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains(&format!(
+            "shuffle {} (planned, not committed), started since the plan",
+            started.id
+        )),
+        "{e}"
+    );
+    assert!(
+        fx.path("positions/source=binpack/dataset=r/_manifest.json")
+            .exists()
+    );
+    // Past every check (another process removing the files by hand, say), the shuffle
+    // reading them fails naming what went missing, and never commits.
+    lakefish_jobs::shuffle::deal_part(&fx.ctx(), &started, 0).unwrap();
+    for key in &p.keys {
+        fx.rt.block_on(fx.lake.delete(key)).unwrap();
+    }
+    let e = lakefish_jobs::shuffle::deal_part(&fx.ctx(), &started, 1)
+        .unwrap_err()
+        .to_string();
+    let part = format!(
+        "positions/source=binpack/dataset=r/{}",
+        started.parts[1].name
+    );
+    assert!(e.contains(&part) && e.contains("missing"), "{e}");
+    assert!(
+        lakefish_jobs::shuffle::commit(&fx.ctx(), &started).is_err(),
+        "a shuffle with a pass not done does not commit"
+    );
+    assert!(
+        !fx.path(&format!("shuffled/{}/_manifest.json", started.id))
             .exists()
     );
 }

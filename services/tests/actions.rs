@@ -380,10 +380,17 @@ async fn a_dataset_page_queues_and_then_draws_its_profile() {
         .unwrap();
     // The profile job the form queued has no worker here: it still reads the dataset.
     assert_eq!(plan.dependents.len(), 2, "{plan:?}");
-    let e = lakefish_jobs::remove::apply(&app.state.lake, &target, &plan, true, "ana")
-        .await
-        .unwrap_err()
-        .to_string();
+    let e = lakefish_jobs::remove::apply(
+        &app.state.lake,
+        &app.state.jobs,
+        &target,
+        &plan,
+        true,
+        "ana",
+    )
+    .await
+    .unwrap_err()
+    .to_string();
     assert!(
         e.contains("in use by queued job") && e.contains("(profile)"),
         "{e}"
@@ -396,9 +403,16 @@ async fn a_dataset_page_queues_and_then_draws_its_profile() {
         .await
         .unwrap();
     assert_eq!(plan.dependents.len(), 1, "{plan:?}");
-    lakefish_jobs::remove::apply(&app.state.lake, &target, &plan, true, "ana")
-        .await
-        .unwrap();
+    lakefish_jobs::remove::apply(
+        &app.state.lake,
+        &app.state.jobs,
+        &target,
+        &plan,
+        true,
+        "ana",
+    )
+    .await
+    .unwrap();
     let t = send(&app, "GET", "/v1/tombstones", &[], b"").await.json();
     assert_eq!(
         (t[0]["name"].as_str(), t[0]["by"].as_str()),

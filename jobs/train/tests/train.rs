@@ -970,3 +970,63 @@ fn ranger_resumes_exactly_and_differs_from_adam() {
             .contains("ft_update sparse: Ranger")
     );
 }
+
+/// Removed under a training (issue 45): the shuffle goes as `rm --force` removes it (its
+/// manifest first, then the chunks) while the trainer is at its first steps of four epochs
+/// (every epoch reads the chunks again). The trainer fails naming the chunk it could not
+/// read, never training on half of one, and the run says why it stopped.
+#[test]
+fn a_shuffle_removed_under_a_training_fails_it_clearly() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    struct RemoveOnFirstStep {
+        root: std::path::PathBuf,
+        shuffle: String,
+        done: AtomicBool,
+    }
+    impl lakefish_jobs::ProgressSink for RemoveOnFirstStep {
+        fn report(&self, p: &lakefish_schemas::Progress) {
+            if p.stage.contains(" step ") && !self.done.swap(true, Ordering::SeqCst) {
+                let dir = self.root.join("shuffled").join(&self.shuffle);
+                std::fs::remove_file(dir.join("_manifest.json")).unwrap();
+                std::fs::remove_dir_all(&dir).unwrap();
+            }
+        }
+    }
+    let fx = fixture(3);
+    let sink = std::sync::Arc::new(RemoveOnFirstStep {
+        root: fx._dir.path().join("lake"),
+        shuffle: fx.shuffle.to_string(),
+        done: AtomicBool::new(false),
+    });
+    let ctx = fx.ctx.clone().with_progress(sink.clone());
+    let mut s = spec(&fx.shuffle);
+    s.epochs = 4;
+    s.batch_size = 256;
+    s.checkpoint_every = 2;
+    let job = JobId::new();
+    let out = train(&ctx, &job, &s);
+    assert!(sink.done.load(Ordering::SeqCst), "the shuffle was removed");
+    let runs = fx
+        .rt
+        .block_on(lakefish_jobs::nets::list_runs(&fx.ctx.lake))
+        .unwrap();
+    assert_eq!(runs.len(), 1);
+    let e = out.unwrap_err().to_string();
+    assert!(
+        e.contains(&format!("shuffled/{}/chunk-", fx.shuffle)) && e.contains("missing"),
+        "the error names the missing chunk: {e}"
+    );
+    assert_eq!(runs[0].state(), "failed");
+    assert!(
+        runs[0]
+            .error
+            .as_deref()
+            .is_some_and(|r| r.contains("missing")),
+        "{:?}",
+        runs[0].error
+    );
+    for c in &runs[0].checkpoints {
+        let key = format!("{}/checkpoints/{c}", run_prefix(&runs[0].id));
+        assert!(fx.rt.block_on(fx.ctx.lake.get(&key)).unwrap().is_some());
+    }
+}

@@ -456,7 +456,7 @@ pub(crate) fn rm(lake: &str, rt: &tokio::runtime::Handle, a: RmArgs) -> anyhow::
         "local:{}",
         std::env::var("USER").unwrap_or_else(|_| "unknown".into())
     );
-    let stone = rt.block_on(remove::apply(&lake, &target, &plan, a.force, &by))?;
+    let stone = rt.block_on(remove::apply(&lake, &jobs, &target, &plan, a.force, &by))?;
     println!(
         "removed {} {} ({}); tombstone {}",
         stone.kind,
