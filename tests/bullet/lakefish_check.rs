@@ -15,6 +15,11 @@
 // buffer, THREADS threads (default 2), LR (default 0.001). With BF set (a file of bullet's
 // ChessBoard records) it reads that file in order instead of DATA; with INIT (a weights.bin)
 // it starts from those weights; STEPS=1 trains one step and saves the checkpoint after it.
+//
+// With DUMP set (a file of bullet's ChessBoard records) it trains nothing: bullet's own
+// DirectSequentialDataLoader reads the file, and for each record it prints one line,
+// "pos S R F1 F2 ...": the score and result (0 loss, 1 draw, 2 win, the side to move's) as
+// bullet's loader gives them to the trainer, and the side to move's Chess768 features.
 use bullet_lib::{
     game::{
         formats::sfbinpack::{
@@ -33,7 +38,10 @@ use bullet_lib::{
         schedule::{TrainingSchedule, TrainingSteps, lr, wdl},
         settings::LocalSettings,
     },
-    value::{ValueTrainerBuilder, loader},
+    value::{
+        ValueTrainerBuilder, loader,
+        loader::{DataLoader, LoadableDataType},
+    },
 };
 use std::io::BufRead;
 
@@ -144,7 +152,36 @@ macro_rules! train_and_eval {
     }};
 }
 
+/// DUMP: every record of the file, as bullet's loader and its Chess768 inputs see it.
+fn dump(path: &str) {
+    use bullet_lib::game::{formats::bulletformat::ChessBoard, inputs::SparseInputType};
+    use std::io::Write;
+    let data = loader::DirectSequentialDataLoader::new(&[path]);
+    let n = DataLoader::<ChessBoard>::count_positions(&data).unwrap() as usize;
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    if n == 0 {
+        return;
+    }
+    // The loader loops over its files until told to stop: stop after n records.
+    let mut seen = 0;
+    data.map_batches(0, 4096, |batch: &[ChessBoard]| {
+        for board in batch.iter().take(n - seen) {
+            let mut features = Vec::new();
+            Chess768.map_features(board, |stm, _| features.push(stm));
+            features.sort_unstable();
+            let text: Vec<String> = features.iter().map(usize::to_string).collect();
+            let result = LoadableDataType::result(board) as u8;
+            writeln!(out, "pos {} {result} {}", LoadableDataType::score(board), text.join(" ")).unwrap();
+            seen += 1;
+        }
+        seen >= n
+    });
+}
+
 fn main() {
+    if let Ok(path) = std::env::var("DUMP") {
+        return dump(&path);
+    }
     let hl: usize = env("HL").parse().unwrap();
     let steps: usize = env("STEPS").parse().unwrap();
     let factorised_l0w = || {

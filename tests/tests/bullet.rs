@@ -3,14 +3,31 @@
 //! and saves `quantised.bin`; lakefish imports each file with the shipped layout, evaluates
 //! 300 positions of the sample binpack, and must agree with bullet's own float output
 //! (`eval_raw_output` × the eval scale) within quantization; exporting the imported net in
-//! the same layout gives bullet's bytes back. Needs `../shared` (bullet's source, the binpack)
-//! and the crates registry for bullet's first build (about a minute on 2 cores, cached in
+//! the same layout gives bullet's bytes back. And bullet's own data loader as the oracle for
+//! lakefish's bulletformat export: the sample binpack, ingested and exported, read by
+//! bullet's `DirectSequentialDataLoader` gives each scored position's Chess768 inputs, score
+//! and result as the binpack says. Needs `../shared` (bullet's source, the binpack) and the
+//! crates registry for bullet's first build (about a minute on 2 cores, cached in
 //! target/bullet afterwards); without them it says so and checks nothing.
 
 use lakefish_tests::{assert_success, lakefish_bin, shared_data, workspace_root};
 use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Stdio};
+
+/// bullet with our example, built once for the tests of this file; the example's path.
+fn bullet_example(bullet: &Path) -> std::path::PathBuf {
+    static BUILT: std::sync::Mutex<Option<std::path::PathBuf>> = std::sync::Mutex::new(None);
+    let mut built = BUILT.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(p) = built.as_ref() {
+        return p.clone();
+    }
+    // Kept until the test binary exits (the source is only needed for the build).
+    let dir = tempfile::tempdir().unwrap().keep();
+    let p = build_bullet(bullet, &dir);
+    *built = Some(p.clone());
+    p
+}
 
 /// Copies bullet's source beside our example and builds it; the example's path.
 fn build_bullet(bullet: &Path, dir: &Path) -> std::path::PathBuf {
@@ -94,7 +111,7 @@ fn bullets_own_nets_import_and_evaluate_as_bullet_does() {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let example = build_bullet(&bullet, dir.path());
+    let example = bullet_example(&bullet);
     let fens = positions(&binpack);
     let lake = dir.path().join("lake");
     let lakefish = |args: &[&str]| {
@@ -195,4 +212,129 @@ fn bullets_own_nets_import_and_evaluate_as_bullet_does() {
             "{name}: the export differs from bullet's quantised.bin"
         );
     }
+}
+
+/// The side to move's Chess768 inputs of a position as bullet numbers them (its
+/// `inputs/chess768.rs`): 384 for the other side's men, 64 per kind from pawn to king, the
+/// square flipped rank for rank when Black is to move; sorted.
+fn chess768(fen: &str) -> Vec<usize> {
+    use shakmaty::{Color, Role};
+    let setup = fen.parse::<shakmaty::fen::Fen>().unwrap().into_setup();
+    let white = setup.turn == Color::White;
+    let mut out: Vec<usize> = setup
+        .board
+        .iter()
+        .map(|(sq, piece)| {
+            let theirs = usize::from((piece.color == Color::White) != white);
+            let kind = match piece.role {
+                Role::Pawn => 0,
+                Role::Knight => 1,
+                Role::Bishop => 2,
+                Role::Rook => 3,
+                Role::Queen => 4,
+                Role::King => 5,
+            };
+            let sq = if white { sq as usize } else { sq as usize ^ 56 };
+            384 * theirs + 64 * kind + sq
+        })
+        .collect();
+    out.sort_unstable();
+    out
+}
+
+#[test]
+fn bullets_loader_reads_our_bulletformat_export_as_the_binpack_says() {
+    let (Some(bullet), Some(binpack)) = (
+        shared_data("../bench/bullet-cpu/bullet"),
+        shared_data("binpack/small.binpack"),
+    ) else {
+        eprintln!("../shared/bench/bullet-cpu or the sample binpack is absent: nothing to compare");
+        return;
+    };
+    let example = bullet_example(&bullet);
+    let dir = tempfile::tempdir().unwrap();
+    let lake = dir.path().join("lake");
+    let out = Command::new(lakefish_bin())
+        .arg("--lake")
+        .arg(&lake)
+        .args(["ingest", "binpack"])
+        .arg(&binpack)
+        .args(["--dataset", "s"])
+        .output()
+        .unwrap();
+    assert_success(&out);
+    let bf = dir.path().join("s.bf");
+    let out = Command::new(lakefish_bin())
+        .arg("--lake")
+        .arg(&lake)
+        .args(["export", "s", "--format", "bulletformat", "-o"])
+        .arg(&bf)
+        .output()
+        .unwrap();
+    assert_success(&out);
+
+    // What the binpack says, read here with sfbinpack: each scored entry's inputs, its
+    // score in centipawns (Stockfish's conversion at the position's material; mates at
+    // ±32000) and result, both the side to move's.
+    let bytes = std::fs::read(&binpack).unwrap();
+    let mut r = sfbinpack::CompressedTrainingDataEntryReader::from_slice(&bytes).unwrap();
+    let mut want: Vec<String> = Vec::new();
+    while r.has_next() {
+        let e = r.next();
+        if e.score == lakefish_schemas::positions::NO_SCORE {
+            continue;
+        }
+        let fen = e.pos.fen().unwrap();
+        let board = fen
+            .parse::<shakmaty::fen::Fen>()
+            .unwrap()
+            .into_setup()
+            .board;
+        let score = i32::from(e.score);
+        let cp = if score.abs() > lakefish_engine::scores::MAX_EVAL {
+            32000 * score.signum()
+        } else {
+            lakefish_engine::scores::internal_to_centipawns(
+                score,
+                lakefish_engine::scores::material(&board),
+            )
+            .round()
+            .clamp(-32000.0, 32000.0) as i32
+        };
+        let features: Vec<String> = chess768(&fen).iter().map(usize::to_string).collect();
+        want.push(format!("pos {cp} {} {}", e.result + 1, features.join(" ")));
+    }
+
+    let out = Command::new(&example).env("DUMP", &bf).output().unwrap();
+    assert_success(&out);
+    let mut got: Vec<String> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect();
+    assert_eq!(
+        got.len() as u64 * 32,
+        std::fs::metadata(&bf).unwrap().len(),
+        "one line per record"
+    );
+    assert!(want.len() > 100_000, "{} scored entries", want.len());
+    // The export is in the lake's row order; compare as multisets.
+    want.sort_unstable();
+    got.sort_unstable();
+    let differing = got.iter().zip(&want).filter(|(a, b)| a != b).count();
+    assert_eq!(
+        (got.len(), differing),
+        (want.len(), 0),
+        "first difference: {:?}",
+        got.iter().zip(&want).find(|(a, b)| a != b)
+    );
+    // Every result and both signs of score occur: nothing collapsed to one value.
+    for needle in [" 0 ", " 1 ", " 2 "] {
+        assert!(
+            got.iter()
+                .any(|l| l.splitn(4, ' ').nth(2) == Some(needle.trim())),
+            "{needle}"
+        );
+    }
+    assert!(got.iter().any(|l| l.starts_with("pos -")));
 }
