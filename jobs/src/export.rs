@@ -1,5 +1,6 @@
-//! Data out (issue 45): a committed dataset, optionally through one of its masks, written in
-//! the formats other tools read. Per format, what survives:
+//! Data out (issue 45): a committed dataset, optionally through one of its masks, or a
+//! committed shuffle (its chunks in order: the rows already shuffled, as trainers want
+//! them), written in the formats other tools read. Per format, what survives:
 //!
 //! - `plain` (Stockfish's tools and nnue-pytorch: `fen`, `move`, `score`, `ply`, `result`, `e`
 //!   lines): every column. Scores stay in Stockfish's internal units and, like the result
@@ -26,7 +27,7 @@
 use std::io::Write;
 
 use lakefish_engine::scores::{MAX_EVAL, internal_to_centipawns};
-use lakefish_schemas::{DatasetName, MaskName, Source};
+use lakefish_schemas::export::RowsOf;
 
 use crate::{JobContext, JobError};
 
@@ -158,101 +159,41 @@ impl Write for Tap<'_> {
 }
 
 /// A committed dataset's manifest, or an error naming it.
-pub(crate) fn committed_manifest(
-    ctx: &JobContext,
-    source: Source,
-    dataset: &DatasetName,
-) -> Result<lakefish_schemas::DatasetManifest, JobError> {
-    ctx.block_on(lakefish_lake::datasets::read_manifest(
-        &ctx.lake, source, dataset,
-    ))?
-    .ok_or_else(|| JobError::Input {
-        input: format!("{source}/{dataset}"),
-        reason: "no such dataset (no committed manifest)".into(),
-    })
-}
-
-/// One part's rows with its key (errors name it), after a cancellation check.
-pub(crate) fn part_rows(
-    ctx: &JobContext,
-    source: Source,
-    dataset: &DatasetName,
-    part: &lakefish_schemas::PartInfo,
-) -> Result<(String, Vec<lakefish_lake::parts::PositionRow>), JobError> {
-    ctx.check_cancelled()?;
-    let key = format!(
-        "{}/{}",
-        lakefish_schemas::positions::dataset_prefix(source, dataset),
-        part.name
-    );
-    let bytes = ctx
-        .block_on(ctx.lake.get(&key))?
-        .ok_or_else(|| JobError::Corrupt {
-            what: "positions part",
-            key: key.clone(),
-            reason: "missing (the manifest names it)".into(),
-        })?;
-    let rows = lakefish_lake::parts::read_positions(bytes, &key)?;
-    Ok((key, rows))
-}
-
-/// Writes every row of `dataset` (those `mask` keeps, when given) to `out` in `format`, part
-/// after part in the manifest's order. `on_part` sees the rows read so far.
+/// [`export_rows`] of a dataset (the rows `mask` keeps, when given).
 pub fn export_dataset(
     ctx: &JobContext,
-    source: Source,
-    dataset: &DatasetName,
-    mask: Option<&MaskName>,
+    source: lakefish_schemas::Source,
+    dataset: &lakefish_schemas::DatasetName,
+    mask: Option<&lakefish_schemas::MaskName>,
     format: ExportFormat,
     out: &mut dyn Write,
     on_part: impl FnMut(u64, u64),
 ) -> Result<ExportSummary, JobError> {
-    let manifest = committed_manifest(ctx, source, dataset)?;
-    check_mask(ctx, source, dataset, mask)?;
-    write_parts(
-        ctx,
+    let of = RowsOf::Dataset {
         source,
-        dataset,
-        mask,
-        format,
-        &manifest.parts,
-        manifest.rows,
-        out,
-        on_part,
-    )
+        dataset: dataset.clone(),
+        mask: mask.cloned(),
+    };
+    export_rows(ctx, &of, format, out, on_part)
 }
 
-/// A mask asked for must be committed for the dataset.
-fn check_mask(
+/// Writes every row `of` names to `out` in `format`, unit after unit (a dataset's parts, a
+/// shuffle's chunks) in the manifest's order. `on_part` sees the rows read so far.
+pub fn export_rows(
     ctx: &JobContext,
-    source: Source,
-    dataset: &DatasetName,
-    mask: Option<&MaskName>,
-) -> Result<(), JobError> {
-    if let Some(m) = mask
-        && ctx
-            .block_on(crate::masks::read_mask_manifest(
-                &ctx.lake, m, source, dataset,
-            ))?
-            .is_none()
-    {
-        return Err(JobError::Input {
-            input: format!("mask {m}"),
-            reason: format!(
-                "no committed mask {m} for dataset {dataset} (lakefish mask {m} --dataset {dataset})"
-            ),
-        });
-    }
-    Ok(())
+    of: &RowsOf,
+    format: ExportFormat,
+    out: &mut dyn Write,
+    on_part: impl FnMut(u64, u64),
+) -> Result<ExportSummary, JobError> {
+    let c = crate::rows::committed(ctx, of)?;
+    write_parts(ctx, of, format, &c.units, c.rows, out, on_part)
 }
 
-/// Writes `parts` of a committed dataset to `out`, in order; `on_part(rows read, total)`.
-#[allow(clippy::too_many_arguments)]
+/// Writes `parts` of what `of` names to `out`, in order; `on_part(rows read, total)`.
 fn write_parts(
     ctx: &JobContext,
-    source: Source,
-    dataset: &DatasetName,
-    mask: Option<&MaskName>,
+    of: &RowsOf,
     format: ExportFormat,
     parts: &[lakefish_schemas::PartInfo],
     total_rows: u64,
@@ -275,27 +216,7 @@ fn write_parts(
     };
     let mut line = String::with_capacity(128);
     for part in parts {
-        let (key, rows) = part_rows(ctx, source, dataset, part)?;
-        let keep = match mask {
-            Some(m) => {
-                Some(ctx.block_on(crate::masks::read_mask(&ctx.lake, m, source, dataset, part))?)
-            }
-            None => None,
-        };
-        if let Some(k) = &keep
-            && k.len() != rows.len()
-        {
-            return Err(JobError::Corrupt {
-                what: "positions part",
-                key,
-                reason: format!(
-                    "holds {} rows, its mask {} (the manifest says {})",
-                    rows.len(),
-                    k.len(),
-                    part.rows
-                ),
-            });
-        }
+        let crate::rows::UnitRows { key, rows, keep } = crate::rows::read_unit(ctx, of, part)?;
         let corrupt = |i: usize, reason: String| JobError::Corrupt {
             what: "positions part",
             key: key.clone(),
@@ -435,19 +356,26 @@ pub async fn read_export_plan(
         .await
 }
 
+/// What an export spec reads, or an input error.
+fn spec_rows(spec: &ExportSpec) -> Result<RowsOf, JobError> {
+    spec.rows().map_err(|reason| JobError::Input {
+        input: "export".into(),
+        reason,
+    })
+}
+
 /// Plans an export (idempotent: the same spec on the same commit is the same plan).
 pub fn plan_export(ctx: &JobContext, spec: &ExportSpec) -> Result<ExportPlan, JobError> {
-    let manifest = committed_manifest(ctx, spec.source, &spec.dataset)?;
-    check_mask(ctx, spec.source, &spec.dataset, spec.mask.as_ref())?;
-    let id = export_id(spec, manifest.job_id.as_str());
+    let c = crate::rows::committed(ctx, &spec_rows(spec)?)?;
+    let id = export_id(spec, &c.commit);
     if let Some(p) = ctx.block_on(read_export_plan(&ctx.lake, &id))? {
         return Ok(p);
     }
     let plan = ExportPlan {
         id: id.clone(),
         spec: spec.clone(),
-        dataset_job_id: manifest.job_id.to_string(),
-        parts: manifest.parts.iter().map(|p| p.name.clone()).collect(),
+        dataset_job_id: c.commit,
+        parts: c.units.iter().map(|p| p.name.clone()).collect(),
         created: lakefish_lake::records::now(),
     };
     ctx.block_on(ctx.lake.put(
@@ -465,15 +393,16 @@ pub fn export_part(
     index: usize,
 ) -> Result<ExportCounts, JobError> {
     let spec = &plan.spec;
-    let manifest = committed_manifest(ctx, spec.source, &spec.dataset)?;
-    if manifest.job_id.as_str() != plan.dataset_job_id {
+    let of = spec_rows(spec)?;
+    let c = crate::rows::committed(ctx, &of)?;
+    if c.commit != plan.dataset_job_id {
         return Err(JobError::Failed(format!(
-            "{}/{} was committed again since export {} was planned: export it anew",
-            spec.source, spec.dataset, plan.id
+            "{of} was committed again since export {} was planned: export it anew",
+            plan.id
         )));
     }
-    let part = manifest
-        .parts
+    let part = c
+        .units
         .iter()
         .find(|p| Some(&p.name) == plan.parts.get(index))
         .ok_or_else(|| JobError::Input {
@@ -483,9 +412,7 @@ pub fn export_part(
     let mut bytes = Vec::new();
     let counts = write_parts(
         ctx,
-        spec.source,
-        &spec.dataset,
-        spec.mask.as_ref(),
+        &of,
         spec.format,
         std::slice::from_ref(part),
         part.rows,

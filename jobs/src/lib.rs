@@ -27,6 +27,7 @@ pub mod nets;
 pub mod pipeline;
 pub mod profile;
 pub mod remove;
+pub mod rows;
 pub mod runner;
 pub mod shuffle;
 pub mod space;

@@ -1,7 +1,8 @@
-//! Dataset profiles (issue 45): what a user looks at before training on a dataset. Counts,
+//! Dataset and shuffle profiles (issue 45): what a user looks at before training. Counts,
 //! histograms of score, ply, men on the board and result, the share of positions whose score
 //! and result disagree under Stockfish's win-rate model, and repeated positions. Stored beside
-//! the data as `profiles/source=S/dataset=D/profile.json`.
+//! the data as `profiles/source=S/dataset=D/profile.json` or `shuffled/<id>/_profile.json`
+//! (removed with the shuffle).
 //!
 //! Buckets: score by 100 internal units (`floor(score / 100) · 100`, below −3000 in −3100,
 //! 3000 and above in 3000); ply by 10 (400 and above in 400); men 2-32; result −1 / 0 / 1
@@ -13,15 +14,22 @@
 use std::collections::{BTreeMap, HashSet};
 
 use lakefish_engine::scores::{material, win_rate};
+use lakefish_schemas::export::RowsOf;
+use lakefish_schemas::names::ShuffleId;
 use lakefish_schemas::{DatasetName, Source};
 
 use crate::{JobContext, JobError};
 
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct DatasetProfile {
+pub struct Profile {
     pub source: Source,
-    pub dataset: DatasetName,
-    /// The dataset commit profiled (its manifest's job).
+    /// The dataset profiled, or ...
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dataset: Option<DatasetName>,
+    /// ... the shuffle.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shuffle: Option<ShuffleId>,
+    /// The commit profiled: the dataset manifest's job, or the shuffle's id.
     pub dataset_job_id: String,
     pub rows: u64,
     pub scored: u64,
@@ -42,9 +50,25 @@ pub struct DatasetProfile {
     pub repeated: u64,
 }
 
-/// Where a dataset's profile is stored.
-pub fn profile_key(source: Source, dataset: &DatasetName) -> String {
-    format!("profiles/source={source}/dataset={dataset}/profile.json")
+/// Where a profile is stored: beside the data (for a mask's rows: none).
+pub fn profile_key(of: &RowsOf) -> Result<String, JobError> {
+    match of {
+        RowsOf::Dataset {
+            source,
+            dataset,
+            mask: None,
+        } => Ok(format!(
+            "profiles/source={source}/dataset={dataset}/profile.json"
+        )),
+        RowsOf::Shuffle(id) => Ok(format!(
+            "{}/_profile.json",
+            crate::shuffle::shuffle_prefix(id.as_str())
+        )),
+        RowsOf::Dataset { mask: Some(_), .. } => Err(JobError::Input {
+            input: of.to_string(),
+            reason: "a profile is of a whole dataset or a shuffle, not of a mask's rows".into(),
+        }),
+    }
 }
 
 fn score_bucket(score: i16) -> i32 {
@@ -61,17 +85,21 @@ pub fn disagrees(score: i16, result: i8, material: i32) -> bool {
     (expected - points).abs() > 0.5
 }
 
-/// Profiles a committed dataset part by part and stores the profile beside it.
-pub fn profile_dataset(
-    ctx: &JobContext,
-    source: Source,
-    dataset: &DatasetName,
-) -> Result<DatasetProfile, JobError> {
-    let manifest = crate::export::committed_manifest(ctx, source, dataset)?;
-    let mut p = DatasetProfile {
-        source,
-        dataset: dataset.clone(),
-        dataset_job_id: manifest.job_id.to_string(),
+/// Profiles a committed dataset or shuffle unit by unit and stores the profile beside it.
+pub fn profile(ctx: &JobContext, of: &RowsOf) -> Result<Profile, JobError> {
+    let key = profile_key(of)?;
+    let c = crate::rows::committed(ctx, of)?;
+    let mut p = Profile {
+        source: c.source,
+        dataset: match of {
+            RowsOf::Dataset { dataset, .. } => Some(dataset.clone()),
+            RowsOf::Shuffle(_) => None,
+        },
+        shuffle: match of {
+            RowsOf::Shuffle(id) => Some(id.clone()),
+            RowsOf::Dataset { .. } => None,
+        },
+        dataset_job_id: c.commit.clone(),
         rows: 0,
         scored: 0,
         with_result: 0,
@@ -84,16 +112,16 @@ pub fn profile_dataset(
         repeated: 0,
     };
     let mut seen: HashSet<u64> = HashSet::new();
-    for part in &manifest.parts {
+    for unit in &c.units {
         ctx.progress.report(&lakefish_schemas::Progress {
-            stage: format!("profiling {source}/{dataset}"),
+            stage: format!("profiling {of}"),
             done: p.rows,
-            total: Some(manifest.rows),
+            total: Some(c.rows),
             unit: "rows".into(),
             rows: p.rows,
         });
-        let (key, rows) = crate::export::part_rows(ctx, source, dataset, part)?;
-        for (i, row) in rows.iter().enumerate() {
+        let u = crate::rows::read_unit(ctx, of, unit)?;
+        for (i, row) in u.rows.iter().enumerate() {
             p.rows += 1;
             let fen: Vec<&str> = row.fen.split_whitespace().take(4).collect();
             let position = fen.join(" ");
@@ -124,8 +152,8 @@ pub fn profile_dataset(
                     .fen
                     .parse::<shakmaty::fen::Fen>()
                     .map_err(|e| JobError::Corrupt {
-                        what: "positions part",
-                        key: key.clone(),
+                        what: "positions",
+                        key: u.key.clone(),
                         reason: format!("row {i}: {e}"),
                     })?
                     .into_setup()
@@ -134,20 +162,13 @@ pub fn profile_dataset(
             }
         }
     }
-    ctx.block_on(ctx.lake.put(
-        &profile_key(source, dataset),
-        serde_json::to_vec_pretty(&p)?,
-    ))?;
+    ctx.block_on(ctx.lake.put(&key, serde_json::to_vec_pretty(&p)?))?;
     Ok(p)
 }
 
-/// A dataset's stored profile, if it was profiled.
-pub async fn read_profile(
-    lake: &crate::Lake,
-    source: Source,
-    dataset: &DatasetName,
-) -> Result<Option<DatasetProfile>, JobError> {
-    let key = profile_key(source, dataset);
+/// A dataset's or shuffle's stored profile, if it was profiled.
+pub async fn read_profile(lake: &crate::Lake, of: &RowsOf) -> Result<Option<Profile>, JobError> {
+    let key = profile_key(of)?;
     let Some(bytes) = lake.get(&key).await? else {
         return Ok(None);
     };
@@ -167,9 +188,13 @@ impl crate::runner::Job for lakefish_schemas::ProfileSpec {
         ctx: &JobContext,
         _: &lakefish_schemas::JobId,
     ) -> Result<serde_json::Value, JobError> {
-        let p = profile_dataset(ctx, self.source, &self.dataset)?;
+        let of = self.rows().map_err(|reason| JobError::Input {
+            input: "profile".into(),
+            reason,
+        })?;
+        let p = profile(ctx, &of)?;
         Ok(serde_json::json!({
-            "profile": profile_key(self.source, &self.dataset),
+            "profile": profile_key(&of)?,
             "rows": p.rows,
             "scored": p.scored,
             "repeated": p.repeated,

@@ -309,12 +309,6 @@ pub fn chunk_rows_as_text(
     index: u32,
     limit: usize,
 ) -> Result<Vec<ChunkRow>, JobError> {
-    use arrow_array::{
-        Array, FixedSizeBinaryArray, Int8Array, Int16Array, StringArray, UInt16Array, UInt64Array,
-    };
-    use lakefish_schemas::positions::{
-        COL_BOARD, COL_FEN, COL_GAME_ID, COL_MOVE, COL_PLY, COL_RESULT, COL_SCORE,
-    };
     let m = ctx
         .block_on(read_shuffle_manifest(&ctx.lake, id))?
         .ok_or_else(|| JobError::Input {
@@ -331,7 +325,24 @@ pub fn chunk_rows_as_text(
                 m.chunks.len()
             ),
         })?;
-    let key = format!("{}/{}", shuffle_prefix(id), chunk.name);
+    read_chunk_rows(ctx, id, &chunk.name, limit)
+}
+
+/// The first `limit` rows of the chunk file `name` of shuffle `id` (a missing file is named).
+pub fn read_chunk_rows(
+    ctx: &JobContext,
+    id: &ShuffleId,
+    name: &str,
+    limit: usize,
+) -> Result<Vec<ChunkRow>, JobError> {
+    use arrow_array::{
+        Array, FixedSizeBinaryArray, Int8Array, Int16Array, StringArray, UInt16Array, UInt64Array,
+    };
+    use lakefish_schemas::positions::{
+        COL_BOARD, COL_FEN, COL_GAME_ID, COL_MOVE, COL_PLY, COL_RESULT, COL_SCORE,
+    };
+    ctx.check_cancelled()?;
+    let key = format!("{}/{name}", shuffle_prefix(id));
     let bytes = ctx
         .block_on(ctx.lake.get(&key))?
         .ok_or_else(|| corrupt("shuffle chunk", &key, "missing"))?;

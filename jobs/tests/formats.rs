@@ -209,9 +209,10 @@ fn an_export_job_writes_parts_that_concatenate_to_the_export() {
         ExportFormat::Binpack,
     ] {
         let spec = ExportSpec {
-            dataset: DatasetName::new("d").unwrap(),
+            dataset: Some(DatasetName::new("d").unwrap()),
             source: Source::Binpack,
             mask: None,
+            shuffle: None,
             format,
         };
         let plan = plan_export(&fx.ctx(), &spec).unwrap();
@@ -277,11 +278,182 @@ fn an_export_job_writes_parts_that_concatenate_to_the_export() {
     }
     // A mask that is not committed is refused by name.
     let spec = ExportSpec {
-        dataset: DatasetName::new("d").unwrap(),
+        dataset: Some(DatasetName::new("d").unwrap()),
         source: Source::Binpack,
         mask: Some(lakefish_schemas::MaskName::new("quiet").unwrap()),
+        shuffle: None,
         format: ExportFormat::Plain,
     };
     let e = plan_export(&fx.ctx(), &spec).unwrap_err().to_string();
     assert!(e.contains("no committed mask quiet"), "{e}");
+}
+
+/// A shuffle is exported and profiled as the rows it holds: with the `all` mask those are
+/// its dataset's rows, so the profiles agree count for count and the plain exports hold the
+/// same lines in another order; as a job, one part per chunk. A spec naming both a dataset
+/// and a shuffle, neither, or a shuffle with a mask is refused naming the fields.
+#[test]
+fn a_shuffle_exports_and_profiles_as_the_rows_it_holds() {
+    use lakefish_jobs::export::{export_part, export_rows, plan_export, read_export};
+    use lakefish_schemas::export::{ExportSpec, RowsOf};
+    use lakefish_schemas::{MaskDefinition, MaskName, MaskRule, MaskSpec, ShuffleSpec};
+    let fx = LakeFixture::new();
+    fx.ingest_bytes(
+        &[synthetic_binpack(30, 3), synthetic_binpack(30, 4)].concat(),
+        "d",
+        2_000,
+    );
+    let all = MaskSpec {
+        dataset: DatasetName::new("d").unwrap(),
+        source: Source::Binpack,
+        definition: MaskDefinition {
+            name: MaskName::new("all").unwrap(),
+            rules: vec![MaskRule::All],
+            min_ply: None,
+            max_abs_score: None,
+            seed: 0,
+        },
+    };
+    lakefish_jobs::masks::mask_dataset(&fx.ctx(), &JobId::new(), &all).unwrap();
+    let sh = lakefish_jobs::shuffle::shuffle_here(
+        &fx.ctx(),
+        &ShuffleSpec {
+            datasets: vec![DatasetName::new("d").unwrap()],
+            source: Source::Binpack,
+            mask: MaskName::new("all").unwrap(),
+            chunks: 3,
+            seed: 5,
+            extra: Vec::new(),
+        },
+    )
+    .unwrap();
+    let dataset = RowsOf::Dataset {
+        source: Source::Binpack,
+        dataset: DatasetName::new("d").unwrap(),
+        mask: None,
+    };
+    let shuffle = RowsOf::Shuffle(sh.id.clone());
+
+    let pd = lakefish_jobs::profile::profile(&fx.ctx(), &dataset).unwrap();
+    let ps = lakefish_jobs::profile::profile(&fx.ctx(), &shuffle).unwrap();
+    assert!(pd.rows > 1000 && pd.repeated > 0, "{pd:?}");
+    assert_eq!(
+        (ps.dataset.as_ref(), ps.shuffle.as_ref()),
+        (None, Some(&sh.id))
+    );
+    let counts = |p: &lakefish_jobs::profile::Profile| {
+        (
+            p.rows,
+            p.scored,
+            p.with_result,
+            p.scored_with_result,
+            p.disagreeing,
+            p.repeated,
+            p.score.clone(),
+            p.ply.clone(),
+            p.men.clone(),
+            p.result.clone(),
+        )
+    };
+    assert_eq!(counts(&ps), counts(&pd));
+    assert!(
+        fx.path(&format!("shuffled/{}/_profile.json", sh.id))
+            .exists()
+    );
+    assert_eq!(
+        fx.rt
+            .block_on(lakefish_jobs::profile::read_profile(&fx.lake, &shuffle))
+            .unwrap(),
+        Some(ps)
+    );
+
+    // The same lines, shuffled; the position's board, side, castling and en passant kept.
+    let text = |of: &RowsOf| {
+        let mut out = Vec::new();
+        export_rows(&fx.ctx(), of, ExportFormat::Plain, &mut out, |_, _| {}).unwrap();
+        String::from_utf8(out).unwrap()
+    };
+    let records = |t: &str| {
+        let mut r: Vec<String> = t
+            .split("e\n")
+            .map(|rec| {
+                rec.lines()
+                    .map(|l| match l.strip_prefix("fen ") {
+                        Some(fen) => {
+                            let f: Vec<&str> = fen.split(' ').take(4).collect();
+                            format!("fen {}", f.join(" "))
+                        }
+                        None => l.to_string(),
+                    })
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            })
+            .collect();
+        r.sort_unstable();
+        r
+    };
+    let (td, ts) = (text(&dataset), text(&shuffle));
+    assert_ne!(td, ts, "shuffled");
+    assert_eq!(records(&ts), records(&td));
+
+    // As a job: one part per chunk, concatenated equal to the export here.
+    let spec = ExportSpec {
+        dataset: None,
+        source: Source::Binpack,
+        mask: None,
+        shuffle: Some(sh.id.clone()),
+        format: ExportFormat::Plain,
+    };
+    let plan = plan_export(&fx.ctx(), &spec).unwrap();
+    assert_eq!(plan.parts.len(), 3);
+    assert_eq!(plan.dataset_job_id, sh.id.as_str());
+    for i in (0..3).rev() {
+        export_part(&fx.ctx(), &plan, i).unwrap();
+    }
+    let m = fx
+        .rt
+        .block_on(read_export(&fx.lake, &plan.id))
+        .unwrap()
+        .unwrap();
+    let mut joined = Vec::new();
+    for f in &m.files {
+        joined.extend(fx.rt.block_on(fx.lake.get(f)).unwrap().unwrap());
+    }
+    assert_eq!(String::from_utf8(joined).unwrap(), ts);
+
+    // Specs that name no rows, or two.
+    for (body, want) in [
+        (
+            r#"{"kind":"export","spec":{"format":"plain"}}"#,
+            "dataset or shuffle: name one of them",
+        ),
+        (
+            r#"{"kind":"export","spec":{"dataset":"d","shuffle":"sh-000000000001","format":"plain"}}"#,
+            "not both",
+        ),
+        (
+            r#"{"kind":"export","spec":{"shuffle":"sh-000000000001","mask":"quiet","format":"plain"}}"#,
+            "mask: a shuffle's rows",
+        ),
+        (
+            r#"{"kind":"profile","spec":{"source":"binpack"}}"#,
+            "dataset or shuffle: name one of them",
+        ),
+        (r#"{"kind":"profile","spec":{"shuffle":"../x"}}"#, "shuffle"),
+    ] {
+        let e = lakefish_schemas::JobSpec::from_request(body.as_bytes())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(want), "{body}: {e}");
+    }
+    // A profile of a mask's rows has no place to be stored.
+    let masked = RowsOf::Dataset {
+        source: Source::Binpack,
+        dataset: DatasetName::new("d").unwrap(),
+        mask: Some(MaskName::new("all").unwrap()),
+    };
+    let e = lakefish_jobs::profile::profile(&fx.ctx(), &masked)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("not of a mask's rows"), "{e}");
 }

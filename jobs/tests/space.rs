@@ -215,10 +215,13 @@ fn rm_refuses_what_lineage_or_work_needs_and_leaves_tombstones() {
         };
         lakefish_jobs::masks::mask_dataset(&fx.ctx(), &JobId::new(), &spec).unwrap();
     }
-    lakefish_jobs::profile::profile_dataset(
+    lakefish_jobs::profile::profile(
         &fx.ctx(),
-        Source::Binpack,
-        &DatasetName::new("a").unwrap(),
+        &lakefish_schemas::export::RowsOf::Dataset {
+            source: Source::Binpack,
+            dataset: DatasetName::new("a").unwrap(),
+            mask: None,
+        },
     )
     .unwrap();
     let sh = lakefish_jobs::shuffle::shuffle_here(

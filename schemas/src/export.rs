@@ -1,11 +1,66 @@
-//! Data out as a job (issue 45): a committed dataset, optionally masked, written in another
-//! tool's format into the lake (`exports/<id>/`), one part per dataset part so large data
+//! Data out as a job (issue 45): a committed dataset, optionally masked, or a committed
+//! shuffle, written in another tool's format into the lake (`exports/<id>/`), one part per
+//! dataset part (shuffle chunk) so large data
 //! fans out over the workers (`export_part`), read back whole as the parts concatenated
 //! (every format here concatenates: binpack chunks, text lines, fixed records).
 
 use serde::{Deserialize, Serialize};
 
+use crate::names::ShuffleId;
 use crate::{DatasetName, MaskName, Source};
+
+/// What a profile or an export reads: a committed dataset (the rows a committed mask keeps,
+/// when one is given) or a committed shuffle (its chunks in order). Specs name one as
+/// `dataset` (with `source`, `mask`) or `shuffle`; [`rows_of`] checks that exactly one is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RowsOf {
+    Dataset {
+        source: Source,
+        dataset: DatasetName,
+        mask: Option<MaskName>,
+    },
+    Shuffle(ShuffleId),
+}
+
+impl std::fmt::Display for RowsOf {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RowsOf::Dataset {
+                source,
+                dataset,
+                mask: None,
+            } => write!(f, "{source}/{dataset}"),
+            RowsOf::Dataset {
+                source,
+                dataset,
+                mask: Some(m),
+            } => write!(f, "{source}/{dataset} (mask {m})"),
+            RowsOf::Shuffle(id) => write!(f, "shuffle {id}"),
+        }
+    }
+}
+
+/// The rows a spec's `dataset`/`source`/`mask` or `shuffle` fields name, or why they name none.
+pub fn rows_of(
+    dataset: Option<&DatasetName>,
+    source: Source,
+    mask: Option<&MaskName>,
+    shuffle: Option<&ShuffleId>,
+) -> Result<RowsOf, String> {
+    match (dataset, shuffle) {
+        (Some(d), None) => Ok(RowsOf::Dataset {
+            source,
+            dataset: d.clone(),
+            mask: mask.cloned(),
+        }),
+        (None, Some(_)) if mask.is_some() => {
+            Err("mask: a shuffle's rows are already the ones its mask kept".into())
+        }
+        (None, Some(id)) => Ok(RowsOf::Shuffle(id.clone())),
+        (Some(_), Some(_)) => Err("dataset and shuffle: name one of them, not both".into()),
+        (None, None) => Err("dataset or shuffle: name one of them".into()),
+    }
+}
 
 /// The formats a dataset can be written in (what survives in each: `lakefish_jobs::export`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -46,20 +101,40 @@ impl ExportFormat {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ExportSpec {
-    pub dataset: DatasetName,
+    /// A committed dataset (in `source`), or ...
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dataset: Option<DatasetName>,
     #[serde(default = "binpack_source")]
     pub source: Source,
-    /// Only the rows this committed mask keeps.
+    /// Only the rows this committed mask keeps (datasets only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mask: Option<MaskName>,
+    /// ... a committed shuffle, its chunks in order.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shuffle: Option<ShuffleId>,
     pub format: ExportFormat,
+}
+
+impl ExportSpec {
+    pub fn rows(&self) -> Result<RowsOf, String> {
+        rows_of(
+            self.dataset.as_ref(),
+            self.source,
+            self.mask.as_ref(),
+            self.shuffle.as_ref(),
+        )
+    }
 }
 
 fn binpack_source() -> Source {
     Source::Binpack
 }
 
-impl crate::job::KindSpec for ExportSpec {}
+impl crate::job::KindSpec for ExportSpec {
+    fn validate(&self) -> Result<(), String> {
+        self.rows().map(|_| ())
+    }
+}
 
 /// One part of a fanned-out export (`export_part`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -113,9 +188,9 @@ pub struct ExportCounts {
 pub struct ExportPlan {
     pub id: String,
     pub spec: ExportSpec,
-    /// The dataset commit exported (its manifest's job).
+    /// The commit exported: the dataset manifest's job, or the shuffle's id.
     pub dataset_job_id: String,
-    /// The dataset's part names, in order.
+    /// The dataset's part names (a shuffle's chunk names), in order.
     pub parts: Vec<String>,
     pub created: String,
 }

@@ -307,23 +307,43 @@ pub fn default_rows_per_part() -> u64 {
 /// The name older code and payloads use.
 pub type IngestBinpackSpec = IngestSpec;
 
-/// `profile`: one committed dataset's rows, histograms of score, ply, men and result,
-/// repeated positions and score/result disagreement, stored as
-/// `profiles/source=S/dataset=D/profile.json` (the same profile for the same dataset, however
-/// often it runs).
+/// `profile`: one committed dataset's or shuffle's rows, histograms of score, ply, men and
+/// result, repeated positions and score/result disagreement, stored beside it as
+/// `profiles/source=S/dataset=D/profile.json` or `shuffled/<id>/_profile.json` (the same
+/// profile for the same data, however often it runs).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ProfileSpec {
-    pub dataset: DatasetName,
+    /// A committed dataset (in `source`), or ...
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dataset: Option<DatasetName>,
     #[serde(default = "binpack")]
     pub source: Source,
+    /// ... a committed shuffle.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shuffle: Option<crate::names::ShuffleId>,
+}
+
+impl ProfileSpec {
+    pub fn rows(&self) -> Result<crate::export::RowsOf, String> {
+        crate::export::rows_of(
+            self.dataset.as_ref(),
+            self.source,
+            None,
+            self.shuffle.as_ref(),
+        )
+    }
 }
 
 fn binpack() -> Source {
     Source::Binpack
 }
 
-impl KindSpec for ProfileSpec {}
+impl KindSpec for ProfileSpec {
+    fn validate(&self) -> Result<(), String> {
+        self.rows().map(|_| ())
+    }
+}
 
 impl IngestSpec {
     pub fn validate(&self) -> Result<(), String> {

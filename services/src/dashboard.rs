@@ -428,6 +428,14 @@ pub(crate) fn run_link(id: &str) -> String {
     format!(r#"<a href="/ui/runs/{i}">{i}</a>"#, i = escape(id))
 }
 
+pub(crate) fn shuffle_link(id: &str) -> String {
+    format!(
+        r#"<a href="{}"><code>{}</code></a>"#,
+        escape(&crate::dataset_page::shuffle_href(id)),
+        escape(id)
+    )
+}
+
 pub async fn overview(State(s): State<AppState>) -> Page {
     let tally = s.jobs.tally().await?;
     let jobs = s.jobs.list(None, 10).await?;
@@ -559,8 +567,8 @@ pub async fn run(State(s): State<AppState>, PagePath(id): PagePath) -> Page {
         &[],
     );
     let mut b = format!(
-        r#"<p>Shuffle <code>{}</code>, {} {}, device {}, epoch {}, step {}, {} training and {} validation positions; {}.</p>"#,
-        escape(&r.spec.shuffle),
+        r#"<p>Shuffle {}, {} {}, device {}, epoch {}, step {}, {} training and {} validation positions; {}.</p>"#,
+        shuffle_link(r.spec.shuffle.as_str()),
         escape(&r.spec.net_label().0),
         escape(&r.spec.net_label().1),
         escape(&r.device),
@@ -643,7 +651,7 @@ pub async fn net(State(s): State<AppState>, PagePath(name): PagePath) -> Page {
         .collect();
     let tests = lakefish_jobs::sprt::list(&s.lake, Some(&m.name), None).await?;
     let mut b = format!(
-        r#"<p>{} {}, {} bytes, sha256 <code>{}</code>. <a href="/v1/nets/{n}/file">Download</a></p><p>Trained in run {} (checkpoint {}, step {}) on shuffle <code>{}</code> of {} with mask {}.</p><p>Quantization error on {} positions: mean {:.2} cp, max {:.2} cp.</p>"#,
+        r#"<p>{} {}, {} bytes, sha256 <code>{}</code>. <a href="/v1/nets/{n}/file">Download</a></p><p>Trained in run {} (checkpoint {}, step {}) on shuffle {} of {} with mask {}.</p><p>Quantization error on {} positions: mean {:.2} cp, max {:.2} cp.</p>"#,
         escape(&m.features),
         escape(&m.arch),
         m.bytes,
@@ -651,7 +659,7 @@ pub async fn net(State(s): State<AppState>, PagePath(name): PagePath) -> Page {
         run_link(&m.run),
         escape(&m.checkpoint),
         m.step,
-        escape(&m.shuffle),
+        shuffle_link(&m.shuffle),
         escape(&m.datasets.join(", ")),
         escape(&m.mask),
         m.quantization.positions,

@@ -1,7 +1,8 @@
 //! One dataset: `/ui/datasets/{source}/{name}` (what it holds, where it came from, its masks,
 //! and its profile drawn as histograms, or a button that queues a `profile` job),
-//! `/v1/datasets/{source}/{name}/profile` (the stored profile as JSON), and data out:
-//! `/v1/exports/{id}` and its file (an `export` job's parts, streamed in order).
+//! `/v1/datasets/{source}/{name}/profile` (the stored profile as JSON); one shuffle the same
+//! way (`/ui/shuffles/{id}`, `/v1/shuffles/{id}/profile`); and data out: `/v1/exports/{id}`
+//! and its file (an `export` job's parts, streamed in order).
 
 use std::fmt::Write;
 
@@ -11,7 +12,9 @@ use axum::http::{Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use futures::StreamExt;
-use lakefish_jobs::profile::DatasetProfile;
+use lakefish_jobs::profile::Profile;
+use lakefish_schemas::export::RowsOf;
+use lakefish_schemas::names::ShuffleId;
 use lakefish_schemas::{DatasetName, Source};
 
 use crate::api::{ApiError, ApiPath, AppState, Route, json, route};
@@ -38,6 +41,22 @@ pub(crate) fn routes() -> Vec<Route> {
             "/v1/datasets/{source}/{name}/profile",
             "A dataset's stored profile (404 until a `profile` job made it).",
             get(profile_json),
+        )
+        .ok(ok, json::<serde_json::Value>())
+        .errors(&[missing, down]),
+        route(
+            Method::GET,
+            "/ui/shuffles/{id}",
+            "Dashboard: one shuffle, the datasets and mask it was made from, its chunks and profile (HTML).",
+            get(shuffle_page),
+        )
+        .page()
+        .errors(&[missing]),
+        route(
+            Method::GET,
+            "/v1/shuffles/{id}/profile",
+            "A shuffle's stored profile (404 until a `profile` job made it).",
+            get(shuffle_profile_json),
         )
         .ok(ok, json::<serde_json::Value>())
         .errors(&[missing, down]),
@@ -108,7 +127,12 @@ async fn export_file(
             }
         }
     });
-    let name = format!("{}-{}.{}", m.spec.dataset, m.id, m.spec.format.extension());
+    let of = match (&m.spec.dataset, &m.spec.shuffle) {
+        (Some(d), _) => d.to_string(),
+        (None, Some(sh)) => sh.to_string(),
+        (None, None) => "export".into(),
+    };
+    let name = format!("{of}-{}.{}", m.id, m.spec.format.extension());
     let headers = [
         (
             axum::http::header::CONTENT_TYPE,
@@ -139,12 +163,95 @@ pub(crate) fn href(source: Source, name: &DatasetName) -> String {
     format!("/ui/datasets/{source}/{name}")
 }
 
+/// Where a shuffle's page is.
+pub(crate) fn shuffle_href(id: &str) -> String {
+    format!("/ui/shuffles/{id}")
+}
+
+/// A whole dataset, as profiles name it.
+fn whole(source: Source, dataset: &DatasetName) -> RowsOf {
+    RowsOf::Dataset {
+        source,
+        dataset: dataset.clone(),
+        mask: None,
+    }
+}
+
+/// The shuffle id a path names; anything else names nothing (404).
+pub(crate) fn parse_shuffle(id: &str) -> Result<ShuffleId, ApiError> {
+    ShuffleId::new(id).map_err(|e| ApiError::NotFound(e.to_string()))
+}
+
+async fn shuffle_profile_json(
+    State(s): State<AppState>,
+    ApiPath(id): ApiPath<String>,
+) -> Result<Response, ApiError> {
+    let id = parse_shuffle(&id)?;
+    match lakefish_jobs::profile::read_profile(&s.lake, &RowsOf::Shuffle(id.clone())).await? {
+        Some(p) => Ok(Json(p).into_response()),
+        None => Err(ApiError::NotFound(format!(
+            "shuffle {id} has no profile: queue a `profile` job"
+        ))),
+    }
+}
+
+async fn shuffle_page(State(s): State<AppState>, path: Result<ApiPath<String>, ApiError>) -> Page {
+    let ApiPath(id) = path?;
+    let id = parse_shuffle(&id)?;
+    let Some(m) = lakefish_jobs::shuffle::read_shuffle_manifest(&s.lake, &id).await? else {
+        return Err(ApiError::NotFound(format!("no committed shuffle {id}")).into());
+    };
+    let datasets: Vec<String> = m
+        .datasets
+        .iter()
+        .map(|d| (m.source, d.clone()))
+        .chain(m.extra.iter().map(|r| (r.source, r.dataset.clone())))
+        .map(|(source, d)| {
+            format!(
+                r#"<a href="{}">{source}/{}</a>"#,
+                href(source, &d),
+                escape(d.as_str())
+            )
+        })
+        .collect();
+    let mut b = String::new();
+    let _ = write!(
+        b,
+        r#"<table class="kv"><tr><th>made from</th><td>{}</td></tr><tr><th>mask</th><td>{}</td></tr><tr><th>rows</th><td class="num">{} of {} input rows</td></tr><tr><th>size</th><td class="num">{:.1} MiB in {} chunks</td></tr><tr><th>seed</th><td class="num">{}</td></tr><tr><th>made</th><td>{}</td></tr><tr><th>runs on it</th><td><a href="/ui/runs?shuffle={id}">the runs list</a></td></tr></table>"#,
+        datasets.join(", "),
+        escape(m.mask.as_str()),
+        m.rows,
+        m.input_rows,
+        m.bytes as f64 / (1 << 20) as f64,
+        m.chunks.len(),
+        m.seed,
+        when(&m.created),
+    );
+    b.push_str("<h2>Profile</h2>");
+    let action = format!("{}/profile", shuffle_href(id.as_str()));
+    match lakefish_jobs::profile::read_profile(&s.lake, &RowsOf::Shuffle(id.clone())).await? {
+        Some(p) => {
+            profile_section(&mut b, &p);
+            b.push_str(&crate::ui_actions::button(&action, "Profile again", &[]));
+        }
+        None => {
+            b.push_str("<p>Not profiled yet: a <code>profile</code> job reads every chunk once and stores the histograms beside them.</p>");
+            b.push_str(&crate::ui_actions::button(
+                &action,
+                "Profile this shuffle",
+                &[],
+            ));
+        }
+    }
+    Ok(layout(&format!("Shuffle {id}"), "/ui/runs", false, &b))
+}
+
 async fn profile_json(
     State(s): State<AppState>,
     ApiPath((source, name)): ApiPath<(String, String)>,
 ) -> Result<Response, ApiError> {
     let (source, name) = parse(&source, &name)?;
-    match lakefish_jobs::profile::read_profile(&s.lake, source, &name).await? {
+    match lakefish_jobs::profile::read_profile(&s.lake, &whole(source, &name)).await? {
         Some(p) => Ok(Json(p).into_response()),
         None => Err(ApiError::NotFound(format!(
             "{source}/{name} has no profile: queue a `profile` job"
@@ -202,7 +309,7 @@ async fn page(
     }
     b.push_str("</table><h2>Profile</h2>");
     let action = format!("{}/profile", href(source, &name));
-    match lakefish_jobs::profile::read_profile(&s.lake, source, &name).await? {
+    match lakefish_jobs::profile::read_profile(&s.lake, &whole(source, &name)).await? {
         Some(p) => {
             profile_section(&mut b, &p);
             b.push_str(&crate::ui_actions::button(&action, "Profile again", &[]));
@@ -224,7 +331,7 @@ async fn page(
     ))
 }
 
-fn profile_section(b: &mut String, p: &DatasetProfile) {
+fn profile_section(b: &mut String, p: &Profile) {
     let pct = |n: u64, of: u64| 100.0 * n as f64 / of.max(1) as f64;
     let _ = write!(
         b,

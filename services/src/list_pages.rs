@@ -96,7 +96,7 @@ pub(crate) async fn runs(State(s): State<AppState>, PageQuery(q): PageQuery<RunF
             r#"<tr><td><input type="checkbox" name="run" value="{}"></td><td>{}</td><td>{}</td><td>{} {}</td><td>{}</td><td class="num">{}</td><td class="num">{}</td><td class="num">{}</td><td>{}</td><td>{}</td></tr>"#,
             escape(&r.id),
             run_link(&r.id),
-            escape(&r.spec.shuffle),
+            crate::dashboard::shuffle_link(r.spec.shuffle.as_str()),
             escape(&r.spec.net_label().0),
             escape(&r.spec.net_label().1),
             escape(&r.device),

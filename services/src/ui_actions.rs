@@ -99,6 +99,11 @@ pub(crate) fn routes() -> Vec<Route> {
             post(profile_dataset),
         ),
         action(
+            "/ui/shuffles/{id}/profile",
+            "Dashboard form: queue a `profile` job for a committed shuffle (CSRF).",
+            post(profile_shuffle),
+        ),
+        action(
             "/ui/jobs/{id}/cancel",
             "Dashboard form: cancel a queued or running job (CSRF).",
             post(cancel_job),
@@ -348,8 +353,32 @@ async fn profile_dataset(
     {
         return Err(ApiError::NotFound(format!("no committed dataset {source}/{dataset}")).into());
     }
-    let spec =
-        lakefish_schemas::JobSpec::Profile(lakefish_schemas::ProfileSpec { dataset, source });
+    let spec = lakefish_schemas::JobSpec::Profile(lakefish_schemas::ProfileSpec {
+        dataset: Some(dataset),
+        source,
+        shuffle: None,
+    });
+    let (id, _) = crate::api::admit(&s, &spec).await?;
+    Ok(see(&format!("/ui/jobs/{id}")))
+}
+
+/// Queues a `profile` job for a committed shuffle and shows the job.
+async fn profile_shuffle(
+    State(s): State<AppState>,
+    path: Result<crate::api::ApiPath<String>, ApiError>,
+    body: FormBody,
+) -> Result<Response, PageError> {
+    Form::parse(&body?, true)?;
+    let crate::api::ApiPath(id) = path?;
+    let id = crate::dataset_page::parse_shuffle(&id)?;
+    let Some(m) = lakefish_jobs::shuffle::read_shuffle_manifest(&s.lake, &id).await? else {
+        return Err(ApiError::NotFound(format!("no committed shuffle {id}")).into());
+    };
+    let spec = lakefish_schemas::JobSpec::Profile(lakefish_schemas::ProfileSpec {
+        dataset: None,
+        source: m.source,
+        shuffle: Some(id),
+    });
     let (id, _) = crate::api::admit(&s, &spec).await?;
     Ok(see(&format!("/ui/jobs/{id}")))
 }

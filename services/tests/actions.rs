@@ -320,8 +320,9 @@ async fn a_dataset_page_queues_and_then_draws_its_profile() {
 
     // What a worker does with it.
     run(JobSpec::Profile(ProfileSpec {
-        dataset: DatasetName::new("d").unwrap(),
+        dataset: Some(DatasetName::new("d").unwrap()),
         source: Source::Bullet,
+        shuffle: None,
     }))
     .await
     .unwrap()
@@ -441,9 +442,10 @@ async fn an_export_is_downloaded_whole() {
     let run = |spec| run_here(&app, spec);
     let lines = bullet_dataset(&app).await;
     let m = run(JobSpec::Export(ExportSpec {
-        dataset: DatasetName::new("d").unwrap(),
+        dataset: Some(DatasetName::new("d").unwrap()),
         source: Source::Bullet,
         mask: None,
+        shuffle: None,
         format: ExportFormat::BulletText,
     }))
     .await
@@ -476,6 +478,104 @@ async fn an_export_is_downloaded_whole() {
         assert_eq!(a.status, StatusCode::NOT_FOUND, "{uri}");
         assert!(a.body.contains(says), "{uri}: {}", a.body);
     }
+}
+
+/// A shuffle's page: 404 for what names no shuffle; for a committed one, the datasets it
+/// was made from and a button that queues a `profile` job of it (CSRF-checked); once
+/// profiled, its histograms and the profile as JSON.
+#[tokio::test]
+async fn a_shuffle_page_queues_and_then_draws_its_profile() {
+    use lakefish_schemas::{JobSpec, ProfileSpec, Source};
+    let app = app(Config::default()).await;
+    bullet_dataset(&app).await;
+    let mask = JobSpec::from_request(
+        br#"{"kind":"mask","spec":{"dataset":"d","source":"bullet","definition":{"name":"all","rules":[{"rule":"all"}]}}}"#,
+    )
+    .unwrap();
+    run_here(&app, mask).await.unwrap().unwrap();
+    let shuffle = JobSpec::from_request(
+        br#"{"kind":"shuffle","spec":{"datasets":["d"],"source":"bullet","mask":"all","chunks":1,"seed":1}}"#,
+    )
+    .unwrap();
+    let m = run_here(&app, shuffle).await.unwrap().unwrap();
+    let id = m["id"].as_str().expect("the shuffle's id").to_string();
+    for uri in [
+        "/ui/shuffles/sh-000000000000".to_string(),
+        "/ui/shuffles/..%2Fx".to_string(),
+        format!("/v1/shuffles/{id}/profile"),
+    ] {
+        let a = send(&app, "GET", &uri, &[], b"").await;
+        assert_eq!(a.status, StatusCode::NOT_FOUND, "{uri}: {}", a.body);
+    }
+    let page = send(&app, "GET", &format!("/ui/shuffles/{id}"), &[], b"").await;
+    assert_eq!(page.status, StatusCode::OK, "{}", page.body);
+    assert!(
+        page.body.contains("Not profiled yet")
+            && page
+                .body
+                .contains(r#"<a href="/ui/datasets/bullet/d">bullet/d</a>"#),
+        "{}",
+        page.body
+    );
+    let csrf = page
+        .body
+        .split("name=\"csrf\" value=\"")
+        .nth(1)
+        .and_then(|s| s.split('"').next())
+        .expect("the button's form carries a CSRF value")
+        .to_string();
+    let form = format!("csrf={csrf}");
+    let action = format!("/ui/shuffles/{id}/profile");
+    let a = send(&app, "POST", &action, &[FORM], b"").await;
+    assert_eq!(a.status, StatusCode::FORBIDDEN, "{}", a.body);
+    let a = send(
+        &app,
+        "POST",
+        "/ui/shuffles/sh-000000000000/profile",
+        &[FORM],
+        form.as_bytes(),
+    )
+    .await;
+    assert_eq!(a.status, StatusCode::NOT_FOUND, "{}", a.body);
+    let a = send(&app, "POST", &action, &[FORM], form.as_bytes()).await;
+    assert_eq!(a.status, StatusCode::SEE_OTHER, "{}", a.body);
+    let job = a.headers[header::LOCATION]
+        .to_str()
+        .unwrap()
+        .replace("/ui/jobs/", "");
+    let rec = send(&app, "GET", &format!("/v1/jobs/{job}"), &[], b"").await;
+    assert_eq!(
+        (
+            rec.json()["kind"].as_str(),
+            rec.json()["spec"]["spec"]["shuffle"].as_str()
+        ),
+        (Some("profile"), Some(id.as_str())),
+        "{}",
+        rec.body
+    );
+    run_here(
+        &app,
+        JobSpec::Profile(ProfileSpec {
+            dataset: None,
+            source: Source::Binpack,
+            shuffle: Some(lakefish_schemas::names::ShuffleId::new(&id).unwrap()),
+        }),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    let page = send(&app, "GET", &format!("/ui/shuffles/{id}"), &[], b"").await;
+    assert!(
+        page.body.contains("Men on the board") && page.body.contains("2 rows: 100.0% scored"),
+        "{}",
+        page.body
+    );
+    let p = send(&app, "GET", &format!("/v1/shuffles/{id}/profile"), &[], b"").await;
+    assert_eq!(p.status, StatusCode::OK);
+    assert_eq!(
+        (p.json()["rows"].as_u64(), p.json()["shuffle"].as_str()),
+        (Some(2), Some(id.as_str()))
+    );
 }
 
 /// A job run in this process against the app's lake, as a worker would run it.

@@ -972,3 +972,63 @@ print(json.dumps({
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// A dataset's profile equals independent counts: DuckDB over the same Parquet parts and the
+/// win-rate model written out again in tests/py/profile_counts.py (the real sample when
+/// ../shared has it, plus generated games: two parts).
+#[test]
+fn a_profile_equals_independent_counts() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = binpack_input(dir.path());
+    let second = dir.path().join("second.binpack");
+    std::fs::write(&second, lakefish_ingest::binpack::synthetic_binpack(40, 3)).unwrap();
+    let lf = |args: &[&str]| {
+        let out = std::process::Command::new(lakefish_bin())
+            .args(["--lake", "lake"])
+            .args(args)
+            .current_dir(dir.path())
+            .output()
+            .unwrap();
+        assert_success(&out);
+        out
+    };
+    lf(&[
+        "ingest",
+        "binpack",
+        input.to_str().unwrap(),
+        second.to_str().unwrap(),
+        "--dataset",
+        "d",
+        "--rows-per-part",
+        "1000",
+    ]);
+    let ours: serde_json::Value =
+        serde_json::from_slice(&lf(&["profile", "d", "--json"]).stdout).unwrap();
+    let out = std::process::Command::new(venv_bin("python"))
+        .arg(workspace_root().join("tests/py/profile_counts.py"))
+        .args([dir.path().join("lake").to_str().unwrap(), "binpack", "d"])
+        .output()
+        .unwrap();
+    assert_success(&out);
+    let theirs: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    for key in [
+        "rows",
+        "scored",
+        "with_result",
+        "scored_with_result",
+        "score",
+        "ply",
+        "men",
+        "result",
+        "repeated",
+        "disagreeing",
+    ] {
+        assert_eq!(ours[key], theirs[key], "{key}");
+    }
+    // Counts that say something: repeats and disagreements occur, several buckets each.
+    assert!(ours["repeated"].as_u64().unwrap() > 0, "{ours}");
+    assert!(ours["disagreeing"].as_u64().unwrap() > 0, "{ours}");
+    for h in ["score", "ply", "men", "result"] {
+        assert!(ours[h].as_object().unwrap().len() >= 3, "{h}: {ours}");
+    }
+}

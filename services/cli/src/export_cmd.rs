@@ -1,20 +1,26 @@
-//! `lakefish export`: a dataset written in another tool's format (docs in
+//! `lakefish export`: a dataset or a shuffle written in another tool's format (docs in
 //! `lakefish_jobs::export`), to a local file that appears whole or not at all.
 
 use anyhow::Context;
-use lakefish_jobs::export::{ExportFormat, export_dataset};
+use lakefish_jobs::export::{ExportFormat, export_rows};
+use lakefish_schemas::export::RowsOf;
+use lakefish_schemas::names::ShuffleId;
 use lakefish_schemas::{DatasetName, MaskName, Source};
 
 #[derive(clap::Args)]
 pub(crate) struct ExportArgs {
-    /// The dataset to write out.
-    pub dataset: DatasetName,
+    /// The dataset to write out (or --shuffle).
+    pub dataset: Option<DatasetName>,
     /// Its source partition: binpack, lichess, selfplay, plain or bullet.
     #[arg(long, default_value = "binpack")]
     pub source: String,
     /// Only the rows this committed mask keeps.
     #[arg(long)]
     pub mask: Option<MaskName>,
+    /// A committed shuffle instead of a dataset: its chunks in order, the rows already
+    /// shuffled (sh-...).
+    #[arg(long, conflicts_with = "dataset")]
+    pub shuffle: Option<ShuffleId>,
     /// plain: Stockfish's text (fen, move, score, ply, result, e; scores in internal units,
     /// side to move's view), every column kept. binpack: Stockfish's .binpack (nnue-pytorch,
     /// Stockfish's tools), every column but the game id. bullet-text: `FEN | score | result`,
@@ -29,10 +35,32 @@ pub(crate) struct ExportArgs {
     pub output: std::path::PathBuf,
 }
 
+/// The rows a command's DATASET (with --source, --mask) or --shuffle name.
+pub(crate) fn rows_named(
+    dataset: Option<&DatasetName>,
+    source: &str,
+    mask: Option<&MaskName>,
+    shuffle: Option<&ShuffleId>,
+) -> anyhow::Result<RowsOf> {
+    let source = Source::parse(source)
+        .with_context(|| format!("--source {source:?}: {}", Source::CHOICES))?;
+    lakefish_schemas::export::rows_of(dataset, source, mask, shuffle).map_err(|e| {
+        anyhow::anyhow!(
+            "{}",
+            e.replace("dataset or shuffle:", "give a DATASET or --shuffle ID:")
+                .replace("mask:", "--mask:")
+        )
+    })
+}
+
 pub(crate) fn run(lake: &str, rt: &tokio::runtime::Handle, a: ExportArgs) -> anyhow::Result<()> {
     let format = ExportFormat::parse(&a.format).map_err(|e| anyhow::anyhow!("--format: {e}"))?;
-    let source = Source::parse(&a.source)
-        .with_context(|| format!("--source {:?}: {}", a.source, Source::CHOICES))?;
+    let of = rows_named(
+        a.dataset.as_ref(),
+        &a.source,
+        a.mask.as_ref(),
+        a.shuffle.as_ref(),
+    )?;
     let lake = crate::config::open_existing_lake(lake)?;
     let ctx = lakefish_jobs::JobContext::new(lake, rt.clone());
     let partial = a.output.with_extension(match a.output.extension() {
@@ -43,20 +71,12 @@ pub(crate) fn run(lake: &str, rt: &tokio::runtime::Handle, a: ExportArgs) -> any
         .with_context(|| format!("cannot create {}", partial.display()))?;
     let mut out = std::io::BufWriter::with_capacity(1 << 20, file);
     let started = std::time::Instant::now();
-    let done = export_dataset(
-        &ctx,
-        source,
-        &a.dataset,
-        a.mask.as_ref(),
-        format,
-        &mut out,
-        |read, total| {
-            eprintln!(
-                "[{:>5.0}s] {read}/{total} rows read",
-                started.elapsed().as_secs_f64()
-            )
-        },
-    );
+    let done = export_rows(&ctx, &of, format, &mut out, |read, total| {
+        eprintln!(
+            "[{:>5.0}s] {read}/{total} rows read",
+            started.elapsed().as_secs_f64()
+        )
+    });
     let summary = match done.and_then(|s| {
         out.into_inner()
             .map_err(|e| lakefish_jobs::JobError::Failed(format!("writing the export: {e}")))?

@@ -196,14 +196,17 @@ pub(crate) fn synth(out: &str, games: usize, seed: u64) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `lakefish profile DATASET`: counts and histograms of a dataset, stored beside it.
+/// `lakefish profile DATASET` (or `--shuffle ID`): counts and histograms, stored beside it.
 #[derive(clap::Args)]
 pub(crate) struct ProfileArgs {
-    /// The dataset to profile.
-    pub dataset: lakefish_schemas::DatasetName,
+    /// The dataset to profile (or --shuffle).
+    pub dataset: Option<lakefish_schemas::DatasetName>,
     /// Its source partition: binpack, lichess, selfplay, plain or bullet.
     #[arg(long, default_value = "binpack")]
     pub source: String,
+    /// A committed shuffle instead of a dataset (sh-...): what training will read.
+    #[arg(long, conflicts_with = "dataset")]
+    pub shuffle: Option<lakefish_schemas::names::ShuffleId>,
     /// Print the profile as JSON.
     #[arg(long)]
     pub json: bool,
@@ -214,20 +217,18 @@ pub(crate) fn profile(
     rt: &tokio::runtime::Handle,
     a: ProfileArgs,
 ) -> anyhow::Result<()> {
-    use anyhow::Context;
-    let source = lakefish_schemas::Source::parse(&a.source)
-        .with_context(|| format!("--source {:?}: {}", a.source, Source::CHOICES))?;
+    let of =
+        crate::export_cmd::rows_named(a.dataset.as_ref(), &a.source, None, a.shuffle.as_ref())?;
     let lake = crate::config::open_existing_lake(lake)?;
     let ctx = lakefish_jobs::JobContext::new(lake, rt.clone());
-    let p = lakefish_jobs::profile::profile_dataset(&ctx, source, &a.dataset)?;
+    let p = lakefish_jobs::profile::profile(&ctx, &of)?;
     if a.json {
         println!("{}", serde_json::to_string_pretty(&p)?);
         return Ok(());
     }
     let pct = |n: u64| 100.0 * n as f64 / p.rows.max(1) as f64;
     println!(
-        "{source}/{}: {} rows, {:.1}% scored, {:.1}% with a result, {:.1}% repeated positions, {:.1}% whose score and result disagree",
-        p.dataset,
+        "{of}: {} rows, {:.1}% scored, {:.1}% with a result, {:.1}% repeated positions, {:.1}% whose score and result disagree",
         p.rows,
         pct(p.scored),
         pct(p.with_result),
@@ -258,10 +259,7 @@ pub(crate) fn profile(
         "score (internal units, by 100)",
         p.score.iter().map(|(k, n)| (k.to_string(), *n)).collect(),
     );
-    eprintln!(
-        "stored as {}",
-        lakefish_jobs::profile::profile_key(source, &p.dataset)
-    );
+    eprintln!("stored as {}", lakefish_jobs::profile::profile_key(&of)?);
     Ok(())
 }
 
