@@ -489,6 +489,12 @@ pub async fn apply(
                 lake.delete_many(r.keys.clone()).await?;
                 report.removed_objects += r.keys.len() as u64;
                 report.removed_bytes += r.bytes;
+                lakefish_lake::space::measure(
+                    lake,
+                    lakefish_lake::catalog::CatalogKind::Shuffle,
+                    &r.item,
+                )
+                .await?;
             }
             RemovalKind::FailedIngest => match remove_failed_ingest(lake, jobs, &r.item).await? {
                 Some((objects, bytes)) => {

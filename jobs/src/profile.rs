@@ -14,6 +14,7 @@
 use std::collections::{BTreeMap, HashSet};
 
 use lakefish_engine::scores::{material, win_rate};
+use lakefish_lake::catalog::CatalogKind;
 use lakefish_schemas::export::RowsOf;
 use lakefish_schemas::names::ShuffleId;
 use lakefish_schemas::{DatasetName, Source};
@@ -163,6 +164,14 @@ pub fn profile(ctx: &JobContext, of: &RowsOf) -> Result<Profile, JobError> {
         }
     }
     ctx.block_on(ctx.lake.put(&key, serde_json::to_vec_pretty(&p)?))?;
+    // The profile counts in its dataset's or shuffle's space.
+    let (kind, name) = match of {
+        RowsOf::Dataset {
+            source, dataset, ..
+        } => (CatalogKind::Dataset, format!("{source}/{dataset}")),
+        RowsOf::Shuffle(id) => (CatalogKind::Shuffle, id.to_string()),
+    };
+    ctx.block_on(lakefish_lake::space::measure(&ctx.lake, kind, &name))?;
     Ok(p)
 }
 

@@ -21,7 +21,7 @@ use crate::{JobError, Lake};
 /// What `rm` removes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RmTarget {
-    /// A committed dataset with its masks and profile.
+    /// A committed dataset with its games (PGN sources), masks and profile.
     Dataset(Source, DatasetName),
     Shuffle(ShuffleId),
     /// A run: record, checkpoints, metrics, the nets quantized from it (not registered ones).
@@ -393,14 +393,15 @@ pub async fn plan(lake: &Lake, jobs: &JobStore, target: &RmTarget) -> Result<RmP
                 keys.extend(k);
                 bytes += b;
             }
-            let (k, b) = keys_under(
-                lake,
-                &format!("profiles/source={source}/dataset={dataset}"),
-                "",
-            )
-            .await?;
-            keys.extend(k);
-            (keys, bytes + b)
+            for p in [
+                format!("profiles/source={source}/dataset={dataset}"),
+                lakefish_schemas::games::games_prefix(*source, dataset),
+            ] {
+                let (k, b) = keys_under(lake, &p, "").await?;
+                keys.extend(k);
+                bytes += b;
+            }
+            (keys, bytes)
         }
         RmTarget::Shuffle(id) => {
             if !crate::shuffle::list_shuffles(lake)
@@ -599,25 +600,22 @@ pub async fn apply(
     }
     lake.delete_many(plan.keys.iter().skip(1).cloned().collect())
         .await?;
-    if let Some(catalog) = lake.catalog() {
-        let (kind, name) = match target {
-            RmTarget::Dataset(..) => (
-                Some(lakefish_lake::catalog::CatalogKind::Dataset),
-                plan.name.clone(),
-            ),
-            RmTarget::Shuffle(id) => (
-                Some(lakefish_lake::catalog::CatalogKind::Shuffle),
-                id.to_string(),
-            ),
-            RmTarget::Run(id) => (
-                Some(lakefish_lake::catalog::CatalogKind::Run),
-                id.to_string(),
-            ),
-            _ => (None, String::new()),
-        };
-        if let Some(kind) = kind {
-            catalog.0.remove(kind, &name).await?;
+    use lakefish_lake::catalog::CatalogKind;
+    match target {
+        RmTarget::Dataset(..) => {
+            lake.unindex(CatalogKind::Dataset, &plan.name).await?;
         }
+        RmTarget::Shuffle(id) => {
+            lake.unindex(CatalogKind::Shuffle, id.as_str()).await?;
+        }
+        RmTarget::Run(id) => {
+            lake.unindex(CatalogKind::Run, id.as_str()).await?;
+        }
+        RmTarget::Games(id) => {
+            lakefish_lake::space::measure(lake, CatalogKind::Sprt, id.as_str()).await?;
+        }
+        // The run's record is indexed again below.
+        RmTarget::Checkpoint(..) => {}
     }
     if let RmTarget::Checkpoint(id, step) = target
         && let Some(mut run) = crate::nets::read_run(lake, id).await?

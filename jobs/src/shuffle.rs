@@ -655,6 +655,12 @@ pub fn commit(ctx: &JobContext, plan: &ShufflePlan) -> Result<ShuffleManifest, J
     }
     ctx.block_on(index_shuffle(&ctx.lake, &manifest))?;
     remove_pass_files(ctx, plan)?;
+    // Measured again without the pass files the index counted.
+    ctx.block_on(lakefish_lake::space::measure(
+        &ctx.lake,
+        lakefish_lake::catalog::CatalogKind::Shuffle,
+        plan.id.as_str(),
+    ))?;
     Ok(manifest)
 }
 

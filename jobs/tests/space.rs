@@ -847,3 +847,154 @@ fn rm_under_a_pipeline_or_a_training_is_refused_and_a_racing_shuffle_fails_clear
             .exists()
     );
 }
+
+/// `du` from the catalogue: each item measured as it is indexed (ingest, mask, profile,
+/// shuffle, run records), the rest of the lake listed; equal to a listing of every object
+/// at each step (after gc and rm too), and blind to what nothing indexed (a stray part:
+/// the listing counts it, the catalogue does not).
+#[test]
+fn du_from_the_catalogue_equals_a_listing() {
+    use lakefish_jobs::space::usage_by_listing;
+    use lakefish_lake::records::JobStore;
+    use lakefish_schemas::{MaskName, ShuffleSpec};
+    let mut fx = LakeFixture::new();
+    let plain = fx.lake.clone();
+    let spec = lakefish_metastore::MetastoreSpec::Sqlite(
+        fx.dir.path().join("meta.sqlite").display().to_string(),
+    );
+    let store = fx
+        .rt
+        .block_on(lakefish_metastore::SqlRecords::open(&spec))
+        .unwrap();
+    fx.lake = plain
+        .clone()
+        .with_catalog(lakefish_lake::catalog::CatalogHandle(std::sync::Arc::new(
+            store,
+        )));
+    let jobs = JobStore::new(plain.clone());
+    let same = |fx: &LakeFixture, step: &str| {
+        let a = fx.rt.block_on(usage(&fx.lake)).unwrap();
+        let b = fx.rt.block_on(usage_by_listing(&plain)).unwrap();
+        assert_eq!((a.from.as_str(), b.from.as_str()), ("catalogue", "listing"));
+        assert_eq!(a.items, b.items, "{step}");
+        assert_eq!(a.kinds, b.kinds, "{step}");
+        a
+    };
+    for (name, seed) in [("a", 1u64), ("b", 2)] {
+        fx.ingest_bytes(&synthetic_binpack(40, seed), name, 1_000);
+    }
+    same(&fx, "ingested");
+    for name in ["a", "b"] {
+        let m = MaskSpec {
+            dataset: DatasetName::new(name).unwrap(),
+            source: Source::Binpack,
+            definition: MaskDefinition::quiet(),
+        };
+        lakefish_jobs::masks::mask_dataset(&fx.ctx(), &JobId::new(), &m).unwrap();
+    }
+    let a = lakefish_schemas::export::RowsOf::Dataset {
+        source: Source::Binpack,
+        dataset: DatasetName::new("a").unwrap(),
+        mask: None,
+    };
+    lakefish_jobs::profile::profile(&fx.ctx(), &a).unwrap();
+    fx.rt
+        .block_on(fx.lake.put("raw/binpack/x.binpack", vec![1; 300]))
+        .unwrap();
+    let sh = lakefish_jobs::shuffle::shuffle_here(
+        &fx.ctx(),
+        &ShuffleSpec {
+            datasets: vec![DatasetName::new("a").unwrap()],
+            source: Source::Binpack,
+            mask: MaskName::new("quiet").unwrap(),
+            chunks: 2,
+            seed: 1,
+            extra: Vec::new(),
+        },
+    )
+    .unwrap();
+    lakefish_jobs::profile::profile(
+        &fx.ctx(),
+        &lakefish_schemas::export::RowsOf::Shuffle(sh.id.clone()),
+    )
+    .unwrap();
+    // A finished run with four checkpoints, recorded and indexed as training does.
+    let mut spec = serde_json::json!({"shuffle": sh.id.to_string(), "arch": "32x2-8"});
+    spec["features"] = "all768".into();
+    let run: lakefish_schemas::RunRecord = serde_json::from_value(serde_json::json!({
+        "id": "run-00000000000a", "spec": spec, "device": "cpu", "step": 40, "epoch": 1,
+        "checkpoints": ["step-000000010.ot", "step-000000020.ot", "step-000000030.ot", "step-000000040.ot"],
+        "train_positions": 1, "val_positions": 1, "val_loss": [], "material_val_loss": null,
+        "finished": true, "resumed_at": [], "created": "2026-11-28T00:00:00Z", "updated": "2026-11-28T00:00:00Z"
+    }))
+    .unwrap();
+    for s in [10, 20, 30, 40] {
+        fx.rt
+            .block_on(fx.lake.put(
+                &format!("runs/run-00000000000a/checkpoints/step-{s:09}.ot"),
+                vec![7; 500],
+            ))
+            .unwrap();
+    }
+    fx.rt
+        .block_on(fx.lake.put(
+            "runs/run-00000000000a/run.json",
+            serde_json::to_vec(&run).unwrap(),
+        ))
+        .unwrap();
+    fx.rt
+        .block_on(lakefish_jobs::nets::index_run(&fx.lake, &run))
+        .unwrap();
+    let before = same(&fx, "masked, profiled, shuffled, trained");
+    for kind in [
+        SpaceKind::Datasets,
+        SpaceKind::Masks,
+        SpaceKind::Profiles,
+        SpaceKind::Shuffles,
+        SpaceKind::Runs,
+        SpaceKind::Raw,
+    ] {
+        assert!(before.kinds.iter().any(|k| k.kind == kind), "{kind:?}");
+    }
+
+    // gc (pass-1 files, old checkpoints) and rm keep the measurements true.
+    let policy = lakefish_jobs::gc::GcPolicy {
+        keep_checkpoints: 1,
+        unused_shuffle_days: None,
+    };
+    let p = fx
+        .rt
+        .block_on(lakefish_jobs::gc::plan(&fx.lake, &jobs, policy))
+        .unwrap();
+    assert!(p.objects >= 3, "{p:?}");
+    fx.rt
+        .block_on(lakefish_jobs::gc::apply(&fx.lake, &jobs, &p, "t"))
+        .unwrap();
+    let after = same(&fx, "after gc");
+    // (Bytes differ by the run's record too, written again without the removed names.)
+    assert_eq!(before.objects - after.objects, p.objects);
+    let target = lakefish_jobs::remove::RmTarget::parse("dataset", "b").unwrap();
+    let rm = fx
+        .rt
+        .block_on(lakefish_jobs::remove::plan(&fx.lake, &jobs, &target))
+        .unwrap();
+    fx.rt
+        .block_on(lakefish_jobs::remove::apply(
+            &fx.lake, &jobs, &target, &rm, false, "t",
+        ))
+        .unwrap();
+    same(&fx, "after rm");
+
+    // A part nothing indexed: the listing sees it, the catalogue does not.
+    fx.rt
+        .block_on(fx.lake.put(
+            "positions/source=binpack/dataset=zz/part-00000.parquet",
+            vec![0; 100],
+        ))
+        .unwrap();
+    let listed = fx.rt.block_on(usage_by_listing(&plain)).unwrap();
+    let read = fx.rt.block_on(usage(&fx.lake)).unwrap();
+    assert_eq!(listed.bytes - read.bytes, 100);
+    assert!(listed.items.iter().any(|i| i.name == "binpack/zz"));
+    assert!(!read.items.iter().any(|i| i.name == "binpack/zz"));
+}

@@ -95,7 +95,16 @@ fn item_link(kind: SpaceKind, name: &str) -> String {
 
 async fn page(State(s): State<AppState>) -> Page {
     let u = lakefish_jobs::space::usage(&s.lake).await?;
-    let mut b = format!("<p>{} MiB in {} objects.</p>", mib(u.bytes), u.objects);
+    let mut b = format!(
+        "<p>{} MiB in {} objects ({}).</p>",
+        mib(u.bytes),
+        u.objects,
+        if u.from == "catalogue" {
+            "datasets, masks, profiles, shuffles, runs and tests as the catalogue measured them when each was indexed, the rest listed; <code>lakefish du --scan</code> lists every object, including what is still being written"
+        } else {
+            "from a listing of every object"
+        }
+    );
     match lakefish_jobs::gc::last(&s.lake).await? {
         Some(g) => {
             let _ = write!(

@@ -456,6 +456,21 @@ fn the_readmes_commands_run_in_order() {
         .output()
         .unwrap();
     let du: serde_json::Value = serde_json::from_slice(&du.stdout).unwrap();
+    // From the catalogue the server kept, equal item for item to a listing of every object.
+    let scan = Command::new(lakefish_bin())
+        .args(["du", "--json", "--scan"])
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    let scan: serde_json::Value = serde_json::from_slice(&scan.stdout).unwrap();
+    assert_eq!(
+        (du["from"].as_str(), scan["from"].as_str()),
+        (Some("catalogue"), Some("listing"))
+    );
+    assert_eq!(
+        du["items"], scan["items"],
+        "du from the catalogue against a listing"
+    );
     let mut files = 0u64;
     let mut stack = vec![dir.join("lake")];
     while let Some(d) = stack.pop() {

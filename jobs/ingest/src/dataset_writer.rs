@@ -146,7 +146,16 @@ pub fn write_once<T>(
     // Released whatever happened, so a retry (another token) need not wait for the lease.
     let released = release_claim(ctx, target);
     match outcome {
-        Ok(done) => released.map(|()| done),
+        Ok(done) => {
+            released?;
+            // Measured again without the claim the commit's index counted.
+            ctx.block_on(lakefish_lake::space::measure(
+                &ctx.lake,
+                lakefish_lake::catalog::CatalogKind::Dataset,
+                &format!("{}/{}", target.source, target.dataset),
+            ))?;
+            Ok(done)
+        }
         Err(e) => Err(e),
     }
 }

@@ -32,10 +32,14 @@ pub enum CatalogKind {
     PipelineRun,
     /// The best-net pointer (name `best`) → `BestNet`.
     Best,
+    /// `KIND:ITEM` → `SpaceItem`: the bytes and objects of one item of the lake, measured
+    /// when the entry it links (`dataset:SOURCE/NAME`, `run:ID`...) was indexed; state: the
+    /// space kind; weight: bytes (`crate::space`).
+    Space,
 }
 
 impl CatalogKind {
-    pub const ALL: [CatalogKind; 7] = [
+    pub const ALL: [CatalogKind; 8] = [
         CatalogKind::Dataset,
         CatalogKind::Shuffle,
         CatalogKind::Run,
@@ -43,6 +47,7 @@ impl CatalogKind {
         CatalogKind::Sprt,
         CatalogKind::PipelineRun,
         CatalogKind::Best,
+        CatalogKind::Space,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -54,6 +59,7 @@ impl CatalogKind {
             CatalogKind::Sprt => "sprt",
             CatalogKind::PipelineRun => "pipeline_run",
             CatalogKind::Best => "best",
+            CatalogKind::Space => "space",
         }
     }
 }
@@ -259,10 +265,26 @@ impl CatalogHandle {
 impl Lake {
     /// Records `entry` in the catalogue this lake carries; nothing without one. Call it after
     /// the manifest the entry summarises is committed to the lake.
+    /// Measures the item's space too ([`crate::space::measure`]).
     pub async fn index(&self, entry: CatalogEntry) -> Result<(), JobError> {
         match self.catalog() {
-            Some(c) => c.0.upsert(&entry).await,
+            Some(c) => {
+                c.0.upsert(&entry).await?;
+                crate::space::measure(self, entry.kind, &entry.name).await
+            }
             None => Ok(()),
+        }
+    }
+
+    /// Removes the entry `kind`/`name` and its space entries; true when there was one.
+    pub async fn unindex(&self, kind: CatalogKind, name: &str) -> Result<bool, JobError> {
+        match self.catalog() {
+            Some(c) => {
+                let was = c.0.remove(kind, name).await?;
+                crate::space::forget(self, kind, name).await?;
+                Ok(was)
+            }
+            None => Ok(false),
         }
     }
 }

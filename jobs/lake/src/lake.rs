@@ -629,6 +629,19 @@ impl Lake {
         Ok(all)
     }
 
+    /// The objects directly under `prefix` (not in its subdirectories).
+    pub async fn list_files(&self, prefix: &str) -> Result<Vec<ObjectMeta>, JobError> {
+        let p = Path::from(prefix);
+        let r = self
+            .store
+            .list_with_delimiter(Some(&p))
+            .await
+            .map_err(|e| JobError::lake("list", prefix, e))?;
+        let mut files = r.objects;
+        files.sort_by(|a, b| a.location.cmp(&b.location));
+        Ok(files)
+    }
+
     /// The immediate "sub-directories" of `prefix`, as full keys.
     pub async fn list_dirs(&self, prefix: &str) -> Result<Vec<String>, JobError> {
         let p = Path::from(prefix);

@@ -19,6 +19,7 @@ pub mod input;
 pub mod lake;
 pub mod parts;
 pub mod records;
+pub mod space;
 
 pub use context::{Hooks, JobContext, JobSubmitter, Mode, NoProgress, ProgressSink, Trainer};
 pub use error::{ErrorCode, JobError};

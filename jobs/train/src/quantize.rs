@@ -610,6 +610,12 @@ pub fn quantize(ctx: &JobContext, spec: &QuantizeSpec) -> Result<QuantizeReport,
     let json =
         serde_json::to_vec_pretty(&report).map_err(|e| TrainError::Internal(e.to_string()))?;
     ctx.block_on(ctx.lake.put(&report_key, json))?;
+    // The run's space grew by the file and its report.
+    ctx.block_on(lakefish_lake::space::measure(
+        &ctx.lake,
+        lakefish_lake::catalog::CatalogKind::Run,
+        run.id.as_str(),
+    ))?;
     stage(ctx, "done", 3);
     Ok(report)
 }

@@ -219,7 +219,9 @@ pub(crate) fn profile(
 ) -> anyhow::Result<()> {
     let of =
         crate::export_cmd::rows_named(a.dataset.as_ref(), &a.source, None, a.shuffle.as_ref())?;
-    let lake = crate::config::open_existing_lake(lake)?;
+    crate::config::open_existing_lake(lake)?;
+    // With its server's catalogue, so the profile's space is measured there too.
+    let lake = rt.block_on(crate::config::open_lake_for_writing(lake))?;
     let ctx = lakefish_jobs::JobContext::new(lake, rt.clone());
     let p = lakefish_jobs::profile::profile(&ctx, &of)?;
     if a.json {
@@ -272,6 +274,11 @@ pub(crate) struct DuArgs {
     /// Print everything as JSON (every item).
     #[arg(long)]
     pub json: bool,
+    /// List every object of the lake instead of reading the catalogue's measurements (what
+    /// a lake without a server's catalogue always does; slower on a large bucket, and it
+    /// also counts what is still being written).
+    #[arg(long)]
+    pub scan: bool,
 }
 
 /// Bytes for people: B, KiB, MiB, GiB, TiB.
@@ -291,8 +298,13 @@ fn human(bytes: u64) -> String {
 }
 
 pub(crate) fn du(lake: &str, rt: &tokio::runtime::Handle, a: DuArgs) -> anyhow::Result<()> {
-    let lake = crate::config::open_existing_lake(lake)?;
-    let u = rt.block_on(lakefish_jobs::space::usage(&lake))?;
+    let u = if a.scan {
+        let lake = crate::config::open_existing_lake(lake)?;
+        rt.block_on(lakefish_jobs::space::usage_by_listing(&lake))?
+    } else {
+        let (lake, _) = rt.block_on(crate::config::open_lake_with_jobs(lake))?;
+        rt.block_on(lakefish_jobs::space::usage(&lake))?
+    };
     if a.json {
         println!("{}", serde_json::to_string_pretty(&u)?);
         return Ok(());
@@ -312,6 +324,14 @@ pub(crate) fn du(lake: &str, rt: &tokio::runtime::Handle, a: DuArgs) -> anyhow::
         );
     }
     println!("{:<12} {:>11} {:>9}", "total", human(u.bytes), u.objects);
+    eprintln!(
+        "{}",
+        if u.from == "catalogue" {
+            "(from the catalogue's measurements and a listing of the rest; --scan lists everything)"
+        } else {
+            "(from a listing of every object)"
+        }
+    );
     if a.top > 0 && !u.items.is_empty() {
         println!("\nlargest items:");
         for i in u.items.iter().take(a.top) {
