@@ -392,7 +392,8 @@ fn the_readmes_commands_run_in_order() {
 
     // After all of it, a collection (old checkpoints, every shuffle no registered net needs):
     // every page, every registered net's page and file and every run's page still answer,
-    // and `du` agrees with the lake's files.
+    // and `du` agrees with the lake's files before and after, down by what gc removed.
+    let before = du_agrees_with_a_listing(dir);
     let gc = Command::new(lakefish_bin())
         .args([
             "gc",
@@ -450,19 +451,30 @@ fn the_readmes_commands_run_in_order() {
     for page in &pages {
         assert_eq!(status(page), 200, "{page} after gc");
     }
-    let du = Command::new(lakefish_bin())
-        .args(["du", "--json"])
-        .current_dir(dir)
-        .output()
-        .unwrap();
-    let du: serde_json::Value = serde_json::from_slice(&du.stdout).unwrap();
-    // From the catalogue the server kept, equal item for item to a listing of every object.
-    let scan = Command::new(lakefish_bin())
-        .args(["du", "--json", "--scan"])
-        .current_dir(dir)
-        .output()
-        .unwrap();
-    let scan: serde_json::Value = serde_json::from_slice(&scan.stdout).unwrap();
+    let after = du_agrees_with_a_listing(dir);
+    // Down by what gc removed, give or take what it wrote (its report, tombstones, the runs'
+    // shortened records).
+    let removed = report["report"]["removed_bytes"].as_u64().unwrap() as i64;
+    assert!(
+        (before - after - removed).abs() < 64 * 1024,
+        "du before {before}, after {after}, gc removed {removed}"
+    );
+}
+
+/// `du` from the catalogue the server kept equals, item for item, a listing of every object
+/// (`du --scan`), and its total the bytes of the lake's files; the total.
+fn du_agrees_with_a_listing(dir: &Path) -> i64 {
+    let du = |scan: bool| -> serde_json::Value {
+        let mut c = Command::new(lakefish_bin());
+        c.args(["du", "--json"]).current_dir(dir);
+        if scan {
+            c.arg("--scan");
+        }
+        let out = c.output().unwrap();
+        lakefish_tests::assert_success(&out);
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let (du, scan) = (du(false), du(true));
     assert_eq!(
         (du["from"].as_str(), scan["from"].as_str()),
         (Some("catalogue"), Some("listing"))
@@ -488,6 +500,7 @@ fn the_readmes_commands_run_in_order() {
         Some(files),
         "du against the lake's files"
     );
+    files as i64
 }
 
 fn write_quit(dir: &Path) -> std::path::PathBuf {
