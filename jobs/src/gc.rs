@@ -103,10 +103,9 @@ pub struct GcReport {
 
 /// Why work under way needs `target`, if it does.
 fn named_by_work(target: &crate::remove::RmTarget, active: &[String]) -> Option<String> {
-    let mentions = target.mentions();
     active
         .iter()
-        .any(|s| mentions.iter().any(|m| s.contains(m.as_str())))
+        .any(|s| target.named_in(s))
         .then(|| "a queued or running job names it".to_string())
 }
 

@@ -14,7 +14,7 @@
 
 use lakefish_lake::records::JobStore;
 use lakefish_schemas::names::{RunId, ShuffleId, SprtId};
-use lakefish_schemas::{DatasetName, Source};
+use lakefish_schemas::{DatasetName, MaskName, Source};
 
 use crate::{JobError, Lake};
 
@@ -23,6 +23,8 @@ use crate::{JobError, Lake};
 pub enum RmTarget {
     /// A committed dataset with its games (PGN sources), masks and profile.
     Dataset(Source, DatasetName),
+    /// One committed mask of a dataset (`MASK@[SOURCE/]DATASET`).
+    Mask(MaskName, Source, DatasetName),
     Shuffle(ShuffleId),
     /// A run: record, checkpoints, metrics, the nets quantized from it (not registered ones).
     Run(RunId),
@@ -41,6 +43,18 @@ impl RmTarget {
                 let r = lakefish_schemas::shuffle::DatasetRef::parse(name, Source::Binpack)
                     .map_err(bad)?;
                 RmTarget::Dataset(r.source, r.dataset)
+            }
+            "mask" => {
+                let (mask, dataset) = name.split_once('@').ok_or_else(|| {
+                    bad("MASK@[SOURCE/]DATASET, e.g. quiet@binpack/sf-2024-01".into())
+                })?;
+                let r = lakefish_schemas::shuffle::DatasetRef::parse(dataset, Source::Binpack)
+                    .map_err(bad)?;
+                RmTarget::Mask(
+                    MaskName::new(mask).map_err(|e| bad(e.to_string()))?,
+                    r.source,
+                    r.dataset,
+                )
             }
             "shuffle" => RmTarget::Shuffle(
                 name.parse()
@@ -62,7 +76,7 @@ impl RmTarget {
             ),
             other => {
                 return Err(format!(
-                    "unknown kind {other:?}: dataset, shuffle, run, checkpoint or games"
+                    "unknown kind {other:?}: dataset, mask, shuffle, run, checkpoint or games"
                 ));
             }
         })
@@ -71,6 +85,7 @@ impl RmTarget {
     pub fn kind(&self) -> &'static str {
         match self {
             RmTarget::Dataset(..) => "dataset",
+            RmTarget::Mask(..) => "mask",
             RmTarget::Shuffle(_) => "shuffle",
             RmTarget::Run(_) => "run",
             RmTarget::Checkpoint(..) => "checkpoint",
@@ -81,6 +96,7 @@ impl RmTarget {
     pub fn name(&self) -> String {
         match self {
             RmTarget::Dataset(s, d) => format!("{s}/{d}"),
+            RmTarget::Mask(m, s, d) => format!("{m}@{s}/{d}"),
             RmTarget::Shuffle(id) => id.to_string(),
             RmTarget::Run(id) => id.to_string(),
             RmTarget::Checkpoint(run, step) => format!("{run}/{step}"),
@@ -88,13 +104,17 @@ impl RmTarget {
         }
     }
 
-    /// How other records write the item (a job spec, a plan, a pipeline run): any of these
-    /// in their text means they may read it (over-matching only ever refuses more).
-    pub(crate) fn mentions(&self) -> Vec<String> {
+    /// Whether the text of another record (a job spec, a plan, a pipeline run) names the
+    /// item, so that it may read it (over-matching only ever refuses more).
+    pub(crate) fn named_in(&self, text: &str) -> bool {
+        let dataset = |s: &Source, d: &DatasetName| {
+            text.contains(&format!("\"{d}\"")) || text.contains(&format!("{s}/{d}"))
+        };
         match self {
-            RmTarget::Dataset(s, d) => vec![format!("\"{d}\""), format!("{s}/{d}")],
-            RmTarget::Checkpoint(run, _) => vec![run.to_string()],
-            _ => vec![self.name()],
+            RmTarget::Dataset(s, d) => dataset(s, d),
+            RmTarget::Mask(m, s, d) => text.contains(&format!("\"{m}\"")) && dataset(s, d),
+            RmTarget::Checkpoint(run, _) => text.contains(run.as_str()),
+            _ => text.contains(&self.name()),
         }
     }
 }
@@ -168,6 +188,13 @@ pub async fn lineage_tombstones(
         ("shuffle", net.shuffle.clone()),
     ];
     wanted.extend(net.datasets.iter().map(|d| ("dataset", d.clone())));
+    if !net.mask.is_empty() {
+        wanted.extend(
+            net.datasets
+                .iter()
+                .map(|d| ("mask", format!("{}@{d}", net.mask))),
+        );
+    }
     let mut out = Vec::new();
     for (kind, name) in wanted {
         if !name.is_empty()
@@ -188,6 +215,9 @@ async fn exists_again(lake: &Lake, kind: &str, name: &str) -> Result<bool, JobEr
             .await?
             .is_some(),
         Ok(RmTarget::Shuffle(id)) => crate::shuffle::read_shuffle_manifest(lake, &id)
+            .await?
+            .is_some(),
+        Ok(RmTarget::Mask(m, s, d)) => crate::masks::read_mask_manifest(lake, &m, s, &d)
             .await?
             .is_some(),
         Ok(RmTarget::Run(id)) => crate::nets::read_run(lake, &id).await?.is_some(),
@@ -403,6 +433,38 @@ pub async fn plan(lake: &Lake, jobs: &JobStore, target: &RmTarget) -> Result<RmP
             }
             (keys, bytes)
         }
+        RmTarget::Mask(mask, source, dataset) => {
+            if crate::masks::read_mask_manifest(lake, mask, *source, dataset)
+                .await?
+                .is_none()
+            {
+                return Err(missing());
+            }
+            let full = format!("{source}/{dataset}");
+            for sh in crate::shuffle::list_shuffles(lake).await? {
+                let from = (sh.source == *source && sh.datasets.contains(dataset))
+                    || sh
+                        .extra
+                        .iter()
+                        .any(|r| r.source == *source && &r.dataset == dataset);
+                if from && &sh.mask == mask {
+                    need(format!("shuffle {} (made through it)", sh.id), false);
+                }
+            }
+            for n in nets
+                .iter()
+                .filter(|n| n.datasets.contains(&full) && n.mask == mask.as_str())
+            {
+                need(net_label(n), false);
+            }
+            let prefix = lakefish_schemas::mask::mask_prefix(mask, *source, dataset);
+            keys_under(
+                lake,
+                &prefix,
+                &format!("{prefix}/{}", lakefish_schemas::mask::MASK_MANIFEST_FILE),
+            )
+            .await?
+        }
         RmTarget::Shuffle(id) => {
             if !crate::shuffle::list_shuffles(lake)
                 .await?
@@ -508,9 +570,8 @@ pub async fn plan(lake: &Lake, jobs: &JobStore, target: &RmTarget) -> Result<RmP
         }
     };
     // At work: whatever is under way and names it.
-    let mentions = target.mentions();
     for (what, text) in work_in_progress(lake, jobs).await? {
-        if mentions.iter().any(|m| text.contains(m.as_str())) {
+        if target.named_in(&text) {
             need(what, true);
         }
     }
@@ -540,11 +601,10 @@ pub async fn apply(
             .collect::<Vec<_>>()
             .join("; ")
     };
-    let mentions = target.mentions();
     let since: Vec<Dependent> = work_in_progress(lake, jobs)
         .await?
         .into_iter()
-        .filter(|(_, text)| mentions.iter().any(|m| text.contains(m.as_str())))
+        .filter(|(_, text)| target.named_in(text))
         .map(|(what, _)| Dependent {
             what: format!("{what}, started since the plan"),
             blocking: true,
@@ -613,6 +673,15 @@ pub async fn apply(
         }
         RmTarget::Games(id) => {
             lakefish_lake::space::measure(lake, CatalogKind::Sprt, id.as_str()).await?;
+        }
+        // The dataset's entry lists its masks, ranked by their count (an upsert with fewer
+        // never replaces it): replaced, and its space measured again.
+        RmTarget::Mask(_, source, dataset) => {
+            if let Some(c) = lake.catalog() {
+                c.0.remove(CatalogKind::Dataset, &format!("{source}/{dataset}"))
+                    .await?;
+            }
+            lakefish_lake::datasets::index_dataset(lake, *source, dataset).await?;
         }
         // The run's record is indexed again below.
         RmTarget::Checkpoint(..) => {}

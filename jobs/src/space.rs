@@ -17,24 +17,14 @@ use crate::{JobError, Lake};
 
 /// The lake's space by kind and item: from the catalogue where the lake has one.
 pub async fn usage(lake: &Lake) -> Result<SpaceUsage, JobError> {
-    let Some(catalog) = lake.catalog() else {
+    if lake.catalog().is_none() {
         return usage_by_listing(lake).await;
-    };
+    }
     let mut items: BTreeMap<(SpaceKind, String), (u64, u64)> = BTreeMap::new();
-    for e in catalog
-        .all(lakefish_lake::catalog::CatalogQuery::all(
-            lakefish_lake::catalog::CatalogKind::Space,
-        ))
-        .await?
-    {
-        let i: SpaceItem = serde_json::from_value(e.summary).map_err(|err| JobError::Corrupt {
-            what: "catalogue space entry",
-            key: e.name.clone(),
-            reason: err.to_string(),
-        })?;
-        let t = items.entry((i.kind, i.name)).or_default();
-        t.0 += i.bytes;
-        t.1 += i.objects;
+    for e in lakefish_lake::space::read_all(lake).await? {
+        let t = items.entry((e.item.kind, e.item.name)).or_default();
+        t.0 += e.item.bytes;
+        t.1 += e.item.objects;
     }
     // The rest of the lake: its other top-level prefixes and files, listed.
     let catalogued = |key: &str| CATALOGUED.contains(&key.split('/').next().unwrap_or(""));

@@ -985,6 +985,27 @@ fn du_from_the_catalogue_equals_a_listing() {
         .unwrap();
     same(&fx, "after rm");
 
+    // A catalogue made before items were measured (its space entries gone): du measures
+    // the items it lacks once, and agrees again.
+    let catalog = fx.lake.catalog().unwrap();
+    let entries = fx
+        .rt
+        .block_on(catalog.all(lakefish_lake::catalog::CatalogQuery::all(
+            lakefish_lake::catalog::CatalogKind::Space,
+        )))
+        .unwrap();
+    assert!(!entries.is_empty());
+    for e in entries {
+        fx.rt
+            .block_on(
+                catalog
+                    .0
+                    .remove(lakefish_lake::catalog::CatalogKind::Space, &e.name),
+            )
+            .unwrap();
+    }
+    same(&fx, "an old catalogue");
+
     // A part nothing indexed: the listing sees it, the catalogue does not.
     fx.rt
         .block_on(fx.lake.put(
@@ -997,4 +1018,134 @@ fn du_from_the_catalogue_equals_a_listing() {
     assert_eq!(listed.bytes - read.bytes, 100);
     assert!(listed.items.iter().any(|i| i.name == "binpack/zz"));
     assert!(!read.items.iter().any(|i| i.name == "binpack/zz"));
+}
+
+/// `rm mask`: refused by a shuffle made through it (a forced removal leaves a tombstone)
+/// and by a queued job that names the dataset and the mask, never by one naming another
+/// dataset; removed, the dataset's entry no longer lists it and du follows.
+#[test]
+fn rm_mask_keeps_what_shuffles_and_jobs_need() {
+    use lakefish_jobs::remove::{RmTarget, apply, plan};
+    use lakefish_jobs::space::usage_by_listing;
+    use lakefish_lake::records::JobStore;
+    use lakefish_schemas::{MaskName, ShuffleSpec};
+    let mut fx = LakeFixture::new();
+    let plain = fx.lake.clone();
+    let spec = lakefish_metastore::MetastoreSpec::Sqlite(
+        fx.dir.path().join("meta.sqlite").display().to_string(),
+    );
+    let store = fx
+        .rt
+        .block_on(lakefish_metastore::SqlRecords::open(&spec))
+        .unwrap();
+    fx.lake = plain
+        .clone()
+        .with_catalog(lakefish_lake::catalog::CatalogHandle(std::sync::Arc::new(
+            store,
+        )));
+    let jobs = JobStore::new(plain.clone());
+    fx.ingest_bytes(&synthetic_binpack(40, 1), "a", 1_000);
+    fx.ingest_bytes(&synthetic_binpack(40, 2), "b", 1_000);
+    for (dataset, mask) in [("a", "quiet"), ("a", "q2"), ("b", "q2")] {
+        let mut definition = MaskDefinition::quiet();
+        definition.name = MaskName::new(mask).unwrap();
+        let m = MaskSpec {
+            dataset: DatasetName::new(dataset).unwrap(),
+            source: Source::Binpack,
+            definition,
+        };
+        lakefish_jobs::masks::mask_dataset(&fx.ctx(), &JobId::new(), &m).unwrap();
+    }
+    let sh = lakefish_jobs::shuffle::shuffle_here(
+        &fx.ctx(),
+        &ShuffleSpec {
+            datasets: vec![DatasetName::new("a").unwrap()],
+            source: Source::Binpack,
+            mask: MaskName::new("quiet").unwrap(),
+            chunks: 2,
+            seed: 1,
+            extra: Vec::new(),
+        },
+    )
+    .unwrap();
+    let target = |n: &str| RmTarget::parse("mask", n).unwrap();
+    let p = fx
+        .rt
+        .block_on(plan(&fx.lake, &jobs, &target("quiet@a")))
+        .unwrap();
+    assert_eq!(
+        p.dependents
+            .iter()
+            .map(|d| d.what.as_str())
+            .collect::<Vec<_>>(),
+        [format!("shuffle {} (made through it)", sh.id)]
+    );
+    let e = fx
+        .rt
+        .block_on(apply(&fx.lake, &jobs, &target("quiet@a"), &p, false, "t"))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("needed by shuffle") && e.contains("--force"),
+        "{e}"
+    );
+    // A queued shuffle of b through q2 blocks q2 of b, not q2 of a.
+    let queued = lakefish_schemas::JobSpec::from_request(
+        br#"{"kind":"shuffle","spec":{"datasets":["b"],"mask":"q2","chunks":2,"seed":1}}"#,
+    )
+    .unwrap();
+    fx.rt
+        .block_on(jobs.put(&JobStore::new_record(JobId::new(), queued)))
+        .unwrap();
+    let blocked = fx
+        .rt
+        .block_on(plan(&fx.lake, &jobs, &target("q2@binpack/b")))
+        .unwrap();
+    assert!(
+        blocked
+            .dependents
+            .iter()
+            .any(|d| d.blocking && d.what.ends_with("(shuffle)")),
+        "{blocked:?}"
+    );
+    let free = fx
+        .rt
+        .block_on(plan(&fx.lake, &jobs, &target("q2@a")))
+        .unwrap();
+    assert!(free.dependents.is_empty(), "{free:?}");
+    fx.rt
+        .block_on(apply(&fx.lake, &jobs, &target("q2@a"), &free, false, "t"))
+        .unwrap();
+    assert!(!fx.path("masks/q2/source=binpack/dataset=a").exists());
+    assert!(fx.path("masks/q2/source=binpack/dataset=b").exists());
+    let listed = fx
+        .rt
+        .block_on(lakefish_lake::datasets::list_datasets(&fx.lake))
+        .unwrap();
+    let a = listed.iter().find(|d| d.name.as_str() == "a").unwrap();
+    assert_eq!(a.masks, ["quiet"]);
+    // Forced past the shuffle: a tombstone, and du from the catalogue still a listing's.
+    let p = fx
+        .rt
+        .block_on(plan(&fx.lake, &jobs, &target("quiet@a")))
+        .unwrap();
+    let stone = fx
+        .rt
+        .block_on(apply(&fx.lake, &jobs, &target("quiet@a"), &p, true, "ana"))
+        .unwrap();
+    assert_eq!(
+        (stone.kind.as_str(), stone.name.as_str()),
+        ("mask", "quiet@binpack/a")
+    );
+    let a = fx.rt.block_on(usage(&fx.lake)).unwrap();
+    let b = fx.rt.block_on(usage_by_listing(&plain)).unwrap();
+    assert_eq!(a.items, b.items);
+    assert!(
+        !a.items
+            .iter()
+            .any(|i| i.kind == SpaceKind::Masks && i.name.ends_with("binpack/a"))
+    );
+    for bad in ["quiet", "quiet@", "@a", "quiet@nope/a"] {
+        assert!(RmTarget::parse("mask", bad).is_err(), "{bad}");
+    }
 }

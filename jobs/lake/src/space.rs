@@ -145,6 +145,24 @@ pub const CATALOGUED: [&str; 7] = [
     "sprt",
 ];
 
+/// A `space` entry's document: the item measured, and the catalogue entry it belongs to
+/// (its link, kept in the document too so that one read of the `space` entries tells which
+/// items were measured).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct SpaceEntry {
+    pub owner: String,
+    #[serde(flatten)]
+    pub item: SpaceItem,
+}
+
+/// The kinds of catalogue entries whose items have `space` entries.
+pub const MEASURED: [CatalogKind; 4] = [
+    CatalogKind::Dataset,
+    CatalogKind::Shuffle,
+    CatalogKind::Run,
+    CatalogKind::Sprt,
+];
+
 /// How a `space` entry links the catalogue entry whose item it measures.
 pub fn owner(kind: CatalogKind, name: &str) -> String {
     format!("{}:{name}", kind.as_str())
@@ -207,11 +225,14 @@ pub async fn measure(lake: &Lake, kind: CatalogKind, name: &str) -> Result<(), J
     let rank = chrono::Utc::now().timestamp_millis();
     let mut kept = std::collections::HashSet::new();
     for ((k, item), (bytes, objects)) in items {
-        let doc = SpaceItem {
-            kind: k,
-            name: item.clone(),
-            bytes,
-            objects,
+        let doc = SpaceEntry {
+            owner: link.clone(),
+            item: SpaceItem {
+                kind: k,
+                name: item.clone(),
+                bytes,
+                objects,
+            },
         };
         let key = format!("{}:{item}", k.as_str());
         kept.insert(key.clone());
@@ -230,6 +251,51 @@ pub async fn measure(lake: &Lake, kind: CatalogKind, name: &str) -> Result<(), J
         }
     }
     Ok(())
+}
+
+/// Every `space` entry of the catalogue, after measuring the items that have none (a
+/// catalogue made before items were measured, or an item whose measurement failed).
+pub async fn read_all(lake: &Lake) -> Result<Vec<SpaceEntry>, JobError> {
+    let Some(catalog) = lake.catalog() else {
+        return Ok(Vec::new());
+    };
+    let read = || async {
+        let mut out = Vec::new();
+        for e in catalog.all(CatalogQuery::all(CatalogKind::Space)).await? {
+            out.push(
+                serde_json::from_value::<SpaceEntry>(e.summary).map_err(|err| {
+                    JobError::Corrupt {
+                        what: "catalogue space entry",
+                        key: e.name.clone(),
+                        reason: err.to_string(),
+                    }
+                })?,
+            );
+        }
+        Ok::<_, JobError>(out)
+    };
+    let entries = read().await?;
+    let owners: std::collections::HashSet<&str> =
+        entries.iter().map(|e| e.owner.as_str()).collect();
+    let mut missing = Vec::new();
+    for kind in MEASURED {
+        for e in catalog.all(CatalogQuery::all(kind)).await? {
+            if !owners.contains(owner(kind, &e.name).as_str()) {
+                missing.push((kind, e.name));
+            }
+        }
+    }
+    if missing.is_empty() {
+        return Ok(entries);
+    }
+    tracing::info!(
+        items = missing.len(),
+        "measuring the space of items the catalogue has not measured"
+    );
+    for (kind, name) in &missing {
+        measure(lake, *kind, name).await?;
+    }
+    read().await
 }
 
 /// Drops the `space` entries of an item removed from the catalogue.

@@ -200,7 +200,8 @@ pub(crate) enum Command {
     /// never committed once their writer's claim is past its 5-minute lease and no job names
     /// the dataset. Prints the plan; --yes acts.
     Gc(crate::lake_cmd::GcArgs),
-    /// Remove one item: `dataset [SOURCE/]NAME` (with its masks and profile), `shuffle SH`,
+    /// Remove one item: `dataset [SOURCE/]NAME` (with its masks and profile), `mask
+    /// MASK@[SOURCE/]NAME` (one mask of a dataset), `shuffle SH`,
     /// `run RUN`, `checkpoint RUN/STEP` or `games SPRT` (a finished test's games; its result
     /// stays). Refused while anything needs it (a registered net's lineage, the best net, a
     /// shuffle, a run, an experiment), naming each; --force removes anyway, leaving a tombstone
