@@ -71,6 +71,10 @@ impl Catalog for Recording {
         self.inner.0.totals(kind).await
     }
     async fn remove(&self, kind: CatalogKind, name: &str) -> Result<bool, JobError> {
+        if !self.forward {
+            // A listing that changes nothing (a space measurement's clean-up included).
+            return Ok(false);
+        }
         self.inner.0.remove(kind, name).await
     }
 }

@@ -4,7 +4,8 @@
 //! shuffles no run has trained on for that long that no registered net's lineage names
 //! (removed as `lakefish rm` removes them, with a tombstone for the runs that used them),
 //! and what ingests that never committed left: the parts of a dataset whose writer's claim
-//! is past its lease ([`lakefish_lake::datasets::CLAIM_LEASE`]) and that no job at work names.
+//! is past its lease ([`lakefish_lake::datasets::CLAIM_LEASE`]) by another lease and that no
+//! job at work names (and the bare claim a writer that died after its commit left).
 //! The server's scheduler runs it with `[retention]` and keeps its last report in `gc/last.json`.
 //!
 //! Kept whatever the policy says: every checkpoint a registered net was quantized from (its
@@ -62,6 +63,8 @@ pub enum RemovalKind {
     PassFiles,
     /// The parts of an ingest that never committed, its writer's claim past its lease.
     FailedIngest,
+    /// The claim a committed ingest's writer left when it died after the commit.
+    LeftoverClaim,
 }
 
 /// One item's objects to remove.
@@ -99,6 +102,15 @@ pub struct GcReport {
     pub removed_bytes: u64,
     /// Items skipped at the last moment (changed since the plan, or a job named them).
     pub skipped: Vec<Kept>,
+}
+
+/// A claim whose writer is gone for sure: a lease past its expiry by another lease (a
+/// writer that stalled between its last check of the claim and its commit has long given up
+/// by then: it stops at half a lease without renewal).
+fn past_lease(claim: &lakefish_lake::datasets::WriterClaim) -> bool {
+    chrono::DateTime::parse_from_rfc3339(&claim.expires).map_or(true, |t| {
+        t + lakefish_lake::datasets::CLAIM_LEASE < chrono::Utc::now()
+    })
 }
 
 /// Why work under way needs `target`, if it does.
@@ -161,7 +173,7 @@ async fn remove_failed_ingest(
         return Ok(None);
     };
     let target = crate::remove::RmTarget::Dataset(source, name.clone());
-    if !WriterClaim::parse(&bytes).is_stale()
+    if !past_lease(&WriterClaim::parse(&bytes))
         || read_manifest(lake, source, &name).await?.is_some()
         || named_by_work(&target, &active_specs(lake, jobs).await?).is_some()
     {
@@ -356,7 +368,30 @@ pub async fn plan(lake: &Lake, jobs: &JobStore, policy: GcPolicy) -> Result<GcPl
     }
     for claim in lakefish_lake::datasets::list_claims(lake).await? {
         let name = format!("{}/{}", claim.source, claim.name);
-        if !claim.stale {
+        if !past_lease(&claim.claim) {
+            continue;
+        }
+        let claim_key = format!(
+            "{}/{}",
+            lakefish_schemas::positions::dataset_prefix(claim.source, &claim.name),
+            lakefish_lake::datasets::WRITER_FILE
+        );
+        if lakefish_lake::datasets::read_manifest(lake, claim.source, &claim.name)
+            .await?
+            .is_some()
+        {
+            // Committed, and its writer died before releasing the claim: only that goes.
+            let bytes = lake.size(&claim_key).await?.unwrap_or(0);
+            p.remove.push(Removal {
+                item: name,
+                kind: RemovalKind::LeftoverClaim,
+                why: format!(
+                    "the claim job {} left on a committed dataset",
+                    claim.claim.job
+                ),
+                keys: vec![claim_key],
+                bytes,
+            });
             continue;
         }
         let target = crate::remove::RmTarget::Dataset(claim.source, claim.name.clone());
@@ -494,6 +529,23 @@ pub async fn apply(
                     &r.item,
                 )
                 .await?;
+            }
+            RemovalKind::LeftoverClaim => {
+                // Still past its lease (no writer took it since): gone.
+                let key = &r.keys[0];
+                match lake.get_versioned(key).await? {
+                    Some((bytes, version))
+                        if past_lease(&lakefish_lake::datasets::WriterClaim::parse(&bytes)) =>
+                    {
+                        lake.delete_if_unchanged(key, &version).await?;
+                        report.removed_objects += 1;
+                        report.removed_bytes += r.bytes;
+                    }
+                    _ => report.skipped.push(Kept {
+                        item: r.item.clone(),
+                        why: "claimed again since the plan".into(),
+                    }),
+                }
             }
             RemovalKind::FailedIngest => match remove_failed_ingest(lake, jobs, &r.item).await? {
                 Some((objects, bytes)) => {

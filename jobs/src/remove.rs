@@ -319,10 +319,11 @@ pub async fn work_in_progress(
     Ok(out)
 }
 
-/// A run not finished and written to lately may be training right now (a local
-/// `lakefish train` keeps no job record).
+/// A run not finished, not failed and written to lately may be training right now (a local
+/// `lakefish train` keeps no job record; it writes its record at every checkpoint).
 fn maybe_training(run: &lakefish_schemas::RunRecord) -> bool {
     !run.finished
+        && run.error.is_none()
         && chrono::DateTime::parse_from_rfc3339(&run.updated).is_ok_and(|t| {
             chrono::Utc::now().signed_duration_since(t) < chrono::Duration::minutes(30)
         })
@@ -610,10 +611,19 @@ pub async fn apply(
             blocking: true,
         })
         .filter(|d| {
+            // The same job, queued at the plan and running now, is not new.
+            let unstated = |w: &str| {
+                w.trim_start_matches("queued ")
+                    .trim_start_matches("running ")
+                    .split(", started since")
+                    .next()
+                    .unwrap_or_default()
+                    .to_string()
+            };
             !plan
                 .dependents
                 .iter()
-                .any(|p| d.what.starts_with(p.what.as_str()))
+                .any(|p| unstated(&d.what) == unstated(&p.what))
         })
         .collect();
     let blocking: Vec<&Dependent> = plan

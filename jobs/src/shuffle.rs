@@ -610,6 +610,11 @@ pub fn commit(ctx: &JobContext, plan: &ShufflePlan) -> Result<ShuffleManifest, J
     if let Some(m) = ctx.block_on(read_shuffle_manifest(&ctx.lake, &plan.id))? {
         // Committed already (this is a second delivery): finish the clean-up it may not have.
         remove_pass_files(ctx, plan)?;
+        ctx.block_on(lakefish_lake::space::measure(
+            &ctx.lake,
+            lakefish_lake::catalog::CatalogKind::Shuffle,
+            plan.id.as_str(),
+        ))?;
         return Ok(m);
     }
     let mut chunks = Vec::new();

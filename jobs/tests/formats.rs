@@ -439,7 +439,10 @@ fn a_shuffle_exports_and_profiles_as_the_rows_it_holds() {
             r#"{"kind":"profile","spec":{"source":"binpack"}}"#,
             "dataset or shuffle: name one of them",
         ),
-        (r#"{"kind":"profile","spec":{"shuffle":"../x"}}"#, "shuffle"),
+        (
+            r#"{"kind":"profile","spec":{"shuffle":"../x"}}"#,
+            "shuffle: shuffle name \"../x\" may only contain",
+        ),
     ] {
         let e = lakefish_schemas::JobSpec::from_request(body.as_bytes())
             .unwrap_err()

@@ -602,6 +602,7 @@ fn gc_removes_what_failed_ingests_left_past_their_lease() {
         ("named", Some("2026-01-01T00:00:00Z")),
         ("raced", Some("2026-01-01T00:00:00Z")),
         ("fine", None),
+        ("leftover", None),
     ]
     .into_iter()
     .enumerate()
@@ -614,6 +615,11 @@ fn gc_removes_what_failed_ingests_left_past_their_lease() {
             put(&format!("{dir}/_writer"), claim(expires));
         }
     }
+    // A writer that died after its commit, before releasing its claim.
+    put(
+        "positions/source=binpack/dataset=leftover/_writer",
+        claim("2026-01-01T00:00:00Z"),
+    );
     let mask = lakefish_schemas::JobSpec::from_request(
         br#"{"kind":"mask","spec":{"dataset":"named","definition":{"name":"q"}}}"#,
     )
@@ -639,8 +645,13 @@ fn gc_removes_what_failed_ingests_left_past_their_lease() {
         removed,
         [
             ("binpack/crashed", RemovalKind::FailedIngest),
+            ("binpack/leftover", RemovalKind::LeftoverClaim),
             ("binpack/raced", RemovalKind::FailedIngest)
         ]
+    );
+    assert_eq!(
+        p.remove[1].keys,
+        ["positions/source=binpack/dataset=leftover/_writer"]
     );
     assert_eq!(p.remove[0].keys.len(), crashed_files);
     assert!(p.remove[0].why.contains("never committed"), "{p:?}");
@@ -657,8 +668,16 @@ fn gc_removes_what_failed_ingests_left_past_their_lease() {
         claim(&later),
     );
     let done = fx.rt.block_on(apply(&fx.lake, &jobs, &p, "test")).unwrap();
-    assert_eq!(done.removed_objects as usize, crashed_files);
-    assert_eq!(done.removed_bytes, p.remove[0].bytes);
+    assert_eq!(done.removed_objects as usize, crashed_files + 1);
+    assert_eq!(done.removed_bytes, p.remove[0].bytes + p.remove[1].bytes);
+    assert!(
+        !fx.path("positions/source=binpack/dataset=leftover/_writer")
+            .exists()
+    );
+    assert!(
+        fx.path("positions/source=binpack/dataset=leftover/_manifest.json")
+            .exists()
+    );
     assert_eq!(
         done.skipped
             .iter()
@@ -800,6 +819,16 @@ fn rm_under_a_pipeline_or_a_training_is_refused_and_a_racing_shuffle_fails_clear
     assert!(
         fx.path(&format!("shuffled/{}/_manifest.json", sh.id))
             .exists()
+    );
+    // Failed (its record says why), it is not training: no longer at work on the shuffle.
+    let mut failed: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(fx.path("runs/run-00000000000d/run.json")).unwrap())
+            .unwrap();
+    failed["error"] = "chunk missing".into();
+    put("runs/run-00000000000d/run.json", failed);
+    assert!(
+        blocking(&target("shuffle", sh.id.as_str())).is_empty(),
+        "a failed run does not block"
     );
 
     // The race: the removal of "r" is planned (nothing needs it), then a shuffle of it starts.
@@ -984,6 +1013,15 @@ fn du_from_the_catalogue_equals_a_listing() {
         ))
         .unwrap();
     same(&fx, "after rm");
+    // A measurement racing the removal (a profile finishing after it) adds nothing.
+    fx.rt
+        .block_on(lakefish_lake::space::measure(
+            &fx.lake,
+            lakefish_lake::catalog::CatalogKind::Dataset,
+            "binpack/b",
+        ))
+        .unwrap();
+    same(&fx, "a measurement after rm");
 
     // A catalogue made before items were measured (its space entries gone): du measures
     // the items it lacks once, and agrees again.

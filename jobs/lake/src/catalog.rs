@@ -265,12 +265,21 @@ impl CatalogHandle {
 impl Lake {
     /// Records `entry` in the catalogue this lake carries; nothing without one. Call it after
     /// the manifest the entry summarises is committed to the lake.
-    /// Measures the item's space too ([`crate::space::measure`]).
+    /// Measures the item's space too ([`crate::space::measure`]; a failure there is logged).
     pub async fn index(&self, entry: CatalogEntry) -> Result<(), JobError> {
         match self.catalog() {
             Some(c) => {
                 c.0.upsert(&entry).await?;
-                crate::space::measure(self, entry.kind, &entry.name).await
+                // The commit and its entry stand without a measurement: `du` measures an
+                // item that has none the next time it reads the catalogue.
+                if let Err(e) = crate::space::measure(self, entry.kind, &entry.name).await {
+                    tracing::warn!(
+                        kind = entry.kind.as_str(),
+                        name = entry.name,
+                        "space not measured: {e}"
+                    );
+                }
+                Ok(())
             }
             None => Ok(()),
         }

@@ -204,6 +204,11 @@ async fn item_prefixes(
 /// Measures the objects of the item the catalogue entry `kind`/`name` stands for and keeps
 /// its `space` entries: one per (kind, item) found, none left for what is gone. Nothing
 /// without a catalogue.
+///
+/// Two measurements of one item may overlap (two masks committing, two SPRT batches): each
+/// is ranked by when it began listing, an upsert never replaces a newer measurement's entry
+/// (the catalogue's rank rule) and only older entries are dropped. An item no longer in the
+/// catalogue (removed meanwhile) gets none.
 pub async fn measure(lake: &Lake, kind: CatalogKind, name: &str) -> Result<(), JobError> {
     let Some(catalog) = lake.catalog() else {
         return Ok(());
@@ -212,6 +217,7 @@ pub async fn measure(lake: &Lake, kind: CatalogKind, name: &str) -> Result<(), J
     if prefixes.is_empty() {
         return Ok(());
     }
+    let rank = chrono::Utc::now().timestamp_millis();
     let mut items: BTreeMap<(SpaceKind, String), (u64, u64)> = BTreeMap::new();
     for p in &prefixes {
         for o in lake.list(p).await? {
@@ -220,9 +226,11 @@ pub async fn measure(lake: &Lake, kind: CatalogKind, name: &str) -> Result<(), J
             e.1 += 1;
         }
     }
+    if catalog.0.get(kind, name).await?.is_none() {
+        return forget(lake, kind, name).await;
+    }
     let link = owner(kind, name);
     let now = crate::records::now();
-    let rank = chrono::Utc::now().timestamp_millis();
     let mut kept = std::collections::HashSet::new();
     for ((k, item), (bytes, objects)) in items {
         let doc = SpaceEntry {
@@ -246,7 +254,7 @@ pub async fn measure(lake: &Lake, kind: CatalogKind, name: &str) -> Result<(), J
     let mut q = CatalogQuery::all(CatalogKind::Space);
     q.link = Some(link);
     for e in catalog.all(q).await? {
-        if !kept.contains(&e.name) {
+        if !kept.contains(&e.name) && e.rank < rank {
             catalog.0.remove(CatalogKind::Space, &e.name).await?;
         }
     }
@@ -277,25 +285,34 @@ pub async fn read_all(lake: &Lake) -> Result<Vec<SpaceEntry>, JobError> {
     let entries = read().await?;
     let owners: std::collections::HashSet<&str> =
         entries.iter().map(|e| e.owner.as_str()).collect();
+    let mut live = std::collections::HashSet::new();
     let mut missing = Vec::new();
     for kind in MEASURED {
         for e in catalog.all(CatalogQuery::all(kind)).await? {
-            if !owners.contains(owner(kind, &e.name).as_str()) {
+            let o = owner(kind, &e.name);
+            if !owners.contains(o.as_str()) {
                 missing.push((kind, e.name));
             }
+            live.insert(o);
         }
     }
-    if missing.is_empty() {
-        return Ok(entries);
-    }
-    tracing::info!(
-        items = missing.len(),
-        "measuring the space of items the catalogue has not measured"
-    );
-    for (kind, name) in &missing {
-        measure(lake, *kind, name).await?;
-    }
-    read().await
+    let entries = if missing.is_empty() {
+        entries
+    } else {
+        tracing::info!(
+            items = missing.len(),
+            "measuring the space of items the catalogue has not measured"
+        );
+        for (kind, name) in &missing {
+            measure(lake, *kind, name).await?;
+        }
+        read().await?
+    };
+    // Entries of items removed from the catalogue (a measurement that raced a removal).
+    Ok(entries
+        .into_iter()
+        .filter(|e| live.contains(&e.owner))
+        .collect())
 }
 
 /// Drops the `space` entries of an item removed from the catalogue.

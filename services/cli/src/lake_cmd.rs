@@ -425,9 +425,9 @@ pub(crate) fn gc(lake: &str, rt: &tokio::runtime::Handle, a: GcArgs) -> anyhow::
 /// `lakefish rm KIND NAME`.
 #[derive(clap::Args)]
 pub(crate) struct RmArgs {
-    /// dataset, shuffle, run, checkpoint or games.
+    /// dataset, mask, shuffle, run, checkpoint or games.
     pub kind: String,
-    /// The item: [SOURCE/]DATASET, sh-…, run-…, run-…/STEP or sprt-….
+    /// The item: [SOURCE/]DATASET, MASK@[SOURCE/]DATASET, sh-…, run-…, run-…/STEP or sprt-….
     pub name: String,
     /// Remove even what registered nets, shuffles, runs or experiments still name (they then
     /// point at its tombstone).
