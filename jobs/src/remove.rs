@@ -329,6 +329,19 @@ fn maybe_training(run: &lakefish_schemas::RunRecord) -> bool {
         })
 }
 
+/// Whether a shuffle was made from the dataset (among its datasets or the extra ones).
+fn made_from(
+    sh: &lakefish_schemas::ShuffleManifest,
+    source: Source,
+    dataset: &DatasetName,
+) -> bool {
+    (sh.source == source && sh.datasets.contains(dataset))
+        || sh
+            .extra
+            .iter()
+            .any(|r| r.source == source && &r.dataset == dataset)
+}
+
 /// Every object under `prefix`, with `first` (the commit marker) moved to the front.
 async fn keys_under(
     lake: &Lake,
@@ -381,12 +394,7 @@ pub async fn plan(lake: &Lake, jobs: &JobStore, target: &RmTarget) -> Result<RmP
             }
             let full = format!("{source}/{dataset}");
             for sh in crate::shuffle::list_shuffles(lake).await? {
-                let from = (sh.source == *source && sh.datasets.contains(dataset))
-                    || sh
-                        .extra
-                        .iter()
-                        .any(|r| r.source == *source && &r.dataset == dataset);
-                if from {
+                if made_from(&sh, *source, dataset) {
                     need(format!("shuffle {}", sh.id), false);
                 }
             }
@@ -443,12 +451,7 @@ pub async fn plan(lake: &Lake, jobs: &JobStore, target: &RmTarget) -> Result<RmP
             }
             let full = format!("{source}/{dataset}");
             for sh in crate::shuffle::list_shuffles(lake).await? {
-                let from = (sh.source == *source && sh.datasets.contains(dataset))
-                    || sh
-                        .extra
-                        .iter()
-                        .any(|r| r.source == *source && &r.dataset == dataset);
-                if from && &sh.mask == mask {
+                if made_from(&sh, *source, dataset) && &sh.mask == mask {
                     need(format!("shuffle {} (made through it)", sh.id), false);
                 }
             }

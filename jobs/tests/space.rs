@@ -886,20 +886,7 @@ fn du_from_the_catalogue_equals_a_listing() {
     use lakefish_jobs::space::usage_by_listing;
     use lakefish_lake::records::JobStore;
     use lakefish_schemas::{MaskName, ShuffleSpec};
-    let mut fx = LakeFixture::new();
-    let plain = fx.lake.clone();
-    let spec = lakefish_metastore::MetastoreSpec::Sqlite(
-        fx.dir.path().join("meta.sqlite").display().to_string(),
-    );
-    let store = fx
-        .rt
-        .block_on(lakefish_metastore::SqlRecords::open(&spec))
-        .unwrap();
-    fx.lake = plain
-        .clone()
-        .with_catalog(lakefish_lake::catalog::CatalogHandle(std::sync::Arc::new(
-            store,
-        )));
+    let (fx, plain) = with_catalogue();
     let jobs = JobStore::new(plain.clone());
     let same = |fx: &LakeFixture, step: &str| {
         let a = fx.rt.block_on(usage(&fx.lake)).unwrap();
@@ -1067,20 +1054,7 @@ fn rm_mask_keeps_what_shuffles_and_jobs_need() {
     use lakefish_jobs::space::usage_by_listing;
     use lakefish_lake::records::JobStore;
     use lakefish_schemas::{MaskName, ShuffleSpec};
-    let mut fx = LakeFixture::new();
-    let plain = fx.lake.clone();
-    let spec = lakefish_metastore::MetastoreSpec::Sqlite(
-        fx.dir.path().join("meta.sqlite").display().to_string(),
-    );
-    let store = fx
-        .rt
-        .block_on(lakefish_metastore::SqlRecords::open(&spec))
-        .unwrap();
-    fx.lake = plain
-        .clone()
-        .with_catalog(lakefish_lake::catalog::CatalogHandle(std::sync::Arc::new(
-            store,
-        )));
+    let (fx, plain) = with_catalogue();
     let jobs = JobStore::new(plain.clone());
     fx.ingest_bytes(&synthetic_binpack(40, 1), "a", 1_000);
     fx.ingest_bytes(&synthetic_binpack(40, 2), "b", 1_000);
@@ -1186,4 +1160,23 @@ fn rm_mask_keeps_what_shuffles_and_jobs_need() {
     for bad in ["quiet", "quiet@", "@a", "quiet@nope/a"] {
         assert!(RmTarget::parse("mask", bad).is_err(), "{bad}");
     }
+}
+
+/// A lake fixture whose lake carries a SQLite catalogue, and the same lake without it.
+fn with_catalogue() -> (LakeFixture, lakefish_lake::Lake) {
+    let mut fx = LakeFixture::new();
+    let plain = fx.lake.clone();
+    let spec = lakefish_metastore::MetastoreSpec::Sqlite(
+        fx.dir.path().join("meta.sqlite").display().to_string(),
+    );
+    let store = fx
+        .rt
+        .block_on(lakefish_metastore::SqlRecords::open(&spec))
+        .unwrap();
+    fx.lake = plain
+        .clone()
+        .with_catalog(lakefish_lake::catalog::CatalogHandle(std::sync::Arc::new(
+            store,
+        )));
+    (fx, plain)
 }

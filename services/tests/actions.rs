@@ -283,13 +283,7 @@ async fn a_dataset_page_queues_and_then_draws_its_profile() {
     let page = send(&app, "GET", "/ui/datasets/bullet/d", &[], b"").await;
     assert_eq!(page.status, StatusCode::OK, "{}", page.body);
     assert!(page.body.contains("Not profiled yet") && page.body.contains("raw/bullet/d.txt"));
-    let csrf = page
-        .body
-        .split("name=\"csrf\" value=\"")
-        .nth(1)
-        .and_then(|s| s.split('"').next())
-        .expect("the button's form carries a CSRF value")
-        .to_string();
+    let csrf = csrf_of(&page.body);
     let form = format!("csrf={csrf}");
     let a = send(&app, "POST", "/ui/datasets/bullet/d/profile", &[FORM], b"").await;
     assert_eq!(a.status, StatusCode::FORBIDDEN, "{}", a.body);
@@ -517,13 +511,7 @@ async fn a_shuffle_page_queues_and_then_draws_its_profile() {
         "{}",
         page.body
     );
-    let csrf = page
-        .body
-        .split("name=\"csrf\" value=\"")
-        .nth(1)
-        .and_then(|s| s.split('"').next())
-        .expect("the button's form carries a CSRF value")
-        .to_string();
+    let csrf = csrf_of(&page.body);
     let form = format!("csrf={csrf}");
     let action = format!("/ui/shuffles/{id}/profile");
     let a = send(&app, "POST", &action, &[FORM], b"").await;
@@ -613,4 +601,13 @@ async fn bullet_dataset(app: &App) -> &'static str {
     .unwrap()
     .unwrap();
     lines
+}
+
+/// The CSRF value a page's button form carries.
+fn csrf_of(body: &str) -> String {
+    body.split("name=\"csrf\" value=\"")
+        .nth(1)
+        .and_then(|s| s.split('"').next())
+        .expect("the button's form carries a CSRF value")
+        .to_string()
 }

@@ -629,27 +629,24 @@ impl Lake {
         Ok(all)
     }
 
+    /// One level under `prefix`: its objects and its "sub-directories".
+    async fn one_level(&self, prefix: &str) -> Result<object_store::ListResult, JobError> {
+        self.store
+            .list_with_delimiter(Some(&Path::from(prefix)))
+            .await
+            .map_err(|e| JobError::lake("list", prefix, e))
+    }
+
     /// The objects directly under `prefix` (not in its subdirectories).
     pub async fn list_files(&self, prefix: &str) -> Result<Vec<ObjectMeta>, JobError> {
-        let p = Path::from(prefix);
-        let r = self
-            .store
-            .list_with_delimiter(Some(&p))
-            .await
-            .map_err(|e| JobError::lake("list", prefix, e))?;
-        let mut files = r.objects;
+        let mut files = self.one_level(prefix).await?.objects;
         files.sort_by(|a, b| a.location.cmp(&b.location));
         Ok(files)
     }
 
     /// The immediate "sub-directories" of `prefix`, as full keys.
     pub async fn list_dirs(&self, prefix: &str) -> Result<Vec<String>, JobError> {
-        let p = Path::from(prefix);
-        let r = self
-            .store
-            .list_with_delimiter(Some(&p))
-            .await
-            .map_err(|e| JobError::lake("list", prefix, e))?;
+        let r = self.one_level(prefix).await?;
         let mut dirs: Vec<String> = r.common_prefixes.iter().map(|p| p.to_string()).collect();
         dirs.sort();
         Ok(dirs)
