@@ -80,6 +80,7 @@ fn item_link(kind: SpaceKind, name: &str) -> String {
     let href = match kind {
         SpaceKind::Datasets => Some(format!("/ui/datasets/{name}")),
         SpaceKind::Runs => Some(format!("/ui/runs/{name}")),
+        SpaceKind::Shuffles => Some(crate::dataset_page::shuffle_href(name)),
         SpaceKind::Sprt => Some(format!("/ui/sprt/{name}")),
         SpaceKind::Experiments => Some(format!("/ui/experiments/{name}")),
         _ => None,

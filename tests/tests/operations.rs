@@ -567,7 +567,9 @@ async fn the_catalogue_is_rebuilt_from_a_lake_and_kept_current() {
     };
     let said = rebuild(false);
     assert!(said.contains("indexed 1 dataset"), "{said}");
-    assert!(said.contains("1 catalogue entries"), "{said}");
+    // The dataset, and its space as measured when it was indexed.
+    assert!(said.contains("2 catalogue entries"), "{said}");
+    assert!(said.contains("space          1"), "{said}");
 
     let (_serve, api) = lakefish(
         &[
