@@ -358,7 +358,7 @@ fn move_accuracy(
     let Some(last) = manifest.chunks.len().checked_sub(1) else {
         return Ok(None);
     };
-    let rows = crate::shuffle::chunk_rows_as_text(
+    let rows = crate::chunks::chunk_rows_as_text(
         ctx,
         &train.shuffle,
         last as u32,

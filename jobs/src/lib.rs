@@ -14,6 +14,7 @@
 
 pub mod admission;
 pub mod catalog;
+pub mod chunks;
 pub mod datagen;
 pub mod engines;
 pub mod experiment;

@@ -163,7 +163,7 @@ pub fn read_unit(ctx: &JobContext, of: &RowsOf, unit: &PartInfo) -> Result<UnitR
             Ok(UnitRows { key, rows, keep })
         }
         RowsOf::Shuffle(id) => {
-            let rows = crate::shuffle::read_chunk_rows(ctx, id, &unit.name, usize::MAX)?
+            let rows = crate::chunks::read_chunk_rows(ctx, id, &unit.name, usize::MAX)?
                 .into_iter()
                 .map(|r| PositionRow {
                     fen: r.fen,

@@ -492,7 +492,7 @@ fn chunks_carry_packed_boards_that_print_back_as_their_fens() {
     .unwrap();
     let e = lakefish_lake::parts::read_chunk(other.into(), &["board"]).unwrap_err();
     assert!(e.contains("lakefish-packed-board-v9"), "{e}");
-    let text = lakefish_jobs::shuffle::chunk_rows_as_text(&fx.ctx(), &m.id, 1, 5).unwrap();
+    let text = lakefish_jobs::chunks::chunk_rows_as_text(&fx.ctx(), &m.id, 1, 5).unwrap();
     assert_eq!(text.len(), 5);
     assert!(
         text.iter()
@@ -503,7 +503,7 @@ fn chunks_carry_packed_boards_that_print_back_as_their_fens() {
     assert!(e.to_string().contains("../etc"), "{e}");
     for (id, index) in [("sh-000000000000", 0), (m.id.as_str(), 99)] {
         let id = lakefish_schemas::names::ShuffleId::new(id).unwrap();
-        let e = lakefish_jobs::shuffle::chunk_rows_as_text(&fx.ctx(), &id, index, 5)
+        let e = lakefish_jobs::chunks::chunk_rows_as_text(&fx.ctx(), &id, index, 5)
             .unwrap_err()
             .to_string();
         assert!(e.contains(id.as_str()), "{e}");

@@ -162,7 +162,7 @@ fn bad_inputs_fail_clearly_and_keep_the_last_good_checkpoint() {
     let order = epoch_order(&[0, 1], 11, 0);
     let key = format!("shuffled/{}/{}", fx.shuffle, m.chunks[order[1]].name);
     // Written back in the layout before packed boards, which training still reads.
-    let mut rows = lakefish_jobs::shuffle::chunk_rows_as_text(
+    let mut rows = lakefish_jobs::chunks::chunk_rows_as_text(
         &fx.ctx,
         &fx.shuffle,
         order[1] as u32,
@@ -317,7 +317,7 @@ fn a_load_time_filter_trains_on_the_rows_it_keeps() {
     let mut kept = 0u64;
     let train_chunks = &manifest.chunks[..manifest.chunks.len() - 1];
     for index in 0..train_chunks.len() {
-        let rows = lakefish_jobs::shuffle::chunk_rows_as_text(
+        let rows = lakefish_jobs::chunks::chunk_rows_as_text(
             &fx.ctx,
             &fx.shuffle,
             index as u32,

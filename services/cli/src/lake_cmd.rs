@@ -127,7 +127,7 @@ pub(crate) fn chunk(
         crate::config::open_existing_lake(lake)?,
         rt.handle().clone(),
     );
-    let rows = lakefish_jobs::shuffle::chunk_rows_as_text(&ctx, shuffle, index, limit)?;
+    let rows = lakefish_jobs::chunks::chunk_rows_as_text(&ctx, shuffle, index, limit)?;
     let cell = |v: Option<String>| v.unwrap_or_else(|| "-".into());
     for r in rows {
         if json {
